@@ -1,0 +1,1 @@
+"""Adversaries, one module per attack (see ``privaudit list attacks``)."""

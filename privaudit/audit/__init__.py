@@ -1,0 +1,1 @@
+"""Grid configs, the runner, scoring and calibration: where defenses and attacks meet."""

@@ -1,0 +1,135 @@
+"""Grid configurations, validated with pydantic, and the built-in presets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CorpusSpec(_Strict):
+    name: str = "synthetic-reviews"
+    params: dict[str, Any] = Field(default_factory=dict)
+    limits: dict[str, int | None] = Field(
+        default_factory=dict, description="at most this many documents per split"
+    )
+
+
+class DefenseSpec(_Strict):
+    name: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    knob_values: list[float] | None = Field(
+        default=None, description="values of the defense's privacy knob to sweep"
+    )
+
+    @field_validator("knob_values")
+    @classmethod
+    def _positive(cls, values: list[float] | None) -> list[float] | None:
+        if values is not None:
+            if not values:
+                raise ValueError("knob_values is empty; give at least one value or omit it")
+            bad = [v for v in values if not v > 0]
+            if bad:
+                raise ValueError(f"knob values must be positive numbers, got {bad}")
+        return values
+
+
+class GridConfig(_Strict):
+    name: str = "custom"
+    corpus: CorpusSpec = Field(default_factory=CorpusSpec)
+    backbone: str | None = None
+    defenses: list[DefenseSpec]
+    attacks: list[str]
+    utility: str = "probe"
+    seeds: list[int] = Field(default_factory=lambda: [0])
+
+    @field_validator("defenses", "attacks", "seeds")
+    @classmethod
+    def _non_empty(cls, values: list[Any]) -> list[Any]:
+        if not values:
+            raise ValueError("must list at least one entry")
+        return values
+
+    def check_names(self) -> None:
+        """Resolve every component name now, so a typo fails before any work starts."""
+        from privaudit.registry import ATTACKS, CORPORA, DEFENSES, UTILITY
+
+        CORPORA.get(self.corpus.name)
+        UTILITY.get(self.utility)
+        for d in self.defenses:
+            cls = DEFENSES.get(d.name)
+            if d.knob_values and getattr(cls, "knob", None) is None:
+                raise ValueError(
+                    f"Defense {d.name!r} has no privacy knob, but knob_values were given."
+                )
+        for a in self.attacks:
+            ATTACKS.get(a)
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # The default of `privaudit run`: T2T swept over eta on the default backbone and corpus.
+    "quick": {
+        "name": "quick",
+        "corpus": {
+            "name": "synthetic-reviews",
+            "params": {"n_docs": 3000, "seed": 0},
+            "limits": {"train": 1000, "test": 400},
+        },
+        "defenses": [
+            {"name": "none"},
+            {"name": "t2t", "knob_values": [40, 60, 80, 100, 125, 175]},
+        ],
+        "attacks": ["nn-inversion"],
+        "utility": "probe",
+        "seeds": [0],
+    },
+    # Seconds, for tests: the tiny random BERT and a small corpus.
+    "smoke": {
+        "name": "smoke",
+        "backbone": "tiny-random-bert",
+        "corpus": {
+            "name": "synthetic-reviews",
+            "params": {"n_docs": 120, "seed": 0},
+            "limits": {"train": 60, "test": 30},
+        },
+        "defenses": [{"name": "none"}, {"name": "t2t", "knob_values": [1, 10, 100]}],
+        "attacks": ["nn-inversion"],
+        "utility": "probe",
+        "seeds": [0],
+    },
+}
+
+
+def load_config(source: str | Path | dict[str, Any]) -> GridConfig:
+    """A preset name, a YAML/JSON file, or a dict → a validated :class:`GridConfig`."""
+    if isinstance(source, dict):
+        data = source
+    elif str(source) in PRESETS:
+        data = PRESETS[str(source)]
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise ValueError(
+                f"{source!r} is neither a preset ({', '.join(PRESETS)}) nor a config file."
+            )
+        text = path.read_text(encoding="utf-8")
+        if path.suffix.lower() in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text) or {}
+        else:
+            data = json.loads(text)
+    try:
+        return GridConfig.model_validate(data)
+    except ValidationError as exc:
+        lines = [
+            f"{'.'.join(map(str, e['loc'])) or '(top level)'}: {e['msg']} (got {e.get('input')!r})"
+            for e in exc.errors()
+        ]
+        raise ValueError("Invalid grid config:\n  " + "\n  ".join(lines)) from None

@@ -1,0 +1,238 @@
+"""The ``privaudit`` command line. Heavy libraries load inside commands, so --help is instant."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from enum import Enum
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+app = typer.Typer(
+    name="privaudit",
+    help="Adversarial privacy auditing for text privatization: attack every defense, measure "
+    "utility, and plot the privacy-utility frontier.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _user_errors(func: F) -> F:
+    """Errors a user can cause end in one clear line and exit code 2, not a traceback."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except (ValueError, TypeError, RuntimeError, FileNotFoundError) as exc:
+            typer.secho(f"Error: {exc}", fg=typer.colors.RED, err=True)
+            raise typer.Exit(2) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _parse_params(items: list[str] | None) -> dict[str, Any]:
+    """``key=value`` pairs; values are parsed as JSON where possible (numbers, true, null)."""
+    import json
+
+    params: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--param expects key=value, got {item!r}.")
+        try:
+            params[key] = json.loads(value)
+        except json.JSONDecodeError:
+            params[key] = value
+    return params
+
+
+class Listing(str, Enum):
+    defenses = "defenses"
+    attacks = "attacks"
+    corpora = "corpora"
+    utility = "utility"
+    all = "all"
+
+
+@app.command("list")
+@_user_errors
+def list_cmd(
+    what: Annotated[Listing, typer.Argument(help="Which registry to list.")] = Listing.all,
+) -> None:
+    """List the registered defenses, attacks, corpora and utility evaluators."""
+    from privaudit.registry import ATTACKS, CORPORA, DEFENSES, UTILITY
+
+    registries = {
+        "defenses": DEFENSES, "attacks": ATTACKS, "corpora": CORPORA, "utility": UTILITY,
+    }  # fmt: skip
+    chosen = registries if what is Listing.all else {what.value: registries[what.value]}
+    for title, registry in chosen.items():
+        typer.secho(title, bold=True)
+        for name in registry.names():
+            try:
+                obj = registry.get(name)
+            except Exception as exc:  # a broken plugin must not hide the others
+                typer.echo(f"  {name:<20} (cannot load: {exc})")
+                continue
+            doc = (obj.__doc__ or "").strip().splitlines()[0] if obj.__doc__ else ""
+            extra = ""
+            if title == "defenses":
+                extra = f"  [knob: {obj.knob or '-'}; guarantee: {obj.guarantee}]"
+            elif title == "attacks":
+                extra = f"  [reads: {', '.join(sorted(obj.accepts))}; metric: {obj.metric}]"
+            typer.echo(f"  {name:<20} {doc}{extra}")
+
+
+@app.command()
+@_user_errors
+def run(
+    preset: Annotated[
+        str, typer.Option(help="Built-in grid: 'quick' (default) or 'smoke'.")
+    ] = "quick",
+    config: Annotated[
+        Path | None, typer.Option(help="A YAML or JSON grid config (overrides --preset).")
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Where run directories are created.")] = Path(
+        "reports"
+    ),
+    run_dir: Annotated[
+        Path | None, typer.Option(help="Write into this directory instead of a new one.")
+    ] = None,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+) -> None:
+    """Run a grid: every defense at every privacy level against every attack, with utility."""
+    from privaudit.audit.config import load_config
+    from privaudit.audit.runner import run_grid
+
+    cfg = load_config(config if config is not None else preset)
+    result = run_grid(cfg, reports_root=out, run_dir=run_dir, progress=progress)
+    _print_summary(result)
+
+
+def _print_summary(result: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    frame = result.frame
+    table = Table(title=f"privaudit run: {result.run_dir.name}")
+    for col in ("defense", "knob", "attack", "status", "privacy", "utility", "repl. rate", "s"):
+        table.add_column(col, justify="left" if col in ("defense", "attack", "status") else "right")
+
+    def fmt(x: Any, spec: str = ".3f") -> str:
+        try:
+            return "-" if x != x else format(float(x), spec)
+        except (TypeError, ValueError):
+            return str(x)
+
+    for _, row in frame.iterrows():
+        knob = f"{row['knob']}={row['knob_value']:g}" if row["knob"] else "-"
+        table.add_row(
+            row["defense"], knob, row["attack"], row["status"],
+            fmt(row["empirical_privacy"]), fmt(row["utility"]),
+            fmt(row["replacement_rate"]), fmt(row["seconds"], ".1f"),
+        )  # fmt: skip
+    console = Console()
+    console.print(table)
+    problems = frame[frame["status"] != "ok"]
+    for _, row in problems.iterrows():
+        console.print(f"[yellow]{row['defense']} × {row['attack']}: {row['status']}: {row['reason']}")
+    console.print(f"majority-class accuracy (chance): {result.chance:.3f}")
+    console.print("Wrote:")
+    for name in ("results.csv", "results.parquet"):
+        console.print(f"  {result.run_dir / name}")
+    for plot in result.plots:
+        console.print(f"  {plot}")
+
+
+@app.command()
+@_user_errors
+def privatize(
+    defense: Annotated[str, typer.Option(help="Defense name (see `privaudit list defenses`).")],
+    knob: Annotated[
+        float | None, typer.Option(help="Value of the defense's privacy knob, e.g. eta.")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Random seed; same seed, same output.")] = 0,
+    backbone: Annotated[str | None, typer.Option(help="Model name or path.")] = None,
+    param: Annotated[
+        list[str] | None, typer.Option(help="Extra defense parameter key=value (repeatable).")
+    ] = None,
+) -> None:
+    """Privatize standard input, one document per line, to standard output."""
+    import numpy as np
+
+    from privaudit.audit.runner import build_defense
+
+    obj = build_defense(defense, _parse_params(param), backbone)
+    if knob is not None:
+        obj = obj.with_knob(knob)
+    lines = [line.rstrip("\r\n") for line in sys.stdin]
+    release = obj.privatize(lines, rng=np.random.default_rng(seed))
+    if release.kind != "text":
+        raise ValueError(
+            f"Defense {defense!r} releases {release.kind}, not text; use the Python API."
+        )
+    for text in release.texts or []:
+        sys.stdout.write(text.replace("\n", " ") + "\n")
+
+
+@app.command()
+@_user_errors
+def calibrate(
+    defense: Annotated[str, typer.Option(help="Defense with an eta-like knob, e.g. t2t.")],
+    rate: Annotated[
+        float | None, typer.Option(help="Solve for the knob value reaching this rate.")
+    ] = None,
+    values: Annotated[
+        str | None, typer.Option(help="Comma-separated knob values to measure.")
+    ] = None,
+    corpus: Annotated[str, typer.Option(help="Corpus to measure on.")] = "synthetic-reviews",
+    n_docs: Annotated[int, typer.Option(help="Documents sampled from its train split.")] = 150,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    backbone: Annotated[str | None, typer.Option(help="Model name or path.")] = None,
+) -> None:
+    """Map the privacy knob to the measured replacement rate (or solve for a target rate)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from privaudit.audit.calibration import calibrate as run_calibration
+    from privaudit.audit.calibration import sample_texts
+    from privaudit.audit.runner import build_defense
+
+    grid = None
+    if values:
+        try:
+            grid = [float(v) for v in values.split(",") if v.strip()]
+        except ValueError:
+            raise ValueError(f"--values expects numbers separated by commas, got {values!r}.") from None
+    obj = build_defense(defense, {}, backbone)
+    texts = sample_texts(corpus, n_docs=n_docs, seed=seed)
+    result = run_calibration(obj, texts, values=grid, target=rate, seed=seed)
+    table = Table(title=f"{result.defense}: {result.knob} → replacement rate ({len(texts)} docs)")
+    table.add_column(result.knob, justify="right")
+    table.add_column("replacement rate", justify="right")
+    for value, measured in result.points:
+        mark = "  ← solution" if value == result.solution else ""
+        table.add_row(f"{value:.4g}", f"{measured:.4f}{mark}")
+    console = Console()
+    console.print(table)
+    if result.solution is not None:
+        console.print(
+            f"{result.knob} = {result.solution:.4g} gives replacement rate "
+            f"{result.solved_rate:.4f} (target {rate})"
+        )
+        typer.echo(f"{result.solution:.6g}")
+
+
+def main() -> None:  # pragma: no cover
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,104 @@
+"""The Corpus container shared by every loader.
+
+A corpus is a set of named splits (``train``, ``test``, ``aux``), each a ``datasets.Dataset``
+with the columns:
+
+- ``text`` (str), ``label`` (int index into ``label_names``),
+- ``attributes`` (dict attribute name → str value, e.g. ``{"gender": "F", "age_bin": "1972-1978"}``),
+- ``entities`` (list of ``{"start": int, "end": int, "type": str, "text": str}`` character spans),
+- ``author`` (str; authors never straddle splits, so ``aux`` is disjoint from the victims).
+
+Ground truth (labels, attributes, entities) is read by the runner only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import datasets
+
+SPLITS = ("train", "test", "aux")
+COLUMNS = ("text", "label", "attributes", "entities", "author")
+
+
+@dataclass
+class Corpus:
+    name: str
+    splits: dict[str, datasets.Dataset]
+    label_names: list[str]
+    attribute_names: list[str] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        missing = [s for s in ("train", "test") if s not in self.splits]
+        if missing:
+            raise ValueError(
+                f"Corpus {self.name!r} lacks the split(s) {missing}; a corpus needs at least "
+                "'train' and 'test' (and 'aux' for attacks that learn from auxiliary data)."
+            )
+        for split, ds in self.splits.items():
+            absent = {"text", "label"} - set(ds.column_names)
+            if absent:
+                raise ValueError(f"Split {split!r} of corpus {self.name!r} lacks columns {absent}.")
+
+    def split(self, name: str) -> datasets.Dataset:
+        if name not in self.splits:
+            raise ValueError(
+                f"Corpus {self.name!r} has no split {name!r}; it has {sorted(self.splits)}."
+            )
+        return self.splits[name]
+
+    def texts(self, split: str) -> list[str]:
+        return list(self.split(split)["text"])
+
+    def labels(self, split: str) -> np.ndarray:
+        return np.asarray(self.split(split)["label"], dtype=np.int64)
+
+    def attribute(self, split: str, name: str) -> list[str]:
+        ds = self.split(split)
+        if "attributes" not in ds.column_names:
+            raise ValueError(f"Corpus {self.name!r} has no private attributes.")
+        values = [a.get(name) if a else None for a in ds["attributes"]]
+        if all(v is None for v in values):
+            raise ValueError(
+                f"Corpus {self.name!r} has no attribute {name!r}; it has {self.attribute_names}."
+            )
+        return values
+
+    def entities(self, split: str) -> list[list[dict[str, Any]]]:
+        ds = self.split(split)
+        if "entities" not in ds.column_names:
+            return [[] for _ in range(len(ds))]
+        return [list(e or []) for e in ds["entities"]]
+
+    def sizes(self) -> dict[str, int]:
+        return {k: len(v) for k, v in self.splits.items()}
+
+    def subset(self, limits: dict[str, int | None], rng: np.random.Generator) -> Corpus:
+        """A corpus with at most ``limits[split]`` documents per split, drawn without replacement."""
+        splits = {}
+        for name, ds in self.splits.items():
+            n = limits.get(name)
+            if n is not None and n < len(ds):
+                idx = np.sort(rng.choice(len(ds), size=n, replace=False))
+                ds = ds.select(idx.tolist())
+            splits[name] = ds
+        return Corpus(self.name, splits, self.label_names, self.attribute_names, dict(self.info))
+
+    def fingerprint(self) -> str:
+        """A short content hash over all splits (for cache keys and result rows)."""
+        h = hashlib.sha256()
+        h.update(json.dumps([self.name, self.label_names, self.attribute_names]).encode())
+        for name in sorted(self.splits):
+            ds = self.splits[name]
+            h.update(name.encode())
+            for text, label in zip(ds["text"], ds["label"], strict=True):
+                h.update(text.encode("utf-8", "surrogatepass"))
+                h.update(str(label).encode())
+        return h.hexdigest()[:16]

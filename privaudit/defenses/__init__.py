@@ -1,0 +1,1 @@
+"""Client-side privatizers, one module per method (see ``privaudit list defenses``)."""

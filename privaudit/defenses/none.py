@@ -1,0 +1,30 @@
+"""The undefended baseline: the release is the original text."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+import numpy as np
+
+from privaudit.api import Defense, Release
+from privaudit.defenses._validate import check_rng, check_texts
+from privaudit.registry import DEFENSES
+
+
+@DEFENSES.register("none")
+class NoDefense(Defense):
+    """No privatization: the reference point every frontier is compared with.
+
+    Threat model: the service (and anyone who sees the request) reads the text as written.
+    Privacy knob: none. Guarantee: none.
+    """
+
+    name: ClassVar[str] = "none"
+    knob: ClassVar[str | None] = None
+    guarantee: ClassVar[str] = "none"
+
+    def privatize(self, texts: Sequence[str], *, rng: np.random.Generator) -> Release:
+        texts = check_texts(texts)
+        check_rng(rng)
+        return Release("text", texts=list(texts), meta={"defense": self.name})

@@ -1,0 +1,1 @@
+"""Pareto frontiers, plots and (later) the leaderboard and reports."""

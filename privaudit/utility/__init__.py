@@ -1,0 +1,1 @@
+"""Downstream-utility evaluators (see ``privaudit list utility``)."""
