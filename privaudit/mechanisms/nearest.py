@@ -88,7 +88,12 @@ class NearestNeighbourIndex:
                     bd[better, 0] = d[better]
                     bi[better, 0] = j[better] + c0
                 else:
-                    j = np.argpartition(dist, k - 1, axis=1)[:, :k]
+                    width = dist.shape[1]
+                    j = (
+                        np.argpartition(dist, k - 1, axis=1)[:, :k]
+                        if width > k
+                        else np.broadcast_to(np.arange(width), (len(rows), width))
+                    )
                     d = np.take_along_axis(dist, j, axis=1)
                     all_d = np.concatenate([bd, d], axis=1)
                     all_i = np.concatenate([bi, j + c0], axis=1)

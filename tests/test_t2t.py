@@ -1,0 +1,119 @@
+"""T2T on the tiny random BERT: behaviour and bad input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from privaudit.api import Release
+from privaudit.audit.scoring import replacement_rate
+from privaudit.defenses.none import NoDefense
+from privaudit.defenses.t2t import T2T
+from tests.conftest import TINY
+
+TEXTS = [
+    "The food was great, said Sarah Jones in Paris last March.",
+    "Terrible service; the hotel in Leeds lost our booking twice.",
+    "I bought these shoes for my grandchildren and they love them.",
+]
+
+
+def t2t(eta: float) -> T2T:
+    return T2T(eta=eta, backbone=TINY)
+
+
+def test_none_releases_the_text_unchanged(rng) -> None:
+    release = NoDefense().privatize(TEXTS, rng=rng)
+    assert release.kind == "text" and release.texts == TEXTS
+
+
+def test_same_seed_same_output() -> None:
+    a = t2t(300).privatize(TEXTS, rng=np.random.default_rng(7))
+    b = t2t(300).privatize(TEXTS, rng=np.random.default_rng(7))
+    c = t2t(300).privatize(TEXTS, rng=np.random.default_rng(8))
+    assert a.texts == b.texts
+    assert a.texts != c.texts
+
+
+def test_replacement_falls_with_eta_and_vanishes(tiny) -> None:
+    rates = [
+        replacement_rate([t2t(eta).privatize(TEXTS * 5, rng=np.random.default_rng(0)).audit])
+        for eta in (10, 200, 300, 400, 1e6)
+    ]
+    assert all(a > b for a, b in zip(rates[:-2], rates[1:-1], strict=True)), rates
+    assert rates[0] > 0.9 and rates[-1] == 0.0
+
+
+def test_eta_infinite_returns_the_tokens(tiny, rng) -> None:
+    release = t2t(math.inf).privatize(TEXTS, rng=rng)
+    assert release.texts == tiny.detokenize(tiny.token_ids(TEXTS))
+    assert [r.tolist() for r in release.audit["released_ids"]] == [
+        r.tolist() for r in tiny.token_ids(TEXTS)
+    ]
+
+
+def test_special_tokens_never_emitted(tiny, rng) -> None:
+    release = t2t(1.0).privatize(TEXTS * 20, rng=rng)
+    emitted = np.concatenate(release.audit["released_ids"])
+    assert np.isin(emitted, tiny.candidate_ids).all()
+    joined = " ".join(release.texts or [])
+    for token in ("[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]", "[unused"):
+        assert token not in joined
+
+
+def test_audit_is_for_the_runner_only(rng) -> None:
+    release = t2t(50).privatize(TEXTS, rng=rng)
+    assert "replaced" in release.audit
+    public = release.public()
+    assert public.audit == {} and public.texts == release.texts
+
+
+@pytest.mark.parametrize(
+    "texts",
+    [[], [""], ["   \t "], ["Grüße aus Zürich, 東京 and Ελλάδα 😀"], ["😀😀"], ["word " * 10_000]],
+    ids=["no-docs", "empty", "whitespace", "non-ascii", "only-unk", "10k-words"],
+)
+def test_awkward_input_gives_one_output_per_document(texts, rng) -> None:
+    release = t2t(200).privatize(texts, rng=rng)
+    assert isinstance(release, Release)
+    assert len(release.texts or []) == len(texts)
+    for out in release.texts or []:
+        assert isinstance(out, str)
+
+
+def test_huge_document_is_fully_privatized(rng) -> None:
+    release = t2t(1.0).privatize(["word " * 10_000], rng=rng)
+    assert len(release.audit["replaced"][0]) == 10_000
+    assert release.audit["replaced"][0].mean() > 0.9
+
+
+@pytest.mark.parametrize("eta", [-1.0, 0.0, float("nan")])
+def test_bad_eta_is_a_value_error(eta: float, rng) -> None:
+    with pytest.raises(ValueError, match="eta must be a positive number"):
+        t2t(eta).privatize(TEXTS, rng=rng)
+
+
+def test_wrong_types_are_type_errors(rng) -> None:
+    with pytest.raises(TypeError, match="single string"):
+        t2t(10).privatize("just one string", rng=rng)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="Document 1 is a int"):
+        t2t(10).privatize(["ok", 3], rng=rng)  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="numpy.random.Generator"):
+        t2t(10).privatize(TEXTS, rng=0)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="eta must be a positive number"):
+        t2t("high").privatize(TEXTS, rng=rng)  # type: ignore[arg-type]
+
+
+def test_with_knob_and_params() -> None:
+    d = t2t(10).with_knob(99.0)
+    assert d.eta == 99.0 and d.backbone == TINY
+    assert d.params() == {"eta": 99.0, "backbone": TINY}
+    with pytest.raises(ValueError, match="no privacy knob"):
+        NoDefense().with_knob(1.0)
+
+
+def test_unknown_backbone_is_a_clear_error(rng) -> None:
+    with pytest.raises(ValueError, match="Cannot load backbone"):
+        T2T(eta=10, backbone="/no/such/model/dir").privatize(TEXTS, rng=rng)
