@@ -48,7 +48,7 @@ def _best_of(func, repeat: int = 3) -> float:
 
 
 def test_t2t_words_per_second_low_eta(benchmark, setup) -> None:
-    bb, texts, words, _ = setup
+    _bb, texts, words, _ = setup
     defense = T2T(eta=LOW_ETA)
     benchmark.pedantic(
         lambda: defense.privatize(texts, rng=np.random.default_rng(0)), rounds=3, iterations=1
@@ -57,7 +57,7 @@ def test_t2t_words_per_second_low_eta(benchmark, setup) -> None:
 
 
 def test_t2t_words_per_second_high_eta(benchmark, setup) -> None:
-    bb, texts, words, _ = setup
+    _bb, texts, words, _ = setup
     defense = T2T(eta=HIGH_ETA)
     benchmark.pedantic(
         lambda: defense.privatize(texts, rng=np.random.default_rng(0)), rounds=3, iterations=1
@@ -106,8 +106,10 @@ def test_projection_vs_naive_and_matmul_bound(benchmark, setup) -> None:
 
 
 def test_pruning_makes_high_eta_faster(setup) -> None:
-    bb, texts, words, _ = setup
+    _bb, texts, words, _ = setup
     low = _best_of(lambda: T2T(eta=LOW_ETA).privatize(texts, rng=np.random.default_rng(0)))
     high = _best_of(lambda: T2T(eta=HIGH_ETA).privatize(texts, rng=np.random.default_rng(0)))
-    print(f"\nT2T words/s: eta={LOW_ETA:g}: {words / low:,.0f}; eta={HIGH_ETA:g}: {words / high:,.0f}")
+    print(
+        f"\nT2T words/s: eta={LOW_ETA:g}: {words / low:,.0f}; eta={HIGH_ETA:g}: {words / high:,.0f}"
+    )
     assert high < 0.5 * low

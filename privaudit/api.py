@@ -35,9 +35,7 @@ class Release:
 
     def __post_init__(self) -> None:
         if self.kind not in RELEASE_KINDS:
-            raise ValueError(
-                f"Release kind {self.kind!r} is not one of {sorted(RELEASE_KINDS)}."
-            )
+            raise ValueError(f"Release kind {self.kind!r} is not one of {sorted(RELEASE_KINDS)}.")
         if self.kind == "text" and self.texts is None:
             raise ValueError("A 'text' release needs `texts` (a list of strings).")
         if self.kind != "text" and self.vectors is None:

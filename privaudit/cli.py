@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from enum import Enum
+from enum import StrEnum
 from functools import wraps
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -53,7 +53,7 @@ def _parse_params(items: list[str] | None) -> dict[str, Any]:
     return params
 
 
-class Listing(str, Enum):
+class Listing(StrEnum):
     defenses = "defenses"
     attacks = "attacks"
     corpora = "corpora"
@@ -99,9 +99,7 @@ def run(
     config: Annotated[
         Path | None, typer.Option(help="A YAML or JSON grid config (overrides --preset).")
     ] = None,
-    out: Annotated[Path, typer.Option(help="Where run directories are created.")] = Path(
-        "reports"
-    ),
+    out: Annotated[Path, typer.Option(help="Where run directories are created.")] = Path("reports"),
     run_dir: Annotated[
         Path | None, typer.Option(help="Write into this directory instead of a new one.")
     ] = None,
@@ -123,7 +121,8 @@ def _print_summary(result: Any) -> None:
     frame = result.frame
     table = Table(title=f"privaudit run: {result.run_dir.name}")
     for col in ("defense", "knob", "attack", "status", "privacy", "utility", "repl. rate", "s"):
-        table.add_column(col, justify="left" if col in ("defense", "attack", "status") else "right")
+        left = col in ("defense", "attack", "status")
+        table.add_column(col, justify="left" if left else "right", no_wrap=True)
 
     def fmt(x: Any, spec: str = ".3f") -> str:
         try:
@@ -132,23 +131,24 @@ def _print_summary(result: Any) -> None:
             return str(x)
 
     for _, row in frame.iterrows():
-        knob = f"{row['knob']}={row['knob_value']:g}" if row["knob"] else "-"
+        knob = f"{row['knob']}={row['knob_value']:g}" if isinstance(row["knob"], str) else "-"
         table.add_row(
             row["defense"], knob, row["attack"], row["status"],
             fmt(row["empirical_privacy"]), fmt(row["utility"]),
             fmt(row["replacement_rate"]), fmt(row["seconds"], ".1f"),
         )  # fmt: skip
-    console = Console()
+    console = Console(width=max(110, Console().width))
     console.print(table)
     problems = frame[frame["status"] != "ok"]
     for _, row in problems.iterrows():
-        console.print(f"[yellow]{row['defense']} × {row['attack']}: {row['status']}: {row['reason']}")
-    console.print(f"majority-class accuracy (chance): {result.chance:.3f}")
-    console.print("Wrote:")
-    for name in ("results.csv", "results.parquet"):
-        console.print(f"  {result.run_dir / name}")
-    for plot in result.plots:
-        console.print(f"  {plot}")
+        console.print(
+            f"[yellow]{row['defense']} × {row['attack']}: {row['status']}: {row['reason']}",
+            soft_wrap=True,
+        )
+    typer.echo(f"majority-class accuracy (chance): {result.chance:.3f}")
+    typer.echo("Wrote:")  # plain echo: paths must stay whole and copyable
+    for path in [result.run_dir / "results.csv", result.run_dir / "results.parquet", *result.plots]:
+        typer.echo(f"  {path}")
 
 
 @app.command()
@@ -210,7 +210,9 @@ def calibrate(
         try:
             grid = [float(v) for v in values.split(",") if v.strip()]
         except ValueError:
-            raise ValueError(f"--values expects numbers separated by commas, got {values!r}.") from None
+            raise ValueError(
+                f"--values expects numbers separated by commas, got {values!r}."
+            ) from None
     obj = build_defense(defense, {}, backbone)
     texts = sample_texts(corpus, n_docs=n_docs, seed=seed)
     result = run_calibration(obj, texts, values=grid, target=rate, seed=seed)

@@ -134,4 +134,6 @@ for _name, _spec in {
     DEFENSES.add_lazy(_name, _spec)
 ATTACKS.add_lazy("nn-inversion", "privaudit.attacks.nn_inversion:NNInversion")
 CORPORA.add_lazy("synthetic-reviews", "privaudit.corpora.synthetic:synthetic_reviews")
+CORPORA.add_lazy("file", "privaudit.corpora.files:load_file")
+CORPORA.add_lazy("hf", "privaudit.corpora.files:load_hf")
 UTILITY.add_lazy("probe", "privaudit.utility.probe:Probe")

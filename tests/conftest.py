@@ -20,7 +20,7 @@ def _hermetic_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 
 @pytest.fixture(scope="session")
-def tiny():  # noqa: ANN201 - returns privaudit.resources.Backbone
+def tiny():
     from privaudit.resources import backbone
 
     return backbone(TINY)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -42,7 +43,7 @@ def test_replacement_falls_with_eta_and_vanishes(tiny) -> None:
         replacement_rate([t2t(eta).privatize(TEXTS * 5, rng=np.random.default_rng(0)).audit])
         for eta in (10, 200, 300, 400, 1e6)
     ]
-    assert all(a > b for a, b in zip(rates[:-2], rates[1:-1], strict=True)), rates
+    assert all(a > b for a, b in itertools.pairwise(rates[:-1])), rates
     assert rates[0] > 0.9 and rates[-1] == 0.0
 
 
@@ -100,7 +101,7 @@ def test_wrong_types_are_type_errors(rng) -> None:
         t2t(10).privatize("just one string", rng=rng)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="Document 1 is a int"):
         t2t(10).privatize(["ok", 3], rng=rng)  # type: ignore[list-item]
-    with pytest.raises(TypeError, match="numpy.random.Generator"):
+    with pytest.raises(TypeError, match=r"numpy\.random\.Generator"):
         t2t(10).privatize(TEXTS, rng=0)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="eta must be a positive number"):
         t2t("high").privatize(TEXTS, rng=rng)  # type: ignore[arg-type]

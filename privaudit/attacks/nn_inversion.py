@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import ClassVar, Self
 
 import numpy as np
@@ -53,7 +54,9 @@ class NNInversion(Attack):
                 bb.embeddings[flat], source_ids=flat, offsets=np.zeros((len(flat), 1))
             )
         elif release.kind == "token_vectors":
-            vectors = [np.atleast_2d(np.asarray(v, dtype=np.float32)) for v in release.vectors or []]
+            vectors = [
+                np.atleast_2d(np.asarray(v, dtype=np.float32)) for v in release.vectors or []
+            ]
             lengths = [len(v) for v in vectors]
             dims = {v.shape[1] for v in vectors if len(v)}
             if dims - {bb.dim}:
@@ -66,5 +69,5 @@ class NNInversion(Attack):
         else:
             raise ValueError(f"{self.name} cannot read a {release.kind!r} release.")
         bounds = np.cumsum([0, *lengths])
-        tokens = [guess[a:b].tolist() for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        tokens = [guess[a:b].tolist() for a, b in itertools.pairwise(bounds)]
         return Predictions("tokens", tokens=tokens, meta={"tokenizer": bb.name})

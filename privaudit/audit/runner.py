@@ -169,7 +169,9 @@ def run_grid(
         }
         bar.set_postfix_str(f"{defense.name} {defense.knob or ''}={common['knob_value']:g}")
         seq = stable_seed(seed, defense.name, defense.params())
-        rng_train, rng_test, rng_utility, rng_query = (np.random.default_rng(s) for s in seq.spawn(4))
+        rng_train, rng_test, rng_utility, rng_query = (
+            np.random.default_rng(s) for s in seq.spawn(4)
+        )
         try:
             t0 = time.perf_counter()
             rel_train = defense.privatize(train_texts, rng=rng_train)
@@ -203,7 +205,9 @@ def run_grid(
         def query(texts: list[str], _d: Defense = defense, _r: Any = rng_query) -> Release:
             return _d.privatize(texts, rng=_r)
 
-        knowledge = Knowledge(white_box=True, backbone=config.backbone, query_mechanism=query, aux=aux)
+        knowledge = Knowledge(
+            white_box=True, backbone=config.backbone, query_mechanism=query, aux=aux
+        )
         public = rel_test.public()
         for attack in attacks:
             row = common | {

@@ -4,7 +4,7 @@ A corpus is a set of named splits (``train``, ``test``, ``aux``), each a ``datas
 with the columns:
 
 - ``text`` (str), ``label`` (int index into ``label_names``),
-- ``attributes`` (dict attribute name → str value, e.g. ``{"gender": "F", "age_bin": "1972-1978"}``),
+- ``attributes`` (dict name → str value, e.g. ``{"gender": "F", "age_bin": "1972-1978"}``),
 - ``entities`` (list of ``{"start": int, "end": int, "type": str, "text": str}`` character spans),
 - ``author`` (str; authors never straddle splits, so ``aux`` is disjoint from the victims).
 
@@ -81,7 +81,7 @@ class Corpus:
         return {k: len(v) for k, v in self.splits.items()}
 
     def subset(self, limits: dict[str, int | None], rng: np.random.Generator) -> Corpus:
-        """A corpus with at most ``limits[split]`` documents per split, drawn without replacement."""
+        """At most ``limits[split]`` documents per split, drawn without replacement."""
         splits = {}
         for name, ds in self.splits.items():
             n = limits.get(name)

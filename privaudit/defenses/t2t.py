@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import ClassVar
@@ -69,7 +70,7 @@ class T2T(Defense):
         else:
             new = bb.index.project(bb.embeddings[flat] + noise, source_ids=flat, offsets=noise)
         bounds = np.cumsum([0, *lengths])
-        released = [new[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        released = [new[a:b] for a, b in itertools.pairwise(bounds)]
         return Release(
             "text",
             texts=bb.detokenize(released),

@@ -22,9 +22,7 @@ def pareto_mask(privacy: np.ndarray, utility: np.ndarray) -> np.ndarray:
     return keep
 
 
-def plot_pareto(
-    frame: Any, path: str | Path, *, attack: str, chance: float | None = None
-) -> Path:
+def plot_pareto(frame: Any, path: str | Path, *, attack: str, chance: float | None = None) -> Path:
     """One panel: empirical privacy (x) vs utility (y), a line per defense through its privacy
     levels (labelled with the knob value), the undefended point marked with a star and a dashed
     line at its utility, and the majority-class chance level dotted."""
@@ -47,8 +45,10 @@ def plot_pareto(
         )
         if name == "none":
             x, y = agg["empirical_privacy"].iloc[0], agg["utility"].iloc[0]
-            ax.axhline(y, color="0.35", ls="--", lw=1, label=f"undefended ({utility_metric})")
-            ax.scatter([x], [y], marker="*", s=260, color="black", zorder=5, label="none")
+            ax.axhline(y, color="0.35", ls="--", lw=1)
+            ax.scatter(
+                [x], [y], marker="*", s=260, color="black", zorder=5, label="none (undefended)"
+            )
             continue
         line = ax.plot(
             agg["empirical_privacy"], agg["utility"], marker=markers[k % len(markers)],

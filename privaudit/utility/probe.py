@@ -25,9 +25,7 @@ class Probe(UtilityEvaluator):
     name: ClassVar[str] = "probe"
     metric: ClassVar[str] = "accuracy"
 
-    def __init__(
-        self, backbone: str | None = None, max_length: int = 128, c: float = 1.0
-    ) -> None:
+    def __init__(self, backbone: str | None = None, max_length: int = 128, c: float = 1.0) -> None:
         self.backbone = backbone
         self.max_length = max_length
         self.c = c

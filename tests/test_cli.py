@@ -1,0 +1,99 @@
+"""The command line, driven as a user would."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pandas as pd
+from typer.testing import CliRunner
+
+from privaudit.cli import app
+from tests.conftest import TINY
+
+runner = CliRunner()
+
+
+def test_help_and_list_do_not_import_torch() -> None:
+    code = (
+        "import sys; from privaudit.cli import app; from privaudit.registry import DEFENSES;"
+        "[DEFENSES.get(n) for n in DEFENSES.names()];"
+        "assert 'torch' not in sys.modules and 'transformers' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_help() -> None:
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for command in ("run", "list", "privatize", "calibrate"):
+        assert command in result.output
+
+
+def test_list() -> None:
+    result = runner.invoke(app, ["list"])
+    assert result.exit_code == 0, result.output
+    for name in ("t2t", "none", "nn-inversion", "probe", "synthetic-reviews", "eta"):
+        assert name in result.output
+    assert "cannot load" not in result.output
+    only = runner.invoke(app, ["list", "attacks"])
+    assert "nn-inversion" in only.output and "t2t" not in only.output
+    bad = runner.invoke(app, ["list", "gadgets"])
+    assert bad.exit_code != 0
+
+
+def test_privatize_stdin_to_stdout() -> None:
+    text = "My name is Ann.\n\nI live in Leeds 😀\n"
+    args = ["privatize", "--defense", "t2t", "--knob", "1e9", "--backbone", TINY]
+    result = runner.invoke(app, args, input=text)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == ["my name is ann.", "", "i live in leeds"]
+    noisy = runner.invoke(app, [*args[:4], "1", *args[5:], "--seed", "3"], input=text)
+    again = runner.invoke(app, [*args[:4], "1", *args[5:], "--seed", "3"], input=text)
+    assert noisy.stdout == again.stdout != result.stdout
+    assert len(noisy.stdout.splitlines()) == 3
+
+
+def test_privatize_errors_are_one_clear_line() -> None:
+    unknown = runner.invoke(app, ["privatize", "--defense", "t2tt"], input="x\n")
+    assert unknown.exit_code == 2
+    assert "Did you mean 't2t'" in unknown.output and "Traceback" not in unknown.output
+    for knob in ("-1", "nan"):
+        bad = runner.invoke(
+            app, ["privatize", "--defense", "t2t", "--knob", knob, "--backbone", TINY], input="x\n"
+        )
+        assert bad.exit_code == 2, bad.output
+        assert "eta must be a positive number" in bad.output
+    param = runner.invoke(app, ["privatize", "--defense", "t2t", "--param", "oops"], input="x\n")
+    assert param.exit_code == 2 and "key=value" in param.output
+    extra = runner.invoke(app, ["privatize", "--defense", "t2t", "--param", "colour=1"], input="")
+    assert extra.exit_code == 2 and "does not accept" in extra.output
+
+
+def test_calibrate_measures_and_solves() -> None:
+    base = ["calibrate", "--defense", "t2t", "--backbone", TINY, "--n-docs", "20"]
+    table = runner.invoke(app, [*base, "--values", "10,300,1000"])
+    assert table.exit_code == 0, table.output
+    assert "replacement rate" in table.output
+    solved = runner.invoke(app, [*base, "--rate", "0.3", "--values", "100,200,400,800"])
+    assert solved.exit_code == 0, solved.output
+    assert "target 0.3" in solved.output
+    eta = float(solved.output.strip().splitlines()[-1])
+    assert 200 <= eta <= 800
+    out_of_range = runner.invoke(app, [*base, "--rate", "1.5"])
+    assert out_of_range.exit_code == 2 and "strictly between 0 and 1" in out_of_range.output
+    none = runner.invoke(app, ["calibrate", "--defense", "none", "--n-docs", "5"])
+    assert none.exit_code == 2 and "no privacy knob" in none.output
+
+
+def test_run_smoke_preset(tmp_path) -> None:
+    result = runner.invoke(
+        app, ["run", "--preset", "smoke", "--out", str(tmp_path), "--no-progress"]
+    )
+    assert result.exit_code == 0, result.output
+    (run_dir,) = list(tmp_path.iterdir())
+    frame = pd.read_csv(run_dir / "results.csv")
+    assert len(frame) == 4
+    assert "results.csv" in result.output and "pareto_nn-inversion.png" in result.output
+    missing = runner.invoke(app, ["run", "--preset", "nope"])
+    assert missing.exit_code == 2 and "neither a preset" in missing.output

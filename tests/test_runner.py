@@ -1,0 +1,115 @@
+"""The grid runner end to end on the smoke preset (tiny random BERT, small corpus)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from privaudit.api import Defense, Release
+from privaudit.audit.config import PRESETS, load_config
+from privaudit.audit.runner import COLUMNS, run_grid
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs")
+    return run_grid(load_config("smoke"), run_dir=out / "smoke", progress=False)
+
+
+def test_writes_results_and_plot(smoke_run) -> None:
+    run_dir = smoke_run.run_dir
+    csv = pd.read_csv(run_dir / "results.csv")
+    parquet = pd.read_parquet(run_dir / "results.parquet")
+    assert list(csv.columns) == COLUMNS
+    assert len(csv) == len(parquet) == 4  # none + 3 eta values, one attack, one seed
+    assert (csv["status"] == "ok").all(), csv["reason"].tolist()
+    assert (run_dir / "pareto_nn-inversion.png").stat().st_size > 10_000
+    assert (run_dir / "config.json").is_file() and (run_dir / "run.json").is_file()
+
+
+def test_rows_are_consistent(smoke_run) -> None:
+    frame = smoke_run.frame
+    none = frame[frame["defense"] == "none"].iloc[0]
+    assert none["attack_score"] >= 0.99 and none["replacement_rate"] == 0.0
+    t2t = frame[frame["defense"] == "t2t"].sort_values("knob_value")
+    assert t2t["knob"].eq("eta").all()
+    # Less noise (higher eta), fewer replacements, more recovery.
+    assert t2t["replacement_rate"].is_monotonic_decreasing
+    np.testing.assert_allclose(t2t["attack_score"], 1 - t2t["replacement_rate"], atol=0.05)
+    assert np.allclose(t2t["empirical_privacy"], 1 - t2t["attack_score"])
+    assert frame["utility"].between(0, 1).all()
+    assert frame["cell_key"].is_unique
+    assert (frame["seconds"] > 0).all()
+
+
+def test_same_config_same_numbers(smoke_run, tmp_path) -> None:
+    again = run_grid(load_config("smoke"), run_dir=tmp_path / "again", progress=False)
+    cols = ["attack_score", "utility", "replacement_rate", "cell_key"]
+    pd.testing.assert_frame_equal(again.frame[cols], smoke_run.frame[cols])
+
+
+class Exploding(Defense):
+    name: ClassVar[str] = "exploding"
+    knob: ClassVar[str | None] = None
+
+    def privatize(self, texts, *, rng) -> Release:
+        raise RuntimeError("boom")
+
+
+class Vectors(Defense):
+    """Releases pooled vectors, which nn-inversion cannot read."""
+
+    name: ClassVar[str] = "pooled"
+
+    def privatize(self, texts, *, rng) -> Release:
+        return Release("pooled_vectors", vectors=[rng.standard_normal(4) for _ in texts])
+
+
+def test_failures_and_inapplicable_pairs_are_rows(tmp_path) -> None:
+    data = {
+        **PRESETS["smoke"],
+        "defenses": [
+            {"name": "tests.test_runner:Exploding"},
+            {"name": "tests.test_runner:Vectors"},
+            {"name": "none"},
+        ],
+    }
+    result = run_grid(load_config(data), run_dir=tmp_path / "r", progress=False)
+    by = result.frame.set_index("defense")
+    assert by.loc["exploding", "status"] == "failed"
+    assert "RuntimeError: boom" in by.loc["exploding", "reason"]
+    assert by.loc["pooled", "status"] == "n/a"
+    assert "pooled_vectors" in by.loc["pooled", "reason"]
+    assert by.loc["none", "status"] == "ok"  # the grid went on
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"defenses": [{"name": "t2tt"}]}, "Did you mean 't2t'"),
+        ({"attacks": ["nn-invresion"]}, "Did you mean 'nn-inversion'"),
+        ({"defenses": [{"name": "t2t", "knob_values": ["high"]}]}, "defenses.0.knob_values.0"),
+        ({"defenses": [{"name": "t2t", "knob_values": [-5]}]}, "positive"),
+        ({"seeds": "zero"}, "seeds"),
+        ({"defenses": [{"name": "none", "knob_values": [1]}]}, "no privacy knob"),
+        ({"colour": "blue"}, "colour"),
+    ],
+)
+def test_config_errors_name_the_problem(change, message, tmp_path) -> None:
+    with pytest.raises(ValueError, match=message):
+        config = load_config({**PRESETS["smoke"], **change})
+        run_grid(config, run_dir=tmp_path / "x", progress=False)
+
+
+def test_config_from_yaml_file(tmp_path) -> None:
+    path = tmp_path / "grid.yaml"
+    path.write_text(
+        "defenses: [{name: none}]\nattacks: [nn-inversion]\nbackbone: tiny-random-bert\n"
+    )
+    config = load_config(path)
+    assert config.defenses[0].name == "none" and config.utility == "probe"
+    with pytest.raises(ValueError, match="neither a preset"):
+        load_config(tmp_path / "absent.yaml")
