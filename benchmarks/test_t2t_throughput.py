@@ -47,18 +47,10 @@ def _best_of(func, repeat: int = 3) -> float:
     return best
 
 
-def test_t2t_words_per_second_low_eta(benchmark, setup) -> None:
-    _bb, texts, words, _ = setup
-    defense = T2T(eta=LOW_ETA)
-    benchmark.pedantic(
-        lambda: defense.privatize(texts, rng=np.random.default_rng(0)), rounds=3, iterations=1
-    )
-    benchmark.extra_info["words_per_second"] = words / benchmark.stats.stats.mean
-
-
-def test_t2t_words_per_second_high_eta(benchmark, setup) -> None:
-    _bb, texts, words, _ = setup
-    defense = T2T(eta=HIGH_ETA)
+@pytest.mark.parametrize("eta", [LOW_ETA, HIGH_ETA], ids=["low-eta", "high-eta"])
+def test_t2t_words_per_second(benchmark, setup, eta: float) -> None:
+    _, texts, words, _ = setup
+    defense = T2T(eta=eta)
     benchmark.pedantic(
         lambda: defense.privatize(texts, rng=np.random.default_rng(0)), rounds=3, iterations=1
     )

@@ -79,7 +79,7 @@ def calibrate(
         raise ValueError(f"The target rate must lie strictly between 0 and 1, got {target}.")
     if not texts:
         raise ValueError("Calibration needs at least one text.")
-    grid = sorted(values) if values else [float(v) for v in np.geomspace(10, 10_000, 13)]
+    grid = sorted(values) if values else [float(v) for v in np.geomspace(10, 1000, 11)]
     rates = {v: measure_rate(defense.with_knob(v), texts, seed) for v in grid}
     result = Calibration(defense.name, defense.knob, sorted(rates.items()))
     if target is None:

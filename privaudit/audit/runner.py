@@ -167,7 +167,8 @@ def run_grid(
             "n_test": len(test_texts),
             "privaudit_version": __version__,
         }
-        bar.set_postfix_str(f"{defense.name} {defense.knob or ''}={common['knob_value']:g}")
+        label = f" {defense.knob}={common['knob_value']:g}" if defense.knob else ""
+        bar.set_postfix_str(f"{defense.name}{label}")
         seq = stable_seed(seed, defense.name, defense.params())
         rng_train, rng_test, rng_utility, rng_query = (
             np.random.default_rng(s) for s in seq.spawn(4)
