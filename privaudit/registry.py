@@ -130,6 +130,10 @@ UTILITY: Registry[Any] = Registry("utility evaluator", "utility", "privaudit.uti
 for _name, _spec in {
     "none": "privaudit.defenses.none:NoDefense",
     "t2t": "privaudit.defenses.t2t:T2T",
+    "pct2t": "privaudit.defenses.pct2t:PCT2T",
+    "rapt": "privaudit.defenses.rapt:RAPT",
+    "has": "privaudit.defenses.has:HideAndSeek",
+    "embedding-dx": "privaudit.defenses.embedding_dx:EmbeddingDX",
 }.items():
     DEFENSES.add_lazy(_name, _spec)
 ATTACKS.add_lazy("nn-inversion", "privaudit.attacks.nn_inversion:NNInversion")
