@@ -127,6 +127,43 @@ class Backbone:
                 out[idx] = pooled.float().numpy()
         return out
 
+    def pooled_from_word_embeddings(
+        self,
+        vectors: Sequence[np.ndarray],
+        *,
+        max_length: int = 128,
+        batch_size: int = 64,
+    ) -> np.ndarray:
+        """Mean-pooled last hidden states when the input word embeddings are given directly
+        (e.g. a noisy-embedding release): [CLS] and [SEP] embeddings are added around each
+        sequence, and the model adds position embeddings and layer norm as usual."""
+        import torch
+
+        out = np.zeros((len(vectors), self.dim), dtype=np.float32)
+        cls = self.embeddings[self.tokenizer.cls_token_id]
+        sep = self.embeddings[self.tokenizer.sep_token_id]
+        seqs = [
+            np.vstack([cls, np.asarray(v, np.float32).reshape(-1, self.dim)[: max_length - 2], sep])
+            for v in vectors
+        ]
+        order = np.argsort([len(x) for x in seqs], kind="stable")
+        with torch.inference_mode():
+            for start in range(0, len(seqs), batch_size):
+                idx = order[start : start + batch_size]
+                width = max(len(seqs[i]) for i in idx)
+                batch = np.zeros((len(idx), width, self.dim), dtype=np.float32)
+                mask = np.zeros((len(idx), width), dtype=np.int64)
+                for row, i in enumerate(idx):
+                    batch[row, : len(seqs[i])] = seqs[i]
+                    mask[row, : len(seqs[i])] = 1
+                attention = torch.from_numpy(mask)
+                hidden = self.model(
+                    inputs_embeds=torch.from_numpy(batch), attention_mask=attention
+                ).last_hidden_state
+                m = attention.unsqueeze(-1).to(hidden.dtype)
+                out[idx] = ((hidden * m).sum(1) / m.sum(1).clamp(min=1.0)).float().numpy()
+        return out
+
 
 def _candidate_ids(tokenizer: Any, vocab_size: int) -> np.ndarray:
     special = set(tokenizer.all_special_ids)

@@ -45,7 +45,11 @@ class NNInversion(Attack):
 
         bb = backbone(self.backbone)
         if release.kind == "text":
-            ids = bb.token_ids(release.texts or [])
+            texts = release.texts or []
+            n_plain = int(release.meta.get("n_plain_words", 0))
+            if n_plain:  # RAPT's plain-token prefix is public protocol: skip it
+                texts = [" ".join(t.split()[n_plain:]) for t in texts]
+            ids = bb.token_ids(texts)
             lengths = [len(r) for r in ids]
             flat = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
             # Re-embedded text sits exactly on a vocabulary vector; the pruned projection

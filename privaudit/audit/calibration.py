@@ -70,6 +70,7 @@ def calibrate(
     seed: int = 0,
     tol: float = 0.003,
     max_steps: int = 14,
+    known: dict[float, float] | None = None,
 ) -> Calibration:
     """Measure the rate at ``values`` (default: a log grid); with ``target``, also solve for the
     knob value whose measured rate is within ``tol`` of it."""
@@ -80,8 +81,12 @@ def calibrate(
     if not texts:
         raise ValueError("Calibration needs at least one text.")
     grid = sorted(values) if values else [float(v) for v in np.geomspace(10, 1000, 11)]
-    rates = {v: measure_rate(defense.with_knob(v), texts, seed) for v in grid}
-    result = Calibration(defense.name, defense.knob, sorted(rates.items()))
+    # ``known`` carries measurements between calls (several targets, same texts and seed).
+    rates = known if known is not None else {}
+    for v in grid:
+        if v not in rates:
+            rates[v] = measure_rate(defense.with_knob(v), texts, seed)
+    result = Calibration(defense.name, defense.knob, sorted((v, rates[v]) for v in grid))
     if target is None:
         return result
     # Bracket: rate falls as the knob grows (less noise).

@@ -27,6 +27,20 @@ class DefenseSpec(_Strict):
     knob_values: list[float] | None = Field(
         default=None, description="values of the defense's privacy knob to sweep"
     )
+    target_rates: list[float] | None = Field(
+        default=None,
+        description="privacy levels as target replacement rates, calibrated to knob values "
+        "on the corpus's train split before the grid runs (defenses with an eta-like knob)",
+    )
+
+    @field_validator("target_rates")
+    @classmethod
+    def _rates(cls, values: list[float] | None) -> list[float] | None:
+        if values is not None:
+            bad = [v for v in values if not 0 < v < 1]
+            if not values or bad:
+                raise ValueError(f"target rates must lie strictly between 0 and 1, got {bad}")
+        return values
 
     @field_validator("knob_values")
     @classmethod
@@ -64,10 +78,12 @@ class GridConfig(_Strict):
         UTILITY.get(self.utility)
         for d in self.defenses:
             cls = DEFENSES.get(d.name)
-            if d.knob_values and getattr(cls, "knob", None) is None:
+            if (d.knob_values or d.target_rates) and getattr(cls, "knob", None) is None:
                 raise ValueError(
-                    f"Defense {d.name!r} has no privacy knob, but knob_values were given."
+                    f"Defense {d.name!r} has no privacy knob, but privacy levels were given."
                 )
+            if d.knob_values and d.target_rates:
+                raise ValueError(f"Defense {d.name!r}: give knob_values or target_rates, not both.")
         for a in self.attacks:
             ATTACKS.get(a)
 

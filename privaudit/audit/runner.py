@@ -37,7 +37,7 @@ COLUMNS = [
     "utility_macro_f1", "replacement_rate", "seconds", "privatize_seconds", "utility_seconds",
     "attack_seconds", "guarantee", "defense_params", "attack_params", "utility_evaluator",
     "corpus", "corpus_fingerprint", "backbone", "n_train", "n_test", "privaudit_version",
-    "cell_key",
+    "cell_key", "target_rate",
 ]  # fmt: skip
 
 
@@ -138,24 +138,29 @@ def run_grid(
         kwargs = {"backbone": config.backbone} if "backbone" in _init_params(cls) else {}
         attacks.append(cls(**kwargs))
 
-    points: list[tuple[Defense, float | None, int]] = []
+    points: list[tuple[Defense, float | None, float | None, int]] = []
     for spec in config.defenses:
         base = build_defense(spec.name, spec.params, config.backbone)
-        values: list[float | None] = list(spec.knob_values) if spec.knob_values else [None]
-        for value in values:
+        levels: list[tuple[float | None, float | None]] = [(None, None)]
+        if spec.knob_values:
+            levels = [(v, None) for v in spec.knob_values]
+        elif spec.target_rates:
+            levels = _calibrated_levels(base, spec.target_rates, train_texts, base_seed)
+        for value, target in levels:
             defense = base if value is None else base.with_knob(value)
             for seed in config.seeds:
-                points.append((defense, value, seed))
+                points.append((defense, value, target, seed))
 
     rows: list[dict[str, Any]] = []
     bar = tqdm(total=len(points) * len(attacks), desc="cells", unit="cell", disable=not progress)
-    for defense, value, seed in points:
+    for defense, value, target, seed in points:
         knob_value = value if value is not None else getattr(defense, defense.knob or "", None)
         common = {
             "defense": defense.name,
             "knob": defense.knob,
             "knob_value": float(knob_value) if knob_value is not None else math.nan,
             "seed": seed,
+            "target_rate": target if target is not None else math.nan,
             "guarantee": defense.guarantee,
             "defense_params": _fmt_params(defense.params()),
             "utility_evaluator": evaluator.name,
@@ -258,6 +263,22 @@ def run_grid(
     meta = {"chance_accuracy": chance, "corpus_sizes": corpus.sizes(), "backbone": bb.name}
     (run_dir / "run.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
     return RunResult(run_dir=run_dir, frame=frame, plots=plots, chance=chance)
+
+
+def _calibrated_levels(
+    defense: Defense, rates: list[float], texts: list[str], seed: int, n_docs: int = 150
+) -> list[tuple[float | None, float | None]]:
+    """Knob values reaching each target replacement rate on a seeded sample of ``texts``."""
+    from privaudit.audit.calibration import calibrate
+
+    rng = np.random.default_rng(seed)
+    sample = [texts[i] for i in sorted(rng.choice(len(texts), min(n_docs, len(texts)), False))]
+    out: list[tuple[float | None, float | None]] = []
+    known: dict[float, float] = {}
+    for rate in rates:
+        result = calibrate(defense, sample, target=rate, seed=seed, known=known)
+        out.append((result.solution, rate))
+    return out
 
 
 def _failed(attack: Attack, exc: BaseException) -> dict[str, Any]:

@@ -36,6 +36,11 @@ class Probe(UtilityEvaluator):
         if release.kind == "text":
             return backbone(self.backbone).pooled(release.texts or [], max_length=self.max_length)
         vectors = [np.asarray(v, dtype=np.float32) for v in release.vectors or []]
+        if release.kind == "token_vectors" and release.meta.get("space") == "input_word_embeddings":
+            # The service continues the forward pass from the released input embeddings.
+            return backbone(self.backbone).pooled_from_word_embeddings(
+                vectors, max_length=self.max_length
+            )
         if release.kind == "token_vectors":
             vectors = [np.atleast_2d(v).mean(axis=0) for v in vectors]
         return np.stack(vectors) if vectors else np.zeros((0, 1), dtype=np.float32)

@@ -1,0 +1,195 @@
+"""RAPT's client side: privatized plain tokens prepended to PCT2T-privatized input."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Self
+
+import numpy as np
+
+from privaudit.api import Release
+from privaudit.defenses._validate import check_rng, check_texts
+from privaudit.defenses.pct2t import PCT2T, resolve_categories
+from privaudit.mechanisms.noise import check_eta
+from privaudit.registry import DEFENSES
+
+SAMPLERS = ("uniform", "frequency")
+
+
+@dataclass
+class PlainTokenReconstruction:
+    """RAPT's privatized-token reconstruction objective (service side, §III-B).
+
+    A head W_down(W_up h) with W_up: hidden -> c and W_down: c -> |V_r| reads the hidden states
+    at the plain-token positions and is trained with cross-entropy to recover the *original*
+    plain tokens; loss = L_task + weight * L_rec. The head is dropped after training.
+    ``vocabulary`` is V_r (the words plain tokens are drawn from); ``targets`` index into it.
+    """
+
+    plain_words: list[str]
+    vocabulary: list[str]
+    targets: list[int]
+    hidden: int = 96
+    weight: float = 1.0
+    _index: dict[str, int] = field(default_factory=dict, repr=False)
+
+    def head(self, hidden_size: int) -> Any:
+        import torch
+
+        return torch.nn.Sequential(
+            torch.nn.Linear(hidden_size, self.hidden),
+            torch.nn.Linear(self.hidden, len(self.vocabulary)),
+        )
+
+    @staticmethod
+    def positions(offsets: Sequence[tuple[int, int]], text: str, n_words: int) -> list[int]:
+        """Token index of the first piece of each of the first ``n_words`` words of ``text``,
+        from a fast tokenizer's offset mapping (special tokens have offsets (0, 0))."""
+        starts, pos = [], 0
+        for word in text.split()[:n_words]:
+            pos = text.index(word, pos)
+            starts.append(pos)
+            pos += len(word)
+        out = []
+        for start in starts:
+            for k, (a, b) in enumerate(offsets):
+                if b > a and a <= start < b:
+                    out.append(k)
+                    break
+        return out
+
+    def loss(self, hidden_at_plain: Any, head: Any) -> Any:
+        """Cross-entropy of the head's predictions at the plain positions, (batch, n, hidden)."""
+        import torch
+
+        logits = head(hidden_at_plain)
+        target = torch.as_tensor(self.targets, device=logits.device)
+        target = target[: logits.shape[1]].expand(logits.shape[0], -1)
+        return torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), target.reshape(-1)
+        )
+
+
+@DEFENSES.register("rapt")
+class RAPT(PCT2T):
+    """Client side of RAPT: PCT2T applied to ``[plain tokens ; x]``.
+
+    Paper: Li et al., "Privacy-Preserving Prompt Tuning for Large Language Model Services"
+    (RAPT), §III-A (privatization) and §III-B (privatized token reconstruction).
+
+    Threat model: the user privatizes locally; the service sees the released text, whose first
+    ``n_plain`` words are the privatized plain tokens. The plain-token sequence is fixed (seeded
+    by ``plain_seed``) and shared with the service, which learns to reconstruct it from the
+    privatized version during prompt tuning — the objective that restores utility lost to noise.
+
+    Privacy knob: ``eta`` (as PCT2T). Guarantee: as PCT2T for the user's words; plain tokens
+    are public and carry no private information.
+
+    Plain tokens: ``n_plain`` (default 40) words sampled once from the selected POS categories'
+    single-piece vocabulary: ``sampler="uniform"`` (default) or ``"frequency"`` (∝ word counts in
+    the text passed to :meth:`fit`; the paper notes this can leak the data distribution into a
+    public sequence, so it is off by default). Each document gets fresh noise on its plain
+    tokens, as the paper privatizes the concatenation per input. Plain words are privatized
+    with the category they were sampled from (not re-tagged in context, where a random word
+    list would be tagged arbitrarily).
+    """
+
+    name: ClassVar[str] = "rapt"
+    guarantee: ClassVar[str] = "eta·d_X-privacy per selected word, within its POS category"
+
+    def __init__(
+        self,
+        eta: float = 100.0,
+        categories: str | Sequence[str] | None = None,
+        n_plain: int = 40,
+        plain_seed: int = 0,
+        sampler: str = "uniform",
+        reconstruction_hidden: int = 96,
+        backbone: str | None = None,
+        spacy_model: str | None = None,
+    ) -> None:
+        super().__init__(eta=eta, categories=categories, backbone=backbone, spacy_model=spacy_model)
+        self.n_plain = n_plain
+        self.plain_seed = plain_seed
+        self.sampler = sampler
+        self.reconstruction_hidden = reconstruction_hidden
+
+    def fit(self, train: Any) -> Self:
+        """Count word frequencies for ``sampler="frequency"`` (a Dataset or list of texts)."""
+        texts = list(train["text"]) if hasattr(train, "column_names") else list(train)
+        counts: dict[str, int] = {}
+        for text in texts:
+            for word in text.lower().split():
+                word = word.strip(".,;:!?\"'()")
+                counts[word] = counts.get(word, 0) + 1
+        self._counts = counts
+        return self
+
+    def _pool(self) -> tuple[list[str], list[str]]:
+        """Candidate plain words (single WordPiece each) and their categories."""
+        bb, vocab, cats, _, _ = self._setup()
+        words, word_cats = [], []
+        for c in cats:
+            for k in vocab.members(c):
+                words.append(vocab.words[k])
+                word_cats.append(c)
+        pieces = bb.token_ids(words)
+        keep = [i for i, p in enumerate(pieces) if len(p) == 1]
+        return [words[i] for i in keep], [word_cats[i] for i in keep]
+
+    def plain_tokens(self) -> tuple[list[str], list[str]]:
+        """The fixed plain-token sequence (words, categories), seeded by ``plain_seed``."""
+        if isinstance(self.n_plain, bool) or not isinstance(self.n_plain, int) or self.n_plain < 1:
+            raise ValueError(f"n_plain must be a positive integer, got {self.n_plain!r}.")
+        if self.sampler not in SAMPLERS:
+            raise ValueError(
+                f"Unknown plain-token sampler {self.sampler!r}; use one of {SAMPLERS}."
+            )
+        resolve_categories(self.categories)
+        words, cats = self._pool()
+        rng = np.random.default_rng(self.plain_seed)
+        if self.sampler == "uniform":
+            p = None
+        else:
+            counts = getattr(self, "_counts", None)
+            if counts is None:
+                raise ValueError("sampler='frequency' needs fit(train) first, to count words.")
+            weights = np.asarray([counts.get(w, 0) for w in words], dtype=float)
+            if weights.sum() == 0:
+                raise ValueError("No candidate plain word occurs in the fitted text.")
+            p = weights / weights.sum()
+        idx = rng.choice(len(words), size=self.n_plain, replace=True, p=p)
+        return [words[i] for i in idx], [cats[i] for i in idx]
+
+    def privatize(self, texts: Sequence[str], *, rng: np.random.Generator) -> Release:
+        texts = check_texts(texts)
+        check_rng(rng)
+        eta = check_eta(self.eta)
+        plain, plain_cats = self.plain_tokens()
+        body = super().privatize(texts, rng=rng)
+        n = len(texts)
+        noisy = self.perturb_words(plain * n, plain_cats * n, eta, rng) if n else []
+        out, plain_masks = [], []
+        for d, text in enumerate(body.texts or []):
+            words = noisy[d * len(plain) : (d + 1) * len(plain)]
+            prefix = " ".join(words)
+            out.append(f"{prefix} {text}" if text else prefix)
+            plain_masks.append(np.asarray([a != b for a, b in zip(words, plain, strict=True)]))
+        return Release(
+            "text",
+            texts=out,
+            meta=body.meta | {"defense": self.name, "n_plain_words": len(plain)},
+            audit=body.audit | {"plain_replaced": plain_masks},
+        )
+
+    def training_objective(self) -> PlainTokenReconstruction:
+        plain, _ = self.plain_tokens()
+        vocabulary = sorted(set(self._pool()[0]))
+        index = {w: i for i, w in enumerate(vocabulary)}
+        return PlainTokenReconstruction(
+            plain_words=plain,
+            vocabulary=vocabulary,
+            targets=[index[w] for w in plain],
+            hidden=self.reconstruction_hidden,
+        )

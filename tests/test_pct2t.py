@@ -1,0 +1,183 @@
+"""PCT2T and RAPT's client side on the tiny random BERT with the real spaCy pipeline."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from privaudit.api import Knowledge
+from privaudit.attacks.nn_inversion import NNInversion
+from privaudit.audit.scoring import replacement_rate, token_recovery
+from privaudit.defenses.pct2t import CATEGORIES, PCT2T, match_case, resolve_categories
+from privaudit.defenses.rapt import RAPT
+from privaudit.resources import spacy_pipeline
+from tests.conftest import TINY
+
+TEXTS = [
+    "Our waiter Sarah Jones in Paris was kind to me and I don't regret it.",
+    "The hotel lost our booking twice, so we stayed with friends near the station.",
+    "She bought sturdy boots from a shop in Leeds for her long walks.",
+] * 3
+
+
+def pct2t(eta: float, **kw) -> PCT2T:
+    return PCT2T(eta=eta, backbone=TINY, **kw)
+
+
+def test_only_selected_categories_change_and_word_count_is_kept() -> None:
+    release = pct2t(1.0).privatize(TEXTS, rng=np.random.default_rng(0))
+    selected = {t for c in ("noun", "verb", "pronoun", "preposition") for t in CATEGORIES[c]}
+    nlp = spacy_pipeline()
+    changed = 0
+    for original, out in zip(TEXTS, release.texts or [], strict=True):
+        assert len(out.split()) == len(original.split())
+        tokens = list(nlp(original))  # re-tag the original independently
+        released = list(nlp.tokenizer(out))
+        for a, b in zip(tokens, released, strict=False):
+            if a.text.lower() != b.text.lower() and len(a.text) and a.text.isalpha():
+                changed += 1
+                assert a.pos_ in selected, (a.text, a.pos_, b.text)
+    assert changed > 10
+    # Words outside the categories survive verbatim.
+    assert all(w in release.texts[0] for w in ("kind", "and"))
+
+
+def test_categories_select_what_changes() -> None:
+    only_nouns = pct2t(1.0, categories=["noun"]).privatize(TEXTS[:1], rng=np.random.default_rng(0))
+    out = only_nouns.texts[0]
+    for kept in ("in", "was", "to", "me", "I", "regret"):
+        assert f" {kept} " in f" {out} "
+    everything = pct2t(1.0, categories="all").privatize(TEXTS[:1], rng=np.random.default_rng(0))
+    assert replacement_rate([everything.audit]) > replacement_rate([only_nouns.audit])
+
+
+def test_rate_falls_with_eta_and_infinity_is_identity() -> None:
+    rates = [
+        replacement_rate([pct2t(eta).privatize(TEXTS, rng=np.random.default_rng(0)).audit])
+        for eta in (1, 200, 400, 1e9)
+    ]
+    assert all(a > b for a, b in itertools.pairwise(rates[:-1])), rates
+    assert rates[-1] == 0.0
+    release = pct2t(math.inf).privatize(TEXTS, rng=np.random.default_rng(0))
+    assert release.texts == TEXTS
+
+
+def test_same_seed_same_output() -> None:
+    a = pct2t(100).privatize(TEXTS, rng=np.random.default_rng(3))
+    b = pct2t(100).privatize(TEXTS, rng=np.random.default_rng(3))
+    assert a.texts == b.texts
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "   ",
+        "!!! ??? ...",
+        "Sarah Jones, Paris, Google.",
+        "😀😀 🎉",
+        "a" * 3000,
+        "Grüße aus Zürich, we ate 寿司 in Tōkyō and it was très bon.",
+    ],
+    ids=["empty", "blank", "no-taggable", "only-entities", "emoji", "long-word", "mixed"],
+)
+def test_awkward_text(text: str) -> None:
+    release = pct2t(50).privatize([text], rng=np.random.default_rng(0))
+    (out,) = release.texts or []
+    assert len(out.split()) == len(text.split())
+
+
+def test_unknown_category_is_explained() -> None:
+    with pytest.raises(ValueError, match="Did you mean 'noun'"):
+        resolve_categories(["nouns"])
+    with pytest.raises(ValueError, match="Unknown POS category 'adjectiv'"):
+        pct2t(10, categories="adjectiv").privatize(TEXTS, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="at least one"):
+        resolve_categories([])
+    with pytest.raises(TypeError, match="names"):
+        resolve_categories([3])  # type: ignore[list-item]
+    assert resolve_categories("noun, verb") == ("noun", "verb")
+    assert resolve_categories(["ALL"]) == tuple(CATEGORIES)
+
+
+def test_case_is_matched() -> None:
+    assert match_case("Sarah", "london") == "London"
+    assert match_case("NASA", "bbc") == "BBC"
+    assert match_case("tea", "cake") == "cake"
+
+
+def test_nn_inversion_on_pct2t_is_one_minus_rate_roughly(tiny) -> None:
+    release = pct2t(300).privatize(TEXTS, rng=np.random.default_rng(0))
+    attack = NNInversion(backbone=TINY).fit(Knowledge(backbone=TINY))
+    recovery = token_recovery(tiny.token_ids(TEXTS), attack.attack(release.public()))
+    rate = replacement_rate([release.audit])
+    assert 0 < rate < 0.6
+    assert recovery == pytest.approx(1 - rate, abs=0.15)  # tokens vs words: close, not equal
+
+
+# -- RAPT -------------------------------------------------------------------------------------
+
+
+def rapt(eta: float = 100, **kw) -> RAPT:
+    return RAPT(eta=eta, backbone=TINY, **kw)
+
+
+def test_rapt_prepends_a_fixed_plain_sequence() -> None:
+    d = rapt(math.inf, n_plain=12)
+    plain, cats = d.plain_tokens()
+    assert len(plain) == 12 and set(cats) <= {"noun", "verb", "pronoun", "preposition"}
+    assert d.plain_tokens() == (plain, cats)  # fixed
+    assert rapt(n_plain=12, plain_seed=1).plain_tokens()[0] != plain
+    release = d.privatize(TEXTS[:2], rng=np.random.default_rng(0))
+    for text, original in zip(release.texts or [], TEXTS, strict=False):
+        assert text == " ".join(plain) + " " + original
+    assert release.meta["n_plain_words"] == 12
+    noisy = rapt(1.0, n_plain=12).privatize(TEXTS[:2], rng=np.random.default_rng(0))
+    prefixes = [t.split()[:12] for t in noisy.texts or []]
+    assert prefixes[0] != plain and prefixes[0] != prefixes[1]  # fresh noise per document
+    assert noisy.audit["plain_replaced"][0].mean() > 0.5
+
+
+def test_rapt_empty_document_gets_only_the_prefix() -> None:
+    release = rapt(n_plain=5).privatize(["", "hi"], rng=np.random.default_rng(0))
+    assert len(release.texts[0].split()) == 5 and len(release.texts[1].split()) == 6
+
+
+def test_nn_inversion_skips_the_public_plain_prefix(tiny) -> None:
+    release = rapt(math.inf, n_plain=8).privatize(TEXTS, rng=np.random.default_rng(0))
+    attack = NNInversion(backbone=TINY).fit(Knowledge(backbone=TINY))
+    assert token_recovery(tiny.token_ids(TEXTS), attack.attack(release.public())) >= 0.99
+
+
+def test_reconstruction_objective_trains(tiny) -> None:
+    import torch
+
+    d = rapt(n_plain=6)
+    objective = d.training_objective()
+    assert len(objective.targets) == 6 and objective.hidden == 96
+    assert [objective.vocabulary[t] for t in objective.targets] == d.plain_tokens()[0]
+    head = objective.head(tiny.dim)
+    hidden = torch.randn(3, 6, tiny.dim, requires_grad=True)
+    loss = objective.loss(hidden, head)
+    loss.backward()
+    assert loss.item() > 0 and hidden.grad is not None
+    text = d.privatize(["fine"], rng=np.random.default_rng(0)).texts[0]
+    enc = tiny.tokenizer(text, return_offsets_mapping=True)
+    positions = objective.positions(enc["offset_mapping"], text, 6)
+    assert len(positions) == 6 and positions[0] == 1  # right after [CLS]
+
+
+def test_rapt_bad_parameters() -> None:
+    with pytest.raises(ValueError, match="n_plain must be a positive integer"):
+        rapt(n_plain=0).privatize(TEXTS, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="Unknown plain-token sampler"):
+        rapt(sampler="zipf").privatize(TEXTS, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="needs fit"):
+        rapt(sampler="frequency").plain_tokens()
+    fitted = rapt(sampler="frequency", n_plain=5).fit(TEXTS)
+    assert set(fitted.plain_tokens()[0]) <= {
+        w.lower().strip(".,") for t in TEXTS for w in t.split()
+    }
