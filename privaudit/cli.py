@@ -133,7 +133,7 @@ def _print_summary(result: Any) -> None:
     for _, row in frame.iterrows():
         knob = f"{row['knob']}={row['knob_value']:g}" if isinstance(row["knob"], str) else "-"
         table.add_row(
-            row["defense"], knob, row["attack"], row["status"],
+            row["label"], knob, row["attack"], row["status"],
             fmt(row["empirical_privacy"]), fmt(row["utility"]),
             fmt(row["replacement_rate"]), fmt(row["seconds"], ".1f"),
         )  # fmt: skip
@@ -142,7 +142,7 @@ def _print_summary(result: Any) -> None:
     problems = frame[frame["status"] != "ok"]
     for _, row in problems.iterrows():
         console.print(
-            f"[yellow]{row['defense']} × {row['attack']}: {row['status']}: {row['reason']}",
+            f"[yellow]{row['label']} × {row['attack']}: {row['status']}: {row['reason']}",
             soft_wrap=True,
         )
     typer.echo(f"majority-class accuracy (chance): {result.chance:.3f}")

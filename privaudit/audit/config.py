@@ -23,7 +23,20 @@ class CorpusSpec(_Strict):
 
 class DefenseSpec(_Strict):
     name: str
+    label: str | None = Field(
+        default=None, description="name in tables and plots (default: name[param=value,...])"
+    )
     params: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def display(self) -> str:
+        if self.label:
+            return self.label
+        shown = {k: v for k, v in self.params.items() if k not in ("backbone", "spacy_model")}
+        if not shown:
+            return self.name
+        return f"{self.name}[{','.join(f'{k}={v}' for k, v in sorted(shown.items()))}]"
+
     knob_values: list[float] | None = Field(
         default=None, description="values of the defense's privacy knob to sweep"
     )
@@ -99,7 +112,12 @@ PRESETS: dict[str, dict[str, Any]] = {
         },
         "defenses": [
             {"name": "none"},
-            {"name": "t2t", "knob_values": [40, 60, 80, 100, 125, 175]},
+            {"name": "t2t", "knob_values": [40, 60, 80, 100, 150]},
+            {"name": "pct2t", "knob_values": [40, 60, 80, 100]},
+            {"name": "rapt", "knob_values": [40, 60, 80, 100]},
+            {"name": "embedding-dx", "knob_values": [40, 60, 80, 100]},
+            {"name": "has", "params": {"mode": "label"}, "knob_values": [1, 2, 3, 4]},
+            {"name": "has", "params": {"mode": "generative"}, "knob_values": [2, 4]},
         ],
         "attacks": ["nn-inversion"],
         "utility": "probe",

@@ -37,7 +37,7 @@ COLUMNS = [
     "utility_macro_f1", "replacement_rate", "seconds", "privatize_seconds", "utility_seconds",
     "attack_seconds", "guarantee", "defense_params", "attack_params", "utility_evaluator",
     "corpus", "corpus_fingerprint", "backbone", "n_train", "n_test", "privaudit_version",
-    "cell_key", "target_rate",
+    "cell_key", "target_rate", "label",
 ]  # fmt: skip
 
 
@@ -138,25 +138,26 @@ def run_grid(
         kwargs = {"backbone": config.backbone} if "backbone" in _init_params(cls) else {}
         attacks.append(cls(**kwargs))
 
-    points: list[tuple[Defense, float | None, float | None, int]] = []
+    points: list[tuple[str, Defense, float | None, float | None, int]] = []
     for spec in config.defenses:
-        base = build_defense(spec.name, spec.params, config.backbone)
+        base = build_defense(spec.name, spec.params, config.backbone).fit(corpus.split("train"))
         levels: list[tuple[float | None, float | None]] = [(None, None)]
         if spec.knob_values:
             levels = [(v, None) for v in spec.knob_values]
         elif spec.target_rates:
             levels = _calibrated_levels(base, spec.target_rates, train_texts, base_seed)
         for value, target in levels:
-            defense = base if value is None else base.with_knob(value)
+            defense = base if value is None else base.with_knob(value).fit(corpus.split("train"))
             for seed in config.seeds:
-                points.append((defense, value, target, seed))
+                points.append((spec.display, defense, value, target, seed))
 
     rows: list[dict[str, Any]] = []
     bar = tqdm(total=len(points) * len(attacks), desc="cells", unit="cell", disable=not progress)
-    for defense, value, target, seed in points:
+    for label, defense, value, target, seed in points:
         knob_value = value if value is not None else getattr(defense, defense.knob or "", None)
         common = {
             "defense": defense.name,
+            "label": label,
             "knob": defense.knob,
             "knob_value": float(knob_value) if knob_value is not None else math.nan,
             "seed": seed,
@@ -172,8 +173,8 @@ def run_grid(
             "n_test": len(test_texts),
             "privaudit_version": __version__,
         }
-        label = f" {defense.knob}={common['knob_value']:g}" if defense.knob else ""
-        bar.set_postfix_str(f"{defense.name}{label}")
+        level = f" {defense.knob}={common['knob_value']:g}" if defense.knob else ""
+        bar.set_postfix_str(f"{label}{level}")
         seq = stable_seed(seed, defense.name, defense.params())
         rng_train, rng_test, rng_utility, rng_query = (
             np.random.default_rng(s) for s in seq.spawn(4)

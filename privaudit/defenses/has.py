@@ -303,12 +303,20 @@ def _nlp(name: str | None) -> Any:
     return nlp
 
 
+_CUTS = (re.compile(r"\n\s*"), re.compile(r"[.!?]\s+"), re.compile(r"\s+"))
+
+
 def _chunks(text: str, size: int) -> list[tuple[int, str]]:
-    """``(offset, piece)`` pieces of at most ``size`` characters, cut at whitespace if any."""
+    """``(offset, piece)`` pieces of at most ``size`` characters. Cut after the last line
+    break, else sentence end, else whitespace in the window, so entities are rarely split."""
     out, pos = [], 0
     while len(text) - pos > size:
-        cut = max(text.rfind(" ", pos, pos + size), text.rfind("\n", pos, pos + size))
-        cut = cut + 1 if cut > pos else pos + size
+        cut = pos + size  # no whitespace at all: a hard cut is all there is
+        for pattern in _CUTS:
+            ends = [m.end() for m in pattern.finditer(text, pos, pos + size) if m.end() > pos]
+            if ends:
+                cut = ends[-1]
+                break
         out.append((pos, text[pos:cut]))
         pos = cut
     out.append((pos, text[pos:]))
@@ -406,17 +414,21 @@ def _placeholders(text: str, entities: list[tuple[str, str]]) -> dict[str, str]:
     return out
 
 
-def _clashes(candidate: str, text_cf: str, originals_cf: list[str], used: set[str]) -> bool:
+def _clashes(
+    candidate: str, etype: str, text_cf: str, originals_cf: list[str], used: set[str]
+) -> bool:
     """Would this surrogate leak an original or make Seek ambiguous?"""
     c = candidate.casefold()
     if not c.strip() or c in used or c in text_cf or "<" in c:
         return True
     if any(o in c for o in originals_cf):  # "East London" would re-release "London"
         return True
-    # Single names of a multi-word surrogate drive a fuzzy Seek rule; keep them unseen too.
-    words = c.split()
-    return len(words) > 1 and any(
-        re.search(r"(?<!\w)" + re.escape(w) + r"(?!\w)", text_cf) for w in words
+    # A PERSON surrogate's single names drive a fuzzy Seek rule; keep them unseen too.
+    words = [w for w in c.split() if w.rstrip(".") not in _PERSON_TITLES]
+    return (
+        etype == "PERSON"
+        and len(c.split()) > 1
+        and any(re.search(r"(?<!\w)" + re.escape(w) + r"(?!\w)", text_cf) for w in words)
     )
 
 
@@ -435,11 +447,11 @@ def _surrogates(
         chosen = None
         if model is not None:
             answer = model(original, etype)
-            if answer and not _clashes(answer, text_cf, originals_cf, used):
+            if answer and not _clashes(answer, etype, text_cf, originals_cf, used):
                 chosen = answer
         for _ in range(_SURROGATE_TRIES if chosen is None else 0):
             candidate = _fake_like(fake, original, etype)
-            if not _clashes(candidate, text_cf, originals_cf, used):
+            if not _clashes(candidate, etype, text_cf, originals_cf, used):
                 chosen = candidate
                 break
         if chosen is None:  # exhausted (e.g. every nationality is in the text): a placeholder
@@ -554,7 +566,8 @@ def _load_hide_model(name: str) -> tuple[Any, Any, bool]:
         model = auto.from_pretrained(name)
     except Exception as exc:  # any loading failure: user input, so a ValueError with the fix
         raise ValueError(
-            f"Cannot load the generative hide model {name!r}: {exc}. Give a local model "
+            f"Cannot load the generative hide model {name!r}: {str(exc).rstrip('.')}. "
+            "Give a local model "
             "directory or a Hugging Face id reachable from this machine; the offline default "
             "is model=None (faker surrogate substitution)."
         ) from exc
@@ -582,15 +595,16 @@ def _model_generator(name: str, rng: np.random.Generator) -> Callable[[str, str]
             tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         )
         with torch.random.fork_rng(devices=[]), torch.inference_mode():  # leave global RNG be
-            torch.manual_seed(
-                seed + zlib.crc32(f"{etype}|{original}".encode())
-            )  # stable across runs
+            # crc32, not hash(): str hashes change between processes.
+            torch.manual_seed(seed + zlib.crc32(f"{etype}|{original}".encode()))
             ids = model.generate(
                 **enc, max_new_tokens=12, do_sample=True, top_p=0.9, pad_token_id=pad
             )
         new = ids[0] if seq2seq else ids[0, enc["input_ids"].shape[1] :]
         answer = tokenizer.decode(new, skip_special_tokens=True).strip().split("\n")[0]
-        return answer.strip(" \"'.,;:") or None
+        answer = answer.strip(" \"'.,;:")
+        # A rambling answer is not a surrogate; faker takes over.
+        return answer if 0 < len(answer) <= 60 else None
 
     return generate
 

@@ -36,7 +36,8 @@ def plot_pareto(frame: Any, path: str | Path, *, attack: str, chance: float | No
     metric = str(frame["attack_metric"].iloc[0]) if len(frame) else "attack"
     utility_metric = str(frame["utility_metric"].iloc[0]) if len(frame) else "utility"
     markers = "osD^v<>phX"
-    for k, (name, group) in enumerate(sorted(frame.groupby("defense"), key=lambda g: g[0])):
+    by = "label" if "label" in frame.columns else "defense"
+    for k, (name, group) in enumerate(sorted(frame.groupby(by), key=lambda g: g[0])):
         agg = (
             group.groupby("knob_value", dropna=False)[["empirical_privacy", "utility"]]
             .mean()
