@@ -120,7 +120,8 @@ def test_repeated_entity_gets_the_same_placeholder() -> None:
         ["Sarah Jones met Tom Baker in Paris. Later Sarah Jones flew home from Paris."],
         rng=np.random.default_rng(0),
     )
-    assert hidden == "<PERSON_1> met <PERSON_2> in <GPE_1>. Later <PERSON_1> flew home from <GPE_1>."
+    expect = "<PERSON_1> met <PERSON_2> in <GPE_1>. Later <PERSON_1> flew home from <GPE_1>."
+    assert hidden == expect
     assert [d["original"] for d in mapping] == ["Sarah Jones", "Tom Baker", "Paris"]
 
 
@@ -155,6 +156,17 @@ def test_generative_is_consistent_within_a_document() -> None:
         f"Later {sub['Sarah Jones']} flew home from {sub['Paris']}."
     )
     assert len(sub["Sarah Jones"].split()) == 2  # two-word name → two-word surrogate
+
+
+def test_generative_surrogates_fit_their_slot() -> None:
+    text = "Dr. Smith paid $20 for it on Monday."
+    (hidden,), (mapping,) = HideAndSeek(mode="generative").hide(
+        [text], rng=np.random.default_rng(0)
+    )
+    sub = {d["original"]: d["replacement"] for d in mapping}
+    assert "$$" not in hidden and "Smith" not in hidden and "Monday" not in hidden
+    assert len(sub["Smith"].split()) == 1 and sub["Monday"] in has_module._WEEKDAYS
+    assert restore(hidden, mapping) == text
 
 
 def test_same_seed_same_output() -> None:
@@ -275,11 +287,13 @@ def test_seek_through_a_paraphrasing_service() -> None:
     assert HideAndSeek.restore(answer, mapping) == restore(answer, mapping)
 
 
-@pytest.mark.parametrize(
-    "variant",
-    ["< person_1 >", "<PERSON 1>", "[PERSON_1]", "{PERSON_1}", "(PERSON_1)", "&lt;PERSON_1&gt;"]
-    + ["PERSON_1", "person_1", "<Person-1>"],
-)
+PLACEHOLDER_VARIANTS = (
+    "< person_1 >", "<PERSON 1>", "[PERSON_1]", "{PERSON_1}", "(PERSON_1)", "&lt;PERSON_1&gt;",
+    "PERSON_1", "person_1", "<Person-1>",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("variant", PLACEHOLDER_VARIANTS)
 def test_seek_fuzzy_placeholders(variant: str) -> None:
     mapping = [{"original": "Sarah Jones", "replacement": "<PERSON_1>", "type": "PERSON"}]
     assert restore(f"Dear {variant}, thanks.", mapping) == "Dear Sarah Jones, thanks."
@@ -300,6 +314,7 @@ def test_seek_fuzzy_surrogates() -> None:
         {"original": "Paris", "replacement": "Lake Amy", "type": "GPE"},
         {"original": "Tom", "replacement": "Ann", "type": "PERSON"},
         {"original": "Google", "replacement": "Smith LLC", "type": "ORG"},
+        {"original": "Mrs Baker", "replacement": "Mrs Okafor", "type": "PERSON"},
     ]
     cases = {
         "Kevin Hughes flew to Lake Amy.": "Sarah Jones flew to Paris.",
@@ -308,6 +323,7 @@ def test_seek_fuzzy_surrogates() -> None:
         "Thanks, Kevin! Mr Hughes will call.": "Thanks, Sarah! Mr Jones will call.",
         "Ann's Annual report on Annie.": "Tom's Annual report on Annie.",  # whole words only
         "Kevin Hughes's plan": "Sarah Jones's plan",
+        "Ask Mrs Okafor, or Dr Okafor.": "Ask Mrs Baker, or Dr Baker.",
     }
     for output, expect in cases.items():
         assert restore(output, mapping) == expect

@@ -471,7 +471,9 @@ def _fake_like(fake: Faker, original: str, etype: str) -> str:
     if etype == "PERSON":
         if len(words) >= 2 and words[0].rstrip(".").lower() in _PERSON_TITLES:
             return f"{words[0]} {fake.last_name()}"  # "Mr Smith" → "Mr Hughes"
-        return fake.first_name() if len(words) == 1 else f"{fake.first_name()} {fake.last_name()}"
+        if len(words) == 1:  # "Smith" → a surname, "Sarah" → a first name
+            return fake.first_name() if _is_first_name(original) else fake.last_name()
+        return f"{fake.first_name()} {fake.last_name()}"
     if etype == "GPE":
         return fake.country() if _is_country(original) else fake.city()
     if etype == "ORG":
@@ -486,8 +488,11 @@ def _fake_like(fake: Faker, original: str, etype: str) -> str:
             return f"{h}:{m:02d} {pick(('am', 'pm'))}"
         return f"{h + 12 * fake.random_int(0, 1) - 1:02d}:{m:02d}"
     if etype == "MONEY":
-        symbol = next((c for c in "£€$" if c in original), "$")
-        return f"{symbol}{fake.random_int(2, 9999):,}"
+        # spaCy often leaves the symbol outside the span ("$" + "20"): add one only if inside.
+        symbol = next((c for c in "£€$" if c in original), "")
+        word = re.search(r"(?i)\b(dollars?|pounds?|euros?|quid|bucks)\b", original)
+        amount = f"{symbol}{fake.random_int(2, 9999):,}"
+        return f"{amount} {word.group(0)}" if word else amount
     if etype == "PERCENT":
         unit = "%" if "%" in original else " percent"
         return f"{fake.random_int(1, 99)}{unit}"
@@ -506,6 +511,17 @@ def _fake_like(fake: Faker, original: str, etype: str) -> str:
     if etype == "FAC":
         return f"{fake.last_name()} {pick(_FAC_NOUNS)}"
     return f"{fake.last_name()} {etype.title()}"  # not reached for the 14 HaS types
+
+
+@functools.cache
+def _first_names() -> frozenset[str]:
+    from faker.providers.person.en_US import Provider
+
+    return frozenset(n.casefold() for n in getattr(Provider, "first_names", ()))
+
+
+def _is_first_name(name: str) -> bool:
+    return name.casefold() in _first_names()
 
 
 @functools.cache
@@ -685,14 +701,15 @@ def _name_parts(entries: EntityMap) -> list[tuple[str, str]]:
             continue
         if words[0].rstrip(".").lower() in _PERSON_TITLES:
             words = words[1:]
-        orig = d["original"].split()
-        if orig and orig[0].rstrip(".").lower() in _PERSON_TITLES and len(orig) > 1:
-            orig = orig[1:]
-        if not words or not orig:
+        core = d["original"].split()
+        if len(core) > 1 and core[0].rstrip(".").lower() in _PERSON_TITLES:
+            core = core[1:]  # "Mr Smith": "Hughes" alone stands for "Smith"
+        if not words or not core:
             continue
-        first = orig[0] if len(orig) > 1 else d["original"]
-        last = orig[-1] if len(orig) > 1 else d["original"]
-        candidates.setdefault(words[0], []).append(first)
+        first = core[0] if len(core) > 1 else " ".join(core)
+        last = core[-1] if len(core) > 1 else " ".join(core)
+        if len(words) > 1:
+            candidates.setdefault(words[0], []).append(first)
         candidates.setdefault(words[-1], []).append(last)
     # A single name shared by two surrogates is ambiguous: leave it alone.
     all_words = [w for d in entries for w in d["replacement"].split()]
