@@ -67,3 +67,35 @@ def test_probe_utility_beats_chance_and_falls_with_noise(corpus) -> None:
         probe.evaluate(
             NoDefense(), train[:5], [1] * 5, test[:5], [1] * 5, rng=np.random.default_rng(0)
         )
+
+
+def test_pct2t_on_the_default_corpus(real, corpus) -> None:
+    from privaudit.defenses.pct2t import CATEGORIES, PCT2T
+    from privaudit.resources import spacy_pipeline
+
+    texts = corpus.texts("test")[:60]
+    release = PCT2T(eta=60).privatize(texts, rng=np.random.default_rng(0))
+    selected = {t for c in ("noun", "verb", "pronoun", "preposition") for t in CATEGORIES[c]}
+    nlp = spacy_pipeline()
+    changed = 0
+    for original, out, replacements in zip(
+        texts, release.texts or [], release.audit["replacements"], strict=True
+    ):
+        assert len(out.split()) == len(original.split())
+        tagged = nlp(original)  # re-tag the original independently
+        for index, old, new in replacements:
+            assert tagged[index].text == old and tagged[index].pos_ in selected, (old, new)
+            changed += 1
+    assert changed > 50
+
+
+@pytest.mark.parametrize("name", ["t2t", "pct2t"])
+def test_calibrated_rate_holds_on_fresh_text(name: str) -> None:
+    from privaudit.audit.calibration import calibrate, measure_rate, sample_texts
+    from privaudit.registry import DEFENSES
+
+    defense = DEFENSES.get(name)()
+    result = calibrate(defense, sample_texts(n_docs=150, seed=0), target=0.15)
+    assert abs(result.solved_rate - 0.15) <= 0.005
+    fresh = sample_texts(n_docs=150, seed=7)  # other documents, other noise
+    assert abs(measure_rate(defense.with_knob(result.solution), fresh, seed=7) - 0.15) <= 0.02

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import itertools
 from typing import ClassVar, Self
 
 import numpy as np
 
 from privaudit.api import Attack, Knowledge, Predictions, Release
+from privaudit.mechanisms.batching import flatten, unflatten
 from privaudit.registry import ATTACKS
 
 
@@ -49,9 +49,7 @@ class NNInversion(Attack):
             n_plain = int(release.meta.get("n_plain_words", 0))
             if n_plain:  # RAPT's plain-token prefix is public protocol: skip it
                 texts = [" ".join(t.split()[n_plain:]) for t in texts]
-            ids = bb.token_ids(texts)
-            lengths = [len(r) for r in ids]
-            flat = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
+            flat, bounds = flatten(bb.token_ids(texts))
             # Re-embedded text sits exactly on a vocabulary vector; the pruned projection
             # answers those without a search.
             guess = bb.index.project(
@@ -61,17 +59,15 @@ class NNInversion(Attack):
             vectors = [
                 np.atleast_2d(np.asarray(v, dtype=np.float32)) for v in release.vectors or []
             ]
-            lengths = [len(v) for v in vectors]
             dims = {v.shape[1] for v in vectors if len(v)}
             if dims - {bb.dim}:
                 raise ValueError(
                     f"Released vectors have dimension {sorted(dims)}, but backbone "
                     f"{bb.name!r} embeds in {bb.dim}: attack with the backbone the defense used."
                 )
-            flat_vecs = np.concatenate(vectors) if vectors else np.zeros((0, bb.dim))
+            flat_vecs, bounds = flatten(vectors, dim=bb.dim)
             guess = bb.index.query(flat_vecs)
         else:
             raise ValueError(f"{self.name} cannot read a {release.kind!r} release.")
-        bounds = np.cumsum([0, *lengths])
-        tokens = [guess[a:b].tolist() for a, b in itertools.pairwise(bounds)]
+        tokens = [row.tolist() for row in unflatten(guess, bounds)]
         return Predictions("tokens", tokens=tokens, meta={"tokenizer": bb.name})

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import pairwise
 from typing import ClassVar
 
 import numpy as np
 
 from privaudit.api import Defense, Release
-from privaudit.defenses._validate import check_rng, check_texts
-from privaudit.mechanisms.noise import check_eta, sample_dx_noise
+from privaudit.defenses._tokens import token_noise
+from privaudit.mechanisms.batching import unflatten
 from privaudit.registry import DEFENSES
 
 
@@ -46,22 +45,15 @@ class EmbeddingDX(Defense):
         self.backbone = backbone
 
     def privatize(self, texts: Sequence[str], *, rng: np.random.Generator) -> Release:
-        from privaudit.resources import backbone
-
-        texts = check_texts(texts)
-        check_rng(rng)
-        eta = check_eta(self.eta)
-        bb = backbone(self.backbone)
-        ids = bb.token_ids(texts)
-        flat = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
-        noisy = bb.embeddings[flat] + sample_dx_noise(len(flat), bb.dim, eta, rng)
-        bounds = np.cumsum([0, *(len(r) for r in ids)])
+        tn = token_noise(texts, self.eta, self.backbone, rng)
+        bb = tn.backbone
+        noisy = bb.embeddings[tn.flat] + tn.noise
         return Release(
             "token_vectors",
-            vectors=[noisy[a:b] for a, b in pairwise(bounds)],
+            vectors=unflatten(noisy, tn.bounds),
             meta={
                 "defense": self.name,
-                "eta": eta,
+                "eta": tn.eta,
                 "backbone": bb.name,
                 "space": "input_word_embeddings",
             },

@@ -34,7 +34,15 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "interjection": ("INTJ",),
 }
 DEFAULT_CATEGORIES = ("noun", "verb", "pronoun", "preposition")
-_VOCAB_VERSION = "pos-vocab-v2"
+_VOCAB_VERSION = "pos-vocab-v3"
+
+
+def tagging_pipes(nlp: Any) -> list[str]:
+    """The pipes that decide coarse POS. The parser stays: en_core_web_sm's attribute ruler
+    refines POS from dependency labels (DT without a head noun → PRON, IN as a marker → SCONJ,
+    auxiliary "have" → AUX), so tagging without it disagrees with the full pipeline."""
+    wanted = ("tok2vec", "tagger", "parser", "attribute_ruler")
+    return [p for p in wanted if p in nlp.pipe_names]
 
 
 def resolve_categories(categories: str | Iterable[str] | None) -> tuple[str, ...]:
@@ -120,8 +128,7 @@ def pos_vocabulary(backbone_name: str | None, spacy_name: str | None = None) -> 
     word_tags: dict[str, set[str]] = {}
     tokens = bb.tokenizer.convert_ids_to_tokens(bb.candidate_ids.tolist())
     alone = [w for w in tokens if w.isascii() and w.isalpha()]
-    enabled = [p for p in ("tok2vec", "tagger", "attribute_ruler") if p in nlp.pipe_names]
-    with nlp.select_pipes(enable=enabled):
+    with nlp.select_pipes(enable=tagging_pipes(nlp)):
         for word, doc in zip(alone, nlp.pipe(alone, batch_size=2000), strict=True):
             if len(doc) == 1:
                 word_tags.setdefault(word, set()).add(doc[0].pos_)
@@ -291,8 +298,7 @@ class PCT2T(Defense):
         from privaudit.resources import spacy_pipeline
 
         nlp = spacy_pipeline(self.spacy_model)
-        enabled = [p for p in ("tok2vec", "tagger", "attribute_ruler") if p in nlp.pipe_names]
-        with nlp.select_pipes(enable=enabled):
+        with nlp.select_pipes(enable=tagging_pipes(nlp)):
             return list(nlp.pipe(texts, batch_size=256))
 
     def privatize(self, texts: Sequence[str], *, rng: np.random.Generator) -> Release:
@@ -332,7 +338,19 @@ class PCT2T(Defense):
             "text",
             texts=out_texts,
             meta={"defense": self.name, "eta": eta, "categories": list(cats), "backbone": bb.name},
-            audit={"replaced": masks, "unit": "word"},
+            audit={
+                "replaced": masks,
+                "unit": "word",
+                # (spaCy token index, original, replacement) per document, for verification
+                "replacements": [
+                    [
+                        (t, docs[d][t].text, new)
+                        for (dd, t), new in replaced_tokens.items()
+                        if dd == d
+                    ]
+                    for d in range(len(docs))
+                ],
+            },
         )
 
 

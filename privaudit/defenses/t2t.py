@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from typing import ClassVar
@@ -10,8 +9,8 @@ from typing import ClassVar
 import numpy as np
 
 from privaudit.api import Defense, Release
-from privaudit.defenses._validate import check_rng, check_texts
-from privaudit.mechanisms.noise import check_eta, sample_dx_noise
+from privaudit.defenses._tokens import token_noise
+from privaudit.mechanisms.batching import unflatten
 from privaudit.registry import DEFENSES
 
 
@@ -55,29 +54,22 @@ class T2T(Defense):
         self.backbone = backbone
 
     def privatize(self, texts: Sequence[str], *, rng: np.random.Generator) -> Release:
-        from privaudit.resources import backbone
-
-        texts = check_texts(texts)
-        check_rng(rng)
-        eta = check_eta(self.eta)
-        bb = backbone(self.backbone)
-        ids = bb.token_ids(texts)
-        lengths = [len(row) for row in ids]
-        flat = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
-        noise = sample_dx_noise(len(flat), bb.dim, eta, rng)
-        if math.isinf(eta) or len(flat) == 0:
+        tn = token_noise(texts, self.eta, self.backbone, rng)
+        bb, flat = tn.backbone, tn.flat
+        if math.isinf(tn.eta) or len(flat) == 0:
             new = flat.copy()
         else:
-            new = bb.index.project(bb.embeddings[flat] + noise, source_ids=flat, offsets=noise)
-        bounds = np.cumsum([0, *lengths])
-        released = [new[a:b] for a, b in itertools.pairwise(bounds)]
+            new = bb.index.project(
+                bb.embeddings[flat] + tn.noise, source_ids=flat, offsets=tn.noise
+            )
+        released = unflatten(new, tn.bounds)
         return Release(
             "text",
             texts=bb.detokenize(released),
-            meta={"defense": self.name, "eta": eta, "backbone": bb.name},
+            meta={"defense": self.name, "eta": tn.eta, "backbone": bb.name},
             audit={
                 "released_ids": released,
-                "replaced": [r != o for r, o in zip(released, ids, strict=True)],
+                "replaced": [r != o for r, o in zip(released, tn.ids, strict=True)],
                 "unit": "token",
             },
         )

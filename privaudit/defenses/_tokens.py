@@ -1,0 +1,38 @@
+"""Token-level d_X noise over a backbone's embeddings, shared by t2t and embedding-dx."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from privaudit.defenses._validate import check_rng, check_texts
+from privaudit.mechanisms.batching import flatten
+from privaudit.mechanisms.noise import check_eta, sample_dx_noise
+
+
+@dataclass
+class TokenNoise:
+    backbone: Any
+    eta: float
+    ids: list[np.ndarray]  # per document, WordPiece ids without specials and [UNK]
+    flat: np.ndarray  # all ids, concatenated
+    bounds: np.ndarray  # document i is flat[bounds[i]:bounds[i + 1]]
+    noise: np.ndarray  # (len(flat), dim) d_X noise, one row per token
+
+
+def token_noise(
+    texts: Sequence[str], eta: object, backbone_name: str | None, rng: np.random.Generator
+) -> TokenNoise:
+    """Validate the inputs, tokenize, and draw one d_X noise vector per token (in order)."""
+    from privaudit.resources import backbone
+
+    texts = check_texts(texts)
+    check_rng(rng)
+    value = check_eta(eta)
+    bb = backbone(backbone_name)
+    ids = bb.token_ids(texts)
+    flat, bounds = flatten(ids)
+    return TokenNoise(bb, value, ids, flat, bounds, sample_dx_noise(len(flat), bb.dim, value, rng))
