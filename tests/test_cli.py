@@ -97,3 +97,47 @@ def test_run_smoke_preset(tmp_path) -> None:
     assert "results.csv" in result.output and "pareto_nn-inversion.png" in result.output
     missing = runner.invoke(app, ["run", "--preset", "nope"])
     assert missing.exit_code == 2 and "neither a preset" in missing.output
+
+
+def test_privatize_every_text_defense() -> None:
+    text = "Sarah Jones flew from London to Paris on Monday.\n\n"
+    for args in (
+        ["--defense", "pct2t", "--knob", "1e9"],
+        ["--defense", "rapt", "--knob", "1e9", "--param", "n_plain=4"],
+        ["--defense", "has"],
+        ["--defense", "has", "--param", "mode=generative", "--knob", "4"],
+    ):
+        result = runner.invoke(app, ["privatize", *args, "--backbone", TINY], input=text)
+        assert result.exit_code == 0, (args, result.output)
+        lines = result.stdout.splitlines()
+        assert len(lines) == 2, (args, lines)
+    has = runner.invoke(app, ["privatize", "--defense", "has"], input=text)
+    assert "Sarah" not in has.stdout and "<PERSON_1>" in has.stdout
+    vectors = runner.invoke(app, ["privatize", "--defense", "embedding-dx"], input=text)
+    assert vectors.exit_code == 2 and "token_vectors" in vectors.output
+    level = runner.invoke(app, ["privatize", "--defense", "has", "--knob", "7"], input=text)
+    assert level.exit_code == 2 and "level must be one of" in level.output
+    category = runner.invoke(
+        app, ["privatize", "--defense", "pct2t", "--param", "categories=nouns"], input=text
+    )
+    assert category.exit_code == 2 and "Did you mean 'noun'" in category.output
+
+
+def test_grid_with_every_issue3_defense_and_target_rates(tmp_path) -> None:
+    from privaudit.audit.config import PRESETS, load_config
+    from privaudit.audit.runner import run_grid
+
+    data = {
+        **PRESETS["smoke"],
+        "defenses": [
+            {"name": "pct2t", "target_rates": [0.3]},
+            {"name": "rapt", "knob_values": [100], "params": {"n_plain": 5}},
+            {"name": "embedding-dx", "knob_values": [100]},
+            {"name": "has", "knob_values": [1, 4]},
+        ],
+    }
+    frame = run_grid(load_config(data), run_dir=tmp_path / "r", progress=False).frame
+    assert (frame["status"] == "ok").all(), frame["reason"].tolist()
+    pct = frame[frame["defense"] == "pct2t"].iloc[0]
+    assert pct["target_rate"] == 0.3 and abs(pct["replacement_rate"] - 0.3) < 0.15
+    assert set(frame["label"]) == {"pct2t", "rapt[n_plain=5]", "embedding-dx", "has"}
