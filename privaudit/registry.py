@@ -134,6 +134,10 @@ for _name, _spec in {
     "rapt": "privaudit.defenses.rapt:RAPT",
     "has": "privaudit.defenses.has:HideAndSeek",
     "embedding-dx": "privaudit.defenses.embedding_dx:EmbeddingDX",
+    "sap": "privaudit.defenses.sap:SAP",
+    "sap-cti": "privaudit.defenses.sap:SAPCTI",
+    "cape": "privaudit.defenses.cape:CAPE",
+    "dpnr": "privaudit.defenses.dpnr:DPNR",
 }.items():
     DEFENSES.add_lazy(_name, _spec)
 ATTACKS.add_lazy("nn-inversion", "privaudit.attacks.nn_inversion:NNInversion")
