@@ -126,8 +126,11 @@ class Attack:
     needs_query: ClassVar[bool] = False
     needs_aux: ClassVar[bool] = False
 
-    def applicable(self, release_kind: str, knowledge: Knowledge) -> str | None:
-        """``None`` if this attack can run; otherwise the reason it cannot."""
+    def applicable(
+        self, release_kind: str, knowledge: Knowledge, meta: dict[str, Any] | None = None
+    ) -> str | None:
+        """``None`` if this attack can run; otherwise the reason it cannot. ``meta`` is the
+        release's public metadata (e.g. the layer a split model released)."""
         if release_kind not in self.accepts:
             return f"{self.name} reads {sorted(self.accepts)} releases, not {release_kind!r}"
         if self.needs_white_box and not knowledge.white_box:

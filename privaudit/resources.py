@@ -164,6 +164,73 @@ class Backbone:
                 out[idx] = ((hidden * m).sum(1) / m.sum(1).clamp(min=1.0)).float().numpy()
         return out
 
+    def hidden_at_layer(
+        self, texts: Sequence[str], layer: int, *, max_length: int = 128, batch_size: int = 64
+    ) -> list[np.ndarray]:
+        """The bottom model of a split: per text, the (n_tokens, dim) hidden states after
+        encoder layer ``layer`` (1..n_layers), over the tokenized text with [CLS] and [SEP],
+        truncated to ``max_length``."""
+        import torch
+
+        self._check_layer(layer, lowest=1)
+        out: list[np.ndarray] = [np.zeros((0, self.dim), np.float32)] * len(texts)
+        order = np.argsort([len(t) for t in texts], kind="stable")
+        with torch.inference_mode():
+            for start in range(0, len(texts), batch_size):
+                idx = order[start : start + batch_size]
+                enc = self.tokenizer(
+                    [texts[i] for i in idx],
+                    padding=True,
+                    truncation=True,
+                    max_length=max_length,
+                    return_tensors="pt",
+                )
+                states = self.model(**enc, output_hidden_states=True).hidden_states[layer]
+                lengths = enc["attention_mask"].sum(1).tolist()
+                for row, i in enumerate(idx):
+                    out[i] = states[row, : lengths[row]].float().numpy().copy()
+        return out
+
+    def pooled_from_layer(
+        self, vectors: Sequence[np.ndarray], layer: int, *, batch_size: int = 64
+    ) -> np.ndarray:
+        """The top model of a split: continue from hidden states after encoder layer ``layer``
+        (0 = the embedding layer's output) through the remaining layers, then mean-pool.
+        Written once for every split depth; ``layer == n_layers`` only pools."""
+        import torch
+
+        self._check_layer(layer, lowest=0)
+        out = np.zeros((len(vectors), self.dim), dtype=np.float32)
+        seqs = [np.asarray(v, np.float32).reshape(-1, self.dim) for v in vectors]
+        order = np.argsort([len(x) for x in seqs], kind="stable")
+        blocks = self.model.encoder.layer[layer:]
+        with torch.inference_mode():
+            for start in range(0, len(seqs), batch_size):
+                idx = order[start : start + batch_size]
+                width = max(1, max(len(seqs[i]) for i in idx))
+                hidden = torch.zeros((len(idx), width, self.dim))
+                mask = torch.zeros((len(idx), width))
+                for row, i in enumerate(idx):
+                    hidden[row, : len(seqs[i])] = torch.from_numpy(seqs[i])
+                    mask[row, : len(seqs[i])] = 1.0
+                # Additive mask, as BERT's attention expects: 0 to attend, a large negative not to.
+                additive = (1.0 - mask)[:, None, None, :] * torch.finfo(hidden.dtype).min
+                for block in blocks:
+                    hidden = block(hidden, attention_mask=additive)
+                    hidden = hidden[0] if isinstance(hidden, tuple) else hidden
+                m = mask.unsqueeze(-1)
+                out[idx] = ((hidden * m).sum(1) / m.sum(1).clamp(min=1.0)).numpy()
+        return out
+
+    def _check_layer(self, layer: object, *, lowest: int) -> None:
+        if isinstance(layer, bool) or not isinstance(layer, int | np.integer):
+            raise TypeError(f"A split layer is an integer, got {layer!r}.")
+        if not lowest <= layer <= self.n_layers:
+            raise ValueError(
+                f"Split layer {layer} is outside {lowest}..{self.n_layers} for backbone "
+                f"{self.name!r} ({self.n_layers} layers)."
+            )
+
 
 def _candidate_ids(tokenizer: Any, vocab_size: int) -> np.ndarray:
     special = set(tokenizer.all_special_ids)

@@ -142,3 +142,16 @@ def test_index_rejects_bad_shapes() -> None:
     with pytest.raises(ValueError, match="dimension"):
         index.query(np.zeros((2, 5)))
     assert index.query(np.zeros((0, 3))).shape == (0,)
+
+
+def test_per_row_eta() -> None:
+    etas = np.array([1.0, 10.0, math.inf] * 2000)
+    z = sample_dx_noise(len(etas), 16, etas, np.random.default_rng(0), dtype=np.float64)
+    norms = np.linalg.norm(z, axis=1)
+    assert norms[0::3].mean() == pytest.approx(16.0, rel=0.03)
+    assert norms[1::3].mean() == pytest.approx(1.6, rel=0.03)
+    assert (norms[2::3] == 0).all()
+    with pytest.raises(ValueError, match="per-row eta"):
+        sample_dx_noise(3, 4, np.array([1.0, -1.0, 2.0]), np.random.default_rng(0))
+    with pytest.raises(ValueError, match="2 per-row eta values for 3 rows"):
+        sample_dx_noise(3, 4, np.array([1.0, 2.0]), np.random.default_rng(0))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Self
+from typing import Any, ClassVar, Self
 
 import numpy as np
 
@@ -34,6 +34,19 @@ class NNInversion(Attack):
 
     def __init__(self, backbone: str | None = None) -> None:
         self.backbone = backbone
+
+    def applicable(
+        self, release_kind: str, knowledge: Knowledge, meta: dict[str, Any] | None = None
+    ) -> str | None:
+        reason = super().applicable(release_kind, knowledge, meta)
+        space = (meta or {}).get("space", "input_word_embeddings")
+        if reason is None and release_kind == "token_vectors" and space != "input_word_embeddings":
+            layer = (meta or {}).get("layer")
+            return (
+                f"nn-inversion maps vectors to the nearest input embedding, but this release is "
+                f"{space} states of layer {layer}; use an inversion that models the bottom layers"
+            )
+        return reason
 
     def fit(self, knowledge: Knowledge) -> Self:
         if self.backbone is None:

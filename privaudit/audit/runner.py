@@ -226,7 +226,7 @@ def run_grid(
                     evaluator.params(), fingerprint, bb.fingerprint, seed, __version__,
                 ),
             }  # fmt: skip
-            reason = attack.applicable(public.kind, knowledge)
+            reason = attack.applicable(public.kind, knowledge, public.meta)
             if reason is not None:
                 rows.append(row | {"status": "n/a", "reason": reason})
                 bar.update()

@@ -28,20 +28,36 @@ def check_eta(eta: object) -> float:
 
 
 def sample_dx_noise(
-    n: int, dim: int, eta: float, rng: np.random.Generator, *, dtype: type = np.float32
+    n: int,
+    dim: int,
+    eta: float | np.ndarray,
+    rng: np.random.Generator,
+    *,
+    dtype: type = np.float32,
 ) -> np.ndarray:
     """``n`` independent d_X noise vectors in R^dim, as an (n, dim) array.
 
-    Draw order is fixed (directions, then magnitudes), so the same generator state yields the
-    same bytes. ``eta = inf`` returns zeros without consuming randomness.
+    ``eta`` is one value, or one value per row (a per-token budget, as SAP-CTI assigns);
+    ``inf`` entries get no noise. Draw order is fixed (directions, then magnitudes), so the same
+    generator state yields the same bytes. A scalar ``inf`` consumes no randomness.
     """
-    eta = check_eta(eta)
     if n < 0 or dim <= 0:
         raise ValueError(f"Need n >= 0 and dim > 0, got n={n}, dim={dim}.")
-    if math.isinf(eta) or n == 0:
-        return np.zeros((n, dim), dtype=dtype)
+    if np.ndim(eta) == 0:
+        value = check_eta(eta)
+        if math.isinf(value) or n == 0:
+            return np.zeros((n, dim), dtype=dtype)
+        etas = np.full((n, 1), value)
+    else:
+        etas = np.asarray(eta, dtype=float).reshape(-1, 1)
+        if etas.shape[0] != n:
+            raise ValueError(f"Got {etas.shape[0]} per-row eta values for {n} rows.")
+        if np.isnan(etas).any() or (etas <= 0).any():
+            raise ValueError("Every per-row eta must be a positive number (inf = no noise).")
     directions = rng.standard_normal((n, dim))
     norms = np.linalg.norm(directions, axis=1, keepdims=True)
     norms[norms == 0] = 1.0  # measure-zero event; keeps the output finite
-    magnitudes = rng.gamma(shape=dim, scale=1.0 / eta, size=(n, 1))
+    scale = np.where(np.isinf(etas), 1.0, 1.0 / etas)
+    magnitudes = rng.gamma(shape=dim, scale=scale, size=(n, 1))
+    magnitudes[np.isinf(etas)] = 0.0
     return (directions / norms * magnitudes).astype(dtype, copy=False)

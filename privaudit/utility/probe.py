@@ -41,6 +41,9 @@ class Probe(UtilityEvaluator):
             return backbone(self.backbone).pooled_from_word_embeddings(
                 vectors, max_length=self.max_length
             )
+        if release.kind == "token_vectors" and release.meta.get("space") == "hidden":
+            # A split model's hidden states: the service runs the top model from that layer.
+            return backbone(self.backbone).pooled_from_layer(vectors, int(release.meta["layer"]))
         if release.kind == "token_vectors":
             vectors = [np.atleast_2d(v).mean(axis=0) for v in vectors]
         return np.stack(vectors) if vectors else np.zeros((0, 1), dtype=np.float32)
