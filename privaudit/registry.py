@@ -141,6 +141,7 @@ for _name, _spec in {
 }.items():
     DEFENSES.add_lazy(_name, _spec)
 ATTACKS.add_lazy("nn-inversion", "privaudit.attacks.nn_inversion:NNInversion")
+ATTACKS.add_lazy("attribute-inference", "privaudit.attacks.attribute_inference:AttributeInference")
 CORPORA.add_lazy("synthetic-reviews", "privaudit.corpora.synthetic:synthetic_reviews")
 CORPORA.add_lazy("file", "privaudit.corpora.files:load_file")
 CORPORA.add_lazy("hf", "privaudit.corpora.files:load_hf")

@@ -28,7 +28,7 @@ import numpy as np
 from privaudit import __version__
 from privaudit.api import Attack, Defense, Knowledge, Release
 from privaudit.audit.config import GridConfig
-from privaudit.audit.scoring import replacement_rate, score_predictions
+from privaudit.audit.scoring import Truth, replacement_rate, score_predictions
 from privaudit.registry import ATTACKS, CORPORA, DEFENSES, UTILITY
 
 COLUMNS = [
@@ -37,7 +37,7 @@ COLUMNS = [
     "utility_macro_f1", "replacement_rate", "seconds", "privatize_seconds", "utility_seconds",
     "attack_seconds", "guarantee", "defense_params", "attack_params", "utility_evaluator",
     "corpus", "corpus_fingerprint", "backbone", "n_train", "n_test", "privaudit_version",
-    "cell_key", "target_rate", "label",
+    "cell_key", "target_rate", "label", "attack_baseline", "attack_macro_f1",
 ]  # fmt: skip
 
 
@@ -127,7 +127,10 @@ def run_grid(
     bb = load_backbone(config.backbone)
     train_texts, test_texts = corpus.texts("train"), corpus.texts("test")
     y_train, y_test = corpus.labels("train"), corpus.labels("test")
-    truth_ids = bb.token_ids(test_texts)  # the runner's ground truth for token attacks
+    truth = Truth(  # the runner's ground truth; attacks never see it
+        tokens=bb.token_ids(test_texts),
+        attributes={a: corpus.attribute("test", a) for a in corpus.attribute_names},
+    )
     aux = corpus.splits.get("aux")
     chance = float(np.bincount(y_test).max() / len(y_test)) if len(y_test) else float("nan")
 
@@ -234,19 +237,22 @@ def run_grid(
             try:
                 t0 = time.perf_counter()
                 predictions = attack.fit(knowledge).attack(public)
-                score, privacy = score_predictions(predictions, truth_tokens=truth_ids)
+                scored = score_predictions(predictions, truth)
                 attack_s = time.perf_counter() - t0
-                rows.append(
-                    row
-                    | {
-                        "status": "ok",
-                        "reason": "",
-                        "attack_score": score,
-                        "empirical_privacy": privacy,
-                        "attack_seconds": attack_s,
-                        "seconds": privatize_s + utility_s + attack_s,
-                    }
-                )
+                for result in scored:
+                    target = result.pop("target")
+                    rows.append(
+                        row
+                        | result
+                        | {
+                            "attack": f"{attack.name}[{target}]" if target else attack.name,
+                            "status": "ok",
+                            "reason": "",
+                            "attack_seconds": attack_s,
+                            "seconds": privatize_s + utility_s + attack_s,
+                            "cell_key": _cell_key(row["cell_key"], target),
+                        }
+                    )
             except Exception as exc:
                 rows.append(row | _failed(attack, exc))
             bar.update()
@@ -255,12 +261,13 @@ def run_grid(
 
     frame = _write_rows(rows, run_dir)
     plots = []
-    for attack in attacks:
-        sub = frame[(frame["attack"] == attack.name) & (frame["status"] == "ok")]
-        if len(sub):
-            path = run_dir / f"pareto_{attack.name}.png"
-            plot_pareto(sub, path, attack=attack.name, chance=chance)
-            plots.append(path)
+    ok = frame[frame["status"] == "ok"]
+    for attack_name in sorted(ok["attack"].unique()):
+        sub = ok[ok["attack"] == attack_name]
+        safe = attack_name.replace("[", "-").replace("]", "")
+        path = run_dir / f"pareto_{safe}.png"
+        plot_pareto(sub, path, attack=attack_name, chance=chance)
+        plots.append(path)
     meta = {"chance_accuracy": chance, "corpus_sizes": corpus.sizes(), "backbone": bb.name}
     (run_dir / "run.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
     return RunResult(run_dir=run_dir, frame=frame, plots=plots, chance=chance)

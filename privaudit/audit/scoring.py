@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -50,11 +52,34 @@ def replacement_rate(audits: Sequence[dict]) -> float:
     return changed / total if total else float("nan")
 
 
-def score_predictions(
-    predictions: Predictions, *, truth_tokens: Sequence[Sequence[int]]
-) -> tuple[float, float]:
-    """``(attack_score, empirical_privacy)`` for any supported prediction kind."""
+@dataclass
+class Truth:
+    """What the runner knows about the victims (never shown to an attack)."""
+
+    tokens: list[np.ndarray]
+    attributes: dict[str, list[Any]] = field(default_factory=dict)
+
+
+def score_predictions(predictions: Predictions, truth: Truth) -> list[dict[str, Any]]:
+    """One scored row per target: ``target`` ("" or the attribute), ``attack_score``,
+    ``empirical_privacy`` and, where defined, ``attack_baseline`` and ``attack_macro_f1``."""
     if predictions.kind == "tokens":
-        recovery = token_recovery(truth_tokens, predictions)
-        return recovery, 1.0 - recovery
+        recovery = token_recovery(truth.tokens, predictions)
+        return [{"target": "", "attack_score": recovery, "empirical_privacy": 1.0 - recovery}]
+    if predictions.kind == "attributes":
+        from privaudit.attacks.attribute_inference import score_attributes
+
+        wanted = {k: v for k, v in truth.attributes.items() if k in (predictions.attributes or {})}
+        rows = []
+        for name, s in score_attributes(wanted, predictions).items():
+            rows.append(
+                {
+                    "target": name,
+                    "attack_score": s["accuracy"],
+                    "empirical_privacy": 1.0 - s["accuracy"],
+                    "attack_baseline": s["majority_accuracy"],
+                    "attack_macro_f1": s["macro_f1"],
+                }
+            )
+        return rows
     raise ValueError(f"No scorer for {predictions.kind!r} predictions yet.")

@@ -64,6 +64,10 @@ def plot_pareto(frame: Any, path: str | Path, *, attack: str, chance: float | No
                     textcoords="offset points", xytext=(4, 5), fontsize=7,
                     color=line.get_color(),
                 )  # fmt: skip
+    if "attack_baseline" in frame.columns and frame["attack_baseline"].notna().any():
+        # An attacker that always guesses the majority value reaches this privacy, no further.
+        ceiling = 1.0 - float(frame["attack_baseline"].dropna().mean())
+        ax.axvline(ceiling, color="0.6", ls="-.", lw=1, label="majority-guess attacker")
     if chance is not None and np.isfinite(chance):
         ax.axhline(chance, color="0.6", ls=":", lw=1, label="majority class")
     ax.set_xlabel(f"empirical privacy vs {attack} (1 − {metric})")
