@@ -108,7 +108,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "corpus": {
             "name": "synthetic-reviews",
             "params": {"n_docs": 3000, "seed": 0},
-            "limits": {"train": 1000, "test": 400},
+            "limits": {"train": 1000, "test": 400, "aux": 400},
         },
         "defenses": [
             {"name": "none"},
@@ -118,8 +118,12 @@ PRESETS: dict[str, dict[str, Any]] = {
             {"name": "embedding-dx", "knob_values": [40, 60, 80, 100]},
             {"name": "has", "params": {"mode": "label"}, "knob_values": [1, 2, 3, 4]},
             {"name": "has", "params": {"mode": "generative"}, "knob_values": [2, 4]},
+            {"name": "sap", "knob_values": [60, 80, 100, 150]},
+            {"name": "sap-cti", "knob_values": [60, 80, 100, 150]},
+            {"name": "cape", "knob_values": [3, 10, 30, 100]},
+            {"name": "dpnr", "knob_values": [3, 10, 30, 100]},
         ],
-        "attacks": ["nn-inversion"],
+        "attacks": ["nn-inversion", "attribute-inference"],
         "utility": "probe",
         "seeds": [0],
     },

@@ -1,0 +1,273 @@
+"""Context-Aware Private Embeddings (CAPE): Laplace-noised embeddings plus an adversary."""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from numbers import Real
+from typing import TYPE_CHECKING, Any, ClassVar, Self
+
+import numpy as np
+
+from privaudit.api import Defense, Release
+from privaudit.defenses._validate import check_rng, check_texts
+from privaudit.defenses.dpnr import check_max_length, resolve_sensitivity
+from privaudit.mechanisms.laplace import (
+    check_epsilon,
+    laplace_like,
+    minmax_normalise,
+    minmax_normalise_torch,
+    sample_laplace,
+)
+from privaudit.registry import DEFENSES
+
+if TYPE_CHECKING:
+    import torch
+
+
+@functools.cache
+def _reversal_classes() -> tuple[Any, Any]:
+    """The gradient-reversal Function and Module, built on first use so that importing this
+    module does not import torch."""
+    import torch
+
+    class GradReverse(torch.autograd.Function):
+        """Identity forward; backward multiplies the incoming gradient by −λ (Ganin et al.
+        2016). The adversary descends its loss while everything before the layer ascends it."""
+
+        @staticmethod
+        def forward(ctx: Any, x: torch.Tensor, weight: float) -> torch.Tensor:
+            ctx.weight = weight
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+            return -ctx.weight * grad, None
+
+    class GradientReversal(torch.nn.Module):
+        def __init__(self, weight: float) -> None:
+            super().__init__()
+            self.weight = weight
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return GradReverse.apply(x, self.weight)
+
+        def extra_repr(self) -> str:
+            return f"weight={self.weight}"
+
+    return GradReverse, GradientReversal
+
+
+def gradient_reversal(x: torch.Tensor, weight: float = 1.0) -> torch.Tensor:
+    """``x`` unchanged in the forward pass; its gradient times −``weight`` in the backward."""
+    return _reversal_classes()[0].apply(x, weight)
+
+
+def _check_weight(weight: object) -> float:
+    if isinstance(weight, bool) or not isinstance(weight, Real):
+        raise TypeError(f"adversary_weight (λ) must be a number, got {weight!r}.")
+    value = float(weight)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(
+            f"adversary_weight (λ) must be a finite number >= 0 (0 turns the adversary's "
+            f"influence off), got {weight!r}."
+        )
+    return value
+
+
+def _check_positive_int(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+    return int(value)
+
+
+@dataclass
+class AdversarialObjective:
+    """CAPE's service-side adversarial objective (Plant et al. 2021, §3.2).
+
+    During fine-tuning an adversary ``head`` tries to predict the private ``attribute`` from
+    the perturbed representation; a gradient-reversal layer in front of it (backward: × −λ)
+    makes every trainable layer before it *maximise* the adversary's loss while the head
+    minimises it. Total loss = L_task + L_adv, with λ = ``weight`` inside the reversal, as in
+    CAPE's code. The head is discarded after training. Only layers upstream of the
+    representation (a fine-tuned encoder, prompts, LoRA) are pushed to forget the attribute; a
+    frozen encoder with a classifier on top gets nothing from the reversal.
+
+    ``perturb`` is the client's mechanism in torch (min-max normalisation to [0, 1] and
+    Laplace(Δ/ε) noise), differentiable w.r.t. the representation, so that training sees what
+    the client releases. ``loss`` reads a representation that is already perturbed (the one
+    the task head reads, as in CAPE where both heads share the noisy embedding), or perturbs it
+    itself when given a ``generator``.
+    """
+
+    attribute: str
+    weight: float
+    hidden: int
+    epsilon: float
+    sensitivity: float = 1.0
+
+    def head(self, hidden_size: int, n_classes: int) -> torch.nn.Module:
+        """Gradient reversal (λ = ``weight``), then an MLP adversary with one hidden layer."""
+        import torch
+
+        hidden_size = _check_positive_int(hidden_size, "hidden_size")
+        n_classes = _check_positive_int(n_classes, "n_classes")
+        if n_classes < 2:
+            raise ValueError(f"The adversary needs at least 2 attribute classes, got {n_classes}.")
+        reversal = _reversal_classes()[1](self.weight)
+        return torch.nn.Sequential(
+            reversal,
+            torch.nn.Linear(hidden_size, self.hidden),
+            torch.nn.ReLU(),
+            torch.nn.Linear(self.hidden, n_classes),
+        )
+
+    @property
+    def scale(self) -> float:
+        """The Laplace scale Δ/ε (0 when ε is inf)."""
+        return 0.0 if math.isinf(self.epsilon) else self.sensitivity / self.epsilon
+
+    def perturb(self, pooled: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """Normalise each row of ``pooled`` (batch, hidden) to [0, 1] and add Laplace noise."""
+        return minmax_normalise_torch(pooled) + laplace_like(pooled, self.scale, generator)
+
+    def loss(
+        self,
+        pooled: torch.Tensor,
+        attribute_labels: Any,
+        head: torch.nn.Module,
+        *,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """Cross-entropy of ``head`` (which starts with the reversal) on the perturbed
+        representation; ``attribute_labels`` are class indices, one per row."""
+        import torch
+
+        z = self.perturb(pooled, generator) if generator is not None else pooled
+        logits = head(z)
+        target = torch.as_tensor(attribute_labels, dtype=torch.long, device=logits.device)
+        if target.shape != logits.shape[:1]:
+            raise ValueError(
+                f"Got {tuple(target.shape)} attribute labels for a batch of {logits.shape[0]}."
+            )
+        return torch.nn.functional.cross_entropy(logits, target)
+
+
+@DEFENSES.register("cape")
+class CAPE(Defense):
+    """Context-Aware Private Embeddings.
+
+    Paper: Plant, Gkatzia, Giuffrida, "CAPE: Context-Aware Private Embeddings for Private
+    Language Learning", EMNLP 2021 (code: github.com/NapierNLP/CAPE, ``models.py``).
+
+    Threat model: the user encodes text with the public frozen encoder and sends a noisy pooled
+    embedding; the service trains its classifier on such embeddings with an adversary that
+    tries to recover a private attribute (``attribute``, e.g. gender) through a gradient
+    reversal layer. An attacker sees the released vectors and may know the mechanism.
+
+    Perturbation (:meth:`privatize`, usable on its own): the attention-masked mean of the last
+    hidden states (truncated to ``max_length`` tokens), min-max normalised over its d
+    dimensions to [0, 1] (this is how CAPE bounds the embedding, following Lyu et al. 2020),
+    plus i.i.d. Laplace(0, Δ/ε) noise per coordinate.
+
+    Privacy knob: ``epsilon`` (Laplace ε; larger = less noise, ``inf`` = none). ``sensitivity``
+    Δ defaults to 1, the value CAPE's code uses (noise Laplace(1/ε)).
+
+    Guarantee: each coordinate of the normalised vector lies in [0, 1], so with Δ = 1 each
+    released coordinate is ε-LDP on its own and the whole d-dimensional vector is d·ε-LDP
+    (its L1 sensitivity is d; ``meta["vector_epsilon"]`` records d·ε/Δ); ``sensitivity=d``
+    gives ε-LDP of the whole vector. The adversarial training (:meth:`training_objective`)
+    reduces what a learned attacker recovers empirically but gives no formal guarantee.
+
+    Deviations and choices:
+    - CAPE's code takes the min and max over the whole batch tensor and draws one noise vector
+      per batch; a local mechanism cannot depend on other users' documents, so we normalise
+      each document's vector on its own and draw fresh noise per document.
+    - CAPE's adversary reads features after two shared dense layers; ours reads the perturbed
+      pooled representation (the trainers own any layers in between). It is a 2-class softmax
+      even for binary attributes (CAPE uses a sigmoid), which is equivalent.
+    - The encoder is frozen here (CAPE also freezes BERT).
+    """
+
+    name: ClassVar[str] = "cape"
+    knob: ClassVar[str | None] = "epsilon"
+    knob_unit: ClassVar[str] = "epsilon (Laplace, per coordinate for Δ=1)"
+    guarantee: ClassVar[str] = (
+        "Laplace noise: epsilon-LDP per coordinate of the [0,1]-normalised pooled "
+        "representation (Δ=1, as in CAPE's code); d·epsilon for the whole d-dim vector unless "
+        "sensitivity=d. The adversarial training adds no formal guarantee"
+    )
+    release_kind = "pooled_vectors"
+
+    def __init__(
+        self,
+        epsilon: float = 1.0,
+        adversary_weight: float = 1.0,
+        attribute: str = "gender",
+        adversary_hidden: int = 768,
+        backbone: str | None = None,
+        max_length: int = 128,
+        sensitivity: float | None = None,
+    ) -> None:
+        self.epsilon = epsilon
+        self.adversary_weight = adversary_weight
+        self.attribute = attribute
+        self.adversary_hidden = adversary_hidden
+        self.backbone = backbone
+        self.max_length = max_length
+        self.sensitivity = sensitivity
+
+    def fit(self, train: Any) -> Self:
+        """Note which private attributes the training split carries, so that
+        :meth:`training_objective` can say when ``attribute`` is not among them. The
+        perturbation itself needs no fitting."""
+        names: set[str] = set()
+        if hasattr(train, "column_names") and "attributes" in train.column_names:
+            for row in train["attributes"]:
+                names.update(k for k, v in (row or {}).items() if v is not None)
+            self._attributes = sorted(names)
+        return self
+
+    def privatize(self, texts: Sequence[str], *, rng: np.random.Generator) -> Release:
+        from privaudit.resources import backbone
+
+        texts = check_texts(texts)
+        check_rng(rng)
+        eps = check_epsilon(self.epsilon)
+        delta = resolve_sensitivity(self.sensitivity)
+        max_length = check_max_length(self.max_length)
+        bb = backbone(self.backbone)
+        clean = minmax_normalise(bb.pooled(texts, max_length=max_length))
+        scale = 0.0 if math.isinf(eps) else delta / eps
+        noisy = clean + sample_laplace(clean.shape, scale, rng)
+        return Release(
+            "pooled_vectors",
+            vectors=[row.copy() for row in noisy],
+            meta={
+                "defense": self.name,
+                "epsilon": eps,
+                "sensitivity": delta,
+                "vector_epsilon": bb.dim * eps / delta,
+                "backbone": bb.name,
+                "space": "pooled",
+            },
+        )
+
+    def training_objective(self) -> AdversarialObjective:
+        if not isinstance(self.attribute, str) or not self.attribute.strip():
+            raise ValueError(f"attribute must name a private attribute, got {self.attribute!r}.")
+        seen = getattr(self, "_attributes", None)
+        if seen is not None and self.attribute not in seen:
+            raise ValueError(
+                f"CAPE's adversary targets attribute {self.attribute!r}, which the fitted "
+                f"training split does not carry; it has {seen}. Pass attribute=one of those."
+            )
+        return AdversarialObjective(
+            attribute=self.attribute,
+            weight=_check_weight(self.adversary_weight),
+            hidden=_check_positive_int(self.adversary_hidden, "adversary_hidden"),
+            epsilon=check_epsilon(self.epsilon),
+            sensitivity=resolve_sensitivity(self.sensitivity),
+        )
