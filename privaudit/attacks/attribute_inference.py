@@ -1,0 +1,367 @@
+"""Black-box attribute inference: an MLP on the release predicts its author's private attributes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Self
+
+import numpy as np
+
+from privaudit.api import Attack, Knowledge, Predictions, Release
+from privaudit.registry import ATTACKS
+
+if TYPE_CHECKING:
+    import datasets
+
+    from privaudit.resources import Backbone
+
+_EPS = 1e-6
+
+
+@dataclass
+class _Head:
+    """One trained classifier: its classes, the aux majority, and the MLP weights."""
+
+    classes: list[Any]
+    majority: Any
+    model: Any  # torch.nn.Sequential
+
+
+@ATTACKS.register("attribute-inference")
+class AttributeInference(Attack):
+    """Attribute inference from a privatized release with an MLP trained on the attacker's aux.
+
+    Papers: the attribute-inference attack of RAPT (Li et al., "Privacy-Preserving Prompt Tuning
+    for Large Language Model Services", §IV-A2), which follows Plant, Gkatzia & Giuffrida,
+    "CAPE: Context-Aware Private Embeddings for Private Language Learning", EMNLP 2021: a
+    two-layer MLP reads the mean of the released token embeddings and predicts a private
+    attribute of the author (gender, age bin, ...).
+
+    Threat model: black box. The attacker holds an auxiliary split with attribute labels (never
+    the victims' documents or authors) and may query the public privatizer on its own aux text,
+    at the same mechanism and privacy level as the victims'. It uses no model internals beyond
+    the backbone's *public* input-embedding matrix, with which it embeds released text; vector
+    releases are read as they are. It trains one MLP per attribute on (privatized aux release,
+    aux attributes) and applies it to the victims' release.
+
+    Features (one function for aux and victims): released text → WordPiece ids → mean of their
+    input embeddings (the leading plain-token prefix of RAPT, public protocol, is skipped);
+    ``token_vectors`` → mean over tokens (whatever space they are in); ``pooled_vectors`` → the
+    vector. Empty documents give zeros. Features are standardised with aux statistics only.
+
+    Model: per attribute, Linear(d, ``hidden``) → ReLU → Linear(``hidden``, n_classes), AdamW
+    (``lr``, ``weight_decay``), cross-entropy, ``epochs`` passes of minibatches of
+    ``batch_size``; initialisation and shuffling are seeded by ``seed`` without touching the
+    process-wide torch random state. ``max_aux`` caps the aux documents used (the first ones).
+
+    Metric: attribute accuracy A on the victims → empirical privacy 1 - A; the runner also
+    reports the advantage over always guessing the aux majority class (see
+    :func:`score_attributes`), since accuracy alone hides class imbalance.
+    """
+
+    name: ClassVar[str] = "attribute-inference"
+    accepts: ClassVar[frozenset[str]] = frozenset({"text", "token_vectors", "pooled_vectors"})
+    metric: ClassVar[str] = "attribute_accuracy"
+    needs_white_box: ClassVar[bool] = False
+    needs_query: ClassVar[bool] = True
+    needs_aux: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        attributes: Sequence[str] | None = None,
+        hidden: int = 768,
+        epochs: int = 30,
+        lr: float = 1e-3,
+        weight_decay: float = 1e-4,
+        batch_size: int = 64,
+        seed: int = 0,
+        backbone: str | None = None,
+        max_aux: int | None = None,
+    ) -> None:
+        self.attributes = attributes
+        self.hidden = hidden
+        self.epochs = epochs
+        self.lr = lr
+        self.weight_decay = weight_decay
+        self.batch_size = batch_size
+        self.seed = seed
+        self.backbone = backbone
+        self.max_aux = max_aux
+        self._backbone_name: str | None = None
+        self._heads: dict[str, _Head] = {}
+        self._mean: np.ndarray | None = None
+        self._std: np.ndarray | None = None
+        self._kind: str | None = None
+        self._fit_seconds = float("nan")
+
+    @property
+    def fit_seconds(self) -> float:
+        """Wall time of the last :meth:`fit` (querying, features and training), or NaN."""
+        return self._fit_seconds
+
+    # ---------------------------------------------------------------------------------------
+    # Fitting
+    # ---------------------------------------------------------------------------------------
+
+    def fit(self, knowledge: Knowledge) -> Self:
+        self._check_params()
+        if knowledge.query_mechanism is None:
+            raise ValueError(
+                f"{self.name} needs query access to the mechanism (Knowledge.query_mechanism) "
+                "to privatize its aux text at the victims' privacy level."
+            )
+        if knowledge.aux is None:
+            raise ValueError(
+                f"{self.name} needs the attacker's auxiliary labelled split (Knowledge.aux)."
+            )
+        t0 = time.perf_counter()
+        self._backbone_name = self.backbone if self.backbone is not None else knowledge.backbone
+        aux = knowledge.aux
+        if self.max_aux is not None and len(aux) > self.max_aux:
+            aux = aux.select(range(self.max_aux))
+        labels = _aux_labels(aux, self.attributes)
+        texts = [str(t) for t in aux["text"]]
+        release = knowledge.query_mechanism(texts)
+        if not isinstance(release, Release):
+            raise TypeError(
+                f"The query mechanism returned {type(release).__name__}, expected a Release."
+            )
+        if len(release) != len(texts):
+            raise ValueError(
+                f"The query mechanism returned {len(release)} documents for {len(texts)} aux "
+                "texts; a mechanism must release one document per input."
+            )
+        features = self._features(release.public())
+        self._kind = release.kind
+        self._mean = features.mean(axis=0)
+        self._std = features.std(axis=0) + _EPS
+        x = (features - self._mean) / self._std
+        self._heads = {}
+        for offset, (name, values) in enumerate(labels.items()):
+            self._heads[name] = self._train_head(x, values, seed=self.seed + offset)
+        self._fit_seconds = time.perf_counter() - t0
+        return self
+
+    def _check_params(self) -> None:
+        for field_name in ("hidden", "epochs", "batch_size"):
+            value = getattr(self, field_name)
+            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+                raise ValueError(f"{field_name} must be a positive integer, got {value!r}.")
+        for field_name in ("lr", "weight_decay"):
+            value = getattr(self, field_name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise ValueError(f"{field_name} must be a non-negative number, got {value!r}.")
+        if self.max_aux is not None and (
+            isinstance(self.max_aux, bool) or not isinstance(self.max_aux, int) or self.max_aux < 2
+        ):
+            raise ValueError(f"max_aux must be None or an integer ≥ 2, got {self.max_aux!r}.")
+        if isinstance(self.attributes, str):
+            raise TypeError(
+                f"attributes must be a list of attribute names, got the string "
+                f"{self.attributes!r}; write [{self.attributes!r}]."
+            )
+
+    def _train_head(self, x: np.ndarray, values: list[Any], *, seed: int) -> _Head:
+        import torch
+
+        keep = [i for i, v in enumerate(values) if v is not None]
+        kept = [values[i] for i in keep]
+        classes = sorted(set(kept), key=_sort_key)
+        index = {c: i for i, c in enumerate(classes)}
+        y = np.asarray([index[v] for v in kept], dtype=np.int64)
+        counts = np.bincount(y, minlength=len(classes))
+        majority = classes[int(np.argmax(counts))]  # ties: the first class in sorted order
+
+        xt = torch.from_numpy(np.ascontiguousarray(x[keep], dtype=np.float32))
+        yt = torch.from_numpy(y)
+        generator = torch.Generator().manual_seed(int(seed))
+        with torch.random.fork_rng(devices=[]):  # layer init draws from the global RNG: scope it
+            torch.manual_seed(int(seed))
+            model = torch.nn.Sequential(
+                torch.nn.Linear(xt.shape[1], int(self.hidden)),
+                torch.nn.ReLU(),
+                torch.nn.Linear(int(self.hidden), len(classes)),
+            )
+        optimizer = torch.optim.AdamW(
+            model.parameters(), lr=float(self.lr), weight_decay=float(self.weight_decay)
+        )
+        loss_fn = torch.nn.CrossEntropyLoss()
+        n, bs = len(yt), int(self.batch_size)
+        model.train()
+        for _ in range(int(self.epochs)):
+            order = torch.randperm(n, generator=generator)
+            for start in range(0, n, bs):
+                idx = order[start : start + bs]
+                optimizer.zero_grad(set_to_none=True)
+                loss = loss_fn(model(xt[idx]), yt[idx])
+                loss.backward()
+                optimizer.step()
+        model.eval()
+        return _Head(classes=classes, majority=majority, model=model)
+
+    # ---------------------------------------------------------------------------------------
+    # Attacking
+    # ---------------------------------------------------------------------------------------
+
+    def attack(self, release: Release) -> Predictions:
+        import torch
+
+        if not self._heads or self._mean is None or self._std is None:
+            raise ValueError(f"{self.name} is not fitted: call fit(knowledge) before attack().")
+        if release.kind != self._kind:
+            raise ValueError(
+                f"{self.name} was fitted on a {self._kind!r} aux release but is attacking a "
+                f"{release.kind!r} release; query the same mechanism the victims used."
+            )
+        features = self._features(release)
+        if features.shape[1] != self._mean.shape[0]:
+            raise ValueError(
+                f"The released features have dimension {features.shape[1]}, but the aux release "
+                f"had {self._mean.shape[0]}: query the same mechanism the victims used."
+            )
+        x = torch.from_numpy(
+            np.ascontiguousarray((features - self._mean) / self._std, dtype=np.float32)
+        )
+        attributes: dict[str, list[Any]] = {}
+        with torch.inference_mode():
+            for name, head in self._heads.items():
+                if len(x) == 0:
+                    attributes[name] = []
+                    continue
+                pred = head.model(x).argmax(dim=1).numpy()
+                attributes[name] = [head.classes[int(i)] for i in pred]
+        return Predictions(
+            "attributes",
+            attributes=attributes,
+            meta={
+                "majority": {name: head.majority for name, head in self._heads.items()},
+                "classes": {name: list(head.classes) for name, head in self._heads.items()},
+            },
+        )
+
+    # ---------------------------------------------------------------------------------------
+    # Features
+    # ---------------------------------------------------------------------------------------
+
+    def _features(self, release: Release) -> np.ndarray:
+        """One feature row per document: the mean released token embedding, or the vector."""
+        if release.kind == "text":
+            bb = self._load_backbone()
+            texts = list(release.texts or [])
+            n_plain = int(release.meta.get("n_plain_words", 0) or 0)
+            if n_plain:  # RAPT's plain-token prefix is public protocol, not the author's words
+                texts = [" ".join(t.split()[n_plain:]) for t in texts]
+            return _mean_rows([bb.embeddings[ids] for ids in bb.token_ids(texts)], bb.dim)
+        if release.kind == "token_vectors":
+            rows = [np.asarray(v, dtype=np.float32) for v in release.vectors or []]
+            rows = [r.reshape(0, 0) if r.size == 0 else np.atleast_2d(r) for r in rows]
+            dims = {r.shape[1] for r in rows if r.size}
+            if len(dims) > 1:
+                raise ValueError(f"Released token vectors mix dimensions {sorted(dims)}.")
+            return _mean_rows(rows, dims.pop() if dims else 0)
+        if release.kind == "pooled_vectors":
+            rows = [np.asarray(v, dtype=np.float32).reshape(-1) for v in release.vectors or []]
+            dims = {len(r) for r in rows if len(r)}
+            if len(dims) > 1:
+                raise ValueError(f"Released pooled vectors mix dimensions {sorted(dims)}.")
+            dim = dims.pop() if dims else 0
+            out = np.zeros((len(rows), dim), dtype=np.float32)
+            for i, r in enumerate(rows):
+                if len(r):
+                    out[i] = r
+            return out
+        raise ValueError(f"{self.name} cannot read a {release.kind!r} release.")
+
+    def _load_backbone(self) -> Backbone:
+        from privaudit.resources import backbone
+
+        return backbone(self._backbone_name or self.backbone)
+
+
+def _mean_rows(rows: Sequence[np.ndarray], dim: int) -> np.ndarray:
+    out = np.zeros((len(rows), dim), dtype=np.float32)
+    for i, r in enumerate(rows):
+        if len(r):
+            out[i] = r.mean(axis=0)
+    return out
+
+
+def _sort_key(value: Any) -> tuple[str, str]:
+    return (type(value).__name__, str(value))
+
+
+def _aux_labels(aux: datasets.Dataset, wanted: Sequence[str] | None) -> dict[str, list[Any]]:
+    """Per requested attribute, one value per aux document (``None`` where it is missing)."""
+    if "attributes" not in aux.column_names:
+        raise ValueError(
+            "The aux split has no 'attributes' column, so there is nothing to learn; give an aux "
+            "split whose rows carry attribute dicts such as {'gender': 'F', 'age_bin': ...}."
+        )
+    dicts: list[Mapping[str, Any]] = [a or {} for a in aux["attributes"]]
+    present = sorted({k for d in dicts for k, v in d.items() if v is not None})
+    names = present if wanted is None else list(wanted)
+    if not names:
+        raise ValueError("The aux split carries no attribute values to learn from.")
+    labels: dict[str, list[Any]] = {}
+    for name in names:
+        if name not in present:
+            raise ValueError(
+                f"The aux split has no attribute {name!r}; it has {present}. Ask for one of "
+                "those (or leave `attributes` unset for all of them)."
+            )
+        values = [d.get(name) for d in dicts]
+        distinct = {v for v in values if v is not None}
+        if len(distinct) < 2:
+            raise ValueError(
+                f"Attribute {name!r} takes a single value ({sorted(map(str, distinct))}) in the "
+                "aux split, so no classifier can be trained; use a larger or more varied aux."
+            )
+        labels[name] = values
+    return labels
+
+
+def score_attributes(
+    truth: Mapping[str, Sequence[Any]], predictions: Predictions
+) -> dict[str, dict[str, float]]:
+    """Per attribute in ``truth``: ``accuracy``, ``macro_f1``, ``majority_accuracy`` (always
+    guessing the aux majority recorded in ``predictions.meta``) and ``advantage`` (accuracy -
+    majority_accuracy). Victims whose true value is unknown (``None``) are left out."""
+    from sklearn.metrics import accuracy_score, f1_score
+
+    if predictions.kind != "attributes" or predictions.attributes is None:
+        raise ValueError(f"Attribute predictions expected, got {predictions.kind!r} predictions.")
+    majority = dict(predictions.meta.get("majority", {}))
+    scores: dict[str, dict[str, float]] = {}
+    for name, true_values in truth.items():
+        if name not in predictions.attributes:
+            raise ValueError(
+                f"The attack predicted {sorted(predictions.attributes)} but not {name!r}."
+            )
+        guess = list(predictions.attributes[name])
+        true_values = list(true_values)
+        if len(guess) != len(true_values):
+            raise ValueError(
+                f"The attack returned {len(guess)} {name!r} predictions for "
+                f"{len(true_values)} victims."
+            )
+        pairs = [(t, g) for t, g in zip(true_values, guess, strict=True) if t is not None]
+        if not pairs:
+            nan = float("nan")
+            scores[name] = dict(accuracy=nan, macro_f1=nan, majority_accuracy=nan, advantage=nan)
+            continue
+        y_true = [str(t) for t, _ in pairs]
+        y_pred = [str(g) for _, g in pairs]
+        accuracy = float(accuracy_score(y_true, y_pred))
+        if name in majority:
+            base = float(accuracy_score(y_true, [str(majority[name])] * len(y_true)))
+        else:
+            base = float("nan")
+        scores[name] = {
+            "accuracy": accuracy,
+            "macro_f1": float(f1_score(y_true, y_pred, average="macro", zero_division=0)),
+            "majority_accuracy": base,
+            "advantage": accuracy - base,
+        }
+    return scores
