@@ -59,6 +59,12 @@ class Predictions:
     - ``attributes``: per attribute name, one predicted value per document;
     - ``entities``: per document, a list of ``{"text", "type"}`` dicts;
     - ``texts``: per document, the reconstructed original text.
+
+    Optional: ``vectors`` (per document, reconstructed input-embedding vectors, one per
+    predicted token, for attacks scored by MSE); ``meta["released_tokens"]`` (per document, the
+    released token ids the predictions stand on, so the runner can align them with the
+    originals); ``meta["doc_indices"]`` (the victims attacked, in order, when a costly attack
+    runs on a subset); ``meta["settings"]`` (cost-bounding settings to report).
     """
 
     kind: Literal["tokens", "attributes", "entities", "texts"]
@@ -66,6 +72,7 @@ class Predictions:
     attributes: dict[str, list[Any]] | None = None
     entities: list[list[dict[str, Any]]] | None = None
     texts: list[str] | None = None
+    vectors: list[np.ndarray] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
 
 

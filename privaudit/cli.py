@@ -86,7 +86,19 @@ def list_cmd(
             if title == "defenses":
                 extra = f"  [knob: {obj.knob or '-'}; guarantee: {obj.guarantee}]"
             elif title == "attacks":
-                extra = f"  [reads: {', '.join(sorted(obj.accepts))}; metric: {obj.metric}]"
+                needs = [
+                    label
+                    for flag, label in (
+                        (obj.needs_white_box, "white box"),
+                        (obj.needs_query, "query access"),
+                        (obj.needs_aux, "aux labels"),
+                    )
+                    if flag
+                ]
+                extra = (
+                    f"  [reads: {', '.join(sorted(obj.accepts))}; metric: {obj.metric}; "
+                    f"needs: {', '.join(needs) or 'the release only'}]"
+                )
             typer.echo(f"  {name:<20} {doc}{extra}")
 
 

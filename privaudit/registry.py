@@ -142,6 +142,13 @@ for _name, _spec in {
     DEFENSES.add_lazy(_name, _spec)
 ATTACKS.add_lazy("nn-inversion", "privaudit.attacks.nn_inversion:NNInversion")
 ATTACKS.add_lazy("attribute-inference", "privaudit.attacks.attribute_inference:AttributeInference")
+ATTACKS.add_lazy("mlp-inversion", "privaudit.attacks.mlp_inversion:MLPInversion")
+ATTACKS.add_lazy("ae-inversion", "privaudit.attacks.ae_inversion:AEInversion")
+ATTACKS.add_lazy(
+    "optimization-inversion", "privaudit.attacks.optimization_inversion:OptimizationInversion"
+)
+ATTACKS.add_lazy("ner", "privaudit.attacks.ner:NERAttack")
+ATTACKS.add_lazy("has-deanonymization", "privaudit.attacks.has_deanonymization:HaSDeanonymization")
 CORPORA.add_lazy("synthetic-reviews", "privaudit.corpora.synthetic:synthetic_reviews")
 CORPORA.add_lazy("file", "privaudit.corpora.files:load_file")
 CORPORA.add_lazy("hf", "privaudit.corpora.files:load_hf")

@@ -67,12 +67,21 @@ class DefenseSpec(_Strict):
         return values
 
 
+class AttackSpec(_Strict):
+    """An attack by name, with constructor parameters (e.g. cost bounds)."""
+
+    name: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
 class GridConfig(_Strict):
     name: str = "custom"
     corpus: CorpusSpec = Field(default_factory=CorpusSpec)
     backbone: str | None = None
     defenses: list[DefenseSpec]
-    attacks: list[str]
+    attacks: list[str | AttackSpec] = Field(
+        description="attack names, or {name, params} to set an attack's parameters"
+    )
     utility: str = "probe"
     seeds: list[int] = Field(default_factory=lambda: [0])
 
@@ -97,8 +106,11 @@ class GridConfig(_Strict):
                 )
             if d.knob_values and d.target_rates:
                 raise ValueError(f"Defense {d.name!r}: give knob_values or target_rates, not both.")
-        for a in self.attacks:
-            ATTACKS.get(a)
+        for a in self.attack_specs():
+            ATTACKS.get(a.name)
+
+    def attack_specs(self) -> list[AttackSpec]:
+        return [AttackSpec(name=a) if isinstance(a, str) else a for a in self.attacks]
 
 
 PRESETS: dict[str, dict[str, Any]] = {

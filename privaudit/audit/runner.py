@@ -37,7 +37,7 @@ COLUMNS = [
     "utility_macro_f1", "replacement_rate", "seconds", "privatize_seconds", "utility_seconds",
     "attack_seconds", "guarantee", "defense_params", "attack_params", "utility_evaluator",
     "corpus", "corpus_fingerprint", "backbone", "n_train", "n_test", "privaudit_version",
-    "cell_key", "target_rate", "label", "attack_baseline", "attack_macro_f1",
+    "cell_key", "target_rate", "label", "attack_baseline", "attack_macro_f1", "attack_details",
 ]  # fmt: skip
 
 
@@ -130,16 +130,27 @@ def run_grid(
     truth = Truth(  # the runner's ground truth; attacks never see it
         tokens=bb.token_ids(test_texts),
         attributes={a: corpus.attribute("test", a) for a in corpus.attribute_names},
+        texts=list(test_texts),
+        entities=corpus.entities("test"),
+        embeddings=bb.embeddings,
     )
     aux = corpus.splits.get("aux")
     chance = float(np.bincount(y_test).max() / len(y_test)) if len(y_test) else float("nan")
 
     evaluator = UTILITY.get(config.utility)(backbone=config.backbone)
     attacks: list[Attack] = []
-    for name in config.attacks:
-        cls = ATTACKS.get(name)
-        kwargs = {"backbone": config.backbone} if "backbone" in _init_params(cls) else {}
-        attacks.append(cls(**kwargs))
+    for spec in config.attack_specs():
+        cls = ATTACKS.get(spec.name)
+        kwargs = dict(spec.params)
+        if "backbone" in _init_params(cls):
+            kwargs.setdefault("backbone", config.backbone)
+        try:
+            attacks.append(cls(**kwargs))
+        except TypeError as exc:
+            raise ValueError(
+                f"Attack {spec.name!r} does not accept parameters {sorted(spec.params)}: {exc}. "
+                f"It accepts {sorted(_init_params(cls) - {'self'})}."
+            ) from None
 
     points: list[tuple[str, Defense, float | None, float | None, int]] = []
     for spec in config.defenses:
@@ -212,8 +223,7 @@ def run_grid(
             _write_rows(rows, run_dir)
             continue
 
-        def query(texts: list[str], _d: Defense = defense, _r: Any = rng_query) -> Release:
-            return _d.privatize(texts, rng=_r)
+        query = _memoized_query(defense, rng_query)
 
         knowledge = Knowledge(
             white_box=True, backbone=config.backbone, query_mechanism=query, aux=aux
@@ -237,10 +247,11 @@ def run_grid(
             try:
                 t0 = time.perf_counter()
                 predictions = attack.fit(knowledge).attack(public)
-                scored = score_predictions(predictions, truth)
+                scored = score_predictions(predictions, truth, attack.metric, public)
                 attack_s = time.perf_counter() - t0
                 for result in scored:
                     target = result.pop("target")
+                    result["attack_details"] = _fmt_params(result.get("attack_details", {}))
                     rows.append(
                         row
                         | result
@@ -271,6 +282,21 @@ def run_grid(
     meta = {"chance_accuracy": chance, "corpus_sizes": corpus.sizes(), "backbone": bb.name}
     (run_dir / "run.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
     return RunResult(run_dir=run_dir, frame=frame, plots=plots, chance=chance)
+
+
+def _memoized_query(defense: Defense, rng: np.random.Generator) -> Any:
+    """The attacker's query access to the mechanism at this privacy level. Several attacks
+    query the same aux texts; they share one privatization (one draw of the mechanism, as a
+    single attacker holding the aux release would) instead of paying for it each time."""
+    cache: dict[str, Release] = {}
+
+    def query(texts: list[str]) -> Release:
+        key = hashlib.sha256(json.dumps(list(texts)).encode()).hexdigest()
+        if key not in cache:
+            cache[key] = defense.privatize(list(texts), rng=rng).public()
+        return cache[key]
+
+    return query
 
 
 def _calibrated_levels(

@@ -1,7 +1,7 @@
 """Scoring attack predictions against the truth the runner holds.
 
-Each scorer returns ``(metric, score, empirical_privacy)``; empirical privacy is 1 - success
-for success-type metrics.
+Empirical privacy is 1 - success for success-type metrics (recovery, accuracy, F1,
+similarity) and the error itself for ``embedding_mse`` (as in the autoencoder attack's paper).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from privaudit.api import Predictions
+from privaudit.api import Predictions, Release
 
 
 def matched_tokens(truth: Sequence[int], guess: Sequence[int]) -> int:
@@ -58,15 +58,181 @@ class Truth:
 
     tokens: list[np.ndarray]
     attributes: dict[str, list[Any]] = field(default_factory=dict)
+    texts: list[str] = field(default_factory=list)
+    entities: list[list[dict[str, Any]]] = field(default_factory=list)
+    embeddings: np.ndarray | None = None  # the backbone's input-embedding matrix (for MSE)
+
+    def subset(self, indices: Sequence[int]) -> Truth:
+        """The truth of the victims an attack ran on, in its order."""
+        idx = [int(i) for i in indices]
+        n = len(self.tokens)
+        if any(not 0 <= i < n for i in idx):
+            raise ValueError(f"doc_indices outside 0..{n - 1}: the attack's subset is invalid.")
+
+        def pick(xs: Sequence[Any]) -> list[Any]:
+            return [xs[i] for i in idx] if len(xs) == n else list(xs)
+
+        return Truth(
+            tokens=pick(self.tokens),
+            attributes={k: pick(v) for k, v in self.attributes.items()},
+            texts=pick(self.texts),
+            entities=pick(self.entities),
+            embeddings=self.embeddings,
+        )
 
 
-def score_predictions(predictions: Predictions, truth: Truth) -> list[dict[str, Any]]:
+def token_f1(truth: Sequence[Sequence[int]], guess: Sequence[Sequence[int]]) -> dict[str, float]:
+    """Bag-of-tokens precision, recall and F1 (Song & Raghunathan's inversion score):
+    per document the multiset overlap of predicted and original ids, micro-averaged."""
+    from collections import Counter
+
+    if len(guess) != len(truth):
+        raise ValueError(f"The attack returned {len(guess)} documents for {len(truth)} victims.")
+    hit = n_pred = n_true = 0
+    for t, g in zip(truth, guess, strict=True):
+        ct, cg = Counter(np.asarray(t).tolist()), Counter(np.asarray(g).tolist())
+        hit += sum((ct & cg).values())
+        n_pred += sum(cg.values())
+        n_true += sum(ct.values())
+    precision = hit / n_pred if n_pred else 0.0
+    recall = hit / n_true if n_true else float("nan")
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
+    return {"precision": precision, "recall": recall, "f1": f1}
+
+
+def embedding_mse(truth: Truth, predictions: Predictions) -> float:
+    """Mean squared error per coordinate between reconstructed vectors and the embeddings of
+    the original tokens they stand for (positions paired by :func:`align_positions`)."""
+    from privaudit.mechanisms.align import align_positions
+
+    if predictions.vectors is None or truth.embeddings is None:
+        raise ValueError("embedding_mse needs predicted vectors and the backbone embeddings.")
+    released = predictions.meta.get("released_tokens")
+    if len(predictions.vectors) != len(truth.tokens):
+        raise ValueError(
+            f"The attack returned {len(predictions.vectors)} documents for "
+            f"{len(truth.tokens)} victims."
+        )
+    sq = 0.0
+    count = 0
+    for d, (orig, vecs) in enumerate(zip(truth.tokens, predictions.vectors, strict=True)):
+        vecs = np.asarray(vecs, dtype=np.float32).reshape(len(vecs), -1)
+        rel = released[d] if released is not None else np.arange(len(vecs))
+        i, j = align_positions(orig, rel) if released is not None else _positional(orig, vecs)
+        if len(i) == 0:
+            continue
+        diff = vecs[j] - truth.embeddings[np.asarray(orig)[i]]
+        sq += float(np.sum(diff.astype(np.float64) ** 2))
+        count += diff.size
+    return sq / count if count else float("nan")
+
+
+def _positional(orig: Sequence[int], vecs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    idx = np.arange(min(len(orig), len(vecs)))
+    return idx, idx
+
+
+def _norm_entity(text: str) -> str:
+    return " ".join(str(text).casefold().split()).strip(" .,;:!?'\"")
+
+
+def entity_f1(
+    truth: Sequence[Sequence[dict[str, Any]]], guess: Sequence[Sequence[dict[str, Any]]]
+) -> dict[str, float]:
+    """Micro precision/recall/F1 of (normalised text, type) multisets per document. Predicted
+    types that the truth annotation never uses are ignored (a corpus annotated with PERSON,
+    GPE, ORG and DATE cannot judge a predicted CARDINAL)."""
+    from collections import Counter
+
+    if len(guess) != len(truth):
+        raise ValueError(f"The attack returned {len(guess)} documents for {len(truth)} victims.")
+    types = {e["type"] for doc in truth for e in doc}
+    hit = n_pred = n_true = 0
+    for t, g in zip(truth, guess, strict=True):
+        ct = Counter((_norm_entity(e["text"]), e["type"]) for e in t)
+        cg = Counter((_norm_entity(e["text"]), e["type"]) for e in g if e["type"] in types)
+        hit += sum((ct & cg).values())
+        n_pred += sum(cg.values())
+        n_true += sum(ct.values())
+    precision = hit / n_pred if n_pred else 0.0
+    recall = hit / n_true if n_true else float("nan")
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
+    return {"precision": precision, "recall": recall, "f1": f1}
+
+
+def text_similarity(
+    originals: Sequence[str],
+    recovered: Sequence[str],
+    entities: Sequence[Sequence[dict[str, Any]]] = (),
+) -> dict[str, float]:
+    """Mean difflib ratio between each original and its reconstruction (HaS §3.3's measure:
+    privacy is 1 - ratio), and the fraction of original entity strings found verbatim."""
+    if len(recovered) != len(originals):
+        raise ValueError(
+            f"The attack returned {len(recovered)} documents for {len(originals)} victims."
+        )
+    ratios = [
+        difflib.SequenceMatcher(None, o, r, autojunk=False).ratio()
+        for o, r in zip(originals, recovered, strict=True)
+    ]
+    found = total = 0
+    for ents, text in zip(entities, recovered, strict=False):
+        for e in ents:
+            total += 1
+            found += int(e["text"] in text)
+    return {
+        "similarity": float(np.mean(ratios)) if ratios else float("nan"),
+        "entity_recovery": found / total if total else float("nan"),
+    }
+
+
+def score_predictions(
+    predictions: Predictions,
+    truth: Truth,
+    metric: str | None = None,
+    release: Release | None = None,
+) -> list[dict[str, Any]]:
     """One scored row per target: ``target`` ("" or the attribute), ``attack_score``,
-    ``empirical_privacy`` and, where defined, ``attack_baseline`` and ``attack_macro_f1``."""
-    if predictions.kind == "tokens":
+    ``empirical_privacy``, ``attack_details`` (a dict of secondary measures) and, where
+    defined, ``attack_baseline`` and ``attack_macro_f1``.
+
+    ``metric`` is the attack's declared metric; ``release`` the public release it read (for
+    baselines such as the similarity of the anonymized text itself).
+    """
+    indices = predictions.meta.get("doc_indices")
+    if indices is not None:
+        truth = truth.subset(indices)
+    details: dict[str, Any] = {}
+    if indices is not None:
+        details["n_attacked"] = len(indices)
+    if "settings" in predictions.meta:
+        details["settings"] = predictions.meta["settings"]
+    kind = predictions.kind
+    if kind == "tokens" and metric == "token_f1":
+        s = token_f1(truth.tokens, predictions.tokens or [])
+        details |= {"precision": s["precision"], "recall": s["recall"]}
+        details["token_recovery"] = token_recovery(truth.tokens, predictions)
+        return [_row(s["f1"], 1.0 - s["f1"], details)]
+    if kind == "tokens" and metric == "embedding_mse":
+        mse = embedding_mse(truth, predictions)
+        details["token_recovery"] = token_recovery(truth.tokens, predictions)
+        return [_row(mse, mse, details)]
+    if kind == "tokens":
         recovery = token_recovery(truth.tokens, predictions)
-        return [{"target": "", "attack_score": recovery, "empirical_privacy": 1.0 - recovery}]
-    if predictions.kind == "attributes":
+        return [_row(recovery, 1.0 - recovery, details)]
+    if kind == "entities":
+        s = entity_f1(truth.entities, predictions.entities or [])
+        details |= {"precision": s["precision"], "recall": s["recall"]}
+        return [_row(s["f1"], 1.0 - s["f1"], details)]
+    if kind == "texts":
+        s = text_similarity(truth.texts, predictions.texts or [], truth.entities)
+        details["entity_recovery"] = s["entity_recovery"]
+        row = _row(s["similarity"], 1.0 - s["similarity"], details)
+        if release is not None and release.texts is not None and indices is None:
+            # What the attacker gets by doing nothing: the anonymized text as it is.
+            row["attack_baseline"] = text_similarity(truth.texts, release.texts)["similarity"]
+        return [row]
+    if kind == "attributes":
         from privaudit.attacks.attribute_inference import score_attributes
 
         wanted = {k: v for k, v in truth.attributes.items() if k in (predictions.attributes or {})}
@@ -79,7 +245,17 @@ def score_predictions(predictions: Predictions, truth: Truth) -> list[dict[str, 
                     "empirical_privacy": 1.0 - s["accuracy"],
                     "attack_baseline": s["majority_accuracy"],
                     "attack_macro_f1": s["macro_f1"],
+                    "attack_details": details,
                 }
             )
         return rows
-    raise ValueError(f"No scorer for {predictions.kind!r} predictions yet.")
+    raise ValueError(f"No scorer for {kind!r} predictions.")
+
+
+def _row(score: float, privacy: float, details: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "target": "",
+        "attack_score": score,
+        "empirical_privacy": privacy,
+        "attack_details": details,
+    }
