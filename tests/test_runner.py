@@ -113,3 +113,13 @@ def test_config_from_yaml_file(tmp_path) -> None:
     assert config.defenses[0].name == "none" and config.utility == "probe"
     with pytest.raises(ValueError, match="neither a preset"):
         load_config(tmp_path / "absent.yaml")
+
+
+def test_attack_params_are_validated(tmp_path) -> None:
+    data = {**PRESETS["smoke"], "attacks": [{"name": "nn-inversion", "params": {"bogus": 1}}]}
+    with pytest.raises(ValueError, match="bogus"):
+        run_grid(load_config(data), run_dir=tmp_path / "bad", progress=False)
+    with pytest.raises(ValueError, match="attacks"):
+        load_config({**PRESETS["smoke"], "attacks": [{"params": {}}]})
+    with pytest.raises(ValueError, match="inversoin|did you mean"):
+        load_config({**PRESETS["smoke"], "attacks": [{"name": "nn-inversoin"}]}).check_names()

@@ -1,0 +1,330 @@
+"""Shared pieces of the black-box learned inversions (``mlp-inversion``, ``ae-inversion``).
+
+Featurisation, written once for the attacker's aux release and the victims' release:
+
+- a ``text`` release is re-tokenized with the backbone's tokenizer (:meth:`Backbone.token_ids`,
+  so no specials and no ``[UNK]``), after skipping RAPT's plain-token prefix words when
+  ``meta["n_plain_words"]`` says there are some (public protocol, not the author's words), and
+  each released token is re-embedded with the backbone's *public* input-embedding matrix;
+- a ``token_vectors`` release in the input-word-embedding space is read as it is; the nearest
+  vocabulary token of each vector (``bb.index.query``) serves only as that position's identity,
+  for aligning it with the aux originals and as a candidate guess, never as a known original;
+- ``token_vectors`` of hidden layers and ``pooled_vectors`` have no per-token input-embedding
+  reading, so these attacks are ``n/a`` on them (see :func:`space_reason`).
+
+Aux training pairs: the attacker privatizes its own aux texts with ``knowledge.query_mechanism``
+(same mechanism and privacy level as the victims'), featurises that release as above, takes its
+original token ids ``bb.token_ids(aux_texts)`` and pairs released with original positions by
+:func:`privaudit.mechanisms.align.align_positions`.
+
+Also here: parameter checks and the seeded minibatch training loop both attacks use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import numbers
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from privaudit.api import Knowledge, Release
+from privaudit.mechanisms.batching import unflatten
+
+if TYPE_CHECKING:
+    import torch
+
+    from privaudit.resources import Backbone
+
+INPUT_SPACE = "input_word_embeddings"
+
+
+@dataclass
+class ReleasedTokens:
+    """Per document, the released token vectors and the vocabulary token each position shows."""
+
+    vectors: list[np.ndarray]  # (n_i, dim) float32
+    ids: list[np.ndarray]  # (n_i,) int64: the released token (text) or nearest token (vectors)
+
+    def flat(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """All positions concatenated: ``(vectors, ids, bounds)``; document i is
+        ``bounds[i]:bounds[i + 1]``."""
+        bounds = np.cumsum([0, *(len(i) for i in self.ids)]).astype(np.int64)
+        dim = self.vectors[0].shape[1] if self.vectors else 0
+        vecs = (
+            np.concatenate(self.vectors).astype(np.float32, copy=False)
+            if self.vectors
+            else np.zeros((0, dim), np.float32)
+        )
+        ids = np.concatenate(self.ids) if self.ids else np.zeros(0, np.int64)
+        return vecs, ids.astype(np.int64, copy=False), bounds
+
+
+@dataclass
+class AuxPairs:
+    """The attacker's training pairs: released position ↔ original token of its aux texts."""
+
+    released: np.ndarray  # (n, dim) released vectors
+    released_ids: np.ndarray  # (n,) the token each released position shows
+    original_ids: np.ndarray  # (n,) the original aux token it stands for
+    docs: np.ndarray  # (n,) the aux document each pair comes from
+    kind: str  # the release kind the mechanism produced
+    n_docs: int  # aux documents used
+    meta: dict[str, Any] = field(default_factory=dict)  # the aux release's public meta
+
+
+def space_reason(name: str, release_kind: str, meta: dict[str, Any] | None) -> str | None:
+    """Why a per-token input-embedding inversion cannot read this release, or ``None``."""
+    space = (meta or {}).get("space", INPUT_SPACE)
+    if release_kind == "token_vectors" and space != INPUT_SPACE:
+        layer = (meta or {}).get("layer")
+        return (
+            f"{name} maps released vectors in the input-word-embedding space to tokens, but this "
+            f"release is {space} states of layer {layer}; use optimization-inversion, which "
+            "models the bottom layers"
+        )
+    return None
+
+
+def released_tokens(bb: Backbone, release: Release, *, name: str) -> ReleasedTokens:
+    """The released token vectors and ids of each document (see the module docstring)."""
+    if not isinstance(release, Release):
+        raise TypeError(f"{name} attacks a Release, got {type(release).__name__}.")
+    if release.kind == "text":
+        texts = list(release.texts or [])
+        bad = [i for i, t in enumerate(texts) if not isinstance(t, str)]
+        if bad:
+            raise TypeError(
+                f"Released document {bad[0]} is a {type(texts[bad[0]]).__name__}, not a string."
+            )
+        n_plain = release.meta.get("n_plain_words", 0) or 0
+        if isinstance(n_plain, bool) or not isinstance(n_plain, numbers.Integral) or n_plain < 0:
+            raise ValueError(
+                f"meta['n_plain_words'] must be a non-negative integer, got {n_plain!r}."
+            )
+        if n_plain:  # RAPT's plain-token prefix is public protocol, not the author's words
+            texts = [" ".join(t.split()[int(n_plain) :]) for t in texts]
+        ids = bb.token_ids(texts)
+        return ReleasedTokens(vectors=[bb.embeddings[i] for i in ids], ids=ids)
+    if release.kind == "token_vectors":
+        reason = space_reason(name, release.kind, release.meta)
+        if reason is not None:
+            raise ValueError(reason + ".")
+        vectors = []
+        for d, v in enumerate(release.vectors or []):
+            arr = np.asarray(v, dtype=np.float32)
+            if arr.size == 0:
+                arr = arr.reshape(0, bb.dim)
+            if arr.ndim == 1:
+                arr = arr.reshape(1, -1)
+            if arr.ndim != 2 or arr.shape[1] != bb.dim:
+                raise ValueError(
+                    f"Released document {d} has token vectors of shape {arr.shape}, but backbone "
+                    f"{bb.name!r} embeds in {bb.dim} dimensions: attack with the backbone the "
+                    "defense used."
+                )
+            vectors.append(arr)
+        if not vectors:
+            return ReleasedTokens(vectors=[], ids=[])
+        flat = np.concatenate(vectors)
+        nearest = bb.index.query(flat) if len(flat) else np.zeros(0, np.int64)
+        bounds = np.cumsum([0, *(len(v) for v in vectors)])
+        ids = [r.astype(np.int64) for r in unflatten(nearest, bounds)]
+        return ReleasedTokens(vectors=vectors, ids=ids)
+    raise ValueError(
+        f"{name} reads 'text' and 'token_vectors' releases, not {release.kind!r}: a pooled "
+        "vector has no per-token reading; use attribute-inference."
+    )
+
+
+def aux_pairs(bb: Backbone, knowledge: Knowledge, *, max_aux: int | None, name: str) -> AuxPairs:
+    """Query the mechanism on the attacker's aux texts and pair released with original tokens."""
+    from privaudit.mechanisms.align import align_positions
+
+    if knowledge.query_mechanism is None:
+        raise ValueError(
+            f"{name} needs query access to the mechanism (Knowledge.query_mechanism) to "
+            "privatize its aux text at the victims' privacy level."
+        )
+    if knowledge.aux is None:
+        raise ValueError(f"{name} needs the attacker's auxiliary split (Knowledge.aux).")
+    aux = knowledge.aux
+    if "text" not in getattr(aux, "column_names", []):
+        raise ValueError(f"{name} needs an aux split with a 'text' column.")
+    if max_aux is not None and len(aux) > max_aux:
+        aux = aux.select(range(max_aux))
+    texts = [str(t) for t in aux["text"]]
+    if not texts:
+        raise ValueError(
+            f"{name} got an empty aux split: it learns the inversion from the attacker's own "
+            "privatized aux texts, so give it some (a few hundred documents)."
+        )
+    release = knowledge.query_mechanism(texts)
+    if not isinstance(release, Release):
+        raise TypeError(
+            f"The query mechanism returned {type(release).__name__}, expected a Release."
+        )
+    if len(release) != len(texts):
+        raise ValueError(
+            f"The query mechanism returned {len(release)} documents for {len(texts)} aux texts; "
+            "a mechanism must release one document per input."
+        )
+    release = release.public()
+    rel = released_tokens(bb, release, name=name)
+    originals = bb.token_ids(texts)
+    src_vecs, src_ids, dst_ids, docs = [], [], [], []
+    for d, (orig, vecs, ids) in enumerate(zip(originals, rel.vectors, rel.ids, strict=True)):
+        i, j = align_positions(orig, ids)
+        if len(i):
+            src_vecs.append(vecs[j])
+            src_ids.append(ids[j])
+            dst_ids.append(orig[i])
+            docs.append(np.full(len(i), d, dtype=np.int64))
+    if not src_vecs:
+        raise ValueError(
+            f"{name} found no token pairs in its {len(texts)} aux documents (are they all empty "
+            "after tokenization?); give it an aux split with text."
+        )
+    return AuxPairs(
+        released=np.concatenate(src_vecs).astype(np.float32, copy=False),
+        released_ids=np.concatenate(src_ids).astype(np.int64, copy=False),
+        original_ids=np.concatenate(dst_ids).astype(np.int64, copy=False),
+        docs=np.concatenate(docs),
+        kind=release.kind,
+        n_docs=len(texts),
+        meta=dict(release.meta),
+    )
+
+
+def holdout(docs: np.ndarray, fraction: float, seed: int) -> np.ndarray:
+    """A boolean mask over pairs: those of a seeded ``fraction`` of the aux documents, held out
+    for early stopping (all ``False`` when ``fraction`` is 0 or fewer than 2 documents)."""
+    unique = np.unique(docs)
+    n_val = round(fraction * len(unique))
+    if fraction <= 0 or len(unique) < 2:
+        return np.zeros(len(docs), dtype=bool)
+    n_val = min(max(n_val, 1), len(unique) - 1)
+    chosen = np.random.default_rng(seed).choice(unique, size=n_val, replace=False)
+    return np.isin(docs, chosen)
+
+
+# -------------------------------------------------------------------------------------------
+# Parameter checks and training
+# -------------------------------------------------------------------------------------------
+
+
+def check_params(
+    owner: object,
+    *,
+    positive_ints: Sequence[str] = (),
+    non_negative_floats: Sequence[str] = (),
+    optional_positive_ints: Sequence[str] = (),
+    fractions: Sequence[str] = (),
+) -> None:
+    """``TypeError`` for a wrong type, ``ValueError`` for a value out of range."""
+    for attr in (*positive_ints, *optional_positive_ints, "threads"):
+        if attr == "threads" and not hasattr(owner, "threads"):
+            continue
+        value = getattr(owner, attr)
+        if value is None and (attr in optional_positive_ints or attr == "threads"):
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{attr} must be an integer, got {value!r}.")
+        if value < 1:
+            raise ValueError(f"{attr} must be a positive integer, got {value!r}.")
+    for attr in (*non_negative_floats, *fractions):
+        value = getattr(owner, attr)
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"{attr} must be a number, got {value!r}.")
+        if not np.isfinite(value) or value < 0:
+            raise ValueError(f"{attr} must be a finite non-negative number, got {value!r}.")
+        if attr in fractions and value >= 0.5:
+            raise ValueError(f"{attr} is a fraction of the aux documents below 0.5, got {value!r}.")
+    seed = getattr(owner, "seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"seed must be an integer, got {seed!r}.")
+    backbone = getattr(owner, "backbone", None)
+    if backbone is not None and not isinstance(backbone, str):
+        raise TypeError(f"backbone must be a model name or path (str), got {backbone!r}.")
+
+
+@contextlib.contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """Run torch with ``n`` intra-op threads inside the block, then restore the previous count
+    (``None``: leave it). Small MLPs gain little from more threads and lose a lot when the
+    cores are shared with other processes (e.g. parallel grid cells)."""
+    import torch
+
+    if n is None:
+        yield
+        return
+    previous = torch.get_num_threads()
+    torch.set_num_threads(int(n))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def train(
+    build: Callable[[], torch.nn.Module],
+    loss_fn: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor],
+    n: int,
+    *,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    weight_decay: float,
+    seed: int,
+    desc: str,
+    progress: bool | None,
+    validate: Callable[[torch.nn.Module], float] | None = None,
+) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """Build a model and train it with AdamW on minibatches of row indices ``0..n-1``.
+
+    Initialisation, dropout and shuffling are seeded by ``seed`` without touching the
+    process-wide torch random state: everything runs inside ``torch.random.fork_rng`` and the
+    batch order comes from a private ``torch.Generator``. ``loss_fn(model, idx)`` returns the
+    batch loss.
+    """
+    import torch
+    from tqdm.auto import tqdm
+
+    generator = torch.Generator().manual_seed(int(seed))
+    # Layer init and dropout draw from the global torch RNG: scope and seed it.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed))
+        model = build()
+        optimizer = torch.optim.AdamW(
+            model.parameters(), lr=float(lr), weight_decay=float(weight_decay)
+        )
+        bs = int(batch_size)
+        disable = None if progress is None else not progress
+        best_score, best_epoch, best_state = -np.inf, int(epochs), None
+        if validate is not None:  # epoch 0: the initial model is a candidate too
+            model.eval()
+            with torch.inference_mode():
+                best_score, best_epoch = float(validate(model)), 0
+            best_state = {k: t.detach().clone() for k, t in model.state_dict().items()}
+        for epoch in tqdm(range(1, int(epochs) + 1), desc=desc, disable=disable, leave=False):
+            model.train()
+            order = torch.randperm(n, generator=generator)
+            for start in range(0, n, bs):
+                idx = order[start : start + bs]
+                optimizer.zero_grad(set_to_none=True)
+                loss = loss_fn(model, idx)
+                loss.backward()
+                optimizer.step()
+            if validate is not None:
+                model.eval()
+                with torch.inference_mode():
+                    score = float(validate(model))
+                if score > best_score:
+                    best_score, best_epoch = score, epoch
+                    best_state = {k: t.detach().clone() for k, t in model.state_dict().items()}
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    model.eval()
+    return model, {"best_epoch": best_epoch, "val_score": best_score if validate else None}

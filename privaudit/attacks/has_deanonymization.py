@@ -1,0 +1,911 @@
+"""De-anonymization of Hide-and-Seek releases: guess the entities behind the replacements."""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import itertools
+import math
+import numbers
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Self
+
+import numpy as np
+
+from privaudit.api import Attack, Knowledge, Predictions, Release
+from privaudit.attacks.ner import check_texts, spacy_entities
+from privaudit.registry import ATTACKS
+
+# The label-mode placeholder shape (``<PERSON_1>``); the attacker reads it off its aux pairs.
+_PLACEHOLDER = re.compile(r"<([A-Z][A-Z_]*?)_(\d+)>")
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+Ner = tuple[int, int, str]  # an NER span: (start, end, label)
+_MIN_PURITY = 0.9  # share of one original a replacement string must map to across aux docs
+_SURROGATE_SHARE = 0.1  # non-placeholder share of aux replacements above which NER is run
+
+
+@dataclass
+class _Span:
+    """A replaced span found in an anonymized text."""
+
+    start: int
+    end: int
+    type: str  # the placeholder's type, or the NER label of the surrogate
+    released: str  # the placeholder or surrogate string as released
+    placeholder: bool
+
+
+@dataclass
+class _Pool:
+    """The aux observations of one type: originals behind replacements, with their contexts."""
+
+    originals: list[str] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)
+    docs: list[int] = field(default_factory=list)
+    left: list[tuple[str, ...]] = field(default_factory=list)
+    right: list[tuple[str, ...]] = field(default_factory=list)
+    # Built by _freeze: context ids per depth (columns 0..k-1) and the doc TF-IDF rows.
+    left_ids: np.ndarray | None = None
+    right_ids: np.ndarray | None = None
+    doc_rows: Any = None
+    doc_array: np.ndarray | None = None
+
+
+@ATTACKS.register("has-deanonymization")
+class HaSDeanonymization(Attack):
+    """Recover the originals behind Hide-and-Seek placeholders or surrogates.
+
+    Paper: Chen et al., "Hide and Seek (HaS): A Lightweight Framework for Prompt Privacy
+    Protection", 2023 (arXiv:2309.03057), §3.3: an adversary who can query the hide model
+    learns to map anonymized prompts back; privacy is 1 - difflib similarity between the
+    original and the recovered prompt.
+
+    Black box (``white_box=False``, default). The attacker may query the hide mechanism (at the
+    victims' level) on its own aux texts and so holds (original, anonymized) pairs; it reads
+    the release's public meta. From the pairs it learns, by a token-level diff:
+    - which released strings stand for replacements: ``<TYPE_n>`` placeholders (by pattern) and,
+      when the aux replacements are not placeholders, surrogates: spaCy NER spans on the
+      anonymized text of the labels that were ever replaced in aux and whose replacement pays
+      (guessing beats keeping the released string in a leave-one-aux-document-out test over all
+      spans of that label, verbatim originals included); short gaps (", ", " and ") that in aux
+      mostly sit inside one replacement join two NER spans (faker's "Miller, Gill and Meyer");
+    - a surrogate → original dictionary, used where a released string maps to one original in
+      at least ``min_consistent`` aux documents (a deterministic hide model; faker surrogates,
+      drawn afresh per call, never are);
+    - a context prior per type: the aux originals behind that type, each with the
+      ``context_words`` words left and right of its replacement (other replacements read as
+      ``<TYPE>``) and the TF-IDF vector of its anonymized document. A victim span's guess comes
+      from its ``k_neighbours`` best aux matches (score: matched context depth on each side plus
+      ``doc_weight`` × cosine of the documents; weights ``exp(score)``): the original with the
+      highest expected difflib ratio to the neighbours' originals (a string medoid: under
+      uncertainty it beats the most frequent string on character similarity, and is that
+      string when one dominates).
+    Every occurrence is guessed on its own context.
+
+    White box (``white_box=True``). The same attacker also knows the hide model (spaCy
+    ``en_core_web_sm`` NER, the entity types of ``meta["entity_types"]``, HaS's faker surrogate
+    formats) and the Seek side's mapping behaviour, and uses what that buys:
+    - type-exact detection: NER spans of the hidden types are always replaced (the hide model
+      would hide them, so they are surrogates), besides the black box's learned labels; strings
+      the NER misses but the hide vocabulary names (HaS's relative dates, faker en_US city and
+      company formats) are surrogates too, unless in aux such a family mostly matched verbatim
+      originals; every further whole-word occurrence of a detected surrogate is the same
+      replacement (HaS hides repeats);
+    - one placeholder or surrogate stands for one original in a document: its guess pools the
+      context of all its occurrences and is substituted consistently; distinct replacements of
+      one document stand for distinct originals, so guesses are not reused;
+    - a surrogate never equals or contains its original, and an original string left verbatim
+      elsewhere in the document cannot be the hidden one (HaS would have hidden it too);
+    - faker surrogates are shaped like their original (first name ↔ first name, title kept,
+      country ↔ country, a date's month/year/day/weekday form), so candidates of another
+      shape are dropped when any of the right shape exist.
+    What it does not know: the per-document secret mapping (Seek's key) and the victims'
+    originals; placeholder numbers carry only order of appearance, which it does not use.
+
+    Output: per victim the recovered text (spans substituted right to left). Metric: mean
+    difflib ratio to the original → empirical privacy 1 - ratio; the runner also reports the
+    entity recovery and the similarity of the anonymized text itself (doing nothing).
+    """
+
+    name: ClassVar[str] = "has-deanonymization"
+    accepts: ClassVar[frozenset[str]] = frozenset({"text"})
+    metric: ClassVar[str] = "text_similarity"
+    needs_white_box: ClassVar[bool] = False  # only white_box=True needs it (see applicable)
+    needs_query: ClassVar[bool] = True
+    needs_aux: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        white_box: bool = False,
+        context_words: int = 2,
+        k_neighbours: int = 20,
+        doc_weight: float = 3.0,
+        min_consistent: int = 2,
+        max_aux: int | None = None,
+        spacy_model: str | None = None,
+    ) -> None:
+        self.white_box = white_box
+        self.context_words = context_words
+        self.k_neighbours = k_neighbours
+        self.doc_weight = doc_weight
+        self.min_consistent = min_consistent
+        self.max_aux = max_aux
+        self.spacy_model = spacy_model
+        self._fitted = False
+        self._mode: str | None = None
+        self._pools: dict[str, _Pool] = {}
+        self._memo: dict[str, str] = {}
+        self._use_ner = False  # are there surrogates (not only placeholders) to find?
+        self._merge_gaps: frozenset[str] = frozenset()
+        self._context_labels: frozenset[str] = frozenset()  # NER labels that may be surrogates
+        self._labels: frozenset[str] = frozenset()  # NER labels whose spans are replaced
+        self._exact: frozenset[str] = frozenset()
+        self._vocab_reject: frozenset[str] = frozenset()
+        self._ctx: dict[tuple[str, tuple[str, ...]], int] = {}
+        self._vectorizer: Any = None
+        self._vectorizer_matrix: Any = None
+        self._fit_seconds = float("nan")
+        self._aux_estimate: dict[str, dict[str, float]] = {}
+
+    @property
+    def fit_seconds(self) -> float:
+        """Wall time of the last :meth:`fit` (querying, NER, diffing, indexing), or NaN."""
+        return self._fit_seconds
+
+    def applicable(
+        self, release_kind: str, knowledge: Knowledge, meta: dict[str, Any] | None = None
+    ) -> str | None:
+        reason = super().applicable(release_kind, knowledge, meta)
+        if reason is not None:
+            return reason
+        defense = (meta or {}).get("defense")
+        if defense != "has":
+            return (
+                "has-deanonymization inverts Hide-and-Seek anonymization (meta['defense'] == "
+                f"'has'); this release comes from {defense!r}, which hides no entities by "
+                "placeholders or surrogates"
+            )
+        if self.white_box is True and not knowledge.white_box:
+            return "has-deanonymization with white_box=True needs the hide model's internals"
+        return None
+
+    # ---------------------------------------------------------------------------------------
+    # Parameters
+    # ---------------------------------------------------------------------------------------
+
+    def _check_params(self) -> None:
+        if not isinstance(self.white_box, bool):
+            raise TypeError(f"white_box must be True or False, got {self.white_box!r}.")
+        for field_name, low in (("context_words", 1), ("k_neighbours", 1), ("min_consistent", 1)):
+            value = getattr(self, field_name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                raise TypeError(
+                    f"{field_name} must be an integer ≥ {low}, got {value!r} "
+                    f"of type {type(value).__name__}."
+                )
+            if value < low:
+                raise ValueError(f"{field_name} must be ≥ {low}, got {value}.")
+        if self.context_words > 6:
+            raise ValueError(f"context_words must be at most 6, got {self.context_words}.")
+        w = self.doc_weight
+        if isinstance(w, bool) or not isinstance(w, numbers.Real):
+            raise TypeError(f"doc_weight must be a non-negative number, got {w!r}.")
+        if not math.isfinite(float(w)) or w < 0:
+            raise ValueError(f"doc_weight must be a non-negative number, got {w!r}.")
+        if self.max_aux is not None and (
+            isinstance(self.max_aux, bool) or not isinstance(self.max_aux, numbers.Integral)
+        ):
+            raise TypeError(f"max_aux must be None or an integer ≥ 1, got {self.max_aux!r}.")
+        if self.max_aux is not None and self.max_aux < 1:
+            raise ValueError(f"max_aux must be None or an integer ≥ 1, got {self.max_aux}.")
+        if self.spacy_model is not None and (
+            not isinstance(self.spacy_model, str) or not self.spacy_model.strip()
+        ):
+            raise ValueError(f"spacy_model must be a pipeline name, got {self.spacy_model!r}.")
+
+    # ---------------------------------------------------------------------------------------
+    # Fitting: query the hide mechanism on aux, diff, index
+    # ---------------------------------------------------------------------------------------
+
+    def fit(self, knowledge: Knowledge) -> Self:
+        self._check_params()
+        if knowledge.query_mechanism is None:
+            raise ValueError(
+                f"{self.name} needs query access to the hide mechanism (Knowledge."
+                "query_mechanism) to anonymize its aux texts at the victims' level."
+            )
+        if knowledge.aux is None:
+            raise ValueError(f"{self.name} needs the attacker's aux split (Knowledge.aux).")
+        if self.white_box and not knowledge.white_box:
+            raise ValueError(
+                f"{self.name} with white_box=True needs white-box knowledge of the hide model."
+            )
+        t0 = time.perf_counter()
+        aux = knowledge.aux
+        if "text" not in aux.column_names:
+            raise ValueError("The aux split needs a 'text' column.")
+        if self.max_aux is not None and len(aux) > self.max_aux:
+            aux = aux.select(range(int(self.max_aux)))
+        originals = [str(t) for t in aux["text"]]
+        if not any(t.strip() for t in originals):
+            raise ValueError(f"{self.name}: the aux split has no text to learn from.")
+        release = knowledge.query_mechanism(originals)
+        if not isinstance(release, Release):
+            raise TypeError(
+                f"The query mechanism returned {type(release).__name__}, expected a Release."
+            )
+        if release.kind != "text" or release.texts is None:
+            raise ValueError(f"{self.name} needs a text mechanism, got a {release.kind!r} release.")
+        if len(release) != len(originals):
+            raise ValueError(
+                f"The query mechanism returned {len(release)} documents for {len(originals)} aux "
+                "texts; a mechanism must release one document per input."
+            )
+        meta = release.public().meta
+        if meta.get("defense") != "has":
+            raise ValueError(
+                f"{self.name} inverts Hide-and-Seek; the queried mechanism is "
+                f"{meta.get('defense')!r}."
+            )
+        anonymized = check_texts(release.texts, self.name)
+        self._mode = meta.get("mode")
+        self._learn(originals, anonymized, meta)
+        self._fitted = True
+        self._fit_seconds = time.perf_counter() - t0
+        return self
+
+    def _learn(self, originals: list[str], anonymized: list[str], meta: dict[str, Any]) -> None:
+        k = int(self.context_words)
+        aligners = [_Aligner(o, a) for o, a in zip(originals, anonymized, strict=True)]
+        placeholders = surrogates = 0
+        for al in aligners:
+            for s, e in al.changed_regions():
+                if _PLACEHOLDER.fullmatch(al.anonymized[s:e].strip()):
+                    placeholders += 1
+                else:
+                    surrogates += 1
+        self._use_ner = surrogates > _SURROGATE_SHARE * max(1, placeholders + surrogates)
+        ner = (
+            spacy_entities(anonymized, self.spacy_model)
+            if self._use_ner
+            else [[] for _ in anonymized]
+        )
+        # Surrogates NER splits in two ("Miller, Gill and Meyer", "Antigua and Barbuda"): learn
+        # which short gaps between two NER spans sit inside one replacement, then merge them.
+        self._merge_gaps = _learn_merges(aligners, ner)
+        ner = [
+            _merge(al.anonymized, s, self._merge_gaps) for al, s in zip(aligners, ner, strict=True)
+        ]
+        self._exact = frozenset()  # white box: the hide model's own types, always replaced
+        self._vocab_reject = frozenset()
+        if self.white_box and self._use_ner and meta.get("entity_types"):
+            self._exact = frozenset(str(t) for t in meta["entity_types"])
+            # Surrogates the NER misses but the hide model's vocabularies name (its relative
+            # dates, faker city and company formats); families that in aux mostly match
+            # verbatim originals are dropped.
+            hits: Counter[str] = Counter()
+            changed: Counter[str] = Counter()
+            for al, spans in zip(aligners, ner, strict=True):
+                for st, en, _t, family in _vocabulary_spans(al.anonymized, spans, self._exact):
+                    hits[family] += 1
+                    changed[family] += int(al.original_of(st, en)[1])
+            self._vocab_reject = frozenset(
+                f for f, n in hits.items() if n >= 2 and changed[f] / n < 0.5
+            )
+            ner = [
+                self._with_vocabulary(al.anonymized, spans)
+                for al, spans in zip(aligners, ner, strict=True)
+            ]
+
+        # Every candidate span of the anonymized aux: placeholders and (if used) NER spans.
+        records = []  # (doc, span, original string, changed?)
+        changed_label: Counter[str] = Counter()
+        for d, (al, spans) in enumerate(zip(aligners, ner, strict=True)):
+            for sp in _find_spans(al.anonymized, spans, None):
+                original, changed = al.original_of(sp.start, sp.end)
+                if not original.strip():
+                    continue
+                records.append((d, sp, original, changed or sp.placeholder))
+                if not sp.placeholder:
+                    changed_label[sp.type] += int(changed)
+        learned = {t for t, n in changed_label.items() if n > 0}
+        self._context_labels = frozenset(learned | self._exact)
+
+        # Contexts: each document tokenized with its spans (placeholders + surrogate labels).
+        doc_spans = [
+            _find_spans(al.anonymized, spans, self._context_labels)
+            for al, spans in zip(aligners, ner, strict=True)
+        ]
+        contexts = [
+            _contexts(al.anonymized, spans, k)
+            for al, spans in zip(aligners, doc_spans, strict=True)
+        ]
+        self._fit_docs([c[2] for c in contexts])
+
+        memo: dict[str, Counter[str]] = {}
+        memo_docs: dict[str, set[int]] = {}
+        self._pools = {}
+        self._ctx = {}
+        detections = []  # surrogate candidates, for the replace-or-keep test
+        for d, sp, original, changed in records:
+            where = _index_of(doc_spans[d], sp)
+            if where is None:  # not a context label, or overlapped by a longer span
+                continue
+            left, right = contexts[d][0][where], contexts[d][1][where]
+            if not sp.placeholder:
+                detections.append((d, sp, original, left, right))
+            if not changed:
+                continue
+            pool = self._pools.setdefault(sp.type, _Pool())
+            pool.originals.append(original)
+            pool.released.append(sp.released)
+            pool.docs.append(d)
+            pool.left.append(left)
+            pool.right.append(right)
+            memo.setdefault(sp.released, Counter())[original] += 1
+            memo_docs.setdefault(sp.released, set()).add(d)
+        for pool in self._pools.values():
+            self._freeze(pool, self._vectorizer_matrix)
+        self._memo = {}
+        for released, counts in memo.items():
+            if _PLACEHOLDER.fullmatch(released):
+                continue
+            original, n = counts.most_common(1)[0]
+            total = sum(counts.values())
+            n_docs = len(memo_docs[released])
+            if n_docs >= int(self.min_consistent) and n / total >= _MIN_PURITY:
+                self._memo[released] = original
+
+        # Per surrogate label: does replacing beat keeping? Measured leave one aux doc out,
+        # over every NER span of that label (verbatim originals included, where keeping wins).
+        gains: dict[str, list[tuple[float, float]]] = {}
+        for d, sp, original, left, right in detections:
+            guess = self._guess(sp.type, [(left, right, d)], exclude_doc=d)
+            keep = _ratio(sp.released, original)
+            new = _ratio(guess, original) if guess is not None else keep
+            gains.setdefault(sp.type, []).append((new, keep))
+        self._aux_estimate = {}
+        replace = set(self._exact)
+        for label, pairs in sorted(gains.items()):
+            new, keep = np.mean(pairs, axis=0)
+            self._aux_estimate[label] = {"guess": float(new), "keep": float(keep), "n": len(pairs)}
+            if new > keep:
+                replace.add(label)
+        self._labels = frozenset(replace & self._context_labels)
+
+    def _with_vocabulary(self, text: str, spans: list[Ner]) -> list[Ner]:
+        extra = [
+            (st, en, t)
+            for st, en, t, family in _vocabulary_spans(text, spans, self._exact)
+            if family not in self._vocab_reject
+        ]
+        return sorted([*spans, *extra]) if extra else spans
+
+    def _fit_docs(self, docs: list[str]) -> None:
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        self._vectorizer = TfidfVectorizer(
+            token_pattern=r"\S+", lowercase=False, sublinear_tf=True, min_df=1
+        )
+        if any(d.strip() for d in docs):
+            self._vectorizer_matrix = self._vectorizer.fit_transform(docs).tocsr()
+        else:
+            self._vectorizer = None
+            self._vectorizer_matrix = None
+
+    def _doc_vectors(self, docs: list[str]) -> Any:
+        if self._vectorizer is None or not docs:
+            return None
+        return self._vectorizer.transform(docs).tocsr()
+
+    def _freeze(self, pool: _Pool, doc_matrix: Any) -> None:
+        k = int(self.context_words)
+        n = len(pool.originals)
+        pool.left_ids = np.full((n, k), -1, dtype=np.int64)
+        pool.right_ids = np.full((n, k), -1, dtype=np.int64)
+        for i in range(n):
+            for depth in range(1, k + 1):
+                if len(pool.left[i]) >= depth:
+                    key = ("L", pool.left[i][-depth:])
+                    pool.left_ids[i, depth - 1] = self._ctx.setdefault(key, len(self._ctx))
+                if len(pool.right[i]) >= depth:
+                    key = ("R", pool.right[i][:depth])
+                    pool.right_ids[i, depth - 1] = self._ctx.setdefault(key, len(self._ctx))
+        pool.doc_array = np.asarray(pool.docs, dtype=np.int64)
+        pool.doc_rows = doc_matrix[pool.doc_array] if doc_matrix is not None else None
+
+    # ---------------------------------------------------------------------------------------
+    # Guessing
+    # ---------------------------------------------------------------------------------------
+
+    def _scores(
+        self,
+        pool: _Pool,
+        occurrences: Sequence[tuple[tuple[str, ...], tuple[str, ...], Any]],
+    ) -> np.ndarray:
+        """Per aux observation of the pool: summed context match over the occurrences."""
+        assert pool.left_ids is not None and pool.right_ids is not None
+        total = np.zeros(len(pool.originals), dtype=np.float64)
+        for left, right, doc in occurrences:
+            s = np.zeros(len(pool.originals), dtype=np.float64)
+            for depth in range(1, int(self.context_words) + 1):
+                if len(left) >= depth:
+                    cid = self._ctx.get(("L", left[-depth:]))
+                    if cid is not None:
+                        s += pool.left_ids[:, depth - 1] == cid
+                if len(right) >= depth:
+                    cid = self._ctx.get(("R", right[:depth]))
+                    if cid is not None:
+                        s += pool.right_ids[:, depth - 1] == cid
+            if self.doc_weight and pool.doc_rows is not None and doc is not None:
+                row = doc if not isinstance(doc, int | np.integer) else self._vectorizer_matrix[doc]
+                s += float(self.doc_weight) * (pool.doc_rows @ row.T).toarray().ravel()
+            total += s
+        return total
+
+    def _guess(
+        self,
+        etype: str,
+        occurrences: Sequence[tuple[tuple[str, ...], tuple[str, ...], Any]],
+        *,
+        exclude_doc: int | None = None,
+        allowed: Callable[[str], bool] | None = None,
+    ) -> str | None:
+        """The expected-similarity medoid of the best ``k_neighbours`` aux originals."""
+        pool = self._pools.get(etype)
+        if pool is None or not pool.originals:
+            return None
+        scores = self._scores(pool, occurrences) / max(1, len(occurrences))
+        order = np.argsort(-scores, kind="stable")
+        top: list[int] = []
+        ok: dict[str, bool] = {}
+        for i in order:
+            if exclude_doc is not None and pool.docs[i] == exclude_doc:
+                continue
+            o = pool.originals[i]
+            if allowed is not None:
+                if o not in ok:
+                    ok[o] = allowed(o)
+                if not ok[o]:
+                    continue
+            top.append(int(i))
+            if len(top) == int(self.k_neighbours):
+                break
+        if not top:
+            return None
+        weights = np.exp(scores[top] - scores[top[0]])
+        mass: dict[str, float] = {}
+        for i, w in zip(top, weights, strict=True):
+            mass[pool.originals[i]] = mass.get(pool.originals[i], 0.0) + float(w)
+        best, best_value = None, -1.0
+        for c in mass:  # in order of the best neighbour: ties go to the closer context
+            value = sum(w * _ratio(c, o) for o, w in mass.items())
+            if value > best_value + 1e-12:
+                best, best_value = c, value
+        return best
+
+    # ---------------------------------------------------------------------------------------
+    # Attacking
+    # ---------------------------------------------------------------------------------------
+
+    def attack(self, release: Release) -> Predictions:
+        if not self._fitted:
+            raise ValueError(f"{self.name} is not fitted: call fit(knowledge) before attack().")
+        if not isinstance(release, Release):
+            raise TypeError(f"{self.name} attacks a Release, got {type(release).__name__}.")
+        if release.kind != "text":
+            raise ValueError(f"{self.name} reads released text, not a {release.kind!r} release.")
+        if release.meta.get("defense") != "has":
+            raise ValueError(
+                f"{self.name} inverts Hide-and-Seek releases (meta['defense'] == 'has'); this "
+                f"release comes from {release.meta.get('defense')!r}."
+            )
+        mode = release.meta.get("mode")
+        if self._mode is not None and mode is not None and mode != self._mode:
+            raise ValueError(
+                f"{self.name} was fitted on a HaS mode={self._mode!r} aux release but the "
+                f"victims' release is mode={mode!r}: query the mechanism the victims used."
+            )
+        texts = check_texts(release.texts, self.name)
+        t0 = time.perf_counter()
+        ner = (
+            spacy_entities(texts, self.spacy_model)
+            if self._use_ner and self._context_labels
+            else [[] for _ in texts]
+        )
+        ner = [_merge(t, s, self._merge_gaps) for t, s in zip(texts, ner, strict=True)]
+        if self._exact:
+            ner = [self._with_vocabulary(t, s) for t, s in zip(texts, ner, strict=True)]
+        k = int(self.context_words)
+        recovered: list[str] = []
+        n_replaced = 0
+        spans_all = [
+            _find_spans(t, s, self._context_labels) for t, s in zip(texts, ner, strict=True)
+        ]
+        if self.white_box:
+            spans_all = [
+                _propagate(t, s, self._labels) for t, s in zip(texts, spans_all, strict=True)
+            ]
+        contexts = [_contexts(t, s, k) for t, s in zip(texts, spans_all, strict=True)]
+        docs = self._doc_vectors([c[2] for c in contexts])
+        for d, (text, spans) in enumerate(zip(texts, spans_all, strict=True)):
+            left, right, _ = contexts[d]
+            doc = docs[d] if docs is not None else None
+            guesses = (
+                self._guess_white(text, spans, left, right, doc)
+                if self.white_box
+                else self._guess_black(spans, left, right, doc)
+            )
+            pieces, pos = [], 0
+            for sp, guess in zip(spans, guesses, strict=True):
+                pieces += [text[pos : sp.start], guess if guess is not None else sp.released]
+                pos = sp.end
+                n_replaced += int(guess is not None)
+            pieces.append(text[pos:])
+            recovered.append("".join(pieces))
+        settings = {
+            "white_box": self.white_box,
+            "context_words": k,
+            "k_neighbours": int(self.k_neighbours),
+            "doc_weight": float(self.doc_weight),
+        }
+        return Predictions(
+            "texts",
+            texts=recovered,
+            meta={
+                "settings": settings,
+                "n_replaced": n_replaced,
+                "seconds": time.perf_counter() - t0,
+            },
+        )
+
+    def _guess_black(
+        self, spans: list[_Span], left: list, right: list, doc: Any
+    ) -> list[str | None]:
+        out: list[str | None] = []
+        for i, sp in enumerate(spans):
+            if sp.released in self._memo:
+                out.append(self._memo[sp.released])
+                continue
+            if not sp.placeholder and sp.type not in self._labels:
+                out.append(None)
+                continue
+            out.append(self._guess(sp.type, [(left[i], right[i], doc)]))
+        return out
+
+    def _guess_white(
+        self, text: str, spans: list[_Span], left: list, right: list, doc: Any
+    ) -> list[str | None]:
+        groups: dict[str, list[int]] = {}
+        for i, sp in enumerate(spans):
+            if sp.placeholder or sp.type in self._labels:
+                groups.setdefault(sp.released, []).append(i)
+        # The released text with every replacement blanked: what is left is verbatim original.
+        outside = _outside(text, [spans[i] for idx in groups.values() for i in idx])
+        used: set[str] = set()
+        chosen: dict[str, str | None] = {}
+        for released, idx in groups.items():  # in order of first appearance
+            sp = spans[idx[0]]
+            memo = self._memo.get(released)
+            if memo is not None and memo.casefold() not in used:
+                chosen[released] = memo
+                used.add(memo.casefold())
+                continue
+            allowed = _white_filter(sp, outside, used)
+            occurrences = [(left[i], right[i], doc) for i in idx]
+            guess = self._guess(sp.type, occurrences, allowed=allowed)
+            if guess is None and not sp.placeholder:
+                guess = self._guess(sp.type, occurrences, allowed=_not_used(sp, used))
+            chosen[released] = guess
+            if guess is not None:
+                used.add(guess.casefold())
+        return [chosen.get(sp.released) if sp.released in groups else None for sp in spans]
+
+
+# --------------------------------------------------------------------------------------------
+# Spans, contexts, alignment
+# --------------------------------------------------------------------------------------------
+
+
+def _find_spans(
+    text: str, ner: Sequence[tuple[int, int, str]], labels: frozenset[str] | None
+) -> list[_Span]:
+    """Placeholders by pattern, then NER spans (of ``labels``; all if None) that overlap none."""
+    out = [
+        _Span(m.start(), m.end(), m.group(1), m.group(0), True) for m in _PLACEHOLDER.finditer(text)
+    ]
+    taken = np.zeros(len(text) + 1, dtype=bool)
+    for sp in out:
+        taken[sp.start : sp.end] = True
+    for s, e, t in ner:
+        if (labels is None or t in labels) and not taken[s:e].any():
+            out.append(_Span(s, e, t, text[s:e], False))
+            taken[s:e] = True
+    return sorted(out, key=lambda sp: sp.start)
+
+
+_MAX_GAP = 6  # characters between two NER spans that may still be one replacement
+
+
+def _gap_key(text: str, end: int, start: int) -> str | None:
+    """The normalised gap between two spans, if it is short and crosses no sentence end."""
+    gap = text[end:start]
+    if len(gap) > _MAX_GAP or any(c in gap for c in ".!?\n"):
+        return None
+    return " ".join(gap.split()).lower() or " "
+
+
+def _learn_merges(aligners: Sequence[_Aligner], ner: Sequence[Sequence[Ner]]) -> frozenset[str]:
+    """Gaps (", ", " and ", "-") that, between two NER spans of an anonymized aux text, mostly
+    lie inside one replacement: both spans stand for the same original text."""
+    inside: Counter[str] = Counter()
+    seen: Counter[str] = Counter()
+    for al, spans in zip(aligners, ner, strict=True):
+        for (s1, e1, _), (s2, e2, _) in itertools.pairwise(spans):
+            key = _gap_key(al.anonymized, e1, s2)
+            if key is None:
+                continue
+            seen[key] += 1
+            inside[key] += int(al.one_replacement(s1, e2))
+    return frozenset(k for k, n in seen.items() if n >= 2 and inside[k] / n >= 0.5)
+
+
+def _merge(text: str, spans: Sequence[Ner], gaps: frozenset[str]) -> list[Ner]:
+    """Join neighbouring NER spans across a learned gap; the first span's label names them."""
+    out: list[Ner] = []
+    for s, e, t in spans:
+        if out and gaps and _gap_key(text, out[-1][1], s) in gaps:
+            out[-1] = (out[-1][0], e, out[-1][2])
+        else:
+            out.append((s, e, t))
+    return out
+
+
+def _word_pattern(s: str) -> re.Pattern[str]:
+    head = r"(?<!\w)" if re.match(r"\w", s) else ""
+    tail = r"(?!\w)" if re.search(r"\w$", s) else ""
+    return re.compile(head + re.escape(s) + tail)
+
+
+def _propagate(text: str, spans: list[_Span], labels: frozenset[str]) -> list[_Span]:
+    """White box: HaS hides every whole-word repeat of a detected string, so every repeat of
+    a detected surrogate is that surrogate too."""
+    taken = np.zeros(len(text) + 1, dtype=bool)
+    for sp in spans:
+        taken[sp.start : sp.end] = True
+    out = list(spans)
+    seen: dict[str, _Span] = {}
+    for sp in spans:
+        if not sp.placeholder and sp.type in labels:
+            seen.setdefault(sp.released, sp)
+    for string in sorted(seen, key=len, reverse=True):
+        for m in _word_pattern(string).finditer(text):
+            if not taken[m.start() : m.end()].any():
+                taken[m.start() : m.end()] = True
+                out.append(_Span(m.start(), m.end(), seen[string].type, string, False))
+    return sorted(out, key=lambda sp: sp.start)
+
+
+def _index_of(spans: list[_Span], target: _Span) -> int | None:
+    for i, sp in enumerate(spans):
+        if sp.start == target.start and sp.end == target.end:
+            return i
+    return None
+
+
+def _contexts(
+    text: str, spans: Sequence[_Span], k: int
+) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]], str]:
+    """Per span, its ``k`` lower-cased word tokens to the left and right (other spans read as
+    ``<TYPE>``), and the document as one token string for TF-IDF."""
+    tokens: list[str] = []
+    at: list[int] = []
+    pos = 0
+    for sp in spans:
+        tokens += [m.group(0).lower() for m in _TOKEN.finditer(text, pos, sp.start)]
+        at.append(len(tokens))
+        tokens.append(f"<{sp.type}>")
+        pos = sp.end
+    tokens += [m.group(0).lower() for m in _TOKEN.finditer(text, pos)]
+    left = [tuple(tokens[max(0, i - k) : i]) for i in at]
+    right = [tuple(tokens[i + 1 : i + 1 + k]) for i in at]
+    return left, right, " ".join(tokens)
+
+
+class _Aligner:
+    """Token-level diff of an original and its anonymized text (aux pairs only)."""
+
+    def __init__(self, original: str, anonymized: str) -> None:
+        self.original = original
+        self.anonymized = anonymized
+        self.o_tok = [(m.start(), m.end()) for m in _TOKEN.finditer(original)]
+        self.a_tok = [(m.start(), m.end()) for m in _TOKEN.finditer(anonymized)]
+        matcher = difflib.SequenceMatcher(
+            None,
+            [original[s:e] for s, e in self.o_tok],
+            [anonymized[s:e] for s, e in self.a_tok],
+            autojunk=False,
+        )
+        # Per anonymized token: the original token block it stands for, and whether it changed.
+        self.block: list[tuple[int, int]] = [(0, 0)] * len(self.a_tok)
+        self.changed: list[bool] = [False] * len(self.a_tok)
+        self.regions: list[tuple[int, int]] = []
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            if tag == "equal":
+                for n in range(j2 - j1):
+                    self.block[j1 + n] = (i1 + n, i1 + n + 1)
+            elif j2 > j1:
+                for j in range(j1, j2):
+                    self.block[j] = (i1, i2)
+                    self.changed[j] = True
+                self.regions.append((self.a_tok[j1][0], self.a_tok[j2 - 1][1]))
+
+    def changed_regions(self) -> list[tuple[int, int]]:
+        return self.regions
+
+    def one_replacement(self, start: int, end: int) -> bool:
+        """Is the anonymized stretch ``[start, end)`` inside a single changed region?"""
+        return any(s <= start and end <= e for s, e in self.regions)
+
+    def original_of(self, start: int, end: int) -> tuple[str, bool]:
+        """The original text an anonymized char span stands for, and whether it changed."""
+        js = [j for j, (s, e) in enumerate(self.a_tok) if s < end and e > start]
+        blocks = [self.block[j] for j in js if self.block[j][1] > self.block[j][0]]
+        changed = any(self.changed[j] for j in js)
+        if not blocks:
+            return "", changed
+        i1 = min(b[0] for b in blocks)
+        i2 = max(b[1] for b in blocks)
+        return self.original[self.o_tok[i1][0] : self.o_tok[i2 - 1][1]], changed
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def _ratio(a: str | None, b: str | None) -> float:
+    if a is None or b is None:
+        return 0.0
+    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
+
+
+# --------------------------------------------------------------------------------------------
+# White-box knowledge of the hide model
+# --------------------------------------------------------------------------------------------
+
+
+def _outside(text: str, spans: Sequence[_Span]) -> str:
+    chars = list(text)
+    for sp in spans:
+        chars[sp.start : sp.end] = [" "] * (sp.end - sp.start)
+    return "".join(chars)
+
+
+def _not_used(sp: _Span, used: set[str]) -> Callable[[str], bool]:
+    released = sp.released.casefold()
+
+    def allowed(candidate: str) -> bool:
+        c = candidate.casefold()
+        return c not in used and c != released and (sp.placeholder or c not in released)
+
+    return allowed
+
+
+def _white_filter(sp: _Span, outside: str, used: set[str]) -> Callable[[str], bool]:
+    """Candidates the hide model's behaviour allows for this replacement."""
+    base = _not_used(sp, used)
+    shape = None if sp.placeholder else _shape(sp.released, sp.type)
+
+    def allowed(candidate: str) -> bool:
+        if not base(candidate):
+            return False
+        if _word_pattern(candidate).search(outside):  # a verbatim original would be hidden too
+            return False
+        return shape is None or _shape(candidate, sp.type) == shape
+
+    return allowed
+
+
+_TITLES = frozenset({"mr", "mrs", "ms", "miss", "dr", "prof", "sir", "dame", "lady", "lord"})
+_MONTHS = (
+    "January", "February", "March", "April", "May", "June", "July", "August", "September",
+    "October", "November", "December",
+)  # fmt: skip
+_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+
+
+@functools.cache
+def _faker_names() -> tuple[frozenset[str], frozenset[str]]:
+    """faker en_US first names and countries (the hide model's surrogate sources)."""
+    try:
+        from faker.providers.address.en_US import Provider as Address
+        from faker.providers.person.en_US import Provider as Person
+    except ImportError:  # pragma: no cover - faker is a dependency of the defense
+        return frozenset(), frozenset()
+    firsts = frozenset(n.casefold() for n in getattr(Person, "first_names", ()))
+    countries = frozenset(c.casefold() for c in getattr(Address, "countries", ()))
+    return firsts, countries
+
+
+def _shape(s: str, etype: str) -> tuple[Any, ...] | None:
+    """The form a faker surrogate keeps from its original (see HaS ``_fake_like``)."""
+    words = s.split()
+    if etype == "PERSON":
+        if len(words) >= 2 and words[0].rstrip(".").lower() in _TITLES:
+            return ("title", words[0])
+        if len(words) == 1:
+            return ("first",) if s.casefold() in _faker_names()[0] else ("last",)
+        return ("full",)
+    if etype == "GPE":
+        return ("country",) if s.casefold().removeprefix("the ") in _faker_names()[1] else ("city",)
+    if etype == "DATE":
+        has_month = any(m in s for m in _MONTHS)
+        has_year = re.search(r"\b(1[89]|20)\d\d\b", s) is not None
+        has_day = re.search(r"\b\d{1,2}(st|nd|rd|th)?\b", s) is not None
+        if has_month and has_year and has_day:
+            return ("mdy", s[:1].isalpha())
+        if has_month:
+            return ("my",) if has_year else ("md", has_day)
+        if has_year:
+            return ("y",)
+        if any(w in s for w in _WEEKDAYS):
+            return ("weekday",)
+        return ("digits",) if re.search(r"\d", s) else ("relative",)
+    return None
+
+
+# HaS's own relative-date surrogates (white-box knowledge of the hide model's vocabulary).
+_HAS_RELATIVE_DATES = (
+    "last week", "last month", "two weeks ago", "a few days ago", "last spring", "last autumn",
+    "earlier this year", "three months ago", "the other day", "last year", "a while back",
+)  # fmt: skip
+
+
+@functools.cache
+def _vocabulary_patterns() -> dict[str, re.Pattern[str]]:
+    """Per type, what the hide model's faker surrogates look like (en_US formats)."""
+    try:
+        from faker.providers.address.en_US import Provider as Address
+        from faker.providers.company.en_US import Provider as Company
+        from faker.providers.person.en_US import Provider as Person
+    except ImportError:  # pragma: no cover - faker is a dependency of the defense
+        return {}
+
+    def alt(words: Sequence[str]) -> str:
+        return "|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True))
+
+    firsts, lasts = alt(list(Person.first_names)), alt(list(Person.last_names))
+    prefix, suffix = alt(Address.city_prefixes), alt(Address.city_suffixes)
+    company = alt(Company.company_suffixes)
+    return {
+        "GPE": re.compile(
+            rf"\b(?:(?:{prefix}) (?:{firsts})(?:{suffix})?|(?:{firsts}|{lasts})(?:{suffix}))\b"
+        ),
+        "ORG": re.compile(
+            rf"\b(?:(?:{lasts}), (?:{lasts}) and (?:{lasts})|(?:{lasts})-(?:{lasts})"
+            rf"|(?:{lasts}) (?:{company}))\b"
+        ),
+        "DATE": re.compile(rf"\b(?:{alt(_HAS_RELATIVE_DATES)})\b"),
+    }
+
+
+def _vocabulary_spans(
+    text: str, spans: Sequence[Ner], types: frozenset[str]
+) -> list[tuple[int, int, str, str]]:
+    """``(start, end, type, family)`` of hide-vocabulary strings outside ``spans``."""
+    taken = np.zeros(len(text) + 1, dtype=bool)
+    for st, en, _ in spans:
+        taken[st:en] = True
+    for m in _PLACEHOLDER.finditer(text):
+        taken[m.start() : m.end()] = True
+    out = []
+    for etype, pattern in _vocabulary_patterns().items():
+        if etype not in types:
+            continue
+        for m in pattern.finditer(text):
+            if not taken[m.start() : m.end()].any():
+                taken[m.start() : m.end()] = True
+                family = m.group(0) if etype == "DATE" else etype
+                out.append((m.start(), m.end(), etype, family))
+    return sorted(out)

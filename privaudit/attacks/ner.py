@@ -1,0 +1,432 @@
+"""Named-entity recognition on released text: which of the author's entities survive?"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import numbers
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Self
+
+import numpy as np
+
+from privaudit.api import Attack, Knowledge, Predictions, Release
+from privaudit.registry import ATTACKS
+
+if TYPE_CHECKING:
+    import datasets
+
+MODELS: tuple[str, ...] = ("spacy", "finetuned")
+Span = tuple[int, int, str]  # (start, end, type): character offsets in the text it was found in
+
+_SPACY_BATCH = 128  # the batch size HaS measured fastest for en_core_web_sm on reviews
+
+
+def check_texts(texts: object, name: str) -> list[str]:
+    """The released texts as a list of strings, or a ``TypeError`` saying what arrived."""
+    if isinstance(texts, str) or not isinstance(texts, Sequence):
+        raise TypeError(f"{name}: a text release holds a list of strings, got {texts!r:.60}.")
+    bad = [i for i, t in enumerate(texts) if not isinstance(t, str)]
+    if bad:
+        raise TypeError(
+            f"{name}: released document {bad[0]} is a {type(texts[bad[0]]).__name__}, not a string."
+        )
+    return list(texts)
+
+
+def released_texts(release: object, name: str) -> list[str]:
+    """The texts of a text release, with RAPT's plain-token prefix (``meta['n_plain_words']``
+    leading words, public protocol rather than the author's words) removed."""
+    if not isinstance(release, Release):
+        raise TypeError(f"{name} attacks a Release, got {type(release).__name__}.")
+    if release.kind != "text":
+        raise ValueError(
+            f"{name} reads released text, not a {release.kind!r} release: vectors carry no "
+            "surface string to tag."
+        )
+    texts = check_texts(release.texts, name)
+    n_plain = release.meta.get("n_plain_words", 0) or 0
+    if isinstance(n_plain, bool) or not isinstance(n_plain, numbers.Integral) or n_plain < 0:
+        raise ValueError(f"meta['n_plain_words'] must be a non-negative integer, got {n_plain!r}.")
+    if n_plain:
+        texts = [" ".join(t.split()[int(n_plain) :]) for t in texts]
+    return texts
+
+
+def ner_pipeline(spacy_model: str | None = None) -> Any:
+    """The spaCy pipeline with an ``ner`` pipe; a user's bad name is a ``ValueError``."""
+    from privaudit.resources import spacy_pipeline
+
+    try:
+        nlp = spacy_pipeline(spacy_model)
+    except (RuntimeError, OSError) as exc:
+        raise ValueError(f"{exc} (spacy_model={spacy_model!r}; omit it for the default).") from exc
+    if "ner" not in nlp.pipe_names:
+        raise ValueError(
+            f"The spaCy pipeline {spacy_model!r} has no 'ner' component; use an NER pipeline "
+            "such as en_core_web_sm (the default)."
+        )
+    return nlp
+
+
+def spacy_entities(texts: Sequence[str], spacy_model: str | None = None) -> list[list[Span]]:
+    """spaCy NER spans ``(start, end, label)`` per text, whitespace-trimmed, in order.
+
+    Only the ``ner`` pipe and the components it listens to run (the others do not change its
+    entities); texts go through ``nlp.pipe`` in batches; empty texts are skipped."""
+    out: list[list[Span]] = [[] for _ in texts]
+    jobs = [i for i, t in enumerate(texts) if t.strip()]
+    if not jobs:
+        return out
+    nlp = ner_pipeline(spacy_model)
+    keep = {"ner"} | {
+        name for name, pipe in nlp.pipeline if "ner" in getattr(pipe, "listening_components", ())
+    }
+    disable = [name for name in nlp.pipe_names if name not in keep]
+    longest = max(len(texts[i]) for i in jobs)
+    if longest >= nlp.max_length:  # NER needs no parser memory; raising the cap is safe
+        nlp.max_length = longest + 1
+    docs = nlp.pipe((texts[i] for i in jobs), batch_size=_SPACY_BATCH, disable=disable)
+    for i, doc in zip(jobs, docs, strict=True):
+        text = texts[i]
+        for ent in doc.ents:
+            s, e = ent.start_char, ent.end_char
+            raw = text[s:e]
+            s += len(raw) - len(raw.lstrip())
+            e -= len(raw) - len(raw.rstrip())
+            if e > s:
+                out[i].append((s, e, ent.label_))
+    return out
+
+
+@dataclass
+class _Tagger:
+    """The fine-tuned token classifier: encoder copy, linear head, BIO tag names."""
+
+    encoder: Any  # a private deep copy of the backbone's transformers model
+    head: Any  # torch.nn.Linear(dim, n_tags)
+    tags: list[str]  # "O", "B-PERSON", "I-PERSON", ...
+
+
+@ATTACKS.register("ner")
+class NERAttack(Attack):
+    """Named-entity recognition on the released text.
+
+    Paper: the NER attack of RAPT (Li et al., "Privacy-Preserving Prompt Tuning for Large
+    Language Model Services", §IV-A3): a pretrained NER model reads the privatized prompt and
+    the attack succeeds on the named entities of the original it finds.
+
+    Threat model: the attacker sees the released text only. ``model="spacy"`` (default) is an
+    off-the-shelf pretrained pipeline (``en_core_web_sm``; no query, no aux, no white box).
+    ``model="finetuned"`` fine-tunes the public backbone (the transformers encoder of
+    ``backbone`` plus a linear head, BIO tags over word pieces) on the attacker's aux split and
+    its entity annotations (``aux["entities"]``): it needs aux, no query and no mechanism
+    internals. Training reads the *clean* aux text (the attacker's own labelled data); it is
+    brief (``epochs`` passes, AdamW, ``lr`` for the encoder and 20×``lr`` for the fresh head)
+    and seeded by ``seed`` without touching the process-wide torch random state; the shared
+    backbone is deep-copied, never modified. Documents longer than ``max_length`` word pieces
+    are cut into consecutive windows.
+
+    RAPT's plain-token prefix (``meta["n_plain_words"]`` leading words) is public protocol,
+    not the author's words: it is skipped. Vector releases have no text to tag (``n/a``).
+
+    Output: per document a list of ``{"text", "type"}`` (OntoNotes labels for spaCy, the aux
+    annotation's types for the fine-tuned tagger). Metric: micro F1 of (normalised text, type)
+    against the original's entities, types absent from the truth ignored; privacy 1 - F1.
+    """
+
+    name: ClassVar[str] = "ner"
+    accepts: ClassVar[frozenset[str]] = frozenset({"text"})
+    metric: ClassVar[str] = "entity_f1"
+    needs_white_box: ClassVar[bool] = False
+    needs_query: ClassVar[bool] = False
+    needs_aux: ClassVar[bool] = False  # only model="finetuned" needs it (see applicable)
+
+    def __init__(
+        self,
+        model: str = "spacy",
+        spacy_model: str | None = None,
+        backbone: str | None = None,
+        epochs: int = 3,
+        lr: float = 1e-4,
+        batch_size: int = 16,
+        max_length: int = 128,
+        max_aux: int | None = None,
+        seed: int = 0,
+    ) -> None:
+        self.model = model
+        self.spacy_model = spacy_model
+        self.backbone = backbone
+        self.epochs = epochs
+        self.lr = lr
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self.max_aux = max_aux
+        self.seed = seed
+        self._tagger: _Tagger | None = None
+        self._fit_seconds = float("nan")
+
+    @property
+    def fit_seconds(self) -> float:
+        """Wall time of the last :meth:`fit` (fine-tuning for ``model="finetuned"``), or NaN."""
+        return self._fit_seconds
+
+    def applicable(
+        self, release_kind: str, knowledge: Knowledge, meta: dict[str, Any] | None = None
+    ) -> str | None:
+        reason = super().applicable(release_kind, knowledge, meta)
+        if reason is None and self.model == "finetuned" and knowledge.aux is None:
+            return "ner with model='finetuned' trains on the attacker's aux split, which is absent"
+        return reason
+
+    # ---------------------------------------------------------------------------------------
+    # Parameters
+    # ---------------------------------------------------------------------------------------
+
+    def _check_params(self) -> str:
+        if not isinstance(self.model, str):
+            raise TypeError(f"model must be one of {list(MODELS)}, got {self.model!r}.")
+        if self.model not in MODELS:
+            close = difflib.get_close_matches(self.model.lower(), MODELS, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"Unknown NER model {self.model!r}.{hint} Choose one of {MODELS}.")
+        if self.spacy_model is not None and (
+            not isinstance(self.spacy_model, str) or not self.spacy_model.strip()
+        ):
+            raise ValueError(f"spacy_model must be a pipeline name, got {self.spacy_model!r}.")
+        for field_name in ("epochs", "batch_size", "max_length", "seed"):
+            value = getattr(self, field_name)
+            low = 0 if field_name == "seed" else 1
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+                raise TypeError(
+                    f"{field_name} must be an integer ≥ {low}, got {value!r} "
+                    f"of type {type(value).__name__}."
+                )
+        if self.max_length < 8:
+            raise ValueError(f"max_length must be at least 8 word pieces, got {self.max_length}.")
+        if isinstance(self.lr, bool) or not isinstance(self.lr, numbers.Real) or self.lr <= 0:
+            raise TypeError(f"lr must be a positive number, got {self.lr!r}.")
+        if self.max_aux is not None and (
+            isinstance(self.max_aux, bool)
+            or not isinstance(self.max_aux, numbers.Integral)
+            or self.max_aux < 1
+        ):
+            raise TypeError(f"max_aux must be None or an integer ≥ 1, got {self.max_aux!r}.")
+        return self.model
+
+    # ---------------------------------------------------------------------------------------
+    # Fitting
+    # ---------------------------------------------------------------------------------------
+
+    def fit(self, knowledge: Knowledge) -> Self:
+        model = self._check_params()
+        if self.backbone is None:
+            self.backbone = knowledge.backbone
+        t0 = time.perf_counter()
+        if model == "finetuned":
+            if knowledge.aux is None:
+                raise ValueError(
+                    "ner with model='finetuned' trains on the attacker's aux split with entity "
+                    "annotations (Knowledge.aux); give one, or use model='spacy'."
+                )
+            self._tagger = self._train(knowledge.aux)
+        self._fit_seconds = time.perf_counter() - t0
+        return self
+
+    def _train(self, aux: datasets.Dataset) -> _Tagger:
+        import torch
+
+        from privaudit.resources import backbone
+
+        if "entities" not in aux.column_names or "text" not in aux.column_names:
+            raise ValueError(
+                "The aux split needs 'text' and 'entities' columns (entities: lists of "
+                "{start, end, type, text}) to fine-tune an NER tagger."
+            )
+        if self.max_aux is not None and len(aux) > self.max_aux:
+            aux = aux.select(range(int(self.max_aux)))
+        texts = [str(t) for t in aux["text"]]
+        spans = [
+            [(int(e["start"]), int(e["end"]), str(e["type"])) for e in d] for d in aux["entities"]
+        ]
+        types = sorted({t for doc in spans for _, _, t in doc})
+        if not types:
+            raise ValueError("The aux split carries no entity annotations to learn from.")
+        tags = ["O"] + [f"{p}-{t}" for t in types for p in ("B", "I")]
+        index = {t: i for i, t in enumerate(tags)}
+
+        bb = backbone(self.backbone)
+        windows = _windows(bb.tokenizer, texts, int(self.max_length))
+        examples = []  # (input ids, BIO tag ids with -100 on specials)
+        for doc, ids, offsets in windows:
+            examples.append((ids, [_bio(s, e, spans[doc], index) for s, e in offsets]))
+        if not examples:
+            raise ValueError("The aux split has no text to fine-tune the NER tagger on.")
+
+        generator = torch.Generator().manual_seed(int(self.seed))
+        with torch.random.fork_rng(devices=[]):  # head init and dropout: scoped, seeded
+            torch.manual_seed(int(self.seed))
+            encoder = copy.deepcopy(bb.model)  # never train the shared, cached backbone
+            head = torch.nn.Linear(bb.dim, len(tags))
+            optimizer = torch.optim.AdamW(
+                [
+                    {"params": encoder.parameters(), "lr": float(self.lr)},
+                    {"params": head.parameters(), "lr": 20 * float(self.lr)},
+                ],
+                weight_decay=0.01,
+            )
+            loss_fn = torch.nn.CrossEntropyLoss(ignore_index=-100)
+            encoder.train()
+            bs = int(self.batch_size)
+            # Batches of similar length (little padding), visited in a seeded random order.
+            by_length = sorted(range(len(examples)), key=lambda i: len(examples[i][0]))
+            batches = [by_length[i : i + bs] for i in range(0, len(by_length), bs)]
+            for _ in range(int(self.epochs)):
+                for b in torch.randperm(len(batches), generator=generator).tolist():
+                    batch = [examples[i] for i in batches[b]]
+                    ids, mask, labels = _pad(batch, bb.tokenizer.pad_token_id or 0)
+                    optimizer.zero_grad(set_to_none=True)
+                    hidden = encoder(input_ids=ids, attention_mask=mask).last_hidden_state
+                    loss = loss_fn(head(hidden).reshape(-1, len(tags)), labels.reshape(-1))
+                    loss.backward()
+                    optimizer.step()
+        encoder.eval()
+        return _Tagger(encoder=encoder, head=head, tags=tags)
+
+    # ---------------------------------------------------------------------------------------
+    # Attacking
+    # ---------------------------------------------------------------------------------------
+
+    def attack(self, release: Release) -> Predictions:
+        model = self._check_params()
+        texts = released_texts(release, self.name)
+        t0 = time.perf_counter()
+        if model == "spacy":
+            found = spacy_entities(texts, self.spacy_model)
+        else:
+            if self._tagger is None:
+                raise ValueError(
+                    "ner with model='finetuned' is not fitted: call fit(knowledge) first."
+                )
+            found = self._tag(texts)
+        entities = [
+            [{"text": text[s:e], "type": t} for s, e, t in spans]
+            for text, spans in zip(texts, found, strict=True)
+        ]
+        settings = {"model": model}
+        if model == "spacy":
+            settings["spacy_model"] = self.spacy_model or "en_core_web_sm"
+        else:
+            settings |= {"backbone": self.backbone, "epochs": self.epochs}
+        return Predictions(
+            "entities",
+            entities=entities,
+            meta={"settings": settings, "seconds": time.perf_counter() - t0},
+        )
+
+    def _tag(self, texts: list[str]) -> list[list[Span]]:
+        import torch
+
+        from privaudit.resources import backbone
+
+        tagger = self._tagger
+        assert tagger is not None
+        bb = backbone(self.backbone)
+        out: list[list[Span]] = [[] for _ in texts]
+        jobs = [i for i, t in enumerate(texts) if t.strip()]
+        windows = _windows(bb.tokenizer, [texts[i] for i in jobs], int(self.max_length))
+        windows.sort(key=lambda w: len(w[1]))  # little padding per batch
+        bs = 64
+        with torch.inference_mode():
+            for start in range(0, len(windows), bs):
+                chunk = windows[start : start + bs]
+                ids, mask, _ = _pad([(w[1], [0] * len(w[1])) for w in chunk], 0)
+                hidden = tagger.encoder(input_ids=ids, attention_mask=mask).last_hidden_state
+                pred = tagger.head(hidden).argmax(-1).numpy()
+                for row, (doc, _ids, offsets) in zip(pred, chunk, strict=True):
+                    i = jobs[doc]
+                    out[i].extend(_decode(texts[i], offsets, row[: len(offsets)], tagger.tags))
+        return out
+
+
+def _windows(
+    tokenizer: Any, texts: Sequence[str], max_length: int
+) -> list[tuple[int, list[int], list[tuple[int, int]]]]:
+    """``(document, input ids with specials, char offsets per id)`` windows of at most
+    ``max_length`` pieces; specials have offsets ``(0, 0)``."""
+    if not texts:
+        return []
+    enc = tokenizer(
+        list(texts),
+        truncation=True,
+        max_length=max_length,
+        return_overflowing_tokens=True,
+        return_offsets_mapping=True,
+        verbose=False,
+    )
+    mapping = enc["overflow_to_sample_mapping"]
+    return [
+        (int(doc), list(ids), [tuple(map(int, o)) for o in offs])
+        for doc, ids, offs in zip(mapping, enc["input_ids"], enc["offset_mapping"], strict=True)
+    ]
+
+
+def _bio(s: int, e: int, spans: Sequence[Span], index: dict[str, int]) -> int:
+    """The BIO tag id of the word piece at chars ``[s, e)`` (-100 for specials)."""
+    if e <= s:
+        return -100
+    for a, b, t in spans:
+        if a <= s < b:
+            return index[f"B-{t}"] if s == a else index[f"I-{t}"]
+        if s < a < e:  # a piece straddling the entity start (rare): it begins the entity
+            return index[f"B-{t}"]
+    return 0
+
+
+def _pad(batch: Sequence[tuple[list[int], list[int]]], pad_id: int) -> tuple[Any, Any, Any]:
+    import torch
+
+    width = max(len(ids) for ids, _ in batch)
+    ids = torch.full((len(batch), width), int(pad_id), dtype=torch.long)
+    mask = torch.zeros((len(batch), width), dtype=torch.long)
+    labels = torch.full((len(batch), width), -100, dtype=torch.long)
+    for r, (i, lab) in enumerate(batch):
+        ids[r, : len(i)] = torch.tensor(i, dtype=torch.long)
+        mask[r, : len(i)] = 1
+        labels[r, : len(lab)] = torch.tensor(lab, dtype=torch.long)
+    return ids, mask, labels
+
+
+def _decode(
+    text: str, offsets: Sequence[tuple[int, int]], tags: np.ndarray, names: Sequence[str]
+) -> list[Span]:
+    """Entity spans from per-piece BIO predictions: a ``B-`` (or an ``I-`` of another type
+    than the open entity) opens one, matching ``I-`` pieces extend it. Pieces of one word
+    (letters or digits touching) continue the open entity whatever their tag, so a name is
+    never cut inside a word."""
+    spans: list[Span] = []
+    open_: list[Any] | None = None  # [start, end, type]
+    for (s, e), tag in zip(offsets, tags, strict=True):
+        if e <= s:
+            continue
+        name = names[int(tag)]
+        if open_ is not None and s == open_[1] and text[s - 1].isalnum() and text[s].isalnum():
+            open_[1] = e
+            continue
+        if name == "O":
+            if open_ is not None:
+                spans.append(tuple(open_))
+                open_ = None
+            continue
+        prefix, etype = name.split("-", 1)
+        if prefix == "I" and open_ is not None and open_[2] == etype:
+            open_[1] = e
+            continue
+        if open_ is not None:
+            spans.append(tuple(open_))
+        open_ = [s, e, etype]
+    if open_ is not None:
+        spans.append(tuple(open_))
+    return [(s, e, t) for s, e, t in spans if text[s:e].strip()]
