@@ -22,24 +22,24 @@ ATTACK_PARAMS: dict[str, dict] = {
 
 DEFENSES_UNDER_TEST = [
     {"name": "none"},
-    {"name": "t2t", "params": {"eta": 10}},
-    {"name": "pct2t", "params": {"eta": 10}},
-    {"name": "rapt", "params": {"eta": 10, "n_plain": 4}},
-    {"name": "embedding-dx", "params": {"eta": 10}},
-    {"name": "has", "params": {"mode": "label"}},
-    {"name": "has", "params": {"mode": "generative"}},
+    {"name": "t2t", "label": "t2t", "params": {"eta": 10}},
+    {"name": "pct2t", "label": "pct2t", "params": {"eta": 10}},
+    {"name": "rapt", "label": "rapt", "params": {"eta": 10, "n_plain": 4}},
+    {"name": "embedding-dx", "label": "embedding-dx", "params": {"eta": 10}},
+    {"name": "has", "label": "has-label", "params": {"mode": "label"}},
+    {"name": "has", "label": "has-generative", "params": {"mode": "generative"}},
     {"name": "sap", "label": "sap-k0", "params": {"eta": 10, "split_layer": 0}},
     {"name": "sap", "label": "sap-k1", "params": {"eta": 10, "split_layer": 1}},
-    {"name": "sap-cti", "params": {"eta": 10, "split_layer": 0}},
-    {"name": "cape", "params": {"epsilon": 10}},
-    {"name": "dpnr", "params": {"epsilon": 10}},
+    {"name": "sap-cti", "label": "sap-cti", "params": {"eta": 10, "split_layer": 0}},
+    {"name": "cape", "label": "cape", "params": {"epsilon": 10}},
+    {"name": "dpnr", "label": "dpnr", "params": {"epsilon": 10}},
 ]
 
 # Pairs that must run (a sample of the matrix that pins the applicability rules).
 MUST_RUN = {
     ("none", "nn-inversion"), ("none", "mlp-inversion"), ("none", "ae-inversion"),
     ("none", "ner"), ("none", "attribute-inference"), ("t2t", "ner"),
-    ("has[mode=label]", "has-deanonymization"), ("has[mode=generative]", "has-deanonymization"),
+    ("has-label", "has-deanonymization"), ("has-generative", "has-deanonymization"),
     ("sap-k0", "optimization-inversion"), ("sap-k1", "optimization-inversion"),
     ("embedding-dx", "mlp-inversion"), ("cape", "attribute-inference"),
     ("dpnr", "attribute-inference"),
