@@ -176,7 +176,12 @@ def test_same_seed_same_output() -> None:
     b = g.privatize(texts, rng=np.random.default_rng(7))
     c = g.privatize(texts, rng=np.random.default_rng(8))
     assert a.texts == b.texts and a.audit["mappings"] == b.audit["mappings"]
-    assert a.texts != c.texts
+    assert a.texts == c.texts  # consistent: the entity alone picks its surrogate
+    fresh = HideAndSeek(mode="generative", consistent=False)
+    a = fresh.privatize(texts, rng=np.random.default_rng(7))
+    b = fresh.privatize(texts, rng=np.random.default_rng(7))
+    c = fresh.privatize(texts, rng=np.random.default_rng(8))
+    assert a.texts == b.texts and a.texts != c.texts
     lab = HideAndSeek(mode="label")
     assert lab.hide(texts, rng=np.random.default_rng(1)) == lab.hide(
         texts, rng=np.random.default_rng(2)
@@ -249,6 +254,7 @@ def test_registry_and_knob() -> None:
         "entity_types": None,
         "model": None,
         "spacy_model": None,
+        "consistent": True,
     }
     assert d.privatize(["Hi"], rng=np.random.default_rng(0)).meta["level"] == 2
 
@@ -452,3 +458,14 @@ def test_unloadable_hide_model_says_the_offline_default(tmp_path) -> None:
     d = HideAndSeek(mode="generative", model=missing)  # loads lazily: construction is fine
     with pytest.raises(ValueError, match=r"offline default is model=None"):
         d.privatize(["Sarah Jones lives in Paris."], rng=np.random.default_rng(0))
+
+
+def test_consistent_surrogates_repeat_across_documents() -> None:
+    texts = ["Sarah Jones lives in Paris.", "We met Sarah Jones in Berlin.", "Paris in May."]
+    hidden, maps = HideAndSeek(mode="generative").hide(texts, rng=np.random.default_rng(0))
+    subs = [{d["original"]: d["replacement"] for d in m} for m in maps]
+    assert subs[0]["Sarah Jones"] == subs[1]["Sarah Jones"] != "Sarah Jones"
+    assert subs[0]["Paris"] == subs[2]["Paris"] != "Paris"
+    assert [restore(h, m) for h, m in zip(hidden, maps, strict=True)] == texts
+    with pytest.raises(ValueError, match="consistent"):
+        HideAndSeek(mode="generative", consistent="yes").hide(texts, rng=np.random.default_rng(0))

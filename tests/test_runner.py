@@ -121,5 +121,5 @@ def test_attack_params_are_validated(tmp_path) -> None:
         run_grid(load_config(data), run_dir=tmp_path / "bad", progress=False)
     with pytest.raises(ValueError, match="attacks"):
         load_config({**PRESETS["smoke"], "attacks": [{"params": {}}]})
-    with pytest.raises(ValueError, match="inversoin|did you mean"):
+    with pytest.raises(ValueError, match=r"inversoin|did you mean"):
         load_config({**PRESETS["smoke"], "attacks": [{"name": "nn-inversoin"}]}).check_names()

@@ -72,6 +72,14 @@ class AttackSpec(_Strict):
 
     name: str
     params: dict[str, Any] = Field(default_factory=dict)
+    label: str | None = Field(
+        default=None,
+        description="name of this attack in results and plots (default: the attack's name); "
+        "needed when one attack is listed twice with different parameters",
+    )
+
+    def display(self) -> str:
+        return self.label or self.name
 
 
 class GridConfig(_Strict):
@@ -106,8 +114,16 @@ class GridConfig(_Strict):
                 )
             if d.knob_values and d.target_rates:
                 raise ValueError(f"Defense {d.name!r}: give knob_values or target_rates, not both.")
+        seen: set[str] = set()
         for a in self.attack_specs():
             ATTACKS.get(a.name)
+            if a.display() in seen:
+                raise ValueError(
+                    f"Attack {a.display()!r} is listed twice; give each entry a distinct "
+                    "'label' (e.g. {name: has-deanonymization, label: hasdeanon-wb, "
+                    "params: {white_box: true}})."
+                )
+            seen.add(a.display())
 
     def attack_specs(self) -> list[AttackSpec]:
         return [AttackSpec(name=a) if isinstance(a, str) else a for a in self.attacks]

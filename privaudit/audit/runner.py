@@ -138,14 +138,14 @@ def run_grid(
     chance = float(np.bincount(y_test).max() / len(y_test)) if len(y_test) else float("nan")
 
     evaluator = UTILITY.get(config.utility)(backbone=config.backbone)
-    attacks: list[Attack] = []
+    attacks: list[tuple[str, Attack]] = []  # (label in results, attack)
     for spec in config.attack_specs():
         cls = ATTACKS.get(spec.name)
         kwargs = dict(spec.params)
         if "backbone" in _init_params(cls):
             kwargs.setdefault("backbone", config.backbone)
         try:
-            attacks.append(cls(**kwargs))
+            attacks.append((spec.display(), cls(**kwargs)))
         except TypeError as exc:
             raise ValueError(
                 f"Attack {spec.name!r} does not accept parameters {sorted(spec.params)}: {exc}. "
@@ -213,11 +213,11 @@ def run_grid(
                 "utility_seconds": utility_s,
             }
         except Exception as exc:  # a failing defense point must not end the grid
-            for attack in attacks:
+            for label, attack in attacks:
                 rows.append(
                     common
-                    | _failed(attack, exc)
-                    | {"cell_key": _cell_key(common["defense_params"], attack.name, seed)}
+                    | _failed(label, attack, exc)
+                    | {"cell_key": _cell_key(common["defense_params"], label, seed)}
                 )
                 bar.update()
             _write_rows(rows, run_dir)
@@ -229,9 +229,9 @@ def run_grid(
             white_box=True, backbone=config.backbone, query_mechanism=query, aux=aux
         )
         public = rel_test.public()
-        for attack in attacks:
+        for label, attack in attacks:
             row = common | {
-                "attack": attack.name,
+                "attack": label,
                 "attack_metric": attack.metric,
                 "attack_params": _fmt_params(attack.params()),
                 "cell_key": _cell_key(
@@ -256,7 +256,7 @@ def run_grid(
                         row
                         | result
                         | {
-                            "attack": f"{attack.name}[{target}]" if target else attack.name,
+                            "attack": f"{label}[{target}]" if target else label,
                             "status": "ok",
                             "reason": "",
                             "attack_seconds": attack_s,
@@ -265,7 +265,7 @@ def run_grid(
                         }
                     )
             except Exception as exc:
-                rows.append(row | _failed(attack, exc))
+                rows.append(row | _failed(label, attack, exc))
             bar.update()
         _write_rows(rows, run_dir)
     bar.close()
@@ -315,11 +315,11 @@ def _calibrated_levels(
     return out
 
 
-def _failed(attack: Attack, exc: BaseException) -> dict[str, Any]:
+def _failed(label: str, attack: Attack, exc: BaseException) -> dict[str, Any]:
     last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
     where = f" at {last[0].filename}:{last[0].lineno}" if last else ""
     return {
-        "attack": attack.name,
+        "attack": label,
         "attack_metric": attack.metric,
         "attack_params": _fmt_params(attack.params()),
         "status": "failed",

@@ -90,7 +90,13 @@ class HideAndSeek(Defense):
       cities, countries, companies, dates, amounts, …), consistent within a document, never
       equal to its original, distinct for distinct originals. Surrogates are also chosen so
       they (and a PERSON surrogate's single names) occur nowhere in the original document,
-      which keeps Seek exact. Faker is seeded per call from ``rng``: same seed, same output.
+      which keeps Seek exact. With ``consistent=True`` (default) the surrogate is a fixed
+      function of the entity string and type (faker seeded by their hash; retried in order
+      only when it clashes with the document), so the same entity gets the same surrogate in
+      every document and call, as the paper's greedy-decoded hide LLM would: there is no
+      secret, and an attacker who queries the hide model learns surrogate → original pairs.
+      ``consistent=False`` draws surrogates afresh from ``rng`` per call (same seed, same
+      output), a stronger mechanism than the paper's.
       With ``model`` (a Hugging Face seq2seq or causal LM id or local path, loaded lazily
       through ``transformers``) that model is prompted for each surrogate, sampling seeded
       from ``rng``; an answer that is empty, equal to the original or clashing with the
@@ -133,8 +139,10 @@ class HideAndSeek(Defense):
         entity_types: Sequence[str] | None = None,
         model: str | None = None,
         spacy_model: str | None = None,
+        consistent: bool = True,
     ) -> None:
         self.mode = mode
+        self.consistent = consistent
         self.level = level
         self.entity_types = entity_types
         self.model = model
@@ -145,6 +153,8 @@ class HideAndSeek(Defense):
     def _settings(self) -> tuple[str, tuple[str, ...], int | None]:
         """Validated ``(mode, entity types, level)``; level is ``None`` when types are explicit."""
         mode = check_mode(self.mode)
+        if not isinstance(self.consistent, bool):
+            raise ValueError(f"consistent must be true or false, got {self.consistent!r}.")
         if self.model is not None:
             if not isinstance(self.model, str) or not self.model.strip():
                 raise ValueError(f"model must be a model id or local path, got {self.model!r}.")
@@ -201,7 +211,9 @@ class HideAndSeek(Defense):
             fake = Faker("en_US")  # instance-seeded: never touches faker's global state
             fake.seed_instance(int(rng.integers(2**32)))
             generator = _model_generator(self.model, rng) if self.model else None
-            choose = functools.partial(_surrogates, fake=fake, model=generator)
+            choose = functools.partial(
+                _surrogates, fake=fake, model=generator, consistent=self.consistent
+            )
         hidden: list[str] = []
         mappings: list[EntityMap] = []
         spans_out: list[list[Span]] = []
@@ -438,6 +450,7 @@ def _surrogates(
     *,
     fake: Faker,
     model: Callable[[str, str], str | None] | None,
+    consistent: bool = False,
 ) -> dict[str, str]:
     text_cf = text.casefold()
     originals_cf = [o.casefold() for o, _ in entities]
@@ -449,6 +462,9 @@ def _surrogates(
             answer = model(original, etype)
             if answer and not _clashes(answer, etype, text_cf, originals_cf, used):
                 chosen = answer
+        if consistent and chosen is None:
+            # A deterministic hide model: the entity alone picks its surrogate (no secret).
+            fake.seed_instance(zlib.crc32(f"{etype}|{original}".encode()))
         for _ in range(_SURROGATE_TRIES if chosen is None else 0):
             candidate = _fake_like(fake, original, etype)
             if not _clashes(candidate, etype, text_cf, originals_cf, used):
