@@ -130,7 +130,8 @@ class GridConfig(_Strict):
 
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # The default of `privaudit run`: T2T swept over eta on the default backbone and corpus.
+    # The default of `privaudit run`: every built-in defense at several privacy levels against
+    # every built-in attack, on the default backbone and corpus.
     "quick": {
         "name": "quick",
         "corpus": {
@@ -151,7 +152,15 @@ PRESETS: dict[str, dict[str, Any]] = {
             {"name": "cape", "knob_values": [3, 10, 30, 100]},
             {"name": "dpnr", "knob_values": [3, 10, 30, 100]},
         ],
-        "attacks": ["nn-inversion", "attribute-inference"],
+        "attacks": [
+            "nn-inversion",
+            {"name": "mlp-inversion", "params": {"threads": None}},  # torch's threads: all cores
+            {"name": "ae-inversion", "params": {"threads": None}},
+            "optimization-inversion",
+            "attribute-inference",
+            "ner",
+            "has-deanonymization",
+        ],
         "utility": "probe",
         "seeds": [0],
     },

@@ -64,15 +64,34 @@ def plot_pareto(frame: Any, path: str | Path, *, attack: str, chance: float | No
                     textcoords="offset points", xytext=(4, 5), fontsize=7,
                     color=line.get_color(),
                 )  # fmt: skip
-    if "attack_baseline" in frame.columns and frame["attack_baseline"].notna().any():
+    has_baseline = "attack_baseline" in frame.columns and frame["attack_baseline"].notna().any()
+    if has_baseline and metric == "accuracy":
         # An attacker that always guesses the majority value reaches this privacy, no further.
         ceiling = 1.0 - float(frame["attack_baseline"].dropna().mean())
         ax.axvline(ceiling, color="0.6", ls="-.", lw=1, label="majority-guess attacker")
+    elif has_baseline:
+        # Per point: the privacy an attacker gets by taking the release as it is.
+        base = frame.dropna(subset=["attack_baseline"])
+        base = base.groupby([by, "knob_value"], dropna=False)[["attack_baseline", "utility"]]
+        base = base.mean()
+        ax.scatter(
+            1.0 - base["attack_baseline"], base["utility"], s=30, facecolors="none",
+            edgecolors="0.55", label="the release as is (no attack)", zorder=1,
+        )  # fmt: skip
     if chance is not None and np.isfinite(chance):
         ax.axhline(chance, color="0.6", ls=":", lw=1, label="majority class")
-    ax.set_xlabel(f"empirical privacy vs {attack} (1 − {metric})")
+    if metric == "embedding_mse":  # reconstruction error: the privacy is the error itself
+        ax.set_xlabel(f"empirical privacy vs {attack} (embedding MSE)")
+        ax.set_xlim(left=0.0)
+    else:
+        ax.set_xlabel(f"empirical privacy vs {attack} (1 − {metric})")
+        xs = frame["empirical_privacy"].dropna()
+        if has_baseline and metric != "accuracy":
+            xs = np.concatenate([xs, 1.0 - frame["attack_baseline"].dropna()])
+        top = float(xs.max()) if len(xs) else 1.0
+        # Zoom in when every point is far from 1, else the lines collapse onto the y axis.
+        ax.set_xlim(-0.03, 1.03) if top > 0.5 else ax.set_xlim(-0.01, top * 1.2 + 0.01)
     ax.set_ylabel(f"utility ({utility_metric})")
-    ax.set_xlim(-0.03, 1.03)
     ax.set_title(f"Privacy–utility trade-off against {attack}")
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize=8)
