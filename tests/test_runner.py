@@ -123,3 +123,66 @@ def test_attack_params_are_validated(tmp_path) -> None:
         load_config({**PRESETS["smoke"], "attacks": [{"params": {}}]})
     with pytest.raises(ValueError, match=r"inversoin|did you mean"):
         load_config({**PRESETS["smoke"], "attacks": [{"name": "nn-inversoin"}]}).check_names()
+
+
+def test_one_attack_twice_needs_labels(tmp_path) -> None:
+    twice = [{"name": "nn-inversion"}, "nn-inversion"]
+    with pytest.raises(ValueError, match=r"listed twice.*label"):
+        load_config({**PRESETS["smoke"], "attacks": twice}).check_names()
+    labelled = [{"name": "nn-inversion", "label": n} for n in ("nn-a", "nn-b")]
+    data = {**PRESETS["smoke"], "defenses": [{"name": "none"}], "attacks": labelled}
+    config = load_config(data)
+    config.check_names()
+    frame = run_grid(config, run_dir=tmp_path / "twice", progress=False).frame
+    assert sorted(frame["attack"]) == ["nn-a", "nn-b"]
+    assert (frame["status"] == "ok").all() and frame["attack_score"].nunique() == 1
+    assert (tmp_path / "twice" / "pareto_nn-a.png").is_file()
+
+
+def _frame(metric: str, privacy: list[float], baseline: list[float] | None) -> pd.DataFrame:
+    n = len(privacy)
+    return pd.DataFrame(
+        {
+            "label": ["d"] * n, "defense": ["d"] * n, "knob": ["eta"] * n,
+            "knob_value": [float(i) for i in range(n)], "empirical_privacy": privacy,
+            "utility": [0.8 - 0.01 * i for i in range(n)], "attack_metric": [metric] * n,
+            "utility_metric": ["accuracy"] * n,
+            "attack_baseline": baseline if baseline is not None else [np.nan] * n,
+        }
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("metric", "privacy", "baseline", "xlim"),
+    [
+        ("accuracy", [0.3, 0.6], [0.6, 0.6], (-0.03, 1.03)),
+        ("text_similarity", [0.02, 0.07], [0.9, 0.88], (-0.01, 0.12 * 1.2 + 0.01)),
+        ("token_recovery", [0.2, 0.9], None, (-0.03, 1.03)),
+        ("embedding_mse", [0.002, 0.003], None, None),
+    ],
+)
+def test_pareto_axes_follow_the_metric(metric, privacy, baseline, xlim, tmp_path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from privaudit.leaderboard.pareto import plot_pareto
+
+    captured = {}
+    original = plt.Figure.savefig
+
+    def spy(fig, *args, **kwargs):
+        captured["ax"] = fig.axes[0]
+        return original(fig, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(plt.Figure, "savefig", spy)
+        path = plot_pareto(_frame(metric, privacy, baseline), tmp_path / "p.png", attack="a")
+    assert path.stat().st_size > 5_000
+    ax = captured["ax"]
+    assert metric.replace("embedding_mse", "embedding MSE") in ax.get_xlabel()
+    if xlim is not None:
+        assert ax.get_xlim() == pytest.approx(xlim)
+    else:
+        assert ax.get_xlim()[0] == 0.0 and ax.get_xlim()[1] >= 0.003
