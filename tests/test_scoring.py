@@ -110,3 +110,21 @@ def test_score_predictions_rows_and_subsets() -> None:
     assert ents[0]["attack_score"] == 1.0
     with pytest.raises(ValueError, match="Token predictions expected"):
         score_predictions(Predictions("tokens"), t)
+
+
+def test_frequency_guess_is_the_token_baseline() -> None:
+    from privaudit.audit.scoring import frequency_guess
+
+    truth = _truth()
+    truth.tokens = [np.array([7, 7, 3]), np.array([7, 5])]
+    assert frequency_guess(truth.tokens, 7) == pytest.approx(3 / 5)
+    assert np.isnan(frequency_guess(truth.tokens, None)) and np.isnan(frequency_guess([], 7))
+    guess = Predictions(kind="tokens", tokens=[[7, 7, 7], [7, 7]])
+    (row,) = score_predictions(guess, truth, "token_recovery")
+    assert "attack_baseline" not in row  # the runner did not say what the aux favourite is
+    truth.frequent_token = 7
+    (row,) = score_predictions(guess, truth, "token_recovery")
+    assert row["attack_baseline"] == pytest.approx(0.6) == row["attack_score"]
+    assert row["attack_details"]["frequency_guess"] == pytest.approx(0.6)
+    (row,) = score_predictions(guess, truth.subset([1]), "token_f1")
+    assert row["attack_baseline"] == pytest.approx(0.5)

@@ -133,6 +133,9 @@ def run_grid(
         texts=list(test_texts),
         entities=corpus.entities("test"),
         embeddings=bb.embeddings,
+        frequent_token=_most_frequent_token(bb, corpus.texts("aux"))
+        if "aux" in corpus.splits
+        else None,
     )
     aux = corpus.splits.get("aux")
     chance = float(np.bincount(y_test).max() / len(y_test)) if len(y_test) else float("nan")
@@ -282,6 +285,11 @@ def run_grid(
     meta = {"chance_accuracy": chance, "corpus_sizes": corpus.sizes(), "backbone": bb.name}
     (run_dir / "run.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
     return RunResult(run_dir=run_dir, frame=frame, plots=plots, chance=chance)
+
+
+def _most_frequent_token(bb: Any, texts: list[str]) -> int | None:
+    counts = np.bincount(np.concatenate([np.asarray(t, np.int64) for t in bb.token_ids(texts)]))
+    return int(counts.argmax()) if counts.size else None
 
 
 def _memoized_query(defense: Defense, rng: np.random.Generator) -> Any:

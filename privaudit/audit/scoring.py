@@ -39,6 +39,15 @@ def token_recovery(truth: Sequence[Sequence[int]], predictions: Predictions) -> 
     return hits / total
 
 
+def frequency_guess(truth: Sequence[Sequence[int]], token: int | None) -> float:
+    """Token recovery (and token F1) of guessing ``token`` at every position: the level an
+    inversion falls to when the release carries nothing about the originals."""
+    total = sum(len(t) for t in truth)
+    if token is None or total == 0:
+        return float("nan")
+    return sum(int(np.sum(np.asarray(t) == token)) for t in truth) / total
+
+
 def replacement_rate(audits: Sequence[dict]) -> float:
     """Fraction of units (tokens or words) the mechanism changed, from the releases' audits."""
     changed = total = 0
@@ -61,6 +70,8 @@ class Truth:
     texts: list[str] = field(default_factory=list)
     entities: list[list[dict[str, Any]]] = field(default_factory=list)
     embeddings: np.ndarray | None = None  # the backbone's input-embedding matrix (for MSE)
+    # The aux split's most frequent token: the guess of an attacker who ignores the release.
+    frequent_token: int | None = None
 
     def subset(self, indices: Sequence[int]) -> Truth:
         """The truth of the victims an attack ran on, in its order."""
@@ -78,6 +89,7 @@ class Truth:
             texts=pick(self.texts),
             entities=pick(self.entities),
             embeddings=self.embeddings,
+            frequent_token=self.frequent_token,
         )
 
 
@@ -208,18 +220,22 @@ def score_predictions(
     if "settings" in predictions.meta:
         details["settings"] = predictions.meta["settings"]
     kind = predictions.kind
+    if kind == "tokens":
+        guess = frequency_guess(truth.tokens, truth.frequent_token)
+        if np.isfinite(guess):
+            details["frequency_guess"] = guess
     if kind == "tokens" and metric == "token_f1":
         s = token_f1(truth.tokens, predictions.tokens or [])
         details |= {"precision": s["precision"], "recall": s["recall"]}
         details["token_recovery"] = token_recovery(truth.tokens, predictions)
-        return [_row(s["f1"], 1.0 - s["f1"], details)]
+        return [_row(s["f1"], 1.0 - s["f1"], details, guess)]
     if kind == "tokens" and metric == "embedding_mse":
         mse = embedding_mse(truth, predictions)
         details["token_recovery"] = token_recovery(truth.tokens, predictions)
         return [_row(mse, mse, details)]
     if kind == "tokens":
         recovery = token_recovery(truth.tokens, predictions)
-        return [_row(recovery, 1.0 - recovery, details)]
+        return [_row(recovery, 1.0 - recovery, details, guess)]
     if kind == "entities":
         s = entity_f1(truth.entities, predictions.entities or [])
         details |= {"precision": s["precision"], "recall": s["recall"]}
@@ -252,10 +268,15 @@ def score_predictions(
     raise ValueError(f"No scorer for {kind!r} predictions.")
 
 
-def _row(score: float, privacy: float, details: dict[str, Any]) -> dict[str, Any]:
-    return {
+def _row(
+    score: float, privacy: float, details: dict[str, Any], baseline: float = float("nan")
+) -> dict[str, Any]:
+    row = {
         "target": "",
         "attack_score": score,
         "empirical_privacy": privacy,
         "attack_details": details,
     }
+    if np.isfinite(baseline):
+        row["attack_baseline"] = baseline
+    return row

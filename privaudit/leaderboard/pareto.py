@@ -65,10 +65,15 @@ def plot_pareto(frame: Any, path: str | Path, *, attack: str, chance: float | No
                     color=line.get_color(),
                 )  # fmt: skip
     has_baseline = "attack_baseline" in frame.columns and frame["attack_baseline"].notna().any()
-    if has_baseline and metric == "accuracy":
-        # An attacker that always guesses the majority value reaches this privacy, no further.
+    guessers = {
+        "accuracy": "majority-guess attacker",
+        "token_recovery": "frequent-token guess",
+        "token_f1": "frequent-token guess",
+    }
+    if has_baseline and metric in guessers:
+        # An attacker that ignores the release reaches this privacy, no further.
         ceiling = 1.0 - float(frame["attack_baseline"].dropna().mean())
-        ax.axvline(ceiling, color="0.6", ls="-.", lw=1, label="majority-guess attacker")
+        ax.axvline(ceiling, color="0.6", ls="-.", lw=1, label=guessers[metric])
     elif has_baseline:
         # Per point: the privacy an attacker gets by taking the release as it is.
         base = frame.dropna(subset=["attack_baseline"])
@@ -86,7 +91,7 @@ def plot_pareto(frame: Any, path: str | Path, *, attack: str, chance: float | No
     else:
         ax.set_xlabel(f"empirical privacy vs {attack} (1 − {metric})")
         xs = frame["empirical_privacy"].dropna()
-        if has_baseline and metric != "accuracy":
+        if has_baseline and metric not in guessers:
             xs = np.concatenate([xs, 1.0 - frame["attack_baseline"].dropna()])
         top = float(xs.max()) if len(xs) else 1.0
         # Zoom in when every point is far from 1, else the lines collapse onto the y axis.
