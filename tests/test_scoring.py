@@ -126,5 +126,6 @@ def test_frequency_guess_is_the_token_baseline() -> None:
     (row,) = score_predictions(guess, truth, "token_recovery")
     assert row["attack_baseline"] == pytest.approx(0.6) == row["attack_score"]
     assert row["attack_details"]["frequency_guess"] == pytest.approx(0.6)
-    (row,) = score_predictions(guess, truth.subset([1]), "token_f1")
+    one = Predictions(kind="tokens", tokens=[[7, 7]], meta={"doc_indices": [1]})
+    (row,) = score_predictions(one, truth, "token_f1")
     assert row["attack_baseline"] == pytest.approx(0.5)
