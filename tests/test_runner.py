@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -186,3 +187,12 @@ def test_pareto_axes_follow_the_metric(metric, privacy, baseline, xlim, tmp_path
         assert ax.get_xlim() == pytest.approx(xlim)
     else:
         assert ax.get_xlim()[0] == 0.0 and ax.get_xlim()[1] >= 0.003
+
+
+@pytest.mark.parametrize(
+    "path", sorted((Path(__file__).parents[1] / "examples" / "configs").glob("*.yaml")), ids=str
+)
+def test_example_configs_are_valid(path) -> None:
+    config = load_config(path)
+    config.check_names()
+    assert config.defenses and config.attacks
