@@ -91,7 +91,7 @@ def list_cmd(
                     for flag, label in (
                         (obj.needs_white_box, "white box"),
                         (obj.needs_query, "query access"),
-                        (obj.needs_aux, "aux labels"),
+                        (obj.needs_aux, "aux split"),
                     )
                     if flag
                 ]

@@ -154,15 +154,18 @@ def _frame(metric: str, privacy: list[float], baseline: list[float] | None) -> p
 
 
 @pytest.mark.parametrize(
-    ("metric", "privacy", "baseline", "xlim"),
+    ("metric", "privacy", "baseline", "xlim", "reference"),
     [
-        ("accuracy", [0.3, 0.6], [0.6, 0.6], (-0.03, 1.03)),
-        ("text_similarity", [0.02, 0.07], [0.9, 0.88], (-0.01, 0.12 * 1.2 + 0.01)),
-        ("token_recovery", [0.2, 0.9], None, (-0.03, 1.03)),
-        ("embedding_mse", [0.002, 0.003], None, None),
+        ("accuracy", [0.3, 0.6], [0.6, 0.6], (-0.03, 1.03), "majority-guess attacker"),
+        ("attribute_accuracy", [0.3, 0.55], [0.5, 0.5], (-0.03, 1.03), "majority-guess attacker"),
+        ("text_similarity", [0.02, 0.07], [0.9, 0.88], (-0.01, 0.12 * 1.2 + 0.01), "as is"),
+        ("token_recovery", [0.2, 0.9], [0.1, 0.1], (-0.03, 1.03), "frequent-token guess"),
+        ("embedding_mse", [0.002, 0.003], None, None, None),
     ],
 )
-def test_pareto_axes_follow_the_metric(metric, privacy, baseline, xlim, tmp_path) -> None:
+def test_pareto_axes_follow_the_metric(
+    metric, privacy, baseline, xlim, reference, tmp_path
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -183,6 +186,12 @@ def test_pareto_axes_follow_the_metric(metric, privacy, baseline, xlim, tmp_path
     assert path.stat().st_size > 5_000
     ax = captured["ax"]
     assert metric.replace("embedding_mse", "embedding MSE") in ax.get_xlabel()
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    if reference is not None:
+        assert any(reference in text for text in legend), legend
+    # A guess that ignores the release is one line, never per-point "as is" markers.
+    if reference != "as is":
+        assert not any("as is" in text for text in legend), legend
     if xlim is not None:
         assert ax.get_xlim() == pytest.approx(xlim)
     else:

@@ -67,6 +67,7 @@ def plot_pareto(frame: Any, path: str | Path, *, attack: str, chance: float | No
     has_baseline = "attack_baseline" in frame.columns and frame["attack_baseline"].notna().any()
     guessers = {
         "accuracy": "majority-guess attacker",
+        "attribute_accuracy": "majority-guess attacker",
         "token_recovery": "frequent-token guess",
         "token_f1": "frequent-token guess",
     }
@@ -91,7 +92,7 @@ def plot_pareto(frame: Any, path: str | Path, *, attack: str, chance: float | No
     else:
         ax.set_xlabel(f"empirical privacy vs {attack} (1 − {metric})")
         xs = frame["empirical_privacy"].dropna()
-        if has_baseline and metric not in guessers:
+        if has_baseline:  # keep the guess line / as-is markers in view
             xs = np.concatenate([xs, 1.0 - frame["attack_baseline"].dropna()])
         top = float(xs.max()) if len(xs) else 1.0
         # Zoom in when every point is far from 1, else the lines collapse onto the y axis.
