@@ -132,6 +132,12 @@ class Attack:
     needs_white_box: ClassVar[bool] = False
     needs_query: ClassVar[bool] = False
     needs_aux: ClassVar[bool] = False
+    _fit_seconds: float = float("nan")
+
+    @property
+    def fit_seconds(self) -> float:
+        """Wall time of the last :meth:`fit` (querying, featurisation, training), or NaN."""
+        return self._fit_seconds
 
     def applicable(
         self, release_kind: str, knowledge: Knowledge, meta: dict[str, Any] | None = None

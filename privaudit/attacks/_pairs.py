@@ -17,20 +17,22 @@ Aux training pairs: the attacker privatizes its own aux texts with ``knowledge.q
 original token ids ``bb.token_ids(aux_texts)`` and pairs released with original positions by
 :func:`privaudit.mechanisms.align.align_positions`.
 
-Also here: parameter checks and the seeded minibatch training loop both attacks use.
+Also here: parameter checks, the seeded minibatch training loop, and :class:`PairInversion`,
+the fit/attack frame both attacks share.
 """
 
 from __future__ import annotations
 
 import contextlib
 import numbers
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import numpy as np
 
-from privaudit.api import Knowledge, Release
+from privaudit.api import Attack, Knowledge, Predictions, Release
 from privaudit.mechanisms.batching import unflatten
 
 if TYPE_CHECKING:
@@ -328,3 +330,96 @@ def train(
         model.load_state_dict(best_state)
     model.eval()
     return model, {"best_epoch": best_epoch, "val_score": best_score if validate else None}
+
+
+class PairInversion(Attack):
+    """Common frame of the learned black-box inversions: applicability (input-embedding space
+    only), the checked and timed ``fit``, and an ``attack`` that validates the release, reads
+    its tokens and hands the flat positions to :meth:`_invert`.
+
+    Subclasses set ``_model``/``_kind``/``_settings`` in :meth:`_fit` and implement
+    :meth:`_check_params`, :meth:`_fit` and :meth:`_invert`.
+    """
+
+    accepts: ClassVar[frozenset[str]] = frozenset({"text", "token_vectors"})
+    needs_white_box: ClassVar[bool] = False
+    needs_query: ClassVar[bool] = True
+    needs_aux: ClassVar[bool] = True
+    #: whether :meth:`_invert` returns reconstructed vectors (then ``Predictions.vectors``)
+    reconstructs: ClassVar[bool] = False
+    backbone: str | None
+    threads: int | None
+    progress: bool | None
+    _model: Any = None
+    _kind: str | None = None
+    _settings: dict[str, Any]
+
+    def applicable(
+        self, release_kind: str, knowledge: Knowledge, meta: dict[str, Any] | None = None
+    ) -> str | None:
+        reason = super().applicable(release_kind, knowledge, meta)
+        return reason if reason is not None else space_reason(self.name, release_kind, meta)
+
+    def _check_params(self) -> None:
+        raise NotImplementedError
+
+    def _fit(self, knowledge: Knowledge, bb: Any) -> None:
+        raise NotImplementedError
+
+    def _invert(
+        self, bb: Any, vectors: np.ndarray, ids: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Per released position (``vectors``, shown token ``ids``; at least one): the guessed
+        original token ids and, where the attack makes them, reconstructed vectors."""
+        raise NotImplementedError
+
+    def fit(self, knowledge: Knowledge) -> Self:
+        self._check_params()
+        if self.progress is not None and not isinstance(self.progress, bool):
+            raise TypeError(f"progress must be None or a bool, got {self.progress!r}.")
+        if not isinstance(knowledge, Knowledge):
+            raise TypeError(f"fit() takes a Knowledge, got {type(knowledge).__name__}.")
+        t0 = time.perf_counter()
+        if self.backbone is None:
+            self.backbone = knowledge.backbone
+        bb = self._load_backbone()  # first load sets torch's thread count: do it outside
+        with torch_threads(self.threads):
+            self._fit(knowledge, bb)
+        self._fit_seconds = time.perf_counter() - t0
+        return self
+
+    def attack(self, release: Release) -> Predictions:
+        if self._model is None:
+            raise ValueError(f"{self.name} is not fitted: call fit(knowledge) before attack().")
+        if not isinstance(release, Release):
+            raise TypeError(f"{self.name} attacks a Release, got {type(release).__name__}.")
+        if len(release) == 0:
+            raise ValueError(f"{self.name} got a release with no documents: nothing to attack.")
+        if release.kind != self._kind:
+            raise ValueError(
+                f"{self.name} was fitted on a {self._kind!r} aux release but is attacking a "
+                f"{release.kind!r} release; query the same mechanism the victims used."
+            )
+        bb = self._load_backbone()
+        with torch_threads(self.threads):
+            rel = released_tokens(bb, release, name=self.name)
+            vectors, ids, bounds = rel.flat()
+            guess = np.zeros(0, dtype=np.int64)
+            recon = np.zeros((0, bb.dim), np.float32) if self.reconstructs else None
+            if len(ids):
+                guess, recon = self._invert(bb, vectors, ids)
+        return Predictions(
+            "tokens",
+            tokens=[row.tolist() for row in unflatten(guess, bounds)],
+            vectors=None if recon is None else unflatten(recon, bounds),
+            meta={
+                "tokenizer": bb.name,
+                "released_tokens": [r.tolist() for r in rel.ids],
+                "settings": dict(self._settings),
+            },
+        )
+
+    def _load_backbone(self) -> Any:
+        from privaudit.resources import backbone
+
+        return backbone(self.backbone)

@@ -2,29 +2,19 @@
 
 from __future__ import annotations
 
-import time
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar
 
 import numpy as np
 
-from privaudit.api import Attack, Knowledge, Predictions, Release
-from privaudit.attacks._pairs import (
-    aux_pairs,
-    check_params,
-    holdout,
-    released_tokens,
-    space_reason,
-    torch_threads,
-    train,
-)
-from privaudit.mechanisms.batching import unflatten
+from privaudit.api import Knowledge
+from privaudit.attacks._pairs import PairInversion, aux_pairs, check_params, holdout, train
 from privaudit.registry import ATTACKS
 
 _EPS = 1e-6
 
 
 @ATTACKS.register("ae-inversion")
-class AEInversion(Attack):
+class AEInversion(PairInversion):
     """Learned embedding inversion by regression: an encoder/decoder MLP maps each released
     token vector back to the input embedding of the original token (MSE loss).
 
@@ -81,11 +71,8 @@ class AEInversion(Attack):
     """
 
     name: ClassVar[str] = "ae-inversion"
-    accepts: ClassVar[frozenset[str]] = frozenset({"text", "token_vectors"})
+    reconstructs: ClassVar[bool] = True
     metric: ClassVar[str] = "embedding_mse"
-    needs_white_box: ClassVar[bool] = False
-    needs_query: ClassVar[bool] = True
-    needs_aux: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -122,24 +109,12 @@ class AEInversion(Attack):
         self._scale: np.ndarray | None = None
         self._kind: str | None = None
         self._settings: dict[str, Any] = {}
-        self._fit_seconds = float("nan")
-
-    @property
-    def fit_seconds(self) -> float:
-        """Wall time of the last :meth:`fit` (querying, featurisation and training), or NaN."""
-        return self._fit_seconds
-
-    def applicable(
-        self, release_kind: str, knowledge: Knowledge, meta: dict[str, Any] | None = None
-    ) -> str | None:
-        reason = super().applicable(release_kind, knowledge, meta)
-        return reason if reason is not None else space_reason(self.name, release_kind, meta)
 
     # ---------------------------------------------------------------------------------------
     # Fitting
     # ---------------------------------------------------------------------------------------
 
-    def _check(self) -> None:
+    def _check_params(self) -> None:
         check_params(
             self,
             positive_ints=("hidden", "bottleneck", "epochs", "batch_size"),
@@ -147,21 +122,6 @@ class AEInversion(Attack):
             optional_positive_ints=("max_aux",),
             fractions=("val_fraction",),
         )
-        if self.progress is not None and not isinstance(self.progress, bool):
-            raise TypeError(f"progress must be None or a bool, got {self.progress!r}.")
-
-    def fit(self, knowledge: Knowledge) -> Self:
-        self._check()
-        if not isinstance(knowledge, Knowledge):
-            raise TypeError(f"fit() takes a Knowledge, got {type(knowledge).__name__}.")
-        t0 = time.perf_counter()
-        if self.backbone is None:
-            self.backbone = knowledge.backbone
-        bb = self._load_backbone()  # first load sets torch's thread count: do it outside
-        with torch_threads(self.threads):
-            self._fit(knowledge, bb)
-        self._fit_seconds = time.perf_counter() - t0
-        return self
 
     def _fit(self, knowledge: Knowledge, bb: Any) -> None:
         import torch
@@ -248,46 +208,11 @@ class AEInversion(Attack):
                 out[sl] = vectors[sl] + delta * self._scale
         return out
 
-    # ---------------------------------------------------------------------------------------
-    # Attacking
-    # ---------------------------------------------------------------------------------------
-
-    def attack(self, release: Release) -> Predictions:
-        with torch_threads(self.threads):
-            return self._attack(release)
-
-    def _attack(self, release: Release) -> Predictions:
-        if self._model is None:
-            raise ValueError(f"{self.name} is not fitted: call fit(knowledge) before attack().")
-        if not isinstance(release, Release):
-            raise TypeError(f"{self.name} attacks a Release, got {type(release).__name__}.")
-        if len(release) == 0:
-            raise ValueError(f"{self.name} got a release with no documents: nothing to attack.")
-        if release.kind != self._kind:
-            raise ValueError(
-                f"{self.name} was fitted on a {self._kind!r} aux release but is attacking a "
-                f"{release.kind!r} release; query the same mechanism the victims used."
-            )
-        bb = self._load_backbone()
-        rel = released_tokens(bb, release, name=self.name)
-        vectors, ids, bounds = rel.flat()
-        recon = self.reconstruct(vectors) if len(ids) else np.zeros((0, bb.dim), np.float32)
-        guess = bb.index.query(recon) if len(ids) else np.zeros(0, np.int64)
-        return Predictions(
-            "tokens",
-            tokens=[row.tolist() for row in unflatten(guess, bounds)],
-            vectors=unflatten(recon, bounds),
-            meta={
-                "tokenizer": bb.name,
-                "released_tokens": [r.tolist() for r in rel.ids],
-                "settings": dict(self._settings),
-            },
-        )
-
-    def _load_backbone(self) -> Any:
-        from privaudit.resources import backbone
-
-        return backbone(self.backbone)
+    def _invert(
+        self, bb: Any, vectors: np.ndarray, ids: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        recon = self.reconstruct(vectors)
+        return bb.index.query(recon), recon
 
 
 def _ResidualAutoencoder(dim: int, hidden: int, bottleneck: int, weight: Any, bias: Any) -> Any:

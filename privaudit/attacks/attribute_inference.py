@@ -94,12 +94,6 @@ class AttributeInference(Attack):
         self._mean: np.ndarray | None = None
         self._std: np.ndarray | None = None
         self._kind: str | None = None
-        self._fit_seconds = float("nan")
-
-    @property
-    def fit_seconds(self) -> float:
-        """Wall time of the last :meth:`fit` (querying, features and training), or NaN."""
-        return self._fit_seconds
 
     # ---------------------------------------------------------------------------------------
     # Fitting

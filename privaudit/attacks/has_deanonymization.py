@@ -148,13 +148,7 @@ class HaSDeanonymization(Attack):
         self._ctx: dict[tuple[str, tuple[str, ...]], int] = {}
         self._vectorizer: Any = None
         self._vectorizer_matrix: Any = None
-        self._fit_seconds = float("nan")
         self._aux_estimate: dict[str, dict[str, float]] = {}
-
-    @property
-    def fit_seconds(self) -> float:
-        """Wall time of the last :meth:`fit` (querying, NER, diffing, indexing), or NaN."""
-        return self._fit_seconds
 
     def applicable(
         self, release_kind: str, knowledge: Knowledge, meta: dict[str, Any] | None = None

@@ -166,12 +166,6 @@ class NERAttack(Attack):
         self.max_aux = max_aux
         self.seed = seed
         self._tagger: _Tagger | None = None
-        self._fit_seconds = float("nan")
-
-    @property
-    def fit_seconds(self) -> float:
-        """Wall time of the last :meth:`fit` (fine-tuning for ``model="finetuned"``), or NaN."""
-        return self._fit_seconds
 
     def applicable(
         self, release_kind: str, knowledge: Knowledge, meta: dict[str, Any] | None = None

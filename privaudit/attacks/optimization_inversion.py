@@ -117,12 +117,6 @@ class OptimizationInversion(Attack):
         self.backbone = backbone
         self._candidate_ids: np.ndarray | None = None
         self._candidate_source: str | None = None
-        self._fit_seconds = float("nan")
-
-    @property
-    def fit_seconds(self) -> float:
-        """Wall time of the last :meth:`fit` (building the candidate vocabulary), or NaN."""
-        return self._fit_seconds
 
     # ---------------------------------------------------------------------------------------
     # Applicability and parameters
