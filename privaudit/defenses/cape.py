@@ -17,9 +17,8 @@ from privaudit.defenses.dpnr import check_max_length, resolve_sensitivity
 from privaudit.mechanisms.laplace import (
     check_epsilon,
     laplace_like,
-    minmax_normalise,
     minmax_normalise_torch,
-    sample_laplace,
+    pooled_release,
 )
 from privaudit.registry import DEFENSES
 
@@ -239,20 +238,12 @@ class CAPE(Defense):
         delta = resolve_sensitivity(self.sensitivity)
         max_length = check_max_length(self.max_length)
         bb = backbone(self.backbone)
-        clean = minmax_normalise(bb.pooled(texts, max_length=max_length))
-        scale = 0.0 if math.isinf(eps) else delta / eps
-        noisy = clean + sample_laplace(clean.shape, scale, rng)
-        return Release(
-            "pooled_vectors",
-            vectors=[row.copy() for row in noisy],
-            meta={
-                "defense": self.name,
-                "epsilon": eps,
-                "sensitivity": delta,
-                "vector_epsilon": bb.dim * eps / delta,
-                "backbone": bb.name,
-                "space": "pooled",
-            },
+        return pooled_release(
+            bb.pooled(texts, max_length=max_length),
+            eps,
+            delta,
+            rng,
+            {"defense": self.name, "backbone": bb.name},
         )
 
     def training_objective(self) -> AdversarialObjective:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from numbers import Real
 from typing import ClassVar
@@ -14,8 +13,7 @@ from privaudit.defenses._validate import check_rng, check_texts
 from privaudit.mechanisms.laplace import (
     check_epsilon,
     check_sensitivity,
-    minmax_normalise,
-    sample_laplace,
+    pooled_release,
 )
 from privaudit.registry import DEFENSES
 
@@ -155,20 +153,11 @@ class DPNR(Defense):
         max_length = check_max_length(self.max_length)
         bb = backbone(self.backbone)
         kept, dropped = self._drop(texts, mu, rng)
-        clean = minmax_normalise(bb.pooled(kept, max_length=max_length))
-        scale = 0.0 if math.isinf(eps) else delta / eps
-        noisy = clean + sample_laplace(clean.shape, scale, rng)
-        return Release(
-            "pooled_vectors",
-            vectors=[row.copy() for row in noisy],
-            meta={
-                "defense": self.name,
-                "epsilon": eps,
-                "dropout": mu,
-                "sensitivity": delta,
-                "vector_epsilon": bb.dim * eps / delta,
-                "backbone": bb.name,
-                "space": "pooled",
-            },
+        return pooled_release(
+            bb.pooled(kept, max_length=max_length),
+            eps,
+            delta,
+            rng,
+            {"defense": self.name, "dropout": mu, "backbone": bb.name},
             audit={"dropped": dropped, "unit": "word"},
         )

@@ -18,12 +18,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from numbers import Real
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 if TYPE_CHECKING:
     import torch
+
+    from privaudit.api import Release
 
 
 def check_epsilon(epsilon: object) -> float:
@@ -113,6 +115,36 @@ def minmax_normalise(x: np.ndarray) -> np.ndarray:
     safe = np.where(span > 0, span, 1.0)
     out = np.where(span > 0, (x - lo) / safe, 0.0)
     return np.clip(out, 0.0, 1.0).astype(np.float32)  # clip: rounding must not leave [0, 1]
+
+
+def pooled_release(
+    pooled: np.ndarray,
+    epsilon: float,
+    sensitivity: float,
+    rng: np.random.Generator,
+    meta: dict[str, Any],
+    audit: dict[str, Any] | None = None,
+) -> Release:
+    """The release of CAPE and DPNR: each pooled row min-max normalised to [0, 1], plus i.i.d.
+    Laplace(Δ/ε) noise per coordinate (none at ε = ``inf``). ``meta`` gains ``epsilon``,
+    ``sensitivity``, the whole-vector ``vector_epsilon`` = dim·ε/Δ and ``space="pooled"``."""
+    from privaudit.api import Release
+
+    clean = minmax_normalise(pooled)
+    noisy = clean + sample_laplace(clean.shape, laplace_scale(epsilon, sensitivity), rng)
+    dim = clean.shape[1] if clean.ndim == 2 else 0
+    return Release(
+        "pooled_vectors",
+        vectors=[row.copy() for row in noisy],
+        meta=meta
+        | {
+            "epsilon": epsilon,
+            "sensitivity": sensitivity,
+            "vector_epsilon": dim * epsilon / sensitivity,
+            "space": "pooled",
+        },
+        audit=audit or {},
+    )
 
 
 def minmax_normalise_torch(x: torch.Tensor) -> torch.Tensor:
