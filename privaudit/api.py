@@ -89,6 +89,24 @@ class Knowledge:
     query_mechanism: Callable[[list[str]], Release] | None = None
     aux: datasets.Dataset | None = None  # the aux split: text, label, attributes, entities
 
+    def query(self, texts: list[str]) -> Release:
+        """Privatize the attacker's own ``texts`` with the public mechanism and return what an
+        attacker sees of it (:meth:`Release.public`), after checking that the mechanism kept
+        its contract (a :class:`Release`, one document per text)."""
+        if self.query_mechanism is None:
+            raise ValueError("This threat model grants no query access to the mechanism.")
+        release = self.query_mechanism(texts)
+        if not isinstance(release, Release):
+            raise TypeError(
+                f"The query mechanism returned {type(release).__name__}, expected a Release."
+            )
+        if len(release) != len(texts):
+            raise ValueError(
+                f"The query mechanism returned {len(release)} documents for {len(texts)} aux "
+                "texts; a mechanism must release one document per input."
+            )
+        return release.public()
+
 
 class Defense:
     """A client-side privatizer. ``__init__`` stores parameters only (sklearn style).

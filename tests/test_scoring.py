@@ -129,3 +129,19 @@ def test_frequency_guess_is_the_token_baseline() -> None:
     one = Predictions(kind="tokens", tokens=[[7, 7]], meta={"doc_indices": [1]})
     (row,) = score_predictions(one, truth, "token_f1")
     assert row["attack_baseline"] == pytest.approx(0.5)
+
+
+def test_knowledge_query_checks_the_mechanism_contract() -> None:
+    from privaudit.api import Knowledge, Release
+
+    good = Knowledge(
+        query_mechanism=lambda texts: Release("text", texts=list(texts), audit={"secret": 1})
+    )
+    out = good.query(["a b", "c"])
+    assert out.texts == ["a b", "c"] and out.audit == {}  # the attacker's view only
+    with pytest.raises(ValueError, match="no query access"):
+        Knowledge().query(["a"])
+    with pytest.raises(TypeError, match="expected a Release"):
+        Knowledge(query_mechanism=lambda texts: list(texts)).query(["a"])
+    with pytest.raises(ValueError, match="one document per input"):
+        Knowledge(query_mechanism=lambda texts: Release("text", texts=["x"])).query(["a", "b"])

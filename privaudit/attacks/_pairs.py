@@ -163,17 +163,7 @@ def aux_pairs(bb: Backbone, knowledge: Knowledge, *, max_aux: int | None, name: 
             f"{name} got an empty aux split: it learns the inversion from the attacker's own "
             "privatized aux texts, so give it some (a few hundred documents)."
         )
-    release = knowledge.query_mechanism(texts)
-    if not isinstance(release, Release):
-        raise TypeError(
-            f"The query mechanism returned {type(release).__name__}, expected a Release."
-        )
-    if len(release) != len(texts):
-        raise ValueError(
-            f"The query mechanism returned {len(release)} documents for {len(texts)} aux texts; "
-            "a mechanism must release one document per input."
-        )
-    release = release.public()
+    release = knowledge.query(texts)
     rel = released_tokens(bb, release, name=name)
     originals = bb.token_ids(texts)
     src_vecs, src_ids, dst_ids, docs = [], [], [], []

@@ -117,17 +117,8 @@ class AttributeInference(Attack):
             aux = aux.select(range(self.max_aux))
         labels = _aux_labels(aux, self.attributes)
         texts = [str(t) for t in aux["text"]]
-        release = knowledge.query_mechanism(texts)
-        if not isinstance(release, Release):
-            raise TypeError(
-                f"The query mechanism returned {type(release).__name__}, expected a Release."
-            )
-        if len(release) != len(texts):
-            raise ValueError(
-                f"The query mechanism returned {len(release)} documents for {len(texts)} aux "
-                "texts; a mechanism must release one document per input."
-            )
-        features = self._features(release.public())
+        release = knowledge.query(texts)
+        features = self._features(release)
         self._kind = release.kind
         self._mean = features.mean(axis=0)
         self._std = features.std(axis=0) + _EPS

@@ -227,19 +227,10 @@ class HaSDeanonymization(Attack):
         originals = [str(t) for t in aux["text"]]
         if not any(t.strip() for t in originals):
             raise ValueError(f"{self.name}: the aux split has no text to learn from.")
-        release = knowledge.query_mechanism(originals)
-        if not isinstance(release, Release):
-            raise TypeError(
-                f"The query mechanism returned {type(release).__name__}, expected a Release."
-            )
+        release = knowledge.query(originals)
         if release.kind != "text" or release.texts is None:
             raise ValueError(f"{self.name} needs a text mechanism, got a {release.kind!r} release.")
-        if len(release) != len(originals):
-            raise ValueError(
-                f"The query mechanism returned {len(release)} documents for {len(originals)} aux "
-                "texts; a mechanism must release one document per input."
-            )
-        meta = release.public().meta
+        meta = release.meta
         if meta.get("defense") != "has":
             raise ValueError(
                 f"{self.name} inverts Hide-and-Seek; the queried mechanism is "

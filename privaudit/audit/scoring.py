@@ -7,7 +7,8 @@ similarity) and the error itself for ``embedding_mse`` (as in the autoencoder at
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,20 +97,12 @@ class Truth:
 def token_f1(truth: Sequence[Sequence[int]], guess: Sequence[Sequence[int]]) -> dict[str, float]:
     """Bag-of-tokens precision, recall and F1 (Song & Raghunathan's inversion score):
     per document the multiset overlap of predicted and original ids, micro-averaged."""
-    from collections import Counter
-
     if len(guess) != len(truth):
         raise ValueError(f"The attack returned {len(guess)} documents for {len(truth)} victims.")
-    hit = n_pred = n_true = 0
-    for t, g in zip(truth, guess, strict=True):
-        ct, cg = Counter(np.asarray(t).tolist()), Counter(np.asarray(g).tolist())
-        hit += sum((ct & cg).values())
-        n_pred += sum(cg.values())
-        n_true += sum(ct.values())
-    precision = hit / n_pred if n_pred else 0.0
-    recall = hit / n_true if n_true else float("nan")
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
-    return {"precision": precision, "recall": recall, "f1": f1}
+    return _multiset_prf(
+        (Counter(np.asarray(t).tolist()), Counter(np.asarray(g).tolist()))
+        for t, g in zip(truth, guess, strict=True)
+    )
 
 
 def embedding_mse(truth: Truth, predictions: Predictions) -> float:
@@ -154,15 +147,23 @@ def entity_f1(
     """Micro precision/recall/F1 of (normalised text, type) multisets per document. Predicted
     types that the truth annotation never uses are ignored (a corpus annotated with PERSON,
     GPE, ORG and DATE cannot judge a predicted CARDINAL)."""
-    from collections import Counter
-
     if len(guess) != len(truth):
         raise ValueError(f"The attack returned {len(guess)} documents for {len(truth)} victims.")
     types = {e["type"] for doc in truth for e in doc}
+    return _multiset_prf(
+        (
+            Counter((_norm_entity(e["text"]), e["type"]) for e in t),
+            Counter((_norm_entity(e["text"]), e["type"]) for e in g if e["type"] in types),
+        )
+        for t, g in zip(truth, guess, strict=True)
+    )
+
+
+def _multiset_prf(docs: Iterable[tuple[Counter, Counter]]) -> dict[str, float]:
+    """Micro precision, recall and F1 of (truth, guess) multisets summed over documents;
+    recall is NaN when there is nothing to find, precision 0 when nothing was guessed."""
     hit = n_pred = n_true = 0
-    for t, g in zip(truth, guess, strict=True):
-        ct = Counter((_norm_entity(e["text"]), e["type"]) for e in t)
-        cg = Counter((_norm_entity(e["text"]), e["type"]) for e in g if e["type"] in types)
+    for ct, cg in docs:
         hit += sum((ct & cg).values())
         n_pred += sum(cg.values())
         n_true += sum(ct.values())
