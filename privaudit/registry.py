@@ -153,3 +153,8 @@ CORPORA.add_lazy("synthetic-reviews", "privaudit.corpora.synthetic:synthetic_rev
 CORPORA.add_lazy("file", "privaudit.corpora.files:load_file")
 CORPORA.add_lazy("hf", "privaudit.corpora.files:load_hf")
 UTILITY.add_lazy("probe", "privaudit.utility.probe:Probe")
+UTILITY.add_lazy("peft", "privaudit.utility.peft_tuning:PeftUtility")
+UTILITY.add_lazy("prompt-tuning", "privaudit.utility.peft_tuning:PromptTuning")
+UTILITY.add_lazy("prefix-tuning", "privaudit.utility.peft_tuning:PrefixTuning")
+UTILITY.add_lazy("lora", "privaudit.utility.peft_tuning:LoRA")
+UTILITY.add_lazy("fine-tuning", "privaudit.utility.peft_tuning:FineTuning")

@@ -82,6 +82,14 @@ class AttackSpec(_Strict):
         return self.label or self.name
 
 
+class UtilitySpec(_Strict):
+    """A utility evaluator by name (``probe``, ``peft``, ``prompt-tuning``, ``prefix-tuning``,
+    ``lora``, ``fine-tuning``), with constructor parameters (e.g. ``profile``, ``epochs``)."""
+
+    name: str = "probe"
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
 class GridConfig(_Strict):
     name: str = "custom"
     corpus: CorpusSpec = Field(default_factory=CorpusSpec)
@@ -90,7 +98,11 @@ class GridConfig(_Strict):
     attacks: list[str | AttackSpec] = Field(
         description="attack names, or {name, params} to set an attack's parameters"
     )
-    utility: str = "probe"
+    utility: str | UtilitySpec = Field(
+        default="probe",
+        description="utility evaluator name, or {name, params} (e.g. {name: lora, params: "
+        "{profile: quick}})",
+    )
     seeds: list[int] = Field(default_factory=lambda: [0])
 
     @field_validator("defenses", "attacks", "seeds")
@@ -105,7 +117,7 @@ class GridConfig(_Strict):
         from privaudit.registry import ATTACKS, CORPORA, DEFENSES, UTILITY
 
         CORPORA.get(self.corpus.name)
-        UTILITY.get(self.utility)
+        UTILITY.get(self.utility_spec().name)
         for d in self.defenses:
             cls = DEFENSES.get(d.name)
             if (d.knob_values or d.target_rates) and getattr(cls, "knob", None) is None:
@@ -124,6 +136,9 @@ class GridConfig(_Strict):
                     "params: {white_box: true}})."
                 )
             seen.add(a.display())
+
+    def utility_spec(self) -> UtilitySpec:
+        return UtilitySpec(name=self.utility) if isinstance(self.utility, str) else self.utility
 
     def attack_specs(self) -> list[AttackSpec]:
         return [AttackSpec(name=a) if isinstance(a, str) else a for a in self.attacks]

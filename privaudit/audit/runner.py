@@ -55,6 +55,12 @@ def stable_seed(*parts: object) -> np.random.SeedSequence:
     return np.random.SeedSequence(words)
 
 
+def _evaluator_label(evaluator: Any) -> str:
+    """``probe``, ``lora``, ...; ``peft[method]`` when the generic peft evaluator is used."""
+    method = getattr(evaluator, "method", None)
+    return evaluator.name if method in (None, evaluator.name) else f"{evaluator.name}[{method}]"
+
+
 def _cell_key(*parts: object) -> str:
     blob = json.dumps(parts, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
@@ -140,7 +146,20 @@ def run_grid(
     aux = corpus.splits.get("aux")
     chance = float(np.bincount(y_test).max() / len(y_test)) if len(y_test) else float("nan")
 
-    evaluator = UTILITY.get(config.utility)(backbone=config.backbone)
+    util_spec = config.utility_spec()
+    util_cls = UTILITY.get(util_spec.name)
+    util_kwargs = dict(util_spec.params)
+    if "backbone" in _init_params(util_cls):
+        util_kwargs.setdefault("backbone", config.backbone)
+    try:
+        evaluator = util_cls(**util_kwargs)
+    except TypeError as exc:
+        raise ValueError(
+            f"Utility {util_spec.name!r} does not accept parameters {sorted(util_spec.params)}: "
+            f"{exc}. It accepts {sorted(_init_params(util_cls) - {'self'})}."
+        ) from None
+    if hasattr(evaluator, "settings"):
+        evaluator.settings()  # bad values fail before any work starts
     attacks: list[tuple[str, Attack]] = []  # (label in results, attack)
     for spec in config.attack_specs():
         cls = ATTACKS.get(spec.name)
@@ -181,7 +200,7 @@ def run_grid(
             "target_rate": target if target is not None else math.nan,
             "guarantee": defense.guarantee,
             "defense_params": _fmt_params(defense.params()),
-            "utility_evaluator": evaluator.name,
+            "utility_evaluator": _evaluator_label(evaluator),
             "utility_metric": evaluator.metric,
             "corpus": corpus.name,
             "corpus_fingerprint": fingerprint,

@@ -1,0 +1,571 @@
+"""Utility by training the service's model on the release: prompt tuning, prefix tuning, LoRA
+or full fine-tuning of the backbone (``peft``), with the defense's service-side objective."""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from privaudit.api import Defense, Release, UtilityEvaluator
+from privaudit.registry import UTILITY
+
+METHODS = ("prompt-tuning", "prefix-tuning", "lora", "fine-tuning")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Training sizes and optimiser settings of one profile (per-method learning rates)."""
+
+    epochs: int
+    batch_size: int
+    max_length: int
+    max_train: int | None
+    max_test: int | None
+    lr: dict[str, float]
+
+
+#: ``paper``: the published settings where the papers give them (RAPT: prompt tuning with 150
+#: virtual tokens; LoRA r=16, α=32, dropout 0.05; prefix length 10), with the learning rates
+#: commonly used for each method on BERT-sized encoders (RAPT does not list its own), full
+#: splits, 10 epochs, batch 32, 128 tokens. ``quick``: the same methods sized for 2 CPU cores
+#: (a cell in a few minutes): at most 600 train / 400 test documents, 3 epochs, batch 16, 96
+#: tokens, higher learning rates to converge in fewer steps.
+PROFILES: dict[str, Profile] = {
+    "paper": Profile(
+        epochs=10,
+        batch_size=32,
+        max_length=128,
+        max_train=None,
+        max_test=None,
+        lr={"prompt-tuning": 1e-2, "prefix-tuning": 1e-2, "lora": 5e-4, "fine-tuning": 3e-5},
+    ),
+    "quick": Profile(
+        epochs=3,
+        batch_size=16,
+        max_length=96,
+        max_train=600,
+        max_test=400,
+        lr={"prompt-tuning": 3e-2, "prefix-tuning": 1e-2, "lora": 1e-3, "fine-tuning": 5e-5},
+    ),
+}
+
+
+@UTILITY.register("peft")
+class PeftUtility(UtilityEvaluator):
+    """Utility by training the service's classifier on the release (prompt/prefix tuning, LoRA,
+    fine-tuning; ``method``), scored on the released test split (accuracy and macro-F1).
+
+    Paper: the service side of RAPT (Li et al., "Privacy-Preserving Prompt Tuning for Large
+    Language Model Services", §III-B, Table II) — prompt tuning on privatized text, with the
+    privatized-token reconstruction objective — and the PEFT variants of its extended version
+    (prefix tuning, LoRA), plus full fine-tuning as the upper reference.
+
+    Model: a copy of the backbone encoder (the shared cached one is never modified), wrapped
+    by ``peft`` for ``prompt-tuning`` (``num_virtual_tokens`` soft tokens prepended, default
+    150), ``prefix-tuning`` (``num_virtual_tokens`` key/value prefixes per layer, default 10)
+    or ``lora`` (``lora_r`` 16, ``lora_alpha`` 32, ``lora_dropout`` 0.05 on the attention
+    query/key/value and dense projections); ``fine-tuning`` trains every weight. A linear head
+    reads the attention-masked mean of the last hidden states of the input tokens (the
+    backbone is a mean-pooling sentence encoder; virtual tokens are left out of the mean) and
+    is trained in every method. AdamW, ``lr``, ``weight_decay``, ``epochs``, ``batch_size``,
+    ``max_length``, and subsets ``max_train``/``max_test`` default to the ``profile``'s values
+    (``quick`` or ``paper``; see :data:`PROFILES`).
+
+    Releases: ``text`` is tokenized as it is; ``token_vectors`` in the input-word-embedding
+    space (``embedding-dx``, SAP at layer 0) enter as ``inputs_embeds`` between the [CLS] and
+    [SEP] embeddings; ``pooled_vectors`` (CAPE, DPNR) train a classifier head (one hidden
+    layer, 256 units) on the vectors, the encoder being on the client side. Hidden-layer
+    token vectors (SAP at layer k > 0) are not handled yet: the error says to use ``probe``.
+
+    Defense objectives: when ``use_objective`` and the defense offers
+    ``training_objective()`` returning RAPT's :class:`~privaudit.defenses.rapt.
+    PlainTokenReconstruction`, its head (W_up: h→c, W_down: c→|V_r|) reads the hidden states
+    at the plain-token positions of each released text and loss = L_task + weight·L_rec; the
+    head is dropped after training and only the tuned parameters classify the test split.
+
+    Determinism: the seed is drawn from the ``rng`` the runner passes; initialisation, dropout
+    and batch order are seeded without touching the process-wide torch random state.
+    """
+
+    name: ClassVar[str] = "peft"
+    metric: ClassVar[str] = "accuracy"
+    default_method: ClassVar[str] = "prompt-tuning"
+
+    def __init__(
+        self,
+        method: str | None = None,
+        profile: str = "quick",
+        backbone: str | None = None,
+        num_virtual_tokens: int | None = None,
+        lora_r: int = 16,
+        lora_alpha: int = 32,
+        lora_dropout: float = 0.05,
+        lr: float | None = None,
+        weight_decay: float = 0.01,
+        epochs: int | None = None,
+        batch_size: int | None = None,
+        max_length: int | None = None,
+        max_train: int | None = None,
+        max_test: int | None = None,
+        use_objective: bool = True,
+        threads: int | None = None,
+        progress: bool | None = None,
+    ) -> None:
+        self.method = method if method is not None else self.default_method
+        self.profile = profile
+        self.backbone = backbone
+        self.num_virtual_tokens = num_virtual_tokens
+        self.lora_r = lora_r
+        self.lora_alpha = lora_alpha
+        self.lora_dropout = lora_dropout
+        self.lr = lr
+        self.weight_decay = weight_decay
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self.max_train = max_train
+        self.max_test = max_test
+        self.use_objective = use_objective
+        self.threads = threads
+        self.progress = progress
+        self.last_info: dict[str, Any] = {}
+
+    # ---------------------------------------------------------------------------------------
+    # Settings
+    # ---------------------------------------------------------------------------------------
+
+    def settings(self) -> dict[str, Any]:
+        """The effective training settings: explicit parameters over the profile's values."""
+        from privaudit.attacks._pairs import check_params
+
+        if self.method not in METHODS:
+            raise ValueError(f"Unknown method {self.method!r}; choose one of {list(METHODS)}.")
+        if self.profile not in PROFILES:
+            raise ValueError(f"Unknown profile {self.profile!r}; choose one of {list(PROFILES)}.")
+        check_params(
+            self,
+            positive_ints=("lora_r", "lora_alpha"),
+            non_negative_floats=("weight_decay",),
+            optional_positive_ints=(
+                "num_virtual_tokens", "epochs", "batch_size", "max_length", "max_train",
+                "max_test", "threads",
+            ),
+            fractions=("lora_dropout",),
+        )  # fmt: skip
+        if self.lr is not None and (
+            isinstance(self.lr, bool) or not isinstance(self.lr, int | float) or self.lr <= 0
+        ):
+            raise ValueError(f"lr must be a positive number, got {self.lr!r}.")
+        for flag in ("use_objective",):
+            if not isinstance(getattr(self, flag), bool):
+                raise TypeError(f"{flag} must be a bool, got {getattr(self, flag)!r}.")
+        if self.progress is not None and not isinstance(self.progress, bool):
+            raise TypeError(f"progress must be None or a bool, got {self.progress!r}.")
+        p = PROFILES[self.profile]
+        virtual = self.num_virtual_tokens
+        if virtual is None:
+            virtual = {"prompt-tuning": 150, "prefix-tuning": 10}.get(self.method, 0)
+        return {
+            "method": self.method,
+            "profile": self.profile,
+            "num_virtual_tokens": int(virtual),
+            "lr": float(self.lr if self.lr is not None else p.lr[self.method]),
+            "epochs": int(self.epochs if self.epochs is not None else p.epochs),
+            "batch_size": int(self.batch_size if self.batch_size is not None else p.batch_size),
+            "max_length": int(self.max_length if self.max_length is not None else p.max_length),
+            "max_train": self.max_train if self.max_train is not None else p.max_train,
+            "max_test": self.max_test if self.max_test is not None else p.max_test,
+        }
+
+    # ---------------------------------------------------------------------------------------
+    # Evaluation
+    # ---------------------------------------------------------------------------------------
+
+    def evaluate_releases(
+        self,
+        train: Release,
+        train_labels: Sequence[int],
+        test: Release,
+        test_labels: Sequence[int],
+        *,
+        rng: np.random.Generator,
+        defense: Defense | None = None,
+    ) -> dict[str, float]:
+        from sklearn.metrics import accuracy_score, f1_score
+
+        from privaudit.attacks._pairs import torch_threads
+        from privaudit.resources import backbone
+
+        cfg = self.settings()
+        if not isinstance(train, Release) or not isinstance(test, Release):
+            raise TypeError("evaluate_releases takes two Release objects (train, test).")
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}.")
+        y_train, y_test = np.asarray(train_labels), np.asarray(test_labels)
+        if len(y_train) != len(train) or len(y_test) != len(test):
+            raise ValueError("Each released document needs exactly one label.")
+        if train.kind != test.kind:
+            raise ValueError(f"train is a {train.kind!r} release but test a {test.kind!r} one.")
+        if train.kind == "token_vectors" and train.meta.get("space") == "hidden":
+            raise ValueError(
+                "The peft utility does not train on hidden-layer releases (SAP at a split "
+                "layer > 0) yet; use utility 'probe' for those."
+            )
+        train_idx = _subset(len(train), cfg["max_train"])
+        test_idx = _subset(len(test), cfg["max_test"])
+        y_fit, y_eval = y_train[train_idx], y_test[test_idx]
+        if len(np.unique(y_fit)) < 2:
+            raise ValueError("Training needs at least two classes in the training labels.")
+        classes = np.unique(y_fit)
+        seed = int(rng.integers(2**31 - 1))
+        bb = backbone(self.backbone)
+        objective = None
+        if self.use_objective and train.kind == "text" and hasattr(defense, "training_objective"):
+            from privaudit.defenses.rapt import PlainTokenReconstruction
+
+            candidate = defense.training_objective()  # type: ignore[union-attr]
+            if isinstance(candidate, PlainTokenReconstruction):
+                objective = candidate
+        with torch_threads(self.threads):
+            if train.kind == "pooled_vectors":
+                data_fit = _vectors(train, train_idx)
+                data_eval = _vectors(test, test_idx)
+                model, info = _train_head(data_fit, y_fit, classes, cfg, seed, self.progress)
+                pred = classes[_predict_head(model, data_eval)]
+            else:
+                inputs_fit = _Inputs.build(bb, train, train_idx, cfg["max_length"], objective)
+                inputs_eval = _Inputs.build(bb, test, test_idx, cfg["max_length"], None)
+                model, info = _train_encoder(
+                    bb, inputs_fit, y_fit, classes, cfg, seed, self.progress, objective,
+                    self._peft_config(cfg),
+                )  # fmt: skip
+                pred = classes[_predict_encoder(model, inputs_eval, cfg["batch_size"])]
+        self.last_info = cfg | info | {"objective": type(objective).__name__ if objective else None}
+        return {
+            "accuracy": float(accuracy_score(y_eval, pred)),
+            "macro_f1": float(f1_score(y_eval, pred, average="macro")),
+        }
+
+    def _peft_config(self, cfg: dict[str, Any]) -> Any:
+        from peft import LoraConfig, PrefixTuningConfig, PromptTuningConfig, TaskType
+
+        task = TaskType.FEATURE_EXTRACTION
+        if cfg["method"] == "prompt-tuning":
+            return PromptTuningConfig(task_type=task, num_virtual_tokens=cfg["num_virtual_tokens"])
+        if cfg["method"] == "prefix-tuning":
+            return PrefixTuningConfig(task_type=task, num_virtual_tokens=cfg["num_virtual_tokens"])
+        if cfg["method"] == "lora":
+            return LoraConfig(
+                task_type=task,
+                r=int(self.lora_r),
+                lora_alpha=int(self.lora_alpha),
+                lora_dropout=float(self.lora_dropout),
+                target_modules=["query", "key", "value", "dense"],
+            )
+        return None
+
+
+@UTILITY.register("prompt-tuning")
+class PromptTuning(PeftUtility):
+    """Prompt tuning on the release (150 soft tokens as in RAPT): peft, method=prompt-tuning."""
+
+    name: ClassVar[str] = "prompt-tuning"
+    default_method: ClassVar[str] = "prompt-tuning"
+
+
+@UTILITY.register("prefix-tuning")
+class PrefixTuning(PeftUtility):
+    """Prefix tuning on the release (prefix length 10): peft, method=prefix-tuning."""
+
+    name: ClassVar[str] = "prefix-tuning"
+    default_method: ClassVar[str] = "prefix-tuning"
+
+
+@UTILITY.register("lora")
+class LoRA(PeftUtility):
+    """LoRA on the release (r=16, alpha=32, dropout 0.05): peft, method=lora."""
+
+    name: ClassVar[str] = "lora"
+    default_method: ClassVar[str] = "lora"
+
+
+@UTILITY.register("fine-tuning")
+class FineTuning(PeftUtility):
+    """Full fine-tuning on the release (every weight): peft, method=fine-tuning."""
+
+    name: ClassVar[str] = "fine-tuning"
+    default_method: ClassVar[str] = "fine-tuning"
+
+
+# -------------------------------------------------------------------------------------------
+# Inputs
+# -------------------------------------------------------------------------------------------
+
+
+def _subset(n: int, cap: int | None) -> np.ndarray:
+    """The first ``cap`` documents (all when ``cap`` is None): a deterministic subset."""
+    return np.arange(n if cap is None else min(n, int(cap)))
+
+
+def _vectors(release: Release, idx: np.ndarray) -> np.ndarray:
+    vectors = release.vectors or []
+    return np.stack([np.asarray(vectors[i], np.float32).reshape(-1) for i in idx])
+
+
+@dataclass
+class _Inputs:
+    """Padded encoder inputs for one split: ids (text) or input embeddings (vectors), the
+    attention mask, and per row the plain-token positions (RAPT) when an objective asks."""
+
+    ids: Any  # LongTensor (n, L) or None
+    embeds: Any  # FloatTensor (n, L, dim) or None
+    mask: Any  # LongTensor (n, L)
+    plain: list[list[int]]
+
+    def __len__(self) -> int:
+        return int(self.mask.shape[0])
+
+    @classmethod
+    def build(
+        cls, bb: Any, release: Release, idx: np.ndarray, max_length: int, objective: Any
+    ) -> _Inputs:
+        import torch
+
+        if release.kind == "text":
+            texts = [(release.texts or [])[i] for i in idx]
+            enc = bb.tokenizer(
+                texts, padding=True, truncation=True, max_length=max_length,
+                return_tensors="pt", return_offsets_mapping=objective is not None,
+            )  # fmt: skip
+            plain: list[list[int]] = [[] for _ in texts]
+            if objective is not None:
+                n_words = int(release.meta.get("n_plain_words", len(objective.plain_words)))
+                offsets = enc.pop("offset_mapping").tolist()
+                plain = [
+                    objective.positions(off, text, n_words)
+                    for off, text in zip(offsets, texts, strict=True)
+                ]
+            return cls(enc["input_ids"], None, enc["attention_mask"], plain)
+        if release.kind != "token_vectors" or release.meta.get("space") not in (
+            "input_word_embeddings",
+            None,
+        ):
+            raise ValueError(f"Cannot train on a {release.kind!r} release here.")
+        cls_v = bb.embeddings[bb.tokenizer.cls_token_id]
+        sep_v = bb.embeddings[bb.tokenizer.sep_token_id]
+        seqs = [
+            np.vstack(
+                [cls_v, np.asarray(v, np.float32).reshape(-1, bb.dim)[: max_length - 2], sep_v]
+            )
+            for v in ((release.vectors or [])[i] for i in idx)
+        ]
+        width = max((len(s) for s in seqs), default=2)
+        embeds = np.zeros((len(seqs), width, bb.dim), np.float32)
+        mask = np.zeros((len(seqs), width), np.int64)
+        for r, s in enumerate(seqs):
+            embeds[r, : len(s)], mask[r, : len(s)] = s, 1
+        return cls(None, torch.from_numpy(embeds), torch.from_numpy(mask), [[] for _ in seqs])
+
+    def batch(self, rows: Any) -> dict[str, Any]:
+        mask = self.mask[rows]
+        width = int(mask.sum(1).max()) if len(rows) else 1  # trim shared padding
+        out = {"attention_mask": mask[:, :width]}
+        if self.ids is not None:
+            out["input_ids"] = self.ids[rows][:, :width]
+        else:
+            out["inputs_embeds"] = self.embeds[rows][:, :width]
+        return out
+
+
+# -------------------------------------------------------------------------------------------
+# Models and training
+# -------------------------------------------------------------------------------------------
+
+
+def _classifier(encoder: Any, dim: int, n_classes: int, n_virtual: int) -> Any:
+    import torch
+
+    class Classifier(torch.nn.Module):
+        """Encoder (peft-wrapped or not) + mean pooling over the input tokens + linear head."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.encoder = encoder
+            self.head = torch.nn.Linear(dim, n_classes)
+
+        def forward(self, batch: dict[str, Any]) -> tuple[Any, Any]:
+            hidden = self.encoder(**batch).last_hidden_state
+            if n_virtual and hidden.shape[1] > batch["attention_mask"].shape[1]:
+                hidden = hidden[:, n_virtual:]  # prompt tuning prepends the soft tokens
+            mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+            return self.head(pooled), hidden
+
+    return Classifier()
+
+
+def _train_encoder(
+    bb: Any,
+    inputs: _Inputs,
+    y: np.ndarray,
+    classes: np.ndarray,
+    cfg: dict[str, Any],
+    seed: int,
+    progress: bool | None,
+    objective: Any,
+    peft_config: Any,
+) -> tuple[Any, dict[str, Any]]:
+    import torch
+
+    target = torch.from_numpy(np.searchsorted(classes, y).astype(np.int64))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        encoder = copy.deepcopy(bb.model)
+        if peft_config is not None:
+            import warnings
+
+            from peft import get_peft_model
+
+            with warnings.catch_warnings():  # peft reads a property transformers deprecated
+                warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*")
+                encoder = get_peft_model(encoder, peft_config)
+        else:
+            for p in encoder.parameters():
+                p.requires_grad_(True)
+        n_virtual = cfg["num_virtual_tokens"] if cfg["method"] == "prompt-tuning" else 0
+        model = _classifier(encoder, bb.dim, len(classes), n_virtual)
+        rec_head = objective.head(bb.dim) if objective is not None else None
+        params = [p for p in model.parameters() if p.requires_grad]
+        if rec_head is not None:
+            params += list(rec_head.parameters())
+        trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        opt = torch.optim.AdamW(params, lr=cfg["lr"], weight_decay=0.01)
+        info = _loop(
+            model, inputs, target, cfg, seed, progress, opt,
+            extra=None if rec_head is None else (lambda h, rows: _rec_loss(
+                objective, rec_head, h, [inputs.plain[int(r)] for r in rows])),
+        )  # fmt: skip
+    model.eval()
+    return model, info | {"trainable_params": int(trainable)}
+
+
+def _rec_loss(objective: Any, head: Any, hidden: Any, plain: list[list[int]]) -> Any:
+    """RAPT's reconstruction loss on the rows whose plain positions are all present."""
+    import torch
+
+    n = min((len(p) for p in plain), default=0)
+    if n == 0:
+        return None
+    pos = torch.tensor([p[:n] for p in plain], dtype=torch.long)
+    at = hidden.gather(1, pos.unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))
+    return float(objective.weight) * objective.loss(at, head)
+
+
+def _loop(
+    model: Any,
+    inputs: Any,
+    target: Any,
+    cfg: dict[str, Any],
+    seed: int,
+    progress: bool | None,
+    opt: Any,
+    extra: Any = None,
+) -> dict[str, Any]:
+    """Minibatch AdamW epochs with a tqdm bar that shows the running loss."""
+    import time
+
+    import torch
+    from tqdm.auto import tqdm
+
+    generator = torch.Generator().manual_seed(seed)
+    n, bs = len(target), cfg["batch_size"]
+    steps = cfg["epochs"] * math.ceil(n / bs)
+    bar = tqdm(total=steps, desc=f"train {cfg['method']}", leave=False,
+               disable=None if progress is None else not progress)  # fmt: skip
+    t0, seen, running = time.perf_counter(), 0, None
+    model.train()
+    for _ in range(cfg["epochs"]):
+        order = torch.randperm(n, generator=generator)
+        for start in range(0, n, bs):
+            rows = order[start : start + bs]
+            logits, hidden = model(inputs.batch(rows) if hasattr(inputs, "batch") else inputs[rows])
+            loss = torch.nn.functional.cross_entropy(logits, target[rows])
+            if extra is not None:
+                rec = extra(hidden, rows)
+                if rec is not None:
+                    loss = loss + rec
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            seen += len(rows)
+            value = float(loss.detach())
+            running = value if running is None else 0.9 * running + 0.1 * value
+            bar.set_postfix(loss=f"{running:.3f}")
+            bar.update()
+    bar.close()
+    seconds = time.perf_counter() - t0
+    return {"train_seconds": seconds, "examples_per_second": seen / seconds if seconds else 0.0,
+            "final_loss": running}  # fmt: skip
+
+
+def _predict_encoder(model: Any, inputs: _Inputs, batch_size: int) -> np.ndarray:
+    import torch
+
+    out = []
+    with torch.inference_mode():
+        for start in range(0, len(inputs), batch_size):
+            rows = torch.arange(start, min(start + batch_size, len(inputs)))
+            logits, _ = model(inputs.batch(rows))
+            out.append(logits.argmax(1).numpy())
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+def _train_head(
+    x: np.ndarray,
+    y: np.ndarray,
+    classes: np.ndarray,
+    cfg: dict[str, Any],
+    seed: int,
+    progress: bool | None,
+) -> tuple[Any, dict[str, Any]]:
+    """A one-hidden-layer classifier on pooled release vectors (standardised on train)."""
+    import torch
+
+    mean, std = x.mean(0), x.std(0) + 1e-6
+    xs = torch.from_numpy(((x - mean) / std).astype(np.float32))
+    target = torch.from_numpy(np.searchsorted(classes, y).astype(np.int64))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        net = torch.nn.Sequential(
+            torch.nn.Linear(x.shape[1], 256), torch.nn.ReLU(), torch.nn.Dropout(0.1),
+            torch.nn.Linear(256, len(classes)),
+        )  # fmt: skip
+
+        class Head(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.net = net
+                self.mean, self.std = mean, std
+
+            def forward(self, z: Any) -> tuple[Any, None]:
+                return self.net(z), None
+
+        model = Head()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+        info = _loop(model, xs, target, cfg | {"epochs": max(cfg["epochs"], 10)}, seed,
+                     progress, opt)  # fmt: skip
+    model.eval()
+    return model, info | {"trainable_params": sum(p.numel() for p in model.parameters())}
+
+
+def _predict_head(model: Any, x: np.ndarray) -> np.ndarray:
+    import torch
+
+    xs = torch.from_numpy(((x - model.mean) / model.std).astype(np.float32))
+    with torch.inference_mode():
+        return model(xs)[0].argmax(1).numpy()

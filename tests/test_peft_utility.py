@@ -1,0 +1,181 @@
+"""The peft utility evaluators (prompt/prefix tuning, LoRA, fine-tuning) on the tiny BERT."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from privaudit.api import Release
+from privaudit.audit.config import PRESETS, load_config
+from privaudit.audit.runner import run_grid
+from privaudit.registry import DEFENSES, UTILITY
+from privaudit.utility.peft_tuning import METHODS, PeftUtility
+
+from .conftest import TINY
+
+_POS = ["great product love it works well", "excellent quality very happy", "good fast delivery"]
+_NEG = ["terrible broke after a day", "awful quality very sad", "bad slow delivery poor"]
+TEXTS = [(_POS if i % 2 else _NEG)[i % 3] + f" item {i}" for i in range(48)]
+TEXTS[0] = ""  # an empty document trains and predicts like any other
+TEXTS[2] = "terrible " * 2000  # a huge one is truncated to max_length
+LABELS = [i % 2 for i in range(48)]
+SMALL = {"backbone": TINY, "epochs": 3, "batch_size": 8, "progress": False}
+
+
+def _split(release_train: Release, release_test: Release) -> tuple:
+    return release_train, LABELS[:36], release_test, LABELS[36:]
+
+
+def _text() -> tuple:
+    return _split(Release("text", texts=TEXTS[:36]), Release("text", texts=TEXTS[36:]))
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_method_trains_and_is_deterministic(method) -> None:
+    virtual = {"num_virtual_tokens": 4} if "tuning" in method and method != "fine-tuning" else {}
+    util = UTILITY.get(method)(**SMALL, **virtual)
+    assert util.method == method
+    first = util.evaluate_releases(*_text(), rng=np.random.default_rng(3))
+    info = dict(util.last_info)
+    again = util.evaluate_releases(*_text(), rng=np.random.default_rng(3))
+    assert first == again
+    assert set(first) == {"accuracy", "macro_f1"}
+    assert 0.0 <= first["macro_f1"] <= first["accuracy"] + 1e-9 <= 1.0 + 1e-9
+    assert info["method"] == method and info["examples_per_second"] > 0
+    assert np.isfinite(info["final_loss"])
+
+
+def test_prompt_tuning_learns_a_separable_task() -> None:
+    util = UTILITY.get("prompt-tuning")(**{**SMALL, "epochs": 6}, num_virtual_tokens=4)
+    result = util.evaluate_releases(*_text(), rng=np.random.default_rng(0))
+    assert result["accuracy"] >= 0.75  # the two classes share no words
+
+
+def test_trainable_parameters_follow_the_method() -> None:
+    counts = {}
+    for method in METHODS:
+        util = PeftUtility(method=method, **{**SMALL, "epochs": 1}, num_virtual_tokens=4)
+        util.evaluate_releases(*_text(), rng=np.random.default_rng(0))
+        counts[method] = util.last_info["trainable_params"]
+    assert counts["prompt-tuning"] < counts["lora"] < counts["fine-tuning"]
+    assert counts["prefix-tuning"] < counts["fine-tuning"]
+
+
+def test_the_shared_backbone_is_never_modified(tiny) -> None:
+    before = {k: v.clone() for k, v in tiny.model.state_dict().items()}
+    UTILITY.get("fine-tuning")(**SMALL).evaluate_releases(*_text(), rng=np.random.default_rng(0))
+    after = tiny.model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_rapt_trains_with_its_reconstruction_objective() -> None:
+    defense = DEFENSES.get("rapt")(backbone=TINY, eta=100.0, n_plain=6)
+    rng = np.random.default_rng(0)
+    train, test = defense.privatize(TEXTS[:36], rng=rng), defense.privatize(TEXTS[36:], rng=rng)
+    with_rec = UTILITY.get("prompt-tuning")(**SMALL, num_virtual_tokens=4)
+    with_rec.evaluate_releases(*_split(train, test), rng=np.random.default_rng(0), defense=defense)
+    assert with_rec.last_info["objective"] == "PlainTokenReconstruction"
+    without = UTILITY.get("prompt-tuning")(**SMALL, num_virtual_tokens=4, use_objective=False)
+    without.evaluate_releases(*_split(train, test), rng=np.random.default_rng(0), defense=defense)
+    assert without.last_info["objective"] is None
+    # The reconstruction term adds to the task loss (same seed, same batches).
+    assert with_rec.last_info["final_loss"] > without.last_info["final_loss"]
+
+
+def test_other_defenses_add_no_objective() -> None:
+    defense = DEFENSES.get("t2t")(backbone=TINY, eta=100.0)
+    rng = np.random.default_rng(0)
+    train, test = defense.privatize(TEXTS[:36], rng=rng), defense.privatize(TEXTS[36:], rng=rng)
+    util = UTILITY.get("lora")(**SMALL)
+    util.evaluate_releases(*_split(train, test), rng=np.random.default_rng(0), defense=defense)
+    assert util.last_info["objective"] is None
+
+
+@pytest.mark.parametrize(("name", "params"), [("embedding-dx", {"eta": 50.0}), ("dpnr", {})])
+def test_vector_releases(name, params) -> None:
+    defense = DEFENSES.get(name)(backbone=TINY, **params)
+    rng = np.random.default_rng(0)
+    train, test = defense.privatize(TEXTS[:36], rng=rng), defense.privatize(TEXTS[36:], rng=rng)
+    util = UTILITY.get("lora")(**SMALL)
+    result = util.evaluate_releases(*_split(train, test), rng=np.random.default_rng(0))
+    assert 0.0 <= result["accuracy"] <= 1.0
+
+
+def test_hidden_layer_releases_say_what_to_use() -> None:
+    defense = DEFENSES.get("sap")(backbone=TINY, eta=100.0, split_layer=1)
+    rng = np.random.default_rng(0)
+    train, test = defense.privatize(TEXTS[:36], rng=rng), defense.privatize(TEXTS[36:], rng=rng)
+    with pytest.raises(ValueError, match="probe"):
+        UTILITY.get("lora")(**SMALL).evaluate_releases(
+            *_split(train, test), rng=np.random.default_rng(0)
+        )
+
+
+@pytest.mark.parametrize(
+    ("params", "error", "message"),
+    [
+        ({"method": "p-tuning"}, ValueError, "Unknown method 'p-tuning'"),
+        ({"profile": "huge"}, ValueError, "Unknown profile"),
+        ({"epochs": "3"}, (TypeError, ValueError), "epochs"),
+        ({"lr": -1.0}, ValueError, "lr"),
+        ({"lora_dropout": 1.5}, ValueError, "lora_dropout"),
+        ({"use_objective": "yes"}, TypeError, "use_objective"),
+        ({"progress": "on"}, TypeError, "progress"),
+    ],
+)
+def test_bad_parameters_fail_clearly(params, error, message) -> None:
+    with pytest.raises(error, match=message):
+        PeftUtility(**{**SMALL, **params}).evaluate_releases(*_text(), rng=np.random.default_rng(0))
+
+
+def test_bad_inputs_fail_clearly() -> None:
+    util = UTILITY.get("lora")(**SMALL)
+    train, y, test, y_test = _text()
+    with pytest.raises(ValueError, match="one label"):
+        util.evaluate_releases(train, y[:-1], test, y_test, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="two classes"):
+        util.evaluate_releases(train, [0] * len(y), test, y_test, rng=np.random.default_rng(0))
+    with pytest.raises(TypeError, match="Release"):
+        util.evaluate_releases(TEXTS, y, test, y_test, rng=np.random.default_rng(0))
+    with pytest.raises(TypeError, match="Generator"):
+        util.evaluate_releases(train, y, test, y_test, rng=0)
+    pooled = Release("pooled_vectors", vectors=[np.zeros(4, np.float32)] * len(y_test))
+    with pytest.raises(ValueError, match="pooled_vectors"):
+        util.evaluate_releases(train, y, pooled, y_test, rng=np.random.default_rng(0))
+
+
+def test_profiles_set_defaults_and_explicit_values_win() -> None:
+    quick = PeftUtility(method="lora").settings()
+    paper = PeftUtility(method="lora", profile="paper").settings()
+    assert quick["max_train"] is not None and paper["max_train"] is None
+    assert quick["epochs"] < paper["epochs"]
+    assert PeftUtility(method="lora", epochs=1).settings()["epochs"] == 1
+    assert PeftUtility().settings()["num_virtual_tokens"] == 150  # RAPT's prompt length
+    assert PeftUtility(method="prefix-tuning").settings()["num_virtual_tokens"] == 10
+
+
+def test_progress_bar_shows_the_loss(capsys) -> None:
+    util = UTILITY.get("lora")(**{**SMALL, "progress": True, "epochs": 1})
+    util.evaluate_releases(*_text(), rng=np.random.default_rng(0))
+    assert "loss=" in capsys.readouterr().err
+
+
+def test_grid_chooses_the_utility_evaluator(tmp_path) -> None:
+    data = {
+        **PRESETS["smoke"],
+        "defenses": [{"name": "none"}],
+        "attacks": ["nn-inversion"],
+        "utility": {"name": "lora", "params": {"epochs": 1, "max_train": 40, "max_test": 20}},
+    }
+    result = run_grid(load_config(data), run_dir=tmp_path / "lora", progress=False)
+    assert set(result.frame["utility_evaluator"]) == {"lora"}
+    assert result.frame["utility"].between(0, 1).all()
+    generic = {**data, "utility": {"name": "peft", "params": {"method": "lora", "epochs": 0}}}
+    with pytest.raises(ValueError, match="epochs"):  # checked before any work starts
+        run_grid(load_config(generic), run_dir=tmp_path / "bad", progress=False)
+    with pytest.raises(ValueError, match="bogus"):
+        bad = {**data, "utility": {"name": "lora", "params": {"bogus": 1}}}
+        run_grid(load_config(bad), run_dir=tmp_path / "bad2", progress=False)
+    with pytest.raises(ValueError, match="Did you mean 'lora'"):
+        load_config({**data, "utility": "lroa"}).check_names()
