@@ -179,3 +179,31 @@ def test_grid_chooses_the_utility_evaluator(tmp_path) -> None:
         run_grid(load_config(bad), run_dir=tmp_path / "bad2", progress=False)
     with pytest.raises(ValueError, match="Did you mean 'lora'"):
         load_config({**data, "utility": "lroa"}).check_names()
+
+
+def test_interrupted_training_leaves_only_whole_results(tmp_path, monkeypatch) -> None:
+    import pandas as pd
+
+    import privaudit.utility.peft_tuning as peft_tuning
+
+    real_loop, calls = peft_tuning._loop, []
+
+    def interrupt_second(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # Ctrl-C in the middle of the second cell's training
+        return real_loop(*args, **kwargs)
+
+    monkeypatch.setattr(peft_tuning, "_loop", interrupt_second)
+    data = {
+        **PRESETS["smoke"],
+        "defenses": [{"name": "none"}, {"name": "t2t", "knob_values": [100]}],
+        "attacks": ["nn-inversion"],
+        "utility": {"name": "lora", "params": {"epochs": 1, "max_train": 40, "max_test": 20}},
+    }
+    run_dir = tmp_path / "interrupted"
+    with pytest.raises(KeyboardInterrupt):
+        run_grid(load_config(data), run_dir=run_dir, progress=False)
+    rows = pd.read_csv(run_dir / "results.csv", keep_default_na=False)
+    assert list(rows["defense"]) == ["none"] and (rows["status"] == "ok").all()
+    assert not list(run_dir.glob(".*.tmp"))
