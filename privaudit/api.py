@@ -6,7 +6,7 @@ Nothing heavy is imported at module level. See ``docs/DESIGN.md`` for the archit
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
 
@@ -202,7 +202,11 @@ class UtilityEvaluator:
         *,
         rng: np.random.Generator,
         defense: Defense | None = None,
+        train_attributes: Mapping[str, Sequence[Any]] | None = None,
     ) -> dict[str, float]:
+        """Utility of training on ``train`` and testing on ``test``. ``train_attributes``
+        (private attribute name → one value per train document) is for trainers whose
+        defense objective needs them (CAPE's adversary); other evaluators ignore it."""
         raise NotImplementedError
 
     def evaluate(
@@ -214,12 +218,14 @@ class UtilityEvaluator:
         test_labels: Sequence[int],
         *,
         rng: np.random.Generator,
+        train_attributes: Mapping[str, Sequence[Any]] | None = None,
     ) -> dict[str, float]:
         train = defense.privatize(train_texts, rng=rng)
         test = defense.privatize(test_texts, rng=rng)
         return self.evaluate_releases(
-            train, train_labels, test, test_labels, rng=rng, defense=defense
-        )
+            train, train_labels, test, test_labels, rng=rng, defense=defense,
+            train_attributes=train_attributes,
+        )  # fmt: skip
 
     def params(self) -> dict[str, Any]:
         return {k: v for k, v in vars(self).items() if not k.startswith("_")}

@@ -207,3 +207,21 @@ def test_interrupted_training_leaves_only_whole_results(tmp_path, monkeypatch) -
     rows = pd.read_csv(run_dir / "results.csv", keep_default_na=False)
     assert list(rows["defense"]) == ["none"] and (rows["status"] == "ok").all()
     assert not list(run_dir.glob(".*.tmp"))
+
+
+def test_cape_trains_with_its_adversary() -> None:
+    defense = DEFENSES.get("cape")(backbone=TINY, epsilon=10.0)
+    rng = np.random.default_rng(0)
+    train, test = defense.privatize(TEXTS[:36], rng=rng), defense.privatize(TEXTS[36:], rng=rng)
+    gender = ["F" if i % 3 else "M" for i in range(36)]
+    util = UTILITY.get("lora")(**SMALL)
+    args = (*_split(train, test),)
+    util.evaluate_releases(
+        *args, rng=np.random.default_rng(0), defense=defense, train_attributes={"gender": gender}
+    )
+    assert util.last_info["objective"] == "AdversarialObjective"
+    with pytest.raises(ValueError, match="'gender' labels"):
+        util.evaluate_releases(*args, rng=np.random.default_rng(0), defense=defense)
+    plain = UTILITY.get("lora")(**SMALL, use_objective=False)
+    plain.evaluate_releases(*args, rng=np.random.default_rng(0), defense=defense)
+    assert plain.last_info["objective"] is None

@@ -145,6 +145,8 @@ def run_grid(
     )
     aux = corpus.splits.get("aux")
     chance = float(np.bincount(y_test).max() / len(y_test)) if len(y_test) else float("nan")
+    # The service's own labels for training-time objectives (CAPE's adversary), train split only.
+    train_attributes = {a: corpus.attribute("train", a) for a in corpus.attribute_names}
 
     util_spec = config.utility_spec()
     util_cls = UTILITY.get(util_spec.name)
@@ -222,8 +224,9 @@ def run_grid(
             privatize_s = time.perf_counter() - t0
             t0 = time.perf_counter()
             util = evaluator.evaluate_releases(
-                rel_train, y_train, rel_test, y_test, rng=rng_utility, defense=defense
-            )
+                rel_train, y_train, rel_test, y_test, rng=rng_utility, defense=defense,
+                train_attributes=train_attributes,
+            )  # fmt: skip
             utility_s = time.perf_counter() - t0
             common |= {
                 "utility": util.get(evaluator.metric, math.nan),

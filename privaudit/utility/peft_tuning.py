@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -87,6 +87,12 @@ class PeftUtility(UtilityEvaluator):
     PlainTokenReconstruction`, its head (W_up: h→c, W_down: c→|V_r|) reads the hidden states
     at the plain-token positions of each released text and loss = L_task + weight·L_rec; the
     head is dropped after training and only the tuned parameters classify the test split.
+    For CAPE's :class:`~privaudit.defenses.cape.AdversarialObjective` on its pooled release,
+    the classifier's hidden layer also feeds an adversary behind gradient reversal (λ) that
+    predicts the private attribute from ``train_attributes`` (the service's own labels of its
+    training data, as in CAPE); the client holds the encoder, so that hidden layer is the only
+    trainable part upstream of the adversary (a deviation from CAPE, which fine-tunes the
+    encoder end to end).
 
     Determinism: the seed is drawn from the ``rng`` the runner passes; initialisation, dropout
     and batch order are seeded without touching the process-wide torch random state.
@@ -195,6 +201,7 @@ class PeftUtility(UtilityEvaluator):
         *,
         rng: np.random.Generator,
         defense: Defense | None = None,
+        train_attributes: Mapping[str, Sequence[Any]] | None = None,
     ) -> dict[str, float]:
         from sklearn.metrics import accuracy_score, f1_score
 
@@ -235,7 +242,12 @@ class PeftUtility(UtilityEvaluator):
             if train.kind == "pooled_vectors":
                 data_fit = _vectors(train, train_idx)
                 data_eval = _vectors(test, test_idx)
-                model, info = _train_head(data_fit, y_fit, classes, cfg, seed, self.progress)
+                adversary = self._adversary(defense, train_attributes, train_idx)
+                model, info = _train_head(
+                    data_fit, y_fit, classes, cfg, seed, self.progress, adversary
+                )
+                if adversary is not None:
+                    objective = adversary[0]
                 pred = classes[_predict_head(model, data_eval)]
             else:
                 inputs_fit = _Inputs.build(bb, train, train_idx, cfg["max_length"], objective)
@@ -250,6 +262,31 @@ class PeftUtility(UtilityEvaluator):
             "accuracy": float(accuracy_score(y_eval, pred)),
             "macro_f1": float(f1_score(y_eval, pred, average="macro")),
         }
+
+    def _adversary(
+        self,
+        defense: Defense | None,
+        train_attributes: Mapping[str, Sequence[Any]] | None,
+        idx: np.ndarray,
+    ) -> tuple[Any, np.ndarray] | None:
+        """CAPE's objective and its attribute targets (class indices) for the train subset."""
+        if not self.use_objective or not hasattr(defense, "training_objective"):
+            return None
+        from privaudit.defenses.cape import AdversarialObjective
+
+        objective = defense.training_objective()  # type: ignore[union-attr]
+        if not isinstance(objective, AdversarialObjective):
+            return None
+        values = (train_attributes or {}).get(objective.attribute)
+        if values is None:
+            raise ValueError(
+                f"CAPE's adversary needs the train split's {objective.attribute!r} labels; pass "
+                f"train_attributes={{{objective.attribute!r}: [...]}} or use_objective=False."
+            )
+        if len(values) <= int(idx.max(initial=-1)):
+            raise ValueError("train_attributes needs one value per released train document.")
+        picked = np.asarray([str(values[i]) for i in idx])
+        return objective, np.unique(picked, return_inverse=True)[1]
 
     def _peft_config(self, cfg: dict[str, Any]) -> Any:
         from peft import LoraConfig, PrefixTuningConfig, PromptTuningConfig, TaskType
@@ -532,8 +569,13 @@ def _train_head(
     cfg: dict[str, Any],
     seed: int,
     progress: bool | None,
+    adversary: tuple[Any, np.ndarray] | None = None,
 ) -> tuple[Any, dict[str, Any]]:
-    """A one-hidden-layer classifier on pooled release vectors (standardised on train)."""
+    """A one-hidden-layer classifier on pooled release vectors (standardised on train).
+
+    With CAPE's ``adversary`` (objective, attribute class per row), an adversarial head behind
+    gradient reversal reads the hidden layer as well, so the layer is pushed to drop the
+    attribute while the task head uses it (loss = L_task + L_adv, λ inside the reversal)."""
     import torch
 
     mean, std = x.mean(0), x.std(0) + 1e-6
@@ -541,24 +583,36 @@ def _train_head(
     target = torch.from_numpy(np.searchsorted(classes, y).astype(np.int64))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        net = torch.nn.Sequential(
-            torch.nn.Linear(x.shape[1], 256), torch.nn.ReLU(), torch.nn.Dropout(0.1),
-            torch.nn.Linear(256, len(classes)),
-        )  # fmt: skip
+        trunk = torch.nn.Sequential(
+            torch.nn.Linear(x.shape[1], 256), torch.nn.ReLU(), torch.nn.Dropout(0.1)
+        )
+        task = torch.nn.Linear(256, len(classes))
 
         class Head(torch.nn.Module):
             def __init__(self) -> None:
                 super().__init__()
-                self.net = net
+                self.trunk, self.task = trunk, task
                 self.mean, self.std = mean, std
 
-            def forward(self, z: Any) -> tuple[Any, None]:
-                return self.net(z), None
+            def forward(self, z: Any) -> tuple[Any, Any]:
+                h = self.trunk(z)
+                return self.task(h), h
 
         model = Head()
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+        params = list(model.parameters())
+        extra = None
+        if adversary is not None:
+            objective, attr = adversary
+            attr_t = torch.from_numpy(attr.astype(np.int64))
+            adv_head = objective.head(256, max(2, int(attr.max()) + 1))
+            params += list(adv_head.parameters())
+
+            def extra(h: Any, rows: Any) -> Any:
+                return objective.loss(h, attr_t[rows], adv_head)
+
+        opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.01)
         info = _loop(model, xs, target, cfg | {"epochs": max(cfg["epochs"], 10)}, seed,
-                     progress, opt)  # fmt: skip
+                     progress, opt, extra=extra)  # fmt: skip
     model.eval()
     return model, info | {"trainable_params": sum(p.numel() for p in model.parameters())}
 

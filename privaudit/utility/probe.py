@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import ClassVar
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -57,6 +57,7 @@ class Probe(UtilityEvaluator):
         *,
         rng: np.random.Generator,
         defense: Defense | None = None,
+        train_attributes: Mapping[str, Sequence[Any]] | None = None,
     ) -> dict[str, float]:
         from sklearn.linear_model import LogisticRegression
         from sklearn.metrics import accuracy_score, f1_score
