@@ -213,11 +213,7 @@ class Backbone:
                 for row, i in enumerate(idx):
                     hidden[row, : len(seqs[i])] = torch.from_numpy(seqs[i])
                     mask[row, : len(seqs[i])] = 1.0
-                # Additive mask, as BERT's attention expects: 0 to attend, a large negative not to.
-                additive = (1.0 - mask)[:, None, None, :] * torch.finfo(hidden.dtype).min
-                for block in blocks:
-                    hidden = block(hidden, attention_mask=additive)
-                    hidden = hidden[0] if isinstance(hidden, tuple) else hidden
+                hidden = top_model_forward(blocks, hidden, mask)
                 m = mask.unsqueeze(-1)
                 out[idx] = ((hidden * m).sum(1) / m.sum(1).clamp(min=1.0)).numpy()
         return out
@@ -230,6 +226,20 @@ class Backbone:
                 f"Split layer {layer} is outside {lowest}..{self.n_layers} for backbone "
                 f"{self.name!r} ({self.n_layers} layers)."
             )
+
+
+def top_model_forward(blocks: Any, hidden: Any, mask: Any) -> Any:
+    """Run encoder ``blocks`` (e.g. ``model.encoder.layer[k:]``) on ``hidden`` (batch, L, dim)
+    with a 0/1 ``mask`` (batch, L): the top model of a split, written once for inference and
+    for training (gradients flow when the caller allows them)."""
+    import torch
+
+    # Additive mask, as BERT's attention expects: 0 to attend, a large negative not to.
+    additive = (1.0 - mask.to(hidden.dtype))[:, None, None, :] * torch.finfo(hidden.dtype).min
+    for block in blocks:
+        hidden = block(hidden, attention_mask=additive)
+        hidden = hidden[0] if isinstance(hidden, tuple) else hidden
+    return hidden
 
 
 def _candidate_ids(tokenizer: Any, vocab_size: int) -> np.ndarray:

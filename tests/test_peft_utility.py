@@ -102,14 +102,24 @@ def test_vector_releases(name, params) -> None:
     assert 0.0 <= result["accuracy"] <= 1.0
 
 
-def test_hidden_layer_releases_say_what_to_use() -> None:
-    defense = DEFENSES.get("sap")(backbone=TINY, eta=100.0, split_layer=1)
+@pytest.mark.parametrize("layer", [1, 2])
+def test_split_model_releases_train_the_top_model(layer) -> None:
+    defense = DEFENSES.get("sap")(backbone=TINY, eta=float("inf"), split_layer=layer)
     rng = np.random.default_rng(0)
     train, test = defense.privatize(TEXTS[:36], rng=rng), defense.privatize(TEXTS[36:], rng=rng)
-    with pytest.raises(ValueError, match="probe"):
-        UTILITY.get("lora")(**SMALL).evaluate_releases(
-            *_split(train, test), rng=np.random.default_rng(0)
-        )
+    lora = UTILITY.get("prompt-tuning")(**{**SMALL, "epochs": 6})
+    result = lora.evaluate_releases(*_split(train, test), rng=np.random.default_rng(0))
+    assert lora.last_info["top_model"] == (
+        "lora on layers 1..1" if layer == 1 else "head only (the release is the last layer)"
+    )
+    assert 0.0 <= result["accuracy"] <= 1.0
+    full = UTILITY.get("fine-tuning")(**SMALL)
+    full.evaluate_releases(*_split(train, test), rng=np.random.default_rng(0))
+    assert full.last_info["trainable_params"] >= lora.last_info["trainable_params"]
+    mixed = defense.privatize(TEXTS[36:], rng=rng)
+    mixed.meta["layer"] = 0
+    with pytest.raises(ValueError, match="one split layer"):
+        lora.evaluate_releases(*_split(train, mixed), rng=np.random.default_rng(0))
 
 
 @pytest.mark.parametrize(

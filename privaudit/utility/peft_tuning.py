@@ -80,7 +80,12 @@ class PeftUtility(UtilityEvaluator):
     space (``embedding-dx``, SAP at layer 0) enter as ``inputs_embeds`` between the [CLS] and
     [SEP] embeddings; ``pooled_vectors`` (CAPE, DPNR) train a classifier head (one hidden
     layer, 256 units) on the vectors, the encoder being on the client side. Hidden-layer
-    token vectors (SAP at layer k > 0) are not handled yet: the error says to use ``probe``.
+    token vectors (SAP at split layer k > 0) are SAP's setting: the service continues through
+    the top model (encoder layers k..n-1, :func:`privaudit.resources.top_model_forward`, the
+    same continuation ``probe`` uses) and trains LoRA on those layers plus the head, whatever
+    ``method`` says (soft prompts and prefixes enter at the input, which the service of a
+    split model never runs; ``fine-tuning`` trains the top layers' every weight); the
+    learning rate is then the profile's LoRA rate unless ``lr`` is given.
 
     Defense objectives: when ``use_objective`` and the defense offers
     ``training_objective()`` returning RAPT's :class:`~privaudit.defenses.rapt.
@@ -218,11 +223,7 @@ class PeftUtility(UtilityEvaluator):
             raise ValueError("Each released document needs exactly one label.")
         if train.kind != test.kind:
             raise ValueError(f"train is a {train.kind!r} release but test a {test.kind!r} one.")
-        if train.kind == "token_vectors" and train.meta.get("space") == "hidden":
-            raise ValueError(
-                "The peft utility does not train on hidden-layer releases (SAP at a split "
-                "layer > 0) yet; use utility 'probe' for those."
-            )
+        layer = _split_layer(train, test)
         train_idx = _subset(len(train), cfg["max_train"])
         test_idx = _subset(len(test), cfg["max_test"])
         y_fit, y_eval = y_train[train_idx], y_test[test_idx]
@@ -252,10 +253,18 @@ class PeftUtility(UtilityEvaluator):
             else:
                 inputs_fit = _Inputs.build(bb, train, train_idx, cfg["max_length"], objective)
                 inputs_eval = _Inputs.build(bb, test, test_idx, cfg["max_length"], None)
-                model, info = _train_encoder(
-                    bb, inputs_fit, y_fit, classes, cfg, seed, self.progress, objective,
-                    self._peft_config(cfg),
-                )  # fmt: skip
+                if layer is not None:
+                    if self.lr is None and cfg["method"] != "fine-tuning":
+                        cfg = cfg | {"lr": PROFILES[self.profile].lr["lora"]}  # LoRA on the top
+                    model, info = _train_top(
+                        bb, layer, inputs_fit, y_fit, classes, cfg, seed, self.progress,
+                        self._lora_config(range(layer, bb.n_layers)),
+                    )  # fmt: skip
+                else:
+                    model, info = _train_encoder(
+                        bb, inputs_fit, y_fit, classes, cfg, seed, self.progress, objective,
+                        self._peft_config(cfg),
+                    )  # fmt: skip
                 pred = classes[_predict_encoder(model, inputs_eval, cfg["batch_size"])]
         self.last_info = cfg | info | {"objective": type(objective).__name__ if objective else None}
         return {
@@ -289,7 +298,7 @@ class PeftUtility(UtilityEvaluator):
         return objective, np.unique(picked, return_inverse=True)[1]
 
     def _peft_config(self, cfg: dict[str, Any]) -> Any:
-        from peft import LoraConfig, PrefixTuningConfig, PromptTuningConfig, TaskType
+        from peft import PrefixTuningConfig, PromptTuningConfig, TaskType
 
         task = TaskType.FEATURE_EXTRACTION
         if cfg["method"] == "prompt-tuning":
@@ -297,14 +306,26 @@ class PeftUtility(UtilityEvaluator):
         if cfg["method"] == "prefix-tuning":
             return PrefixTuningConfig(task_type=task, num_virtual_tokens=cfg["num_virtual_tokens"])
         if cfg["method"] == "lora":
-            return LoraConfig(
-                task_type=task,
-                r=int(self.lora_r),
-                lora_alpha=int(self.lora_alpha),
-                lora_dropout=float(self.lora_dropout),
-                target_modules=["query", "key", "value", "dense"],
-            )
+            return self._lora_config(None)
         return None
+
+    def _lora_config(self, layers: range | None) -> Any:
+        """LoRA on the attention and dense projections (of ``layers`` only, when given)."""
+        from peft import LoraConfig, TaskType
+
+        if self.method == "fine-tuning" or (layers is not None and len(layers) == 0):
+            return None
+        extra = {} if layers is None else {
+            "layers_to_transform": list(layers), "layers_pattern": "layer"
+        }  # fmt: skip
+        return LoraConfig(
+            task_type=TaskType.FEATURE_EXTRACTION,
+            r=int(self.lora_r),
+            lora_alpha=int(self.lora_alpha),
+            lora_dropout=float(self.lora_dropout),
+            target_modules=["query", "key", "value", "dense"],
+            **extra,
+        )
 
 
 @UTILITY.register("prompt-tuning")
@@ -349,6 +370,19 @@ def _subset(n: int, cap: int | None) -> np.ndarray:
     return np.arange(n if cap is None else min(n, int(cap)))
 
 
+def _split_layer(train: Release, test: Release) -> int | None:
+    """The split layer of a hidden-state release (SAP at k > 0), else None."""
+    hidden = [r.kind == "token_vectors" and r.meta.get("space") == "hidden" for r in (train, test)]
+    if not any(hidden):
+        return None
+    layers = {r.meta.get("layer") for r in (train, test)}
+    if not all(hidden) or len(layers) != 1 or None in layers:
+        raise ValueError(
+            f"train and test must be hidden states of one split layer, got layers {layers}."
+        )
+    return int(layers.pop())
+
+
 def _vectors(release: Release, idx: np.ndarray) -> np.ndarray:
     vectors = release.vectors or []
     return np.stack([np.asarray(vectors[i], np.float32).reshape(-1) for i in idx])
@@ -388,19 +422,17 @@ class _Inputs:
                     for off, text in zip(offsets, texts, strict=True)
                 ]
             return cls(enc["input_ids"], None, enc["attention_mask"], plain)
-        if release.kind != "token_vectors" or release.meta.get("space") not in (
-            "input_word_embeddings",
-            None,
-        ):
+        if release.kind != "token_vectors":
             raise ValueError(f"Cannot train on a {release.kind!r} release here.")
-        cls_v = bb.embeddings[bb.tokenizer.cls_token_id]
-        sep_v = bb.embeddings[bb.tokenizer.sep_token_id]
-        seqs = [
-            np.vstack(
-                [cls_v, np.asarray(v, np.float32).reshape(-1, bb.dim)[: max_length - 2], sep_v]
-            )
-            for v in ((release.vectors or [])[i] for i in idx)
-        ]
+        given = release.vectors or []
+        vectors = [np.asarray(given[i], np.float32).reshape(-1, bb.dim) for i in idx]
+        if release.meta.get("space") == "hidden":
+            # A split model's hidden states already hold every position, specials included.
+            seqs = [v[:max_length] for v in vectors]
+        else:
+            cls_v = bb.embeddings[bb.tokenizer.cls_token_id]
+            sep_v = bb.embeddings[bb.tokenizer.sep_token_id]
+            seqs = [np.vstack([cls_v, v[: max_length - 2], sep_v]) for v in vectors]
         width = max((len(s) for s in seqs), default=2)
         embeds = np.zeros((len(seqs), width, bb.dim), np.float32)
         mask = np.zeros((len(seqs), width), np.int64)
@@ -489,6 +521,70 @@ def _train_encoder(
         )  # fmt: skip
     model.eval()
     return model, info | {"trainable_params": int(trainable)}
+
+
+def _train_top(
+    bb: Any,
+    layer: int,
+    inputs: _Inputs,
+    y: np.ndarray,
+    classes: np.ndarray,
+    cfg: dict[str, Any],
+    seed: int,
+    progress: bool | None,
+    lora: Any,
+) -> tuple[Any, dict[str, Any]]:
+    """SAP's service side: the top model (encoder layers ``layer``..n-1) continues from the
+    released hidden states; LoRA on those layers (every weight of them for fine-tuning; only
+    the head when ``layer`` is the last), a linear head on the mean of the outputs."""
+    import warnings
+
+    import torch
+
+    from privaudit.resources import top_model_forward
+
+    target = torch.from_numpy(np.searchsorted(classes, y).astype(np.int64))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        bert = copy.deepcopy(bb.model)
+        for p in bert.parameters():
+            p.requires_grad_(False)
+        if lora is not None:
+            from peft import get_peft_model
+
+            with warnings.catch_warnings():  # peft reads a property transformers deprecated
+                warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*")
+                get_peft_model(bert, lora)  # injects the adapters into ``bert`` in place
+        elif cfg["method"] == "fine-tuning":
+            for p in bert.encoder.layer[layer:].parameters():
+                p.requires_grad_(True)
+        blocks = torch.nn.ModuleList(bert.encoder.layer[layer:])
+
+        class Top(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.blocks = blocks
+                self.head = torch.nn.Linear(bb.dim, len(classes))
+
+            def forward(self, batch: dict[str, Any]) -> tuple[Any, Any]:
+                mask = batch["attention_mask"]
+                hidden = top_model_forward(self.blocks, batch["inputs_embeds"], mask)
+                m = mask.unsqueeze(-1).to(hidden.dtype)
+                pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
+                return self.head(pooled), hidden
+
+        model = Top()
+        params = [p for p in model.parameters() if p.requires_grad]
+        opt = torch.optim.AdamW(params, lr=cfg["lr"], weight_decay=0.01)
+        info = _loop(model, inputs, target, cfg, seed, progress, opt)
+    model.eval()
+    trained = "lora" if lora is not None else cfg["method"]
+    return model, info | {
+        "trainable_params": int(sum(p.numel() for p in params)),
+        "top_model": f"{trained} on layers {layer}..{bb.n_layers - 1}"
+        if layer < bb.n_layers
+        else "head only (the release is the last layer)",
+    }
 
 
 def _rec_loss(objective: Any, head: Any, hidden: Any, plain: list[list[int]]) -> Any:
