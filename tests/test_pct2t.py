@@ -171,8 +171,21 @@ def test_reconstruction_objective_trains(tiny) -> None:
 
 
 def test_rapt_bad_parameters() -> None:
-    with pytest.raises(ValueError, match="n_plain must be a positive integer"):
-        rapt(n_plain=0).privatize(TEXTS, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="n_plain must be a non-negative integer"):
+        rapt(n_plain=-1).privatize(TEXTS, rng=np.random.default_rng(0))
+    with pytest.raises(TypeError, match="reconstruction must be a bool"):
+        rapt(reconstruction="no").training_objective()
+
+
+def test_rapt_ablations() -> None:
+    rng = np.random.default_rng(0)
+    no_plain = rapt(n_plain=0)
+    release = no_plain.privatize(TEXTS, rng=rng)
+    assert release.meta["n_plain_words"] == 0 and no_plain.training_objective() is None
+    pct = pct2t(100).privatize(TEXTS, rng=np.random.default_rng(0))
+    assert release.texts == pct.texts  # no plain tokens: the release is PCT2T's
+    assert rapt(n_plain=4, reconstruction=False).training_objective() is None
+    assert rapt(n_plain=4).training_objective() is not None
     with pytest.raises(ValueError, match="Unknown plain-token sampler"):
         rapt(sampler="zipf").privatize(TEXTS, rng=np.random.default_rng(0))
     with pytest.raises(ValueError, match="needs fit"):

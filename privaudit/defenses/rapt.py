@@ -93,6 +93,11 @@ class RAPT(PCT2T):
     tokens, as the paper privatizes the concatenation per input. Plain words are privatized
     with the category they were sampled from (not re-tagged in context, where a random word
     list would be tagged arbitrarily).
+
+    Ablations (RAPT Table VIII): ``reconstruction=False`` keeps the plain tokens in the release
+    but offers no reconstruction objective (the service trains on the task loss only);
+    ``n_plain=0`` prepends nothing, so the release is PCT2T's and there is nothing to
+    reconstruct (our reading of "without plain tokens": the service has no public targets).
     """
 
     name: ClassVar[str] = "rapt"
@@ -106,6 +111,7 @@ class RAPT(PCT2T):
         plain_seed: int = 0,
         sampler: str = "uniform",
         reconstruction_hidden: int = 96,
+        reconstruction: bool = True,
         backbone: str | None = None,
         spacy_model: str | None = None,
     ) -> None:
@@ -114,6 +120,7 @@ class RAPT(PCT2T):
         self.plain_seed = plain_seed
         self.sampler = sampler
         self.reconstruction_hidden = reconstruction_hidden
+        self.reconstruction = reconstruction
 
     def fit(self, train: Any) -> Self:
         """Count word frequencies for ``sampler="frequency"`` (a Dataset or list of texts)."""
@@ -140,8 +147,8 @@ class RAPT(PCT2T):
 
     def plain_tokens(self) -> tuple[list[str], list[str]]:
         """The fixed plain-token sequence (words, categories), seeded by ``plain_seed``."""
-        if isinstance(self.n_plain, bool) or not isinstance(self.n_plain, int) or self.n_plain < 1:
-            raise ValueError(f"n_plain must be a positive integer, got {self.n_plain!r}.")
+        if isinstance(self.n_plain, bool) or not isinstance(self.n_plain, int) or self.n_plain < 0:
+            raise ValueError(f"n_plain must be a non-negative integer, got {self.n_plain!r}.")
         if self.sampler not in SAMPLERS:
             raise ValueError(
                 f"Unknown plain-token sampler {self.sampler!r}; use one of {SAMPLERS}."
@@ -174,7 +181,7 @@ class RAPT(PCT2T):
         for d, text in enumerate(body.texts or []):
             words = noisy[d * len(plain) : (d + 1) * len(plain)]
             prefix = " ".join(words)
-            out.append(f"{prefix} {text}" if text else prefix)
+            out.append(f"{prefix} {text}" if text and prefix else prefix or text)
             plain_masks.append(np.asarray([a != b for a, b in zip(words, plain, strict=True)]))
         return Release(
             "text",
@@ -183,8 +190,14 @@ class RAPT(PCT2T):
             audit=body.audit | {"plain_replaced": plain_masks},
         )
 
-    def training_objective(self) -> PlainTokenReconstruction:
+    def training_objective(self) -> PlainTokenReconstruction | None:
+        """RAPT's reconstruction objective, or None for the ablations (``reconstruction=False``
+        or ``n_plain=0``)."""
+        if not isinstance(self.reconstruction, bool):
+            raise TypeError(f"reconstruction must be a bool, got {self.reconstruction!r}.")
         plain, _ = self.plain_tokens()
+        if not self.reconstruction or not plain:
+            return None
         vocabulary = sorted(set(self._pool()[0]))
         index = {w: i for i, w in enumerate(vocabulary)}
         return PlainTokenReconstruction(
