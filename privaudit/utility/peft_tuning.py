@@ -107,6 +107,12 @@ class PeftUtility(UtilityEvaluator):
     metric: ClassVar[str] = "accuracy"
     default_method: ClassVar[str] = "prompt-tuning"
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # The per-method evaluators are named after their method.
+        super().__init_subclass__(**kwargs)
+        if cls.name in METHODS:
+            cls.default_method = cls.name
+
     def __init__(
         self,
         method: str | None = None,
@@ -333,7 +339,6 @@ class PromptTuning(PeftUtility):
     """Prompt tuning on the release (150 soft tokens as in RAPT): peft, method=prompt-tuning."""
 
     name: ClassVar[str] = "prompt-tuning"
-    default_method: ClassVar[str] = "prompt-tuning"
 
 
 @UTILITY.register("prefix-tuning")
@@ -341,7 +346,6 @@ class PrefixTuning(PeftUtility):
     """Prefix tuning on the release (prefix length 10): peft, method=prefix-tuning."""
 
     name: ClassVar[str] = "prefix-tuning"
-    default_method: ClassVar[str] = "prefix-tuning"
 
 
 @UTILITY.register("lora")
@@ -349,7 +353,6 @@ class LoRA(PeftUtility):
     """LoRA on the release (r=16, alpha=32, dropout 0.05): peft, method=lora."""
 
     name: ClassVar[str] = "lora"
-    default_method: ClassVar[str] = "lora"
 
 
 @UTILITY.register("fine-tuning")
@@ -357,7 +360,6 @@ class FineTuning(PeftUtility):
     """Full fine-tuning on the release (every weight): peft, method=fine-tuning."""
 
     name: ClassVar[str] = "fine-tuning"
-    default_method: ClassVar[str] = "fine-tuning"
 
 
 # -------------------------------------------------------------------------------------------
