@@ -83,6 +83,29 @@ def test_rapt_trains_with_its_reconstruction_objective() -> None:
     assert with_rec.last_info["final_loss"] > without.last_info["final_loss"]
 
 
+def test_rapt_plain_prefix_is_outside_the_pool_and_the_length_budget(tiny) -> None:
+    from privaudit.utility.peft_tuning import _Inputs
+
+    defense = DEFENSES.get("rapt")(backbone=TINY, eta=100.0, n_plain=6)
+    release = defense.privatize(["good fast delivery " * 40, "bad"], rng=np.random.default_rng(0))
+    objective = defense.training_objective()
+    inputs = _Inputs.build(tiny, release, np.arange(2), 16, objective)
+    for r, text in enumerate(release.texts):
+        prefix = " ".join(text.split()[:6])
+        n_prefix = len(tiny.tokenizer(prefix, add_special_tokens=False)["input_ids"])
+        mask, pool = inputs.mask[r], inputs.pool[r]
+        # The prefix is masked out of the pool: [CLS] stays, then n_prefix zeros, then the text.
+        assert pool[0] == 1 and pool[1 : 1 + n_prefix].sum() == 0
+        assert int(pool.sum()) == int(mask.sum()) - n_prefix
+        assert len(inputs.plain[r]) == 6 and inputs.plain[r][0] == 1
+    # The long review keeps max_length (16) tokens of its own beside the prefix.
+    assert int(inputs.pool[0].sum()) == 16  # [CLS] + 14 text pieces + [SEP]
+    without = _Inputs.build(tiny, release, np.arange(2), 16, None)
+    assert without.plain == [[], []] and torch.equal(without.pool, inputs.pool)
+    plain = _Inputs.build(tiny, Release("text", texts=["a b c"]), np.arange(1), 16, None)
+    assert plain.pool is None and "pool_mask" not in plain.batch(torch.arange(1))
+
+
 def test_other_defenses_add_no_objective() -> None:
     defense = DEFENSES.get("t2t")(backbone=TINY, eta=100.0)
     rng = np.random.default_rng(0)

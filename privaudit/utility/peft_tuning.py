@@ -76,6 +76,13 @@ class PeftUtility(UtilityEvaluator):
     ``max_length``, and subsets ``max_train``/``max_test`` default to the ``profile``'s values
     (``quick`` or ``paper``; see :data:`PROFILES`).
 
+    RAPT's releases start with ``n_plain_words`` public plain words (``Release.meta``): the
+    service knows where they are, so the classifier's mean leaves them out and
+    ``max_length`` budgets the user's text alone (the prefix gets its own room). Without
+    this the 40-word prefix would fill half of every mean and push the review's end past
+    ``max_length`` — a cost of our mean-pooling head that RAPT's verbalizer-style head does
+    not pay.
+
     Releases: ``text`` is tokenized as it is; ``token_vectors`` in the input-word-embedding
     space (``embedding-dx``, SAP at layer 0) enter as ``inputs_embeds`` between the [CLS] and
     [SEP] embeddings; ``pooled_vectors`` (CAPE, DPNR) train a classifier head (one hidden
@@ -399,6 +406,7 @@ class _Inputs:
     embeds: Any  # FloatTensor (n, L, dim) or None
     mask: Any  # LongTensor (n, L)
     plain: list[list[int]]
+    pool: Any = None  # LongTensor (n, L): the positions the classifier pools; None = mask
 
     def __len__(self) -> int:
         return int(self.mask.shape[0])
@@ -411,19 +419,25 @@ class _Inputs:
 
         if release.kind == "text":
             texts = [(release.texts or [])[i] for i in idx]
-            enc = bb.tokenizer(
-                texts, padding=True, truncation=True, max_length=max_length,
-                return_tensors="pt", return_offsets_mapping=objective is not None,
-            )  # fmt: skip
-            plain: list[list[int]] = [[] for _ in texts]
-            if objective is not None:
-                n_words = int(release.meta.get("n_plain_words", len(objective.plain_words)))
-                offsets = enc.pop("offset_mapping").tolist()
-                plain = [
-                    objective.positions(off, text, n_words)
-                    for off, text in zip(offsets, texts, strict=True)
-                ]
-            return cls(enc["input_ids"], None, enc["attention_mask"], plain)
+            n_words = int(release.meta.get("n_plain_words", 0))
+            if not n_words:
+                enc = bb.tokenizer(texts, padding=True, truncation=True, max_length=max_length,
+                                   return_tensors="pt")  # fmt: skip
+                return cls(enc["input_ids"], None, enc["attention_mask"], [[] for _ in texts])
+            # RAPT's public plain prefix: ``max_length`` budgets the user's text alone, and the
+            # classifier pools over the user's text only (the service knows where the prefix is).
+            prefixes = [" ".join(t.split()[:n_words]) for t in texts]
+            room = max((len(p) for p in bb.tokenizer(prefixes, add_special_tokens=False)
+                        ["input_ids"]), default=0)  # fmt: skip
+            enc = bb.tokenizer(texts, padding=True, truncation=True, max_length=max_length + room,
+                               return_tensors="pt", return_offsets_mapping=True)  # fmt: skip
+            offsets = enc.pop("offset_mapping").tolist()
+            pool = enc["attention_mask"].clone()
+            plain: list[list[int]] = []
+            for r, (off, text, prefix) in enumerate(zip(offsets, texts, prefixes, strict=True)):
+                pool[r, [k for k, (a, b) in enumerate(off) if b > a and a < len(prefix)]] = 0
+                plain.append(objective.positions(off, text, n_words) if objective else [])
+            return cls(enc["input_ids"], None, enc["attention_mask"], plain, pool)
         if release.kind != "token_vectors":
             raise ValueError(f"Cannot train on a {release.kind!r} release here.")
         given = release.vectors or []
@@ -446,6 +460,8 @@ class _Inputs:
         mask = self.mask[rows]
         width = int(mask.sum(1).max()) if len(rows) else 1  # trim shared padding
         out = {"attention_mask": mask[:, :width]}
+        if self.pool is not None:
+            out["pool_mask"] = self.pool[rows][:, :width]
         if self.ids is not None:
             out["input_ids"] = self.ids[rows][:, :width]
         else:
@@ -470,10 +486,12 @@ def _classifier(encoder: Any, dim: int, n_classes: int, n_virtual: int) -> Any:
             self.head = torch.nn.Linear(dim, n_classes)
 
         def forward(self, batch: dict[str, Any]) -> tuple[Any, Any]:
+            batch = dict(batch)
+            pool = batch.pop("pool_mask", batch["attention_mask"])
             hidden = self.encoder(**batch).last_hidden_state
             if n_virtual and hidden.shape[1] > batch["attention_mask"].shape[1]:
                 hidden = hidden[:, n_virtual:]  # prompt tuning prepends the soft tokens
-            mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            mask = pool.unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
             return self.head(pooled), hidden
 
