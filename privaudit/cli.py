@@ -244,6 +244,86 @@ def calibrate(
         typer.echo(f"{result.solution:.6g}")
 
 
+@app.command("leaderboard")
+@_user_errors
+def leaderboard_cmd(
+    run_dirs: Annotated[
+        list[Path], typer.Argument(help="Run directories to merge (later runs win on repeats).")
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Where leaderboard.md/.csv/.html go (default: the first run dir)."),
+    ] = None,
+    chance: Annotated[
+        float | None,
+        typer.Option(help="Majority-class accuracy, if the runs have no run.json (interrupted)."),
+    ] = None,
+) -> None:
+    """Rank defenses by the hypervolume of their privacy-utility frontiers, per attack."""
+    import warnings
+
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from privaudit.leaderboard.board import leaderboard, merge_runs, write_leaderboard
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        frame, level = merge_runs(run_dirs, chance=chance)
+    for warning in caught:  # one readable line each, not a warnings.warn source excerpt
+        typer.secho(f"Warning: {warning.message}", fg=typer.colors.YELLOW, err=True)
+    board = leaderboard(frame, level)
+    overall = board.tables()["overall"]
+    console = Console(width=max(110, Console().width))
+    table = Table(title=f"privaudit leaderboard ({len(run_dirs)} run(s))")
+    short = {
+        "mean hypervolume": "mean HV",
+        "best utility": "best util.",
+        "s / 1k words": "s/1k words",
+    }
+    headers = [short.get(h, h) for h in overall.headers]
+    g = headers.index("guarantee")
+    order = [k for k in range(len(headers)) if k != g] + [g]  # the long prose goes last
+    widths = [max([len(headers[k])] + [len(r[k]) for r in overall.rows]) for k in order]
+    # Labels and numbers keep their width; the guarantee gets what the terminal leaves.
+    room = max(12, console.width - sum(widths[:-1]) - 3 * len(order) - 1)
+    for k, width in zip(order, widths, strict=True):
+        table.add_column(
+            headers[k], justify="left" if k in (1, g) else "right", no_wrap=True,
+            overflow="ellipsis", width=min(width, room) if k == g else width,
+        )  # fmt: skip
+    for row in overall.rows:
+        table.add_row(*(Text(row[k]) for k in order))  # Text: has[mode=x] is not markup
+    console.print(table)
+    for note in board.notes:
+        console.print(f"- {note}", soft_wrap=True, markup=False)
+    typer.echo("Wrote:")
+    for path in write_leaderboard(board, out if out is not None else run_dirs[0]):
+        typer.echo(f"  {path}")
+
+
+@app.command()
+@_user_errors
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory written by `privaudit run`.")],
+    show_examples: Annotated[
+        bool,
+        typer.Option(
+            "--show-examples",
+            help="Include original texts from the run dir's examples.json (off by default).",
+        ),
+    ] = False,
+    out: Annotated[
+        Path | None, typer.Option(help="Report file (default: RUN_DIR/report.html).")
+    ] = None,
+) -> None:
+    """Write one self-contained HTML report (leaderboard, plots, cells, failures) for a run."""
+    from privaudit.leaderboard.report import write_report
+
+    typer.echo(str(write_report(run_dir, show_examples=show_examples, out=out)))
+
+
 def main() -> None:  # pragma: no cover
     app()
 

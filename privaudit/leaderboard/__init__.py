@@ -1,1 +1,1 @@
-"""Pareto frontiers, plots and (later) the leaderboard and reports."""
+"""Pareto frontiers and plots, the hypervolume leaderboard, and self-contained HTML reports."""

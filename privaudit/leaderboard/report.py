@@ -1,0 +1,283 @@
+"""One self-contained HTML report for a run directory.
+
+The page carries everything inline (plots as base64 PNG data URIs, CSS, a few lines of script),
+so it can be mailed or archived as one file and opened offline. It never shows original corpus
+text unless asked to (``show_examples``), following the project rule that reports and logs
+hold no user text by default.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import math
+import os
+import platform
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from privaudit.leaderboard.board import (
+    HYPERVOLUME_DEFINITION,
+    TABLE_CSS,
+    Table,
+    html_table,
+    leaderboard,
+    leaderboard_html_body,
+    read_run,
+)
+from privaudit.leaderboard.pareto import frontier_figure, pareto_figure, with_labels
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+ENVIRONMENT_PACKAGES = (
+    "privaudit", "torch", "transformers", "peft", "numpy", "pandas", "matplotlib",
+)  # fmt: skip
+
+REPORT_CSS = (
+    TABLE_CSS
+    + """
+h1 { margin-bottom: 0.2rem; }
+h2 { border-bottom: 2px solid #e3e3e8; padding-bottom: 0.2rem; margin-top: 2.2rem; }
+nav a { margin-right: 0.8rem; }
+img { max-width: 100%; height: auto; border: 1px solid #e3e3e8; margin: 0.4rem 0; }
+pre { background: #f6f6f8; padding: 0.8rem; overflow-x: auto; font-size: 0.8rem; }
+code { font-size: 0.85rem; }
+details { margin: 0.4rem 0; }
+summary { cursor: pointer; font-weight: 600; }
+.ok { color: #1a7f37; } .failed { color: #b42318; } .na { color: #8a6d00; }
+"""
+)
+
+# Sets data-images-loaded on <body> to how many images decoded, so a headless browser test
+# (chromium --dump-dom) can tell that every embedded plot renders.
+IMAGES_LOADED_JS = """
+window.addEventListener("load", function () {
+  var images = Array.prototype.slice.call(document.images);
+  var loaded = images.filter(function (img) { return img.complete && img.naturalWidth > 0; });
+  document.body.dataset.imagesLoaded = String(loaded.length);
+  document.body.dataset.imagesTotal = String(images.length);
+});
+"""
+
+
+def environment() -> dict[str, str]:
+    """Python, package versions, platform and CPU count of the machine writing the report."""
+    from importlib import metadata
+
+    env = {"python": f"{platform.python_implementation()} {platform.python_version()}"}
+    for dist in ENVIRONMENT_PACKAGES:
+        try:
+            env[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            env[dist] = "not installed"
+    env["platform"] = platform.platform()
+    env["cpu count"] = str(os.cpu_count())
+    return env
+
+
+def figure_png(fig: Figure) -> bytes:
+    """A figure rendered to PNG bytes in memory (Agg; nothing written to disk)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def _img(png: bytes, alt: str) -> str:
+    data = base64.b64encode(png).decode("ascii")
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
+
+
+def _note(text: str) -> str:
+    return f'<p class="note">{html.escape(text)}</p>'
+
+
+def _fmt(value: Any, spec: str = ".3f") -> str:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return "—" if value is None else str(value)
+    return "—" if math.isnan(number) else format(number, spec)
+
+
+def _summary(run_dir: Path, frame: pd.DataFrame, meta: dict[str, Any]) -> str:
+    counts = frame["status"].value_counts()
+    facts = {
+        "run directory": str(run_dir.resolve()),
+        "cells": ", ".join(f"{counts.get(s, 0)} {s}" for s in ("ok", "n/a", "failed")),
+        "defense labels": str(frame["label"].nunique()),
+        "attacks": str(frame["attack"].nunique()),
+        "chance (majority-class accuracy)": _fmt(meta.get("chance_accuracy")),
+    }
+    for col, name in (
+        ("corpus", "corpus"), ("backbone", "backbone"), ("utility_evaluator", "utility"),
+        ("privaudit_version", "privaudit version of the run"), ("seed", "seeds"),
+    ):  # fmt: skip
+        if col in frame.columns:
+            facts[name] = ", ".join(str(v) for v in sorted(frame[col].dropna().unique(), key=str))
+    if "corpus_sizes" in meta:
+        facts["corpus sizes"] = ", ".join(f"{k} {v}" for k, v in meta["corpus_sizes"].items())
+    rows = [[k, v] for k, v in facts.items()]
+    return html_table(Table(headers=[], rows=rows), numeric_from=99)
+
+
+def _leaderboard_section(frame: pd.DataFrame, chance: float) -> str:
+    try:
+        return leaderboard_html_body(leaderboard(frame, chance))
+    except ValueError as exc:  # no ok cell, or no chance level: say so, keep the report
+        return _note(f"No leaderboard: {exc}") + _note(HYPERVOLUME_DEFINITION)
+
+
+def _plots_section(frame: pd.DataFrame, chance: float) -> tuple[str, str]:
+    """(combined frontier figure, per-attack Pareto plots) as HTML with embedded PNGs."""
+    chance_arg = chance if math.isfinite(chance) else None
+    try:
+        frontiers = _img(figure_png(frontier_figure(frame, chance=chance_arg)), "Pareto frontiers")
+    except ValueError as exc:
+        return _note(f"No frontier to draw: {exc}"), ""
+    ok = frame[frame["status"] == "ok"]
+    parts = []
+    for attack in sorted(ok["attack"].unique()):
+        fig = pareto_figure(ok[ok["attack"] == attack], attack=attack, chance=chance_arg)
+        parts.append(
+            f"<h3>{html.escape(attack)}</h3>\n" + _img(figure_png(fig), f"Pareto plot: {attack}")
+        )
+    return frontiers, "\n".join(parts)
+
+
+def _cells_section(frame: pd.DataFrame) -> str:
+    parts = []
+    headers = ["defense", "knob", "value", "seed", "attack", "status", "privacy", "utility", "s"]
+    for attack, sub in frame.groupby("attack", sort=True):
+        sub = sub.sort_values(["label", "knob_value", "seed"], na_position="first")
+        rows = [
+            [
+                str(r["label"]),
+                str(r["knob"]) if isinstance(r["knob"], str) else "—",
+                _fmt(r["knob_value"], "g"),
+                _fmt(r["seed"], "g"),
+                str(attack),
+                str(r["status"]),
+                _fmt(r["empirical_privacy"]),
+                _fmt(r["utility"]),
+                _fmt(r.get("seconds"), ".1f"),
+            ]
+            for _, r in sub.iterrows()
+        ]
+        counts = sub["status"].value_counts().to_dict()
+        summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+        parts.append(
+            f"<details open><summary>{html.escape(str(attack))} ({html.escape(summary)})"
+            f"</summary>\n{html_table(Table(headers, rows), numeric_from=2)}\n</details>"
+        )
+    return "\n".join(parts)
+
+
+def _grouped_reasons(frame: pd.DataFrame, status: str) -> str:
+    """Rows of one status grouped by reason: count and the (defense, attack) pairs."""
+    sub = frame[frame["status"] == status]
+    if sub.empty:
+        return _note(f"No cell has status {status!r}.")
+    rows = []
+    reasons = sub.assign(reason=sub["reason"].fillna("(no reason given)").astype(str))
+    for reason, group in reasons.groupby("reason", sort=False):
+        pairs = sorted({f"{r['label']} × {r['attack']}" for _, r in group.iterrows()})
+        shown = ", ".join(pairs[:12]) + (f", … ({len(pairs) - 12} more)" if len(pairs) > 12 else "")
+        rows.append([str(len(group)), str(reason), shown])
+    rows.sort(key=lambda r: -int(r[0]))
+    return html_table(Table(["cells", "reason", "defense × attack"], rows), numeric_from=0)
+
+
+def _examples_section(run_dir: Path, show_examples: bool) -> str:
+    if not show_examples:
+        return _note(
+            "Original texts are not shown. Pass --show-examples (show_examples=True) to include "
+            "the examples in the run directory's examples.json."
+        )
+    path = run_dir / "examples.json"
+    if not path.is_file():
+        return _note(f"No examples.json in {run_dir}; there is nothing to show.")
+    try:
+        examples = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not valid JSON: {exc}.") from None
+    keys = ("defense", "knob_value", "original", "released")
+    if not isinstance(examples, list) or not all(
+        isinstance(e, dict) and set(keys) <= set(e) for e in examples
+    ):
+        raise ValueError(f"{path} must be a JSON list of objects with the keys {', '.join(keys)}.")
+    rows = [
+        [str(e["defense"]), _fmt(e["knob_value"], "g"), str(e["original"]), str(e["released"])]
+        for e in examples
+    ]
+    return html_table(
+        Table(["defense", "knob value", "original", "released"], rows), numeric_from=99
+    )
+
+
+def write_report(
+    run_dir: str | Path, *, show_examples: bool = False, out: str | Path | None = None
+) -> Path:
+    """Write one self-contained HTML report for ``run_dir`` (default ``run_dir/report.html``).
+
+    It holds the run summary, the leaderboard, the combined frontier figure and every
+    per-attack Pareto plot (rendered from the results table, embedded as PNG data URIs),
+    per-cell tables, failures and n/a reasons grouped with counts, the config and the
+    environment. Original texts appear only with ``show_examples=True``, and then only those
+    in ``run_dir/examples.json`` (a list of ``{defense, knob_value, original, released}``).
+    All text is HTML-escaped; the page loads nothing from outside itself.
+    """
+    run_dir = Path(run_dir)
+    frame, meta = read_run(run_dir)
+    frame = with_labels(frame)
+    for col in ("knob", "knob_value", "seed", "reason", "empirical_privacy", "utility"):
+        if col not in frame.columns:
+            frame[col] = None if col in ("knob", "reason") else math.nan
+    chance = meta.get("chance_accuracy")
+    chance = float(chance) if chance is not None else math.nan
+    config_path = run_dir / "config.json"
+    config = (
+        json.dumps(json.loads(config_path.read_text(encoding="utf-8")), indent=2)
+        if config_path.is_file()
+        else "(no config.json in the run directory)"
+    )
+    env_rows = [[k, v] for k, v in environment().items()]
+    frontiers, per_attack = _plots_section(frame, chance)
+    sections = [
+        ("summary", "Summary", _summary(run_dir, frame, meta)),
+        ("leaderboard", "Leaderboard", _leaderboard_section(frame, chance)),
+        ("frontiers", "Pareto frontiers", frontiers),
+        ("pareto", "Pareto plots per attack", per_attack or _note("No ok cell to plot.")),
+        ("cells", "Cells", _cells_section(frame)),
+        ("failures", "Failures", _grouped_reasons(frame, "failed")),
+        ("na", "Not applicable (n/a)", _grouped_reasons(frame, "n/a")),
+        ("config", "Config", f"<pre>{html.escape(config)}</pre>"),
+        (
+            "environment",
+            "Environment (where this report was written)",
+            html_table(Table([], env_rows), numeric_from=99),
+        ),
+        ("examples", "Examples", _examples_section(run_dir, show_examples)),
+    ]
+    nav = " ".join(f'<a href="#{key}">{html.escape(title)}</a>' for key, title, _ in sections)
+    body = "\n".join(
+        f'<section id="{key}">\n<h2>{html.escape(title)}</h2>\n{content}\n</section>'
+        for key, title, content in sections
+    )
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    title = f"privaudit report: {run_dir.resolve().name}"
+    page = (
+        '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{html.escape(title)}</title>\n<style>{REPORT_CSS}</style>\n</head>\n<body>\n"
+        f"<h1>{html.escape(title)}</h1>\n"
+        f'<p class="note">Written {html.escape(stamp)} by privaudit.</p>\n<nav>{nav}</nav>\n'
+        f"{body}\n<script>{IMAGES_LOADED_JS}</script>\n</body>\n</html>\n"
+    )
+    out_path = Path(out) if out is not None else run_dir / "report.html"
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(page, encoding="utf-8")
+    return out_path
