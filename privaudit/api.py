@@ -117,6 +117,8 @@ class Defense:
     """
 
     name: ClassVar[str] = ""
+    # Bump when a change alters results: the result store recomputes only this one's cells.
+    version: ClassVar[str] = "1"
     knob: ClassVar[str | None] = None
     knob_unit: ClassVar[str] = ""
     guarantee: ClassVar[str] = "none"
@@ -145,6 +147,7 @@ class Attack:
     """An adversary. It never sees the victim's originals; the runner scores its predictions."""
 
     name: ClassVar[str] = ""
+    version: ClassVar[str] = "1"  # bump when a change alters results (see Defense.version)
     accepts: ClassVar[frozenset[str]] = frozenset()
     metric: ClassVar[str] = ""
     needs_white_box: ClassVar[bool] = False
@@ -191,6 +194,7 @@ class UtilityEvaluator:
     """
 
     name: ClassVar[str] = ""
+    version: ClassVar[str] = "1"  # bump when a change alters results (see Defense.version)
     metric: ClassVar[str] = "accuracy"
 
     def evaluate_releases(

@@ -141,6 +141,28 @@ def test_rapt_prepends_a_fixed_plain_sequence() -> None:
     assert noisy.audit["plain_replaced"][0].mean() > 0.5
 
 
+def test_rapt_per_document_plain_sequences() -> None:
+    d = rapt(math.inf, n_plain=6, plain_sequence="per-document")
+    release = d.privatize(TEXTS[:3], rng=np.random.default_rng(0))
+    own = release.meta["plain_words"]
+    assert len(own) == 3 and all(len(words) == 6 for words in own)
+    assert own[0] != own[1]  # fresh public words per document
+    for text, words, original in zip(release.texts, own, TEXTS, strict=False):
+        assert text == " ".join(words) + " " + original
+    assert release.public().meta["plain_words"] == own  # the service needs them: public
+    again = d.privatize(TEXTS[:3], rng=np.random.default_rng(0))
+    assert again.texts == release.texts  # same seed, same output
+    objective = d.training_objective()
+    assert [objective.vocabulary[t] for t in objective.row_targets(own[1])] == own[1]
+    assert objective.row_targets(None) == objective.targets
+    with pytest.raises(ValueError, match="not in the objective"):
+        objective.row_targets(["qqqzzz"])
+    with pytest.raises(ValueError, match="Unknown plain_sequence"):
+        rapt(plain_sequence="random").privatize(TEXTS, rng=np.random.default_rng(0))
+    fixed = rapt(math.inf, n_plain=6).privatize(TEXTS[:3], rng=np.random.default_rng(0))
+    assert "plain_words" not in fixed.meta
+
+
 def test_rapt_empty_document_gets_only_the_prefix() -> None:
     release = rapt(n_plain=5).privatize(["", "hi"], rng=np.random.default_rng(0))
     assert len(release.texts[0].split()) == 5 and len(release.texts[1].split()) == 6

@@ -106,6 +106,24 @@ def test_rapt_plain_prefix_is_outside_the_pool_and_the_length_budget(tiny) -> No
     assert plain.pool is None and "pool_mask" not in plain.batch(torch.arange(1))
 
 
+def test_rapt_per_document_targets_reach_the_loss(tiny) -> None:
+    from privaudit.utility.peft_tuning import _Inputs
+
+    defense = DEFENSES.get("rapt")(backbone=TINY, eta=100.0, n_plain=5,
+                                   plain_sequence="per-document")  # fmt: skip
+    release = defense.privatize(TEXTS[:4], rng=np.random.default_rng(0))
+    objective = defense.training_objective()
+    inputs = _Inputs.build(tiny, release, np.arange(1, 4), 32, objective)
+    own = release.meta["plain_words"]
+    assert inputs.targets == [objective.row_targets(own[i]) for i in (1, 2, 3)]
+    util = UTILITY.get("prompt-tuning")(**SMALL, num_virtual_tokens=4)
+    test = defense.privatize(TEXTS[36:], rng=np.random.default_rng(1))
+    train = defense.privatize(TEXTS[:36], rng=np.random.default_rng(1))
+    util.evaluate_releases(*_split(train, test), rng=np.random.default_rng(0), defense=defense)
+    assert util.last_info["objective"] == "PlainTokenReconstruction"
+    assert np.isfinite(util.last_info["final_loss"])
+
+
 def test_other_defenses_add_no_objective() -> None:
     defense = DEFENSES.get("t2t")(backbone=TINY, eta=100.0)
     rng = np.random.default_rng(0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -90,6 +90,15 @@ class UtilitySpec(_Strict):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
+class ExecutorSpec(_Strict):
+    """Where cells run: ``local`` (``jobs`` worker processes; 1 = in the driver) or ``ray``
+    (an existing cluster at ``address``, ``auto`` or ``HOST:PORT``; none = a local one)."""
+
+    kind: Literal["local", "ray"] = "local"
+    jobs: int = Field(default=1, ge=1, description="parallel worker processes (local)")
+    address: str | None = None
+
+
 class GridConfig(_Strict):
     name: str = "custom"
     corpus: CorpusSpec = Field(default_factory=CorpusSpec)
@@ -104,6 +113,7 @@ class GridConfig(_Strict):
         "{profile: quick}})",
     )
     seeds: list[int] = Field(default_factory=lambda: [0])
+    executor: ExecutorSpec = Field(default_factory=ExecutorSpec)
 
     @field_validator("defenses", "attacks", "seeds")
     @classmethod

@@ -15,6 +15,7 @@ from privaudit.mechanisms.noise import check_eta
 from privaudit.registry import DEFENSES
 
 SAMPLERS = ("uniform", "frequency")
+PLAIN_SEQUENCES = ("fixed", "per-document")
 
 
 @dataclass
@@ -59,15 +60,29 @@ class PlainTokenReconstruction:
                     break
         return out
 
-    def loss(self, hidden_at_plain: Any, head: Any) -> Any:
-        """Cross-entropy of the head's predictions at the plain positions, (batch, n, hidden)."""
+    def row_targets(self, words: Sequence[str] | None) -> list[int]:
+        """Targets of one document: its own plain words (per-document sequences, from the
+        release's public meta) or the fixed sequence's."""
+        if words is None:
+            return list(self.targets)
+        if not self._index:
+            self._index.update({w: i for i, w in enumerate(self.vocabulary)})
+        try:
+            return [self._index[w] for w in words]
+        except KeyError as exc:
+            raise ValueError(f"Plain word {exc.args[0]!r} is not in the objective's V_r.") from None
+
+    def loss(self, hidden_at_plain: Any, head: Any, targets: Any = None) -> Any:
+        """Cross-entropy of the head's predictions at the plain positions, (batch, n, hidden),
+        against ``targets`` (batch, n) or, when None, the fixed sequence's."""
         import torch
 
         logits = head(hidden_at_plain)
-        target = torch.as_tensor(self.targets, device=logits.device)
-        target = target[: logits.shape[1]].expand(logits.shape[0], -1)
+        if targets is None:
+            target = torch.as_tensor(self.targets, device=logits.device)
+            targets = target[: logits.shape[1]].expand(logits.shape[0], -1)
         return torch.nn.functional.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]), target.reshape(-1)
+            logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)
         )
 
 
@@ -94,6 +109,13 @@ class RAPT(PCT2T):
     with the category they were sampled from (not re-tagged in context, where a random word
     list would be tagged arbitrarily).
 
+    Plain sequence: ``plain_sequence="fixed"`` (default) uses one sequence for every document,
+    as the paper's shared plain tokens; ``"per-document"`` draws each document's plain words
+    afresh (from the privatization ``rng``) and sends the originals in the release's public
+    ``meta["plain_words"]``. Our reading of the paper is the fixed sequence; with it the
+    reconstruction head can partly solve its task from position alone, which per-document
+    sequences rule out (the service must read the noisy words) — offered as an option to test.
+
     Ablations (RAPT Table VIII): ``reconstruction=False`` keeps the plain tokens in the release
     but offers no reconstruction objective (the service trains on the task loss only);
     ``n_plain=0`` prepends nothing, so the release is PCT2T's and there is nothing to
@@ -112,6 +134,7 @@ class RAPT(PCT2T):
         sampler: str = "uniform",
         reconstruction_hidden: int = 96,
         reconstruction: bool = True,
+        plain_sequence: str = "fixed",
         backbone: str | None = None,
         spacy_model: str | None = None,
     ) -> None:
@@ -121,6 +144,7 @@ class RAPT(PCT2T):
         self.sampler = sampler
         self.reconstruction_hidden = reconstruction_hidden
         self.reconstruction = reconstruction
+        self.plain_sequence = plain_sequence
 
     def fit(self, train: Any) -> Self:
         """Count word frequencies for ``sampler="frequency"`` (a Dataset or list of texts)."""
@@ -145,28 +169,35 @@ class RAPT(PCT2T):
         keep = [i for i, p in enumerate(pieces) if len(p) == 1]
         return [words[i] for i in keep], [word_cats[i] for i in keep]
 
-    def plain_tokens(self) -> tuple[list[str], list[str]]:
-        """The fixed plain-token sequence (words, categories), seeded by ``plain_seed``."""
+    def _plain_distribution(self) -> tuple[list[str], list[str], np.ndarray | None]:
+        """Candidate plain words, their categories, and the sampling probabilities (None:
+        uniform)."""
         if isinstance(self.n_plain, bool) or not isinstance(self.n_plain, int) or self.n_plain < 0:
             raise ValueError(f"n_plain must be a non-negative integer, got {self.n_plain!r}.")
         if self.sampler not in SAMPLERS:
             raise ValueError(
                 f"Unknown plain-token sampler {self.sampler!r}; use one of {SAMPLERS}."
             )
+        if self.plain_sequence not in PLAIN_SEQUENCES:
+            raise ValueError(
+                f"Unknown plain_sequence {self.plain_sequence!r}; use one of {PLAIN_SEQUENCES}."
+            )
         resolve_categories(self.categories)
         words, cats = self._pool()
-        rng = np.random.default_rng(self.plain_seed)
         if self.sampler == "uniform":
-            p = None
-        else:
-            counts = getattr(self, "_counts", None)
-            if counts is None:
-                raise ValueError("sampler='frequency' needs fit(train) first, to count words.")
-            weights = np.asarray([counts.get(w, 0) for w in words], dtype=float)
-            if weights.sum() == 0:
-                raise ValueError("No candidate plain word occurs in the fitted text.")
-            p = weights / weights.sum()
-        idx = rng.choice(len(words), size=self.n_plain, replace=True, p=p)
+            return words, cats, None
+        counts = getattr(self, "_counts", None)
+        if counts is None:
+            raise ValueError("sampler='frequency' needs fit(train) first, to count words.")
+        weights = np.asarray([counts.get(w, 0) for w in words], dtype=float)
+        if weights.sum() == 0:
+            raise ValueError("No candidate plain word occurs in the fitted text.")
+        return words, cats, weights / weights.sum()
+
+    def plain_tokens(self) -> tuple[list[str], list[str]]:
+        """The fixed plain-token sequence (words, categories), seeded by ``plain_seed``."""
+        words, cats, p = self._plain_distribution()
+        idx = np.random.default_rng(self.plain_seed).choice(len(words), self.n_plain, p=p)
         return [words[i] for i in idx], [cats[i] for i in idx]
 
     def privatize(self, texts: Sequence[str], *, rng: np.random.Generator) -> Release:
@@ -175,19 +206,29 @@ class RAPT(PCT2T):
         eta = check_eta(self.eta)
         plain, plain_cats = self.plain_tokens()
         body = super().privatize(texts, rng=rng)
-        n = len(texts)
-        noisy = self.perturb_words(plain * n, plain_cats * n, eta, rng) if n else []
+        n, m = len(texts), len(plain)
+        if self.plain_sequence == "per-document":
+            words, cats, p = self._plain_distribution()
+            idx = rng.choice(len(words), size=(n, m), p=p) if n * m else np.zeros((n, 0), int)
+            originals = [[words[i] for i in row] for row in idx]
+            all_cats = [cats[i] for row in idx for i in row]
+        else:
+            originals, all_cats = [plain] * n, plain_cats * n
+        flat = [w for row in originals for w in row]
+        noisy = self.perturb_words(flat, all_cats, eta, rng) if flat else []
         out, plain_masks = [], []
         for d, text in enumerate(body.texts or []):
-            words = noisy[d * len(plain) : (d + 1) * len(plain)]
-            prefix = " ".join(words)
+            words_d = noisy[d * m : (d + 1) * m]
+            prefix = " ".join(words_d)
             out.append(f"{prefix} {text}" if text and prefix else prefix or text)
-            plain_masks.append(np.asarray([a != b for a, b in zip(words, plain, strict=True)]))
+            plain_masks.append(
+                np.asarray([a != b for a, b in zip(words_d, originals[d], strict=True)])
+            )
+        meta = body.meta | {"defense": self.name, "n_plain_words": m}
+        if self.plain_sequence == "per-document":
+            meta["plain_words"] = originals  # public: random words, sent for the service's loss
         return Release(
-            "text",
-            texts=out,
-            meta=body.meta | {"defense": self.name, "n_plain_words": len(plain)},
-            audit=body.audit | {"plain_replaced": plain_masks},
+            "text", texts=out, meta=meta, audit=body.audit | {"plain_replaced": plain_masks}
         )
 
     def training_objective(self) -> PlainTokenReconstruction | None:

@@ -163,6 +163,9 @@ class PeftUtility(UtilityEvaluator):
     # Settings
     # ---------------------------------------------------------------------------------------
 
+    def params(self) -> dict[str, Any]:
+        return {k: v for k, v in super().params().items() if k != "last_info"}
+
     def settings(self) -> dict[str, Any]:
         """The effective training settings: explicit parameters over the profile's values."""
         from privaudit.attacks._pairs import check_params
@@ -407,6 +410,7 @@ class _Inputs:
     mask: Any  # LongTensor (n, L)
     plain: list[list[int]]
     pool: Any = None  # LongTensor (n, L): the positions the classifier pools; None = mask
+    targets: list[list[int]] | None = None  # per row, the plain words' indices in V_r
 
     def __len__(self) -> int:
         return int(self.mask.shape[0])
@@ -437,7 +441,11 @@ class _Inputs:
             for r, (off, text, prefix) in enumerate(zip(offsets, texts, prefixes, strict=True)):
                 pool[r, [k for k, (a, b) in enumerate(off) if b > a and a < len(prefix)]] = 0
                 plain.append(objective.positions(off, text, n_words) if objective else [])
-            return cls(enc["input_ids"], None, enc["attention_mask"], plain, pool)
+            targets = None
+            if objective is not None:
+                own = release.meta.get("plain_words")  # per-document plain sequences
+                targets = [objective.row_targets(own[i] if own else None) for i in idx]
+            return cls(enc["input_ids"], None, enc["attention_mask"], plain, pool, targets)
         if release.kind != "token_vectors":
             raise ValueError(f"Cannot train on a {release.kind!r} release here.")
         given = release.vectors or []
@@ -537,7 +545,8 @@ def _train_encoder(
         info = _loop(
             model, inputs, target, cfg, seed, progress, opt,
             extra=None if rec_head is None else (lambda h, rows: _rec_loss(
-                objective, rec_head, h, [inputs.plain[int(r)] for r in rows])),
+                objective, rec_head, h, [inputs.plain[int(r)] for r in rows],
+                [(inputs.targets or [])[int(r)] for r in rows])),
         )  # fmt: skip
     model.eval()
     return model, info | {"trainable_params": int(trainable)}
@@ -607,8 +616,11 @@ def _train_top(
     }
 
 
-def _rec_loss(objective: Any, head: Any, hidden: Any, plain: list[list[int]]) -> Any:
-    """RAPT's reconstruction loss on the rows whose plain positions are all present."""
+def _rec_loss(
+    objective: Any, head: Any, hidden: Any, plain: list[list[int]], targets: list[list[int]]
+) -> Any:
+    """RAPT's reconstruction loss over the first n plain positions of every row, n the fewest
+    any row of the batch kept (truncation can cut a prefix short)."""
     import torch
 
     n = min((len(p) for p in plain), default=0)
@@ -616,7 +628,8 @@ def _rec_loss(objective: Any, head: Any, hidden: Any, plain: list[list[int]]) ->
         return None
     pos = torch.tensor([p[:n] for p in plain], dtype=torch.long)
     at = hidden.gather(1, pos.unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))
-    return float(objective.weight) * objective.loss(at, head)
+    target = torch.tensor([t[:n] for t in targets], dtype=torch.long)
+    return float(objective.weight) * objective.loss(at, head, target)
 
 
 def _loop(
