@@ -116,48 +116,87 @@ def run(
         Path | None, typer.Option(help="Write into this directory instead of a new one.")
     ] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    resume: Annotated[
+        Path | None,
+        typer.Option(
+            help="Finish an interrupted run: its config, its directory; finished cells are skipped."
+        ),
+    ] = None,
+    executor: Annotated[
+        str | None, typer.Option(help="'local' or 'ray' (default: the config's, else local).")
+    ] = None,
+    jobs: Annotated[
+        int | None, typer.Option(help="Parallel worker processes for the local executor.")
+    ] = None,
+    address: Annotated[
+        str | None, typer.Option(help="Ray cluster: 'auto' or HOST:PORT (default: start one).")
+    ] = None,
 ) -> None:
-    """Run a grid: every defense at every privacy level against every attack, with utility."""
+    """Run a grid: every defense at every privacy level against every attack, with utility.
+
+    Every finished cell is stored as it finishes; re-running a config into the same
+    --run-dir (or --resume RUN_DIR) skips the finished ones."""
     from privaudit.audit.config import load_config
     from privaudit.audit.runner import run_grid
 
+    if resume is not None:
+        saved = resume / "config.json"
+        if not saved.is_file():
+            raise ValueError(f"{resume} has no config.json: is it a privaudit run directory?")
+        if config is not None or run_dir is not None:
+            raise ValueError(
+                "--resume takes its config and directory from the run; drop "
+                "--config/--run-dir (or use them without --resume)."
+            )
+        config, run_dir = saved, resume
     cfg = load_config(config if config is not None else preset)
-    result = run_grid(cfg, reports_root=out, run_dir=run_dir, progress=progress)
+    result = run_grid(cfg, reports_root=out, run_dir=run_dir, progress=progress,
+                      executor=executor, jobs=jobs, address=address)  # fmt: skip
     _print_summary(result)
 
 
 def _print_summary(result: Any) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
+
+    from privaudit.leaderboard.board import leaderboard
 
     frame = result.frame
-    table = Table(title=f"privaudit run: {result.run_dir.name}")
-    for col in ("defense", "knob", "attack", "status", "privacy", "utility", "repl. rate", "s"):
-        left = col in ("defense", "attack", "status")
-        table.add_column(col, justify="left" if left else "right", no_wrap=True)
-
-    def fmt(x: Any, spec: str = ".3f") -> str:
-        try:
-            return "-" if x != x else format(float(x), spec)
-        except (TypeError, ValueError):
-            return str(x)
-
-    for _, row in frame.iterrows():
-        knob = f"{row['knob']}={row['knob_value']:g}" if isinstance(row["knob"], str) else "-"
-        table.add_row(
-            row["label"], knob, row["attack"], row["status"],
-            fmt(row["empirical_privacy"]), fmt(row["utility"]),
-            fmt(row["replacement_rate"]), fmt(row["seconds"], ".1f"),
-        )  # fmt: skip
     console = Console(width=max(110, Console().width))
-    console.print(table)
-    problems = frame[frame["status"] != "ok"]
-    for _, row in problems.iterrows():
+    if len(frame) <= 60:  # a big grid's cells belong in the report, not the terminal
+        table = Table(title=f"privaudit run: {result.run_dir.name}")
+        for col in ("defense", "knob", "attack", "status", "privacy", "utility", "repl. rate",
+                    "s"):  # fmt: skip
+            left = col in ("defense", "attack", "status")
+            table.add_column(col, justify="left" if left else "right", no_wrap=True)
+
+        def fmt(x: Any, spec: str = ".3f") -> str:
+            try:
+                return "-" if x != x else format(float(x), spec)
+            except (TypeError, ValueError):
+                return str(x)
+
+        for _, row in frame.iterrows():
+            knob = f"{row['knob']}={row['knob_value']:g}" if isinstance(row["knob"], str) else "-"
+            table.add_row(
+                Text(row["label"]), knob, Text(row["attack"]), row["status"],
+                fmt(row["empirical_privacy"]), fmt(row["utility"]),
+                fmt(row["replacement_rate"]), fmt(row["seconds"], ".1f"),
+            )  # fmt: skip
+        console.print(table)
+    for _, row in frame[frame["status"] == "failed"].iterrows():
         console.print(
-            f"[yellow]{row['label']} × {row['attack']}: {row['status']}: {row['reason']}",
-            soft_wrap=True,
-        )
+            f"failed: {row['label']} × {row['attack']}: {row['reason']}",
+            soft_wrap=True, markup=False, style="yellow",
+        )  # fmt: skip
+    na = frame[frame["status"] == "n/a"]
+    if len(na):
+        typer.echo(f"{len(na)} of {len(frame)} cells are n/a (the attack cannot read the "
+                   "release); the report lists the reasons.")  # fmt: skip
     typer.echo(f"majority-class accuracy (chance): {result.chance:.3f}")
+    if (frame["status"] == "ok").any():
+        _print_board(leaderboard(frame, result.chance), "leaderboard (this run)")
     typer.echo("Wrote:")  # plain echo: paths must stay whole and copyable
     for path in [result.run_dir / "results.csv", result.run_dir / "results.parquet", *result.plots]:
         typer.echo(f"  {path}")
@@ -244,39 +283,15 @@ def calibrate(
         typer.echo(f"{result.solution:.6g}")
 
 
-@app.command("leaderboard")
-@_user_errors
-def leaderboard_cmd(
-    run_dirs: Annotated[
-        list[Path], typer.Argument(help="Run directories to merge (later runs win on repeats).")
-    ],
-    out: Annotated[
-        Path | None,
-        typer.Option(help="Where leaderboard.md/.csv/.html go (default: the first run dir)."),
-    ] = None,
-    chance: Annotated[
-        float | None,
-        typer.Option(help="Majority-class accuracy, if the runs have no run.json (interrupted)."),
-    ] = None,
-) -> None:
-    """Rank defenses by the hypervolume of their privacy-utility frontiers, per attack."""
-    import warnings
-
+def _print_board(board: Any, title: str) -> None:
+    """The overall leaderboard as a terminal table, then its notes."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    from privaudit.leaderboard.board import leaderboard, merge_runs, write_leaderboard
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        frame, level = merge_runs(run_dirs, chance=chance)
-    for warning in caught:  # one readable line each, not a warnings.warn source excerpt
-        typer.secho(f"Warning: {warning.message}", fg=typer.colors.YELLOW, err=True)
-    board = leaderboard(frame, level)
     overall = board.tables()["overall"]
     console = Console(width=max(110, Console().width))
-    table = Table(title=f"privaudit leaderboard ({len(run_dirs)} run(s))")
+    table = Table(title=title)
     short = {
         "mean hypervolume": "mean HV",
         "best utility": "best util.",
@@ -298,6 +313,35 @@ def leaderboard_cmd(
     console.print(table)
     for note in board.notes:
         console.print(f"- {note}", soft_wrap=True, markup=False)
+
+
+@app.command("leaderboard")
+@_user_errors
+def leaderboard_cmd(
+    run_dirs: Annotated[
+        list[Path], typer.Argument(help="Run directories to merge (later runs win on repeats).")
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Where leaderboard.md/.csv/.html go (default: the first run dir)."),
+    ] = None,
+    chance: Annotated[
+        float | None,
+        typer.Option(help="Majority-class accuracy, if the runs have no run.json (interrupted)."),
+    ] = None,
+) -> None:
+    """Rank defenses by the hypervolume of their privacy-utility frontiers, per attack."""
+    import warnings
+
+    from privaudit.leaderboard.board import leaderboard, merge_runs, write_leaderboard
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        frame, level = merge_runs(run_dirs, chance=chance)
+    for warning in caught:  # one readable line each, not a warnings.warn source excerpt
+        typer.secho(f"Warning: {warning.message}", fg=typer.colors.YELLOW, err=True)
+    board = leaderboard(frame, level)
+    _print_board(board, f"privaudit leaderboard ({len(run_dirs)} run(s))")
     typer.echo("Wrote:")
     for path in write_leaderboard(board, out if out is not None else run_dirs[0]):
         typer.echo(f"  {path}")

@@ -80,7 +80,7 @@ def test_kill_9_then_resume_loses_nothing_finished(reference, tmp_path) -> None:
     proc.wait()
     finished = _cells(run_dir)
     assert len(finished) > 0, "the run persisted nothing before it was killed"
-    assert not (run_dir / "run.json").exists()  # it really died mid-run
+    assert not json.loads((run_dir / "run.json").read_text())["finished"]  # it died mid-run
     resumed = run_grid(_smoke(), run_dir=run_dir, progress=False)
     assert all(_cells(run_dir)[name] == t for name, t in finished.items())  # not recomputed
     pd.testing.assert_frame_equal(resumed.frame[SAME], reference.frame[SAME])
@@ -119,3 +119,19 @@ def test_executor_errors(tmp_path) -> None:
         _smoke(executor={"kind": "local", "jobs": 0})
     with pytest.raises(ValueError, match=r"executor\.kind"):
         _smoke(executor={"kind": "dask"})
+
+
+def test_cli_resume(reference, tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from privaudit.cli import app
+
+    runner = CliRunner()
+    result = runner.invoke(app, ["run", "--resume", str(reference.run_dir), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((reference.run_dir / "run.json").read_text())["computed"] == 0
+    assert "leaderboard" in result.output and "report.html" in result.output
+    empty = runner.invoke(app, ["run", "--resume", str(tmp_path)])
+    assert empty.exit_code != 0 and "has no config.json" in empty.output
+    both = runner.invoke(app, ["run", "--resume", str(reference.run_dir), "--run-dir", "x"])
+    assert both.exit_code != 0 and "--resume takes its config" in both.output

@@ -419,6 +419,9 @@ def run_grid(
     (run_dir / "config.json").write_text(config.model_dump_json(indent=2), encoding="utf-8")
     store = ResultStore(run_dir)
     ctx = context_for(config)
+    meta = {"chance_accuracy": ctx.chance, "corpus_sizes": ctx.corpus.sizes(),
+            "backbone": ctx.bb.name, "finished": False}  # fmt: skip
+    _write_json(run_dir / "run.json", meta)  # leaderboards can read a run that is cut short
     points = plan(config, ctx, store)
 
     tasks, done = [], 0
@@ -447,12 +450,17 @@ def run_grid(
         runner.close()
 
     frame = _write_rows(assemble(ctx, points, store), run_dir)
-    plots = _plots(frame, run_dir, ctx.chance)
     _write_examples(ctx, points, store, run_dir)
-    meta = {"chance_accuracy": ctx.chance, "corpus_sizes": ctx.corpus.sizes(),
-            "backbone": ctx.bb.name, "cells": total, "computed": total - done}  # fmt: skip
-    (run_dir / "run.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    _write_json(run_dir / "run.json", meta | {"finished": True, "cells": total,
+                                              "computed": total - done})  # fmt: skip
+    plots = _plots(frame, run_dir, ctx.chance)
     return RunResult(run_dir=run_dir, frame=frame, plots=plots, chance=ctx.chance)
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=_json_default), encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def _describe(point: Point) -> str:
@@ -509,7 +517,11 @@ def assemble(ctx: Context, points: list[Point], store: ResultStore) -> list[dict
 
 
 def _plots(frame: Any, run_dir: Path, chance: float) -> list[Path]:
-    from privaudit.leaderboard.pareto import plot_pareto
+    """Per-attack Pareto plots, the combined frontier figure, the leaderboard files and the
+    HTML report (the results are already on disk, so none of these can lose them)."""
+    from privaudit.leaderboard.board import leaderboard, write_leaderboard
+    from privaudit.leaderboard.pareto import plot_frontiers, plot_pareto
+    from privaudit.leaderboard.report import write_report
 
     plots = []
     ok = frame[frame["status"] == "ok"]
@@ -519,6 +531,10 @@ def _plots(frame: Any, run_dir: Path, chance: float) -> list[Path]:
         path = run_dir / f"pareto_{safe}.png"
         plot_pareto(sub, path, attack=attack_name, chance=chance)
         plots.append(path)
+    if len(ok):
+        plots.append(plot_frontiers(frame, run_dir / "frontiers.png", chance=chance))
+        plots.extend(write_leaderboard(leaderboard(frame, chance), run_dir))
+    plots.append(write_report(run_dir))
     return plots
 
 
