@@ -135,3 +135,9 @@ def test_cli_resume(reference, tmp_path) -> None:
     assert empty.exit_code != 0 and "has no config.json" in empty.output
     both = runner.invoke(app, ["run", "--resume", str(reference.run_dir), "--run-dir", "x"])
     assert both.exit_code != 0 and "--resume takes its config" in both.output
+
+
+def test_ray_executor_gives_the_same_rows(reference, tmp_path) -> None:
+    pytest.importorskip("ray", reason="the ray extra is not installed (pip install privaudit[ray])")
+    on_ray = run_grid(_smoke(), run_dir=tmp_path / "ray", progress=False, executor="ray", jobs=2)
+    pd.testing.assert_frame_equal(on_ray.frame[SAME], reference.frame[SAME])
