@@ -315,6 +315,56 @@ def _print_board(board: Any, title: str) -> None:
         console.print(f"- {note}", soft_wrap=True, markup=False)
 
 
+@app.command()
+@_user_errors
+def audit(
+    target: Annotated[
+        str, typer.Argument(help="Your privatizer: module:Class or path/file.py:Class.")
+    ],
+    knob: Annotated[
+        str | None,
+        typer.Option(
+            help="Its privacy knob and the values to sweep: NAME=v1,v2,... (e.g. eta=10,50,100)."
+        ),
+    ] = None,
+    param: Annotated[
+        list[str] | None, typer.Option(help="Other constructor parameters, key=value.")
+    ] = None,
+    preset: Annotated[
+        str, typer.Option(help="Grid to run it in: corpus, attacks, utility ('quick', 'smoke').")
+    ] = "quick",
+    config: Annotated[
+        Path | None, typer.Option(help="A grid config file instead of --preset.")
+    ] = None,
+    compare: Annotated[
+        str, typer.Option(help="Built-in defenses drawn beside it, comma-separated.")
+    ] = "t2t,pct2t",
+    label: Annotated[str | None, typer.Option(help="Its name in tables and plots.")] = None,
+    out: Annotated[Path, typer.Option(help="Where run directories are created.")] = Path("reports"),
+    run_dir: Annotated[Path | None, typer.Option(help="Write into this directory.")] = None,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+) -> None:
+    """Audit your privatizer: conformance checks, then every applicable attack and the
+    utility evaluator at each knob value, beside the built-in defenses; writes the report."""
+    from privaudit.audit.plugin import audit as run_audit
+
+    result = run_audit(
+        target, knob=knob, params=_parse_params(param),
+        preset=config if config is not None else preset,
+        compare=[c.strip() for c in compare.split(",") if c.strip()], label=label,
+        run_dir=run_dir, reports_root=out, progress=progress,
+    )  # fmt: skip
+    typer.echo("Conformance checks:")
+    for check in result.checks:
+        typer.echo(f"  {check.line()}")
+    if result.failed:
+        raise ValueError(
+            f"{len(result.failed)} conformance check(s) failed; fix the privatizer and rerun "
+            "(nothing was benchmarked)."
+        )
+    _print_summary(result.run)
+
+
 @app.command("leaderboard")
 @_user_errors
 def leaderboard_cmd(

@@ -1,0 +1,254 @@
+"""``privaudit audit``: a user's privatizer, checked for conformance, then benchmarked.
+
+The user brings a class with ``privatize(texts, rng)`` returning one string per input (or a
+:class:`~privaudit.api.Release`), given as ``module:Class`` or ``path/file.py:Class``. The
+audit
+
+1. wraps it as a defense (:class:`UserDefense`; plain strings become a text release);
+2. runs conformance checks (:func:`conformance`): one output per input, the same output for
+   the same seed, empty and non-ASCII text, and speed; any failure stops the audit before a
+   grid is spent on a broken privatizer, with one line per check saying what was wrong;
+3. runs a grid: the user's privatizer at each knob value, the undefended baseline and the
+   built-in defenses to compare with (``t2t`` and ``pct2t`` by default) at the preset's
+   privacy levels, every applicable attack and the preset's utility evaluator; the run ends
+   with the Pareto plots, the leaderboard and the HTML report, as every run does.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from privaudit.api import Defense, Release
+from privaudit.defenses._validate import check_rng, check_texts
+from privaudit.registry import DEFENSES, load_object
+
+#: How grid configs name the wrapper (a ``module:Class`` path resolves in every worker).
+USER = "privaudit.audit.plugin:UserDefense"
+#: Below this speed a privatizer fails the speed check: the quick grid would spend hours.
+MIN_WORDS_PER_SECOND = 50.0
+_CHECK_TEXTS = [
+    "The delivery was late, but the staff in Boston were kind and refunded me.",
+    "I ordered the blue jacket for my daughter Emma; it fit well and arrived quickly.",
+    "Terrible service. The manager, Mr. Li, never called back about my account.",
+    "Great value for the price, would buy again from this shop in Leeds.",
+]
+
+
+class UserDefense(Defense):
+    """A user's privatizer as a defense (the ``privaudit audit`` wrapper).
+
+    ``target`` is ``module:Class`` or ``path/file.py:Class``; ``knob`` names the constructor
+    parameter that sets the privacy level (or None); every other keyword goes to the user's
+    constructor. The class may set ``name``, ``guarantee`` and ``release_kind``; its
+    ``privatize(texts, rng)`` may return strings (wrapped in a text release) or a Release.
+    Threat model, knob units and guarantee are the user's; privaudit measures, it does not
+    certify.
+    """
+
+    name: ClassVar[str] = "user"
+    knob: ClassVar[str | None] = "(set by the user)"  # a class-level stand-in; see __init__
+    guarantee: ClassVar[str] = "unknown (user privatizer)"
+
+    def __init__(self, target: str, knob: str | None = None, **options: Any) -> None:
+        self.target = target
+        self.knob = knob  # type: ignore[misc]
+        self.options = options
+        self._impl: Any = None
+
+    def _load(self) -> Any:
+        if self._impl is None:
+            cls = load_object(self.target) if isinstance(self.target, str) else None
+            if not callable(cls):
+                raise ValueError(f"{self.target!r} does not name a class or factory.")
+            try:
+                impl = cls(**self.options)
+            except TypeError as exc:
+                raise ValueError(
+                    f"Cannot construct {self.target} with {self.options}: {exc}. Pass its "
+                    "parameters with --param key=value (and the knob with --knob)."
+                ) from None
+            if not callable(getattr(impl, "privatize", None)):
+                raise ValueError(f"{self.target} has no privatize(texts, rng) method.")
+            self._impl = impl
+            # The user's own name and guarantee, where given, label the results.
+            self.name = str(getattr(impl, "name", "") or cls.__name__)  # type: ignore[misc]
+            given = getattr(impl, "guarantee", UserDefense.guarantee)
+            self.guarantee = str(given)  # type: ignore[misc]
+            self.release_kind = getattr(impl, "release_kind", "text")  # type: ignore[misc]
+        return self._impl
+
+    def fit(self, train: Any) -> UserDefense:
+        impl = self._load()
+        if callable(getattr(impl, "fit", None)):
+            impl.fit(train)
+        return self
+
+    def privatize(self, texts: Any, *, rng: np.random.Generator) -> Release:
+        texts = check_texts(texts)
+        check_rng(rng)
+        out = self._load().privatize(list(texts), rng=rng)
+        if isinstance(out, Release):
+            release = out
+        elif isinstance(out, (list, tuple)) and all(isinstance(t, str) for t in out):
+            release = Release("text", texts=list(out))
+        else:
+            raise TypeError(
+                f"{self.target}.privatize returned {type(out).__name__}; return a list of "
+                "strings (one per input) or a privaudit Release."
+            )
+        if len(release) != len(texts):
+            raise ValueError(
+                f"{self.target}.privatize returned {len(release)} outputs for {len(texts)} "
+                "inputs; it must return exactly one per input, in order."
+            )
+        return release
+
+    def params(self) -> dict[str, Any]:
+        return {"target": self.target, "knob": self.knob, **self.options}
+
+    def with_knob(self, value: float) -> UserDefense:
+        if self.knob is None:
+            raise ValueError("This privatizer was given no knob; use --knob NAME=v1,v2,...")
+        return UserDefense(self.target, self.knob, **{**self.options, self.knob: value})
+
+
+@dataclass
+class Check:
+    name: str
+    passed: bool
+    detail: str
+
+    def line(self) -> str:
+        return f"[{'pass' if self.passed else 'FAIL'}] {self.name}: {self.detail}"
+
+
+def conformance(
+    defense: Defense, texts: list[str] | None = None, *, min_speed: float = MIN_WORDS_PER_SECOND
+) -> list[Check]:
+    """Run the conformance checks; each failure's detail says what was wrong."""
+    texts = list(texts or _CHECK_TEXTS)
+    checks: list[Check] = []
+
+    def attempt(name: str, func: Any) -> Any:
+        try:
+            return func()
+        except Exception as exc:  # a check reports, it does not crash the audit
+            checks.append(Check(name, False, f"raised {type(exc).__name__}: {exc}"))
+            return None
+
+    first = attempt("one output per input",
+                    lambda: defense.privatize(texts, rng=np.random.default_rng(0)))  # fmt: skip
+    if first is not None:
+        checks.append(Check("one output per input", True, f"{len(first)} for {len(texts)}"))
+        again = attempt("deterministic for a seed",
+                        lambda: defense.privatize(texts, rng=np.random.default_rng(0)))  # fmt: skip
+        if again is not None:
+            same = _same(first, again)
+            checks.append(Check("deterministic for a seed", same,
+                                "same seed, same output" if same else "two calls with "
+                                "default_rng(0) gave different outputs; draw all randomness "
+                                "from the rng argument"))  # fmt: skip
+    odd = {"empty text": ["", "ok"], "non-ASCII text": ["Zoë's café in Zürich — 東京 ✓", "ok"]}
+    for name, sample in odd.items():
+        out = attempt(name, lambda s=sample: defense.privatize(s, rng=np.random.default_rng(1)))
+        if out is not None:
+            checks.append(Check(name, True, f"{len(out)} outputs"))
+    batch = (texts * (1 + 2000 // max(1, sum(len(t.split()) for t in texts))))[:400]
+    words = sum(len(t.split()) for t in batch)
+    t0 = time.perf_counter()
+    done = attempt("speed", lambda: defense.privatize(batch, rng=np.random.default_rng(2)))
+    if done is not None:
+        rate = words / max(time.perf_counter() - t0, 1e-9)
+        checks.append(Check("speed", rate >= min_speed,
+                            f"{rate:,.0f} words/s (at least {min_speed:,.0f} needed)"))  # fmt: skip
+    return checks
+
+
+def _same(a: Release, b: Release) -> bool:
+    if a.texts is not None or b.texts is not None:
+        return a.texts == b.texts
+    va, vb = a.vectors or [], b.vectors or []
+    return len(va) == len(vb) and all(np.array_equal(x, y) for x, y in zip(va, vb, strict=True))
+
+
+@dataclass
+class AuditResult:
+    checks: list[Check]
+    run: Any = None  # RunResult, when the checks passed
+    label: str = ""
+    failed: list[Check] = field(default_factory=list)
+
+
+def parse_knob(spec: str | None) -> tuple[str | None, list[float]]:
+    """``"eta=10,50,100"`` → ``("eta", [10.0, 50.0, 100.0])``."""
+    if not spec:
+        return None, []
+    name, sep, values = spec.partition("=")
+    if not sep or not name.strip() or not values.strip():
+        raise ValueError(f"--knob expects NAME=v1,v2,... (e.g. eta=10,50,100), got {spec!r}.")
+    try:
+        numbers = [float(v) for v in values.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"--knob values must be numbers, got {values!r}.") from None
+    if not numbers:
+        raise ValueError(f"--knob {name} has no values.")
+    return name.strip(), numbers
+
+
+def audit(
+    target: str,
+    *,
+    knob: str | None = None,
+    params: dict[str, Any] | None = None,
+    preset: str | Path = "quick",
+    compare: tuple[str, ...] | list[str] = ("t2t", "pct2t"),
+    label: str | None = None,
+    run_dir: str | Path | None = None,
+    reports_root: str | Path = "reports",
+    progress: bool = True,
+    min_speed: float = MIN_WORDS_PER_SECOND,
+) -> AuditResult:
+    """Check, then benchmark, the privatizer ``target`` at each value of ``knob``
+    (``"NAME=v1,v2"``); ``compare`` names the built-in defenses drawn beside it (their
+    privacy levels from ``preset``, else from the quick preset)."""
+    from privaudit.audit.config import PRESETS, load_config
+    from privaudit.audit.runner import run_grid
+
+    knob_name, values = parse_knob(knob)
+    options = dict(params or {})
+    probe = UserDefense(target, knob_name, **options)
+    if knob_name is not None:
+        probe = probe.with_knob(values[len(values) // 2])  # check at a middle level
+    probe.fit([])
+    checks = conformance(probe, min_speed=min_speed)
+    failed = [c for c in checks if not c.passed]
+    shown = label or probe.name
+    if failed:
+        return AuditResult(checks, None, shown, failed)
+
+    base = load_config(preset)
+    data = base.model_dump()
+    quick = {d["name"]: d for d in PRESETS["quick"]["defenses"]}
+    from_preset = {d["name"]: d for d in data["defenses"]}
+    defenses = [{"name": "none"}]
+    for name in compare:
+        DEFENSES.get(name)  # a typo fails here, before any work
+        if name == "none":
+            continue
+        spec = copy.deepcopy(from_preset.get(name) or quick.get(name) or {"name": name})
+        defenses.append(spec)
+    user = {"name": USER, "label": shown, "params": {"target": target, "knob": knob_name,
+                                                       **options}}  # fmt: skip
+    if knob_name is not None:
+        user["knob_values"] = values
+    defenses.append(user)
+    data.update(name=f"audit-{shown}", defenses=defenses)
+    config = load_config(data)
+    result = run_grid(config, run_dir=run_dir, reports_root=reports_root, progress=progress)
+    return AuditResult(checks, result, shown, [])
