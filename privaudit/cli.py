@@ -106,7 +106,10 @@ def list_cmd(
 @_user_errors
 def run(
     preset: Annotated[
-        str, typer.Option(help="Built-in grid: 'quick' (default) or 'smoke'.")
+        str,
+        typer.Option(
+            help="Built-in grid: 'quick' (default), 'paper' (RAPT's; big machine) or 'smoke'."
+        ),
     ] = "quick",
     config: Annotated[
         Path | None, typer.Option(help="A YAML or JSON grid config (overrides --preset).")

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pandas as pd
+import pytest
 from typer.testing import CliRunner
 
 from privaudit.cli import app
@@ -141,3 +142,23 @@ def test_grid_with_every_issue3_defense_and_target_rates(tmp_path) -> None:
     pct = frame[frame["defense"] == "pct2t"].iloc[0]
     assert pct["target_rate"] == 0.3 and abs(pct["replacement_rate"] - 0.3) < 0.15
     assert set(frame["label"]) == {"pct2t", "rapt[n_plain=5]", "embedding-dx", "has"}
+
+
+@pytest.mark.parametrize(
+    ("grid", "says"),
+    [
+        ("defenses: [{name: t2tt, knob_values: [50]}]\nattacks: [nn-inversion]\n",
+         "defenses.0.name: Unknown defense 't2tt'. Did you mean 't2t'"),
+        ("defenses: [{name: t2t, knob_values: [fifty]}]\nattacks: [nn-inversion]\n",
+         "defenses.0.knob_values.0: Input should be a valid number"),
+        ("defenses: [{name: t2t, knob_values: [50]}]\nattacks: [nn-invertion]\n",
+         "attacks.0: Unknown attack 'nn-invertion'. Did you mean 'nn-inversion'"),
+    ],
+)  # fmt: skip
+def test_bad_grid_configs_fail_in_one_line(grid, says, tmp_path) -> None:
+    path = tmp_path / "grid.yaml"
+    path.write_text(grid)
+    result = runner.invoke(app, ["run", "--config", str(path), "--run-dir", str(tmp_path / "r")])
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and says in lines[0], result.output

@@ -126,10 +126,16 @@ class GridConfig(_Strict):
         """Resolve every component name now, so a typo fails before any work starts."""
         from privaudit.registry import ATTACKS, CORPORA, DEFENSES, UTILITY
 
-        CORPORA.get(self.corpus.name)
-        UTILITY.get(self.utility_spec().name)
-        for d in self.defenses:
-            cls = DEFENSES.get(d.name)
+        def resolve(registry: Any, name: str, where: str) -> Any:
+            try:
+                return registry.get(name)
+            except ValueError as exc:  # name the field, then the registry's hint
+                raise ValueError(f"{where}: {exc}") from None
+
+        resolve(CORPORA, self.corpus.name, "corpus.name")
+        resolve(UTILITY, self.utility_spec().name, "utility")
+        for i, d in enumerate(self.defenses):
+            cls = resolve(DEFENSES, d.name, f"defenses.{i}.name")
             if (d.knob_values or d.target_rates) and getattr(cls, "knob", None) is None:
                 raise ValueError(
                     f"Defense {d.name!r} has no privacy knob, but privacy levels were given."
@@ -137,8 +143,8 @@ class GridConfig(_Strict):
             if d.knob_values and d.target_rates:
                 raise ValueError(f"Defense {d.name!r}: give knob_values or target_rates, not both.")
         seen: set[str] = set()
-        for a in self.attack_specs():
-            ATTACKS.get(a.name)
+        for i, a in enumerate(self.attack_specs()):
+            resolve(ATTACKS, a.name, f"attacks.{i}")
             if a.display() in seen:
                 raise ValueError(
                     f"Attack {a.display()!r} is listed twice; give each entry a distinct "
@@ -171,7 +177,7 @@ PRESETS: dict[str, dict[str, Any]] = {
             {"name": "rapt", "knob_values": [40, 60, 80, 100]},
             {"name": "embedding-dx", "knob_values": [40, 60, 80, 100]},
             {"name": "has", "params": {"mode": "label"}, "knob_values": [1, 2, 3, 4]},
-            {"name": "has", "params": {"mode": "generative"}, "knob_values": [2, 4]},
+            {"name": "has", "params": {"mode": "generative"}, "knob_values": [1, 2, 3, 4]},
             {"name": "sap", "knob_values": [60, 80, 100, 150]},
             {"name": "sap-cti", "knob_values": [60, 80, 100, 150]},
             {"name": "cape", "knob_values": [3, 10, 30, 100]},
@@ -179,8 +185,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         ],
         "attacks": [
             "nn-inversion",
-            {"name": "mlp-inversion", "params": {"threads": None}},  # torch's threads: all cores
-            {"name": "ae-inversion", "params": {"threads": None}},
+            # Fewer epochs than the attacks' defaults: the quick grid has a 20-minute budget
+            # (recovery vs none stays at 1.000; see docs/usage.md for the full-strength run).
+            {"name": "mlp-inversion", "params": {"threads": None, "epochs": 4}},
+            {"name": "ae-inversion", "params": {"threads": None, "epochs": 5}},
             "optimization-inversion",
             "attribute-inference",
             "ner",
@@ -188,6 +196,39 @@ PRESETS: dict[str, dict[str, Any]] = {
         ],
         "utility": "probe",
         "seeds": [0],
+        # Two worker processes, one torch thread each: privatization, spaCy and scikit-learn
+        # are single-threaded, so two points at a time use both cores.
+        "executor": {"kind": "local", "jobs": 2},
+    },
+    # RAPT's grid (Li et al., Table II / Fig. 7): eta in {25, 75, 125, 150, 175} for the
+    # text-to-text defenses, utility by prompt tuning with the paper's settings, three seeds,
+    # the whole corpus. Meant for a larger machine (hours on a GPU; days on two CPU cores).
+    "paper": {
+        "name": "paper",
+        "corpus": {"name": "synthetic-reviews", "params": {"n_docs": 6000, "seed": 0}},
+        "defenses": [
+            {"name": "none"},
+            {"name": "t2t", "knob_values": [25, 75, 125, 150, 175]},
+            {"name": "pct2t", "knob_values": [25, 75, 125, 150, 175]},
+            {"name": "rapt", "knob_values": [25, 75, 125, 150, 175]},
+            {"name": "embedding-dx", "knob_values": [25, 75, 125, 150, 175]},
+            {"name": "has", "params": {"mode": "generative"}, "knob_values": [1, 2, 3, 4]},
+            {"name": "sap", "knob_values": [25, 75, 125, 150, 175]},
+            {"name": "sap-cti", "knob_values": [25, 75, 125, 150, 175]},
+            {"name": "cape", "knob_values": [1, 3, 10, 30, 100]},
+            {"name": "dpnr", "knob_values": [1, 3, 10, 30, 100]},
+        ],
+        "attacks": [
+            "nn-inversion",
+            "mlp-inversion",
+            "ae-inversion",
+            "optimization-inversion",
+            "attribute-inference",
+            "ner",
+            "has-deanonymization",
+        ],
+        "utility": {"name": "prompt-tuning", "params": {"profile": "paper"}},
+        "seeds": [0, 1, 2],
     },
     # Seconds, for tests: the tiny random BERT and a small corpus.
     "smoke": {
@@ -232,4 +273,6 @@ def load_config(source: str | Path | dict[str, Any]) -> GridConfig:
             f"{'.'.join(map(str, e['loc'])) or '(top level)'}: {e['msg']} (got {e.get('input')!r})"
             for e in exc.errors()
         ]
+        if len(lines) == 1:
+            raise ValueError(f"Invalid grid config: {lines[0]}") from None
         raise ValueError("Invalid grid config:\n  " + "\n  ".join(lines)) from None
