@@ -73,7 +73,15 @@ def _fmt_params(params: dict[str, Any]) -> str:
 
 
 def build_defense(name: str, params: dict[str, Any], backbone: str | None) -> Defense:
-    cls = DEFENSES.get(name)
+    return build_component(DEFENSES, name, params, backbone, "Defense")
+
+
+def build_component(
+    registry: Any, name: str, params: dict[str, Any], backbone: str | None, kind: str
+) -> Any:
+    """``registry``'s ``name`` built with ``params`` (and the grid's backbone, where the class
+    takes one); a wrong parameter says which ones the class accepts."""
+    cls = registry.get(name)
     kwargs = dict(params)
     if backbone is not None and "backbone" in _init_params(cls):
         kwargs.setdefault("backbone", backbone)
@@ -81,7 +89,7 @@ def build_defense(name: str, params: dict[str, Any], backbone: str | None) -> De
         return cls(**kwargs)
     except TypeError as exc:
         raise ValueError(
-            f"Defense {name!r} does not accept parameters {sorted(params)}: {exc}. "
+            f"{kind} {name!r} does not accept parameters {sorted(params)}: {exc}. "
             f"It accepts {sorted(_init_params(cls))}."
         ) from None
 
@@ -162,12 +170,12 @@ class Context:
         self.chance = float(np.bincount(y).max() / len(y)) if len(y) else float("nan")
         # The service's own labels for training-time objectives (CAPE's adversary).
         self.train_attributes = {a: corpus.attribute("train", a) for a in corpus.attribute_names}
-        util = config.utility_spec()
-        self.evaluator = _build(UTILITY, util.name, util.params, config.backbone, "Utility")
+        util, bb_name = config.utility_spec(), config.backbone
+        self.evaluator = build_component(UTILITY, util.name, util.params, bb_name, "Utility")
         if hasattr(self.evaluator, "settings"):
             self.evaluator.settings()  # bad values fail before any work starts
         self.attacks: dict[str, Attack] = {
-            spec.display(): _build(ATTACKS, spec.name, spec.params, config.backbone, "Attack")
+            spec.display(): build_component(ATTACKS, spec.name, spec.params, bb_name, "Attack")
             for spec in config.attack_specs()
         }
         self._defenses: dict[str, Defense] = {}
@@ -214,21 +222,6 @@ def context_for(config: GridConfig) -> Context:
         _CONTEXTS.clear()  # one grid at a time per process; free the previous corpus
         _CONTEXTS[key] = Context(config)
     return _CONTEXTS[key]
-
-
-def _build(registry: Any, name: str, params: dict[str, Any], backbone: str | None,
-           kind: str) -> Any:  # fmt: skip
-    cls = registry.get(name)
-    kwargs = dict(params)
-    if "backbone" in _init_params(cls):
-        kwargs.setdefault("backbone", backbone)
-    try:
-        return cls(**kwargs)
-    except TypeError as exc:
-        raise ValueError(
-            f"{kind} {name!r} does not accept parameters {sorted(params)}: {exc}. "
-            f"It accepts {sorted(_init_params(cls))}."
-        ) from None
 
 
 def _version(component: Any) -> str:
