@@ -122,6 +122,8 @@ def _init_worker(threads: int) -> None:
     import torch
 
     torch.set_num_threads(threads)
+    # Workers' own bars would interleave with the driver's; the driver shows the cells.
+    os.environ["TQDM_DISABLE"] = "1"
 
 
 def work(config_json: str, task: Task) -> Records:
