@@ -205,3 +205,26 @@ def test_example_configs_are_valid(path) -> None:
     config = load_config(path)
     config.check_names()
     assert config.defenses and config.attacks
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_presets_validate(name) -> None:
+    config = load_config(name)
+    config.check_names()
+    assert config.name == name
+
+
+def test_quick_preset_covers_every_builtin_at_four_levels() -> None:
+    from privaudit.registry import ATTACKS, DEFENSES
+
+    config = load_config("quick")
+    assert {d.name for d in config.defenses} == set(DEFENSES.names())
+    assert {a.name for a in config.attack_specs()} == set(ATTACKS.names())
+    for spec in config.defenses:
+        if spec.name != "none":
+            assert len(spec.knob_values or spec.target_rates or []) >= 4, spec.display
+    assert config.utility == "probe" and config.executor.jobs == 2
+    paper = load_config("paper")
+    assert paper.utility_spec().name == "prompt-tuning" and len(paper.seeds) >= 3
+    t2t = next(d for d in paper.defenses if d.name == "t2t")
+    assert t2t.knob_values == [25, 75, 125, 150, 175]  # RAPT's grid
