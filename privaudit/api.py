@@ -6,6 +6,7 @@ Nothing heavy is imported at module level. See ``docs/DESIGN.md`` for the archit
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
@@ -43,6 +44,22 @@ class Release:
 
     def __len__(self) -> int:
         return len(self.texts if self.texts is not None else self.vectors or [])
+
+    def content_texts(self) -> list[str]:
+        """The released texts without a public plain-word prefix: RAPT prepends
+        ``meta["n_plain_words"]`` words of protocol (the same for every user, not the author's
+        words) that every reader of the release knows to skip."""
+        if self.kind != "text":
+            raise ValueError(f"A {self.kind!r} release has no texts.")
+        texts = list(self.texts or [])
+        n_plain = self.meta.get("n_plain_words", 0) or 0
+        if isinstance(n_plain, bool) or not isinstance(n_plain, numbers.Integral) or n_plain < 0:
+            raise ValueError(
+                f"meta['n_plain_words'] must be a non-negative integer, got {n_plain!r}."
+            )
+        if n_plain:
+            texts = [" ".join(t.split()[int(n_plain) :]) for t in texts]
+        return texts
 
     def public(self) -> Release:
         """The release as an attacker receives it: no runner-only audit information."""

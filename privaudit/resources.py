@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from privaudit.mechanisms.memo import ContentMemo, digest
+
 if TYPE_CHECKING:
     import torch
 
@@ -57,6 +59,8 @@ class Backbone:
     candidate_ids: np.ndarray  # ids a token mechanism may emit: no special or [unused] tokens
     fingerprint: str
     _index: Any = field(default=None, repr=False)
+    # Every level of a pooled-vector defense (CAPE) encodes the same clean texts.
+    _pooled_memo: ContentMemo = field(default_factory=lambda: ContentMemo(size=8), repr=False)
 
     @property
     def dim(self) -> int:
@@ -102,13 +106,23 @@ class Backbone:
         batch_size: int = 64,
         progress: bool = False,
     ) -> np.ndarray:
-        """Mean-pooled last hidden states (attention-masked), one row per text."""
+        """Mean-pooled last hidden states (attention-masked), one row per text (memoised by
+        content, see :mod:`privaudit.mechanisms.memo`)."""
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        key = digest(["pooled", self.fingerprint, max_length, batch_size, *texts])
+        return self._pooled_memo.get(
+            key, lambda: self._pooled(texts, max_length, batch_size, progress)
+        )
+
+    def _pooled(
+        self, texts: list[str], max_length: int, batch_size: int, progress: bool
+    ) -> np.ndarray:
         import torch
         from tqdm.auto import tqdm
 
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        if not texts:
-            return out
         order = np.argsort([len(t) for t in texts], kind="stable")  # less padding per batch
         batches = range(0, len(texts), batch_size)
         with torch.inference_mode():

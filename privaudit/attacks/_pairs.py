@@ -101,13 +101,7 @@ def released_tokens(bb: Backbone, release: Release, *, name: str) -> ReleasedTok
             raise TypeError(
                 f"Released document {bad[0]} is a {type(texts[bad[0]]).__name__}, not a string."
             )
-        n_plain = release.meta.get("n_plain_words", 0) or 0
-        if isinstance(n_plain, bool) or not isinstance(n_plain, numbers.Integral) or n_plain < 0:
-            raise ValueError(
-                f"meta['n_plain_words'] must be a non-negative integer, got {n_plain!r}."
-            )
-        if n_plain:  # RAPT's plain-token prefix is public protocol, not the author's words
-            texts = [" ".join(t.split()[int(n_plain) :]) for t in texts]
+        texts = release.content_texts()
         ids = bb.token_ids(texts)
         return ReleasedTokens(vectors=[bb.embeddings[i] for i in ids], ids=ids)
     if release.kind == "token_vectors":

@@ -234,10 +234,7 @@ class AttributeInference(Attack):
         """One feature row per document: the mean released token embedding, or the vector."""
         if release.kind == "text":
             bb = self._load_backbone()
-            texts = list(release.texts or [])
-            n_plain = int(release.meta.get("n_plain_words", 0) or 0)
-            if n_plain:  # RAPT's plain-token prefix is public protocol, not the author's words
-                texts = [" ".join(t.split()[n_plain:]) for t in texts]
+            texts = release.content_texts()
             return _mean_rows([bb.embeddings[ids] for ids in bb.token_ids(texts)], bb.dim)
         if release.kind == "token_vectors":
             rows = [np.asarray(v, dtype=np.float32) for v in release.vectors or []]

@@ -46,12 +46,8 @@ def released_texts(release: object, name: str) -> list[str]:
             f"{name} reads released text, not a {release.kind!r} release: vectors carry no "
             "surface string to tag."
         )
-    texts = check_texts(release.texts, name)
-    n_plain = release.meta.get("n_plain_words", 0) or 0
-    if isinstance(n_plain, bool) or not isinstance(n_plain, numbers.Integral) or n_plain < 0:
-        raise ValueError(f"meta['n_plain_words'] must be a non-negative integer, got {n_plain!r}.")
-    if n_plain:
-        texts = [" ".join(t.split()[int(n_plain) :]) for t in texts]
+    check_texts(release.texts, name)
+    texts = release.content_texts()
     return texts
 
 

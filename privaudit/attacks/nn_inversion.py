@@ -58,10 +58,7 @@ class NNInversion(Attack):
 
         bb = backbone(self.backbone)
         if release.kind == "text":
-            texts = release.texts or []
-            n_plain = int(release.meta.get("n_plain_words", 0))
-            if n_plain:  # RAPT's plain-token prefix is public protocol: skip it
-                texts = [" ".join(t.split()[n_plain:]) for t in texts]
+            texts = release.content_texts()
             flat, bounds = flatten(bb.token_ids(texts))
             # Re-embedded text sits exactly on a vocabulary vector; the pruned projection
             # answers those without a search.

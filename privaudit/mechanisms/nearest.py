@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from privaudit.mechanisms.memo import ContentMemo, digest
+
 
 class NearestNeighbourIndex:
     """Exact nearest-neighbour search over ``matrix[candidate_ids]``.
@@ -64,6 +66,8 @@ class NearestNeighbourIndex:
                 if cached.shape == self._radius.shape:
                     self._radius = cached.astype(np.float32)
         self._matrix = matrix
+        # Several attacks at one defense point look up the same released vectors.
+        self._memo = ContentMemo(size=8)
 
     # -- full search --------------------------------------------------------------------------
     def _search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -103,14 +107,15 @@ class NearestNeighbourIndex:
         return best_d, best_i
 
     def query(self, queries: np.ndarray) -> np.ndarray:
-        """The vocabulary id of the nearest candidate to each row of ``queries`` (full search)."""
+        """The vocabulary id of the nearest candidate to each row of ``queries`` (full search;
+        memoised by content, see :mod:`privaudit.mechanisms.memo`)."""
         queries = np.atleast_2d(np.asarray(queries))
         if queries.shape[1] != self.dim:
             raise ValueError(f"Queries have dimension {queries.shape[1]}, index has {self.dim}.")
         if queries.shape[0] == 0:
             return np.zeros(0, dtype=np.int64)
-        _, pos = self._search(queries, 1)
-        return self.candidate_ids[pos[:, 0]]
+        q = np.ascontiguousarray(queries, dtype=np.float32)
+        return self._memo.get(digest([q]), lambda: self.candidate_ids[self._search(q, 1)[1][:, 0]])
 
     # -- pruning ------------------------------------------------------------------------------
     def radius(self, ids: np.ndarray) -> np.ndarray:

@@ -18,7 +18,9 @@ class Probe(UtilityEvaluator):
     The released train split is encoded by the frozen backbone (attention-masked mean of the
     last hidden states; pooled releases are used as they are, token-vector releases are
     mean-pooled), a logistic regression is fitted on those features and the released train
-    labels, and accuracy (and macro-F1) is measured on the released test split. It is the
+    labels, and accuracy (and macro-F1) is measured on the released test split. A public
+    plain-word prefix (RAPT's ``meta["n_plain_words"]``) is skipped before encoding: it serves
+    only RAPT's reconstruction objective, which a frozen encoder does not train. It is the
     cheap stand-in for the papers' service-side fine-tuning (see the peft evaluators).
     """
 
@@ -34,7 +36,11 @@ class Probe(UtilityEvaluator):
         from privaudit.resources import backbone
 
         if release.kind == "text":
-            return backbone(self.backbone).pooled(release.texts or [], max_length=self.max_length)
+            # RAPT's public plain-word prefix is protocol for a reconstruction head a frozen
+            # encoder does not have: the service skips it, as the peft evaluators' pooling does.
+            return backbone(self.backbone).pooled(
+                release.content_texts(), max_length=self.max_length
+            )
         vectors = [np.asarray(v, dtype=np.float32) for v in release.vectors or []]
         if release.kind == "token_vectors" and release.meta.get("space") == "input_word_embeddings":
             # The service continues the forward pass from the released input embeddings.

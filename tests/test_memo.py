@@ -1,0 +1,108 @@
+"""Content-keyed memoisation of the costly pure computations, and the shared plain-prefix rule."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from privaudit.api import Release
+from privaudit.mechanisms import NearestNeighbourIndex
+from privaudit.mechanisms.memo import ContentMemo, digest
+from privaudit.utility.probe import Probe
+
+from .conftest import TINY
+
+
+def test_digest_tells_content_dtype_and_shape_apart() -> None:
+    a = np.arange(6, dtype=np.float32)
+    assert digest([a]) == digest([a.copy()])
+    assert digest([a]) != digest([a.astype(np.float64)])
+    assert digest([a]) != digest([a.reshape(2, 3)])
+    b = a.copy()
+    b[3] += 1e-6
+    assert digest([a]) != digest([b])
+    # Strings are length-prefixed: ["ab", "c"] and ["a", "bc"] differ.
+    assert digest(["ab", "c"]) != digest(["a", "bc"])
+    assert digest(["x", 1]) != digest(["x", "1"])
+    # Non-contiguous views hash by content.
+    m = np.arange(12, dtype=np.float32).reshape(3, 4)
+    assert digest([m[:, ::2]]) == digest([np.ascontiguousarray(m[:, ::2])])
+
+
+def test_memo_hits_return_copies_and_evict_least_recent() -> None:
+    memo = ContentMemo(size=2)
+    calls: list[str] = []
+
+    def make(key: str) -> np.ndarray:
+        calls.append(key)
+        return np.full(3, len(calls), dtype=np.float32)
+
+    first = memo.get("a", lambda: make("a"))
+    first[:] = -1  # a caller writing into its result must not change the next caller's
+    again = memo.get("a", lambda: make("a"))
+    assert calls == ["a"] and (again == 1).all() and (memo.hits, memo.misses) == (1, 1)
+    memo.get("b", lambda: make("b"))
+    memo.get("a", lambda: make("a"))  # "a" is now the most recent; "b" goes first
+    memo.get("c", lambda: make("c"))
+    memo.get("a", lambda: make("a"))
+    assert calls == ["a", "b", "c"]
+    memo.get("b", lambda: make("b"))
+    assert calls == ["a", "b", "c", "b"]
+    memo.clear()
+    memo.get("a", lambda: make("a"))
+    assert calls[-1] == "a"
+
+
+def test_memo_rejects_a_zero_size() -> None:
+    with pytest.raises(ValueError, match="at least one entry"):
+        ContentMemo(size=0)
+
+
+def test_nearest_query_is_memoised_by_content() -> None:
+    rng = np.random.default_rng(0)
+    matrix = rng.normal(size=(50, 8)).astype(np.float32)
+    index = NearestNeighbourIndex(matrix)
+    q = rng.normal(size=(20, 8)).astype(np.float32)
+    brute = np.argmin(((q[:, None, :] - matrix[None]) ** 2).sum(-1), axis=1)
+    first = index.query(q)
+    np.testing.assert_array_equal(first, brute)
+    first[:] = 0
+    np.testing.assert_array_equal(index.query(q.copy()), brute)  # a hit, and not the edited one
+    assert index._memo.hits == 1
+    q2 = q.copy()
+    q2[0] = matrix[7]
+    assert index.query(q2)[0] == 7  # new content, new answer
+    assert index._memo.misses == 2
+
+
+def test_pooled_is_memoised_and_equal_to_a_fresh_encoding(tiny) -> None:
+    texts = ["a memo test sentence", "another one, longer than the first"]
+    fresh = tiny._pooled(texts, 128, 64, False)
+    before = tiny._pooled_memo.hits
+    first = tiny.pooled(texts)
+    np.testing.assert_array_equal(first, fresh)
+    first[:] = 0
+    np.testing.assert_array_equal(tiny.pooled(list(texts)), fresh)
+    assert tiny._pooled_memo.hits == before + 1
+    # A different max_length is a different question.
+    tiny.pooled(texts, max_length=4)
+    assert tiny._pooled_memo.hits == before + 1
+    assert tiny.pooled([]).shape == (0, tiny.dim)
+
+
+def test_content_texts_skips_the_public_plain_prefix() -> None:
+    release = Release("text", texts=["p1 p2 real words", "p1 p2 more"], meta={"n_plain_words": 2})
+    assert release.content_texts() == ["real words", "more"]
+    assert Release("text", texts=["as is"]).content_texts() == ["as is"]
+    for bad in (-1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="n_plain_words"):
+            Release("text", texts=["x"], meta={"n_plain_words": bad}).content_texts()
+    with pytest.raises(ValueError, match="no texts"):
+        Release("pooled_vectors", vectors=[np.zeros(3)]).content_texts()
+
+
+def test_probe_encodes_a_release_without_its_plain_prefix() -> None:
+    probe = Probe(backbone=TINY)
+    prefixed = Release("text", texts=["alpha beta the film was good"], meta={"n_plain_words": 2})
+    plain = Release("text", texts=["the film was good"])
+    np.testing.assert_allclose(probe.features(prefixed), probe.features(plain))
