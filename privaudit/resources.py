@@ -111,7 +111,7 @@ class Backbone:
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        key = digest(["pooled", self.fingerprint, max_length, batch_size, *texts])
+        key = digest([max_length, batch_size, *texts])  # the memo is this backbone's own
         return self._pooled_memo.get(
             key, lambda: self._pooled(texts, max_length, batch_size, progress)
         )

@@ -47,8 +47,7 @@ def released_texts(release: object, name: str) -> list[str]:
             "surface string to tag."
         )
     check_texts(release.texts, name)
-    texts = release.content_texts()
-    return texts
+    return release.content_texts()
 
 
 def ner_pipeline(spacy_model: str | None = None) -> Any:

@@ -3,9 +3,10 @@
 A grid asks the same question many times: every CAPE level encodes the same clean texts, and the
 token inversions at one defense point (nn, mlp, ae) each look up the nearest vocabulary token of
 the same released vectors. The answer depends only on the input's *content*, so the key is a
-digest of the bytes (BLAKE2b, ~1 GB/s), never an object's identity, and a hit is exactly the
-result a fresh call would give. Entries are few (least recently used first out) and results are
-returned as copies, so a caller that writes into its result cannot change the next one's.
+digest of the bytes (BLAKE2b, 0.8 GB/s on two cores: 30 ms for 16k 384-d vectors), never an
+object's identity, and a hit is exactly the result a fresh call would give. Entries are few
+(least recently used first out) and results are returned as copies, so a caller that writes
+into its result cannot change the next one's.
 """
 
 from __future__ import annotations
@@ -58,6 +59,3 @@ class ContentMemo:
         while len(self._entries) > self.size:
             self._entries.popitem(last=False)
         return value
-
-    def clear(self) -> None:
-        self._entries.clear()
