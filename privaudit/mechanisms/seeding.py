@@ -1,0 +1,55 @@
+"""Randomness enters one way: a ``numpy.random.Generator`` spawned per cell.
+
+Torch code (attackers' and trainers' networks) draws its seed from that generator here, and
+runs inside :func:`seeded_torch`, which forks torch's process-wide random state so that nothing
+outside sees a change, and hands out a seeded ``torch.Generator`` for shuffling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+
+def draw_seed(rng: np.random.Generator) -> int:
+    """One integer seed from ``rng`` (checked), for a library that takes an int."""
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(
+            "rng must be a numpy.random.Generator (e.g. numpy.random.default_rng(0)), "
+            f"got {type(rng).__name__}."
+        )
+    return int(rng.integers(2**31 - 1))
+
+
+@contextmanager
+def seeded_torch(seed: int | np.random.Generator) -> Iterator[Any]:
+    """Seed torch (weights' initialisation, dropout) from ``seed`` — an int, or a generator
+    to draw one from — inside a fork of torch's random state; yields a ``torch.Generator``
+    seeded the same way, for data order."""
+    import torch
+
+    value = draw_seed(seed) if isinstance(seed, np.random.Generator) else int(seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(value)
+        yield torch.Generator().manual_seed(value)
+
+
+@contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """Run torch with ``n`` intra-op threads inside the block, then restore the previous count
+    (``None``: leave it). Small networks gain little from more threads and lose a lot when the
+    cores are shared with other processes (e.g. parallel grid cells)."""
+    import torch
+
+    if n is None:
+        yield
+        return
+    previous = torch.get_num_threads()
+    torch.set_num_threads(int(n))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
