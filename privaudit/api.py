@@ -193,20 +193,20 @@ class Component:
 
         @functools.wraps(init)
         def checked(self: Any, *args: Any, **kw: Any) -> None:
-            from privaudit.params import ParamError, declared, validate_params
+            from privaudit.params import ParamError, declared, declared_arguments, validate_params
 
             try:
                 bound = inspect.signature(init).bind(self, *args, **kw)
             except TypeError:
                 unknown = sorted(set(kw) - set(declared(cls)))
                 if unknown:  # names the first unknown one, with did-you-mean
-                    validate_params(cls, {unknown[0]: kw[unknown[0]]}, where=_owner(cls))
+                    validate_params(cls, {unknown[0]: kw[unknown[0]]}, where=_owner(type(self)))
                 raise ParamError(
                     f"{_owner(cls)} takes the parameters {', '.join(declared(cls))} "
                     f"(by name); got {len(args)} positional and {sorted(kw)}."
                 ) from None
-            given = {k: v for k, v in bound.arguments.items() if k != "self"}
-            validate_params(cls, given, where=_owner(cls))
+            given = declared_arguments(bound.signature, bound.arguments)
+            validate_params(cls, given, where=_owner(type(self)))
             init(self, *args, **kw)
 
         checked._validates = True  # type: ignore[attr-defined]

@@ -221,7 +221,7 @@ def privatize(
     """Privatize standard input, one document per line, to standard output."""
     import numpy as np
 
-    from privaudit.audit.runner import build_defense
+    from privaudit.audit.plan import build_defense
 
     obj = build_defense(defense, _parse_params(param), backbone)
     if knob is not None:
@@ -257,7 +257,7 @@ def calibrate(
 
     from privaudit.audit.calibration import calibrate as run_calibration
     from privaudit.audit.calibration import sample_texts
-    from privaudit.audit.runner import build_defense
+    from privaudit.audit.plan import build_defense
 
     grid = None
     if values:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
 from annotated_types import Ge, Gt, Le, Lt
+from pydantic import AllowInfNan
 
 PositiveFloat = Annotated[float, Gt(0)]
 NonNegativeFloat = Annotated[float, Ge(0)]
@@ -31,8 +32,12 @@ NonNegativeInt = Annotated[int, Ge(0)]
 Fraction = Annotated[float, Ge(0), Lt(1)]  # a rate in [0, 1)
 Probability = Annotated[float, Ge(0), Le(1)]
 OpenFraction = Annotated[float, Gt(0), Lt(1)]  # strictly between 0 and 1
+FinitePositiveFloat = Annotated[float, Gt(0), AllowInfNan(False)]
+FiniteNonNegativeFloat = Annotated[float, Ge(0), AllowInfNan(False)]
 
 __all__ = [
+    "FiniteNonNegativeFloat",
+    "FinitePositiveFloat",
     "Fraction",
     "NonNegativeFloat",
     "NonNegativeInt",
@@ -165,7 +170,15 @@ def checked(func: Callable[..., Any]) -> Callable[..., Any]:
                 f"{func.__name__}() takes {', '.join(declared(func))}; got {len(args)} "
                 f"positional and {sorted(kwargs)}."
             ) from None
-        validate_params(func, bound.arguments)
+        validate_params(func, declared_arguments(sig, bound.arguments))
         return func(*args, **kwargs)
 
     return wrapper
+
+
+def declared_arguments(sig: inspect.Signature, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """Bound arguments without ``self`` and ``*args``/``**kwargs`` (nothing to check there)."""
+    skip = {"self", "cls"} | {
+        n for n, p in sig.parameters.items() if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    }
+    return {k: v for k, v in arguments.items() if k not in skip}

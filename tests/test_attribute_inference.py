@@ -8,13 +8,17 @@ import numpy as np
 import pytest
 import torch
 
-from privaudit.api import Defense, Knowledge, Predictions, Release
-from privaudit.attacks.attribute_inference import AttributeInference, score_attributes
+from privaudit.api import ALL_SPACES, Defense, Knowledge, Release
+from privaudit.attacks.attribute_inference import AttributeInference
+from privaudit.audit.scoring import score_attributes
 from privaudit.corpora.synthetic import synthetic_reviews
-from privaudit.defenses.embedding_dx import EmbeddingDX
 from privaudit.defenses.none import NoDefense
 from privaudit.defenses.t2t import T2T
+from privaudit.mechanisms.batching import flatten, unflatten
+from privaudit.params import ParamError
 from tests.conftest import TINY
+
+RNG = np.random.default_rng  # fit's rng: the attack's only source of randomness
 
 
 @functools.cache
@@ -45,7 +49,7 @@ def run(
     defense: Defense, backbone: str = TINY, leak_rate: float = 1.0, **params
 ) -> dict[str, dict[str, float]]:
     attack = AttributeInference(backbone=backbone, **params)
-    attack.fit(knowledge(defense, backbone, leak_rate))
+    attack.fit(knowledge(defense, backbone, leak_rate), rng=RNG(0))
     release, truth = victims(defense, leak_rate)
     predictions = attack.attack(release)
     return score_attributes({a: truth[a] for a in predictions.attributes or {}}, predictions)
@@ -82,9 +86,21 @@ def test_real_backbone_on_default_leakage() -> None:
         assert abs(s["advantage"]) < 0.08, (name, s)
 
 
+class _NoisyEmbeddings(Defense):
+    """Light Gaussian noise on the input word embeddings, released as token vectors."""
+
+    def privatize(self, texts, *, rng):
+        from privaudit.resources import backbone
+
+        bb = backbone(TINY)
+        flat, bounds = flatten(bb.token_ids(texts))
+        noisy = bb.embeddings[flat] + rng.normal(0, 1e-4, (len(flat), bb.dim)).astype(np.float32)
+        return Release("token_vectors", vectors=unflatten(noisy, bounds), layer=0)
+
+
 def test_reads_token_vectors() -> None:
     # Light noise: the release is nearly the clean token embeddings.
-    scores = run(EmbeddingDX(eta=1e4, backbone=TINY), attributes=["age_bin"])
+    scores = run(_NoisyEmbeddings(), attributes=["age_bin"])
     assert set(scores) == {"age_bin"}
     assert scores["age_bin"]["advantage"] >= 0.1
 
@@ -100,8 +116,8 @@ def test_pooled_vectors_match_the_mean_embedding_of_text(tiny) -> None:
             ]
             return Release("pooled_vectors", vectors=rows)
 
-    pooled = AttributeInference(backbone=TINY).fit(knowledge(MeanEmbedding()))
-    text = AttributeInference(backbone=TINY).fit(knowledge(NoDefense()))
+    pooled = AttributeInference(backbone=TINY).fit(knowledge(MeanEmbedding()), rng=RNG(0))
+    text = AttributeInference(backbone=TINY).fit(knowledge(NoDefense()), rng=RNG(0))
     texts = [*corpus().split("test")["text"][:50], "", "🙂"]  # two without tokens
     by_pooled = pooled.attack(MeanEmbedding().privatize(texts, rng=np.random.default_rng(0)))
     by_text = text.attack(Release("text", texts=texts))
@@ -113,66 +129,75 @@ def test_deterministic_and_leaves_global_rng_alone() -> None:
     k = knowledge(NoDefense())
     release, _ = victims(NoDefense())
     before = torch.get_rng_state()
-    a = AttributeInference(backbone=TINY, epochs=5, seed=3).fit(k).attack(release)
+    a = AttributeInference(backbone=TINY, epochs=5).fit(k, rng=RNG(3)).attack(release)
     assert torch.equal(before, torch.get_rng_state())
-    b = AttributeInference(backbone=TINY, epochs=5, seed=3).fit(k).attack(release)
+    b = AttributeInference(backbone=TINY, epochs=5).fit(k, rng=RNG(3)).attack(release)
     assert a.attributes == b.attributes
-    c = AttributeInference(backbone=TINY, epochs=5, seed=4).fit(k).attack(release)
+    c = AttributeInference(backbone=TINY, epochs=5).fit(k, rng=RNG(4)).attack(release)
     assert a.attributes != c.attributes
 
 
 def test_predictions_carry_majority_and_classes() -> None:
     attack = AttributeInference(backbone=TINY, epochs=1, max_aux=100)
-    predictions = attack.fit(knowledge(NoDefense())).attack(Release("text", texts=["a b"]))
+    attack.fit(knowledge(NoDefense()), rng=RNG(0))
+    predictions = attack.attack(Release("text", texts=["a b"]))
     assert predictions.kind == "attributes"
     assert predictions.meta["classes"]["gender"] == ["F", "M"]
     assert len(predictions.meta["classes"]["age_bin"]) == 6
     assert predictions.meta["majority"]["gender"] in ("F", "M")
-    assert attack.fit_seconds > 0
-    assert "fit_seconds" not in attack.params()  # params stay the constructor's
+    assert attack.params()["backbone"] == TINY and "seed" not in attack.params()
 
 
 def test_applicability_reasons() -> None:
     a = AttributeInference()
+    assert AttributeInference.accepts == ALL_SPACES
     aux = corpus().split("aux")
     query = NoDefense().privatize
     black_box = Knowledge(white_box=False, query_mechanism=query, aux=aux)
-    for kind in ("text", "token_vectors", "pooled_vectors"):
-        assert a.applicable(kind, black_box) is None
-    assert "query access" in (a.applicable("text", Knowledge(aux=aux)) or "")
-    assert "auxiliary" in (a.applicable("text", Knowledge(query_mechanism=query)) or "")
+    vectors = [np.zeros((2, 4), np.float32)]
+    releases = [
+        Release("text", texts=["a"]),
+        Release("token_vectors", vectors=vectors, layer=0),
+        Release("token_vectors", vectors=vectors, layer=3),
+        Release("pooled_vectors", vectors=[np.zeros(4)]),
+    ]
+    for release in releases:
+        assert a.applicable(release, black_box) is None
+    text = releases[0]
+    assert "query access" in (a.applicable(text, Knowledge(aux=aux)) or "")
+    assert "auxiliary" in (a.applicable(text, Knowledge(query_mechanism=query)) or "")
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"attributes": "gender"},
+        {"hidden": 0},
+        {"epochs": 2.5},
+        {"lr": -1.0},
+        {"max_aux": 1},
+        {"batch_size": True},
+        {"seed": 3},  # randomness comes from fit's rng only
+    ],
+)
+def test_bad_parameters_fail_at_construction(params) -> None:
+    with pytest.raises(ParamError, match=next(iter(params))):
+        AttributeInference(**params)
 
 
 def test_errors_are_explained() -> None:
     k = knowledge(NoDefense())
     with pytest.raises(ValueError, match=r"no attribute 'income'.*gender"):
-        AttributeInference(backbone=TINY, attributes=["income"]).fit(k)
+        AttributeInference(backbone=TINY, attributes=["income"]).fit(k, rng=RNG(0))
     single = corpus().split("aux").filter(lambda row: row["attributes"]["gender"] == "F")
     with pytest.raises(ValueError, match="single value"):
         AttributeInference(backbone=TINY, attributes=["gender"]).fit(
-            Knowledge(backbone=TINY, query_mechanism=k.query_mechanism, aux=single)
+            Knowledge(backbone=TINY, query_mechanism=k.query_mechanism, aux=single), rng=RNG(0)
         )
     with pytest.raises(ValueError, match="not fitted"):
         AttributeInference().attack(Release("text", texts=["x"]))
     with pytest.raises(ValueError, match="query access"):
-        AttributeInference().fit(Knowledge(aux=corpus().split("aux")))
-    fitted = AttributeInference(backbone=TINY, epochs=1, max_aux=50).fit(k)
+        AttributeInference().fit(Knowledge(aux=corpus().split("aux")), rng=RNG(0))
+    fitted = AttributeInference(backbone=TINY, epochs=1, max_aux=50).fit(k, rng=RNG(0))
     with pytest.raises(ValueError, match="fitted on a 'text'"):
         fitted.attack(Release("pooled_vectors", vectors=[np.zeros(32)]))
-
-
-def test_score_attributes() -> None:
-    predictions = Predictions(
-        "attributes",
-        attributes={"gender": ["F", "F", "M", "M"]},
-        meta={"majority": {"gender": "F"}},
-    )
-    s = score_attributes({"gender": ["F", "M", "M", "M"]}, predictions)["gender"]
-    assert s["accuracy"] == pytest.approx(0.75)
-    assert s["majority_accuracy"] == pytest.approx(0.25)
-    assert s["advantage"] == pytest.approx(0.5)
-    assert s["macro_f1"] == pytest.approx((2 / 3 + 0.8) / 2)
-    with pytest.raises(ValueError, match="returned 4 'gender' predictions for 3 victims"):
-        score_attributes({"gender": ["F", "M", "M"]}, predictions)
-    with pytest.raises(ValueError, match="not 'age_bin'"):
-        score_attributes({"age_bin": ["x"] * 4}, predictions)

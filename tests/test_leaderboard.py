@@ -25,6 +25,7 @@ from privaudit.leaderboard.board import (
     write_leaderboard,
 )
 from privaudit.leaderboard.pareto import frontier, frontier_figure, plot_frontiers, seed_means
+from privaudit.provenance import provenance
 
 runner = CliRunner()
 
@@ -92,7 +93,8 @@ def make_run(
     else:
         frame.to_csv(run_dir / "results.csv", index=False)
     if chance is not None:
-        meta = {"chance_accuracy": chance, "corpus_sizes": {"train": 10}, "backbone": "tiny"}
+        meta = {"chance_accuracy": chance, "corpus_sizes": {"train": 10}, "backbone": "tiny",
+                "provenance": provenance()}  # fmt: skip
         (run_dir / "run.json").write_text(json.dumps(meta), encoding="utf-8")
     (run_dir / "config.json").write_text(json.dumps(config or {"name": "test-grid"}))
     return run_dir

@@ -9,15 +9,17 @@ import numpy as np
 import pytest
 import torch
 
-from privaudit.api import Knowledge, Predictions, Release
+from privaudit.api import Knowledge, Predictions, Release, Space
 from privaudit.attacks._pairs import aux_pairs, released_tokens
 from privaudit.attacks.ae_inversion import AEInversion
 from privaudit.attacks.mlp_inversion import MLPInversion
 from privaudit.audit.scoring import Truth, embedding_mse, token_recovery
 from privaudit.corpora.synthetic import synthetic_reviews
-from privaudit.defenses.embedding_dx import EmbeddingDX
 from privaudit.defenses.none import NoDefense
 from privaudit.defenses.t2t import T2T
+from privaudit.mechanisms.batching import flatten, unflatten
+from privaudit.mechanisms.noise import sample_dx_noise
+from privaudit.params import ParamError, validate_params
 from privaudit.registry import ATTACKS
 from tests.conftest import TINY
 
@@ -41,13 +43,30 @@ def knowledge(defense, aux=None, **changes) -> Knowledge:
     return Knowledge(**(fields | changes))
 
 
+class _InputNoise:
+    """d_X noise on the input word embeddings, released as vectors (embedding-dx's release,
+    built here so these tests do not depend on a defense's bookkeeping)."""
+
+    def __init__(self, eta: float) -> None:
+        self.eta = eta
+
+    def privatize(self, texts, rng):
+        from privaudit.resources import backbone
+
+        bb = backbone(TINY)
+        flat, bounds = flatten(bb.token_ids(texts))
+        noisy = bb.embeddings[flat] + sample_dx_noise(len(flat), bb.dim, self.eta, rng)
+        return Release("token_vectors", vectors=unflatten(noisy, bounds), layer=0)
+
+
 def victims(defense) -> Release:
     texts = corpus().texts("test")
     return defense.privatize(texts, rng=np.random.default_rng(2)).public()
 
 
-def run(cls, defense, **params) -> tuple[Predictions, float]:
-    attack = cls(backbone=TINY, **(FAST | params)).fit(knowledge(defense))
+def run(cls, defense, seed: int = 0, **params) -> tuple[Predictions, float]:
+    attack = cls(backbone=TINY, **(FAST | params))
+    attack.fit(knowledge(defense), rng=np.random.default_rng(seed))
     pred = attack.attack(victims(defense))
     return pred, token_recovery(truth_tokens(), pred)
 
@@ -66,6 +85,10 @@ def test_registered() -> None:
     assert AEInversion.metric == "embedding_mse"
     for cls in ATTACKS_UNDER_TEST:
         assert cls.needs_query and cls.needs_aux and not cls.needs_white_box
+        assert cls.accepts == {Space.TEXT, Space.TOKEN_EMBEDDINGS}
+        validate_params(cls, cls.quick_params)  # the quick grid's bounds are declared values
+    assert MLPInversion.quick_params == {"threads": None, "epochs": 3}
+    assert AEInversion.quick_params == {"threads": None, "epochs": 4}
 
 
 @pytest.mark.parametrize("cls", ATTACKS_UNDER_TEST)
@@ -109,8 +132,7 @@ def test_strong_noise_defeats_recovery(tiny) -> None:
 
 @pytest.mark.parametrize("cls", ATTACKS_UNDER_TEST)
 def test_reads_input_space_token_vectors(cls, tiny) -> None:
-    defense = EmbeddingDX(eta=1000.0, backbone=TINY)
-    pred, recovery = run(cls, defense)
+    pred, recovery = run(cls, _InputNoise(eta=1000.0))
     assert recovery >= 0.5
     assert [len(t) for t in pred.tokens] == [len(t) for t in truth_tokens()]
 
@@ -125,68 +147,84 @@ def test_deterministic_for_a_seed(cls, tiny) -> None:
     assert a.tokens == b.tokens
     if cls is AEInversion:
         assert all(np.array_equal(x, y) for x, y in zip(a.vectors, b.vectors, strict=True))
+        c, _ = run(cls, defense, seed=4)  # the rng is the only source of randomness
+        assert not all(np.array_equal(x, y) for x, y in zip(a.vectors, c.vectors, strict=True))
 
 
 @pytest.mark.parametrize("cls", ATTACKS_UNDER_TEST)
 def test_not_applicable_reasons(cls) -> None:
     attack = cls()
     full = knowledge(NoDefense())
-    assert attack.applicable("text", full, {}) is None
-    assert attack.applicable("token_vectors", full, {"space": "input_word_embeddings"}) is None
-    assert "pooled_vectors" in attack.applicable("pooled_vectors", full, {})
-    reason = attack.applicable("token_vectors", full, {"space": "hidden", "layer": 2})
-    assert reason is not None and "optimization-inversion" in reason
-    assert "query" in attack.applicable("text", knowledge(NoDefense(), query_mechanism=None))
+    text = Release("text", texts=["a"])
+    vectors = [np.zeros((2, 4), np.float32)]
+    assert attack.applicable(text, full) is None
+    assert attack.applicable(Release("token_vectors", vectors=vectors, layer=0), full) is None
+    pooled = Release("pooled_vectors", vectors=[np.zeros(4)])
+    assert "not pooled" in attack.applicable(pooled, full)
+    hidden = Release("token_vectors", vectors=vectors, layer=2)
+    assert "not hidden_states" in attack.applicable(hidden, full)
+    assert "query" in attack.applicable(text, knowledge(NoDefense(), query_mechanism=None))
     no_aux = Knowledge(white_box=False, query_mechanism=full.query_mechanism, aux=None)
-    assert "aux" in attack.applicable("text", no_aux)
+    assert "aux" in attack.applicable(text, no_aux)
 
 
 @pytest.mark.parametrize("cls", ATTACKS_UNDER_TEST)
 def test_bad_input(cls, tiny) -> None:
+    rng = np.random.default_rng(0)
     with pytest.raises(ValueError, match="empty aux"):
-        cls(backbone=TINY).fit(knowledge(NoDefense(), aux=corpus().split("aux").select([])))
+        cls(backbone=TINY).fit(
+            knowledge(NoDefense(), aux=corpus().split("aux").select([])), rng=rng
+        )
     blank = datasets.Dataset.from_dict({"text": ["", "  "]})
     with pytest.raises(ValueError, match="no token pairs"):
-        cls(backbone=TINY).fit(knowledge(NoDefense(), aux=blank))
+        cls(backbone=TINY).fit(knowledge(NoDefense(), aux=blank), rng=rng)
     with pytest.raises(ValueError, match="query access"):
-        cls(backbone=TINY).fit(knowledge(NoDefense(), query_mechanism=None))
-    with pytest.raises(TypeError, match="hidden"):
-        cls(backbone=TINY, hidden="big").fit(knowledge(NoDefense()))
-    with pytest.raises(TypeError, match="lr"):
-        cls(backbone=TINY, lr="fast").fit(knowledge(NoDefense()))
-    with pytest.raises(ValueError, match="epochs"):
-        cls(backbone=TINY, epochs=0).fit(knowledge(NoDefense()))
-    with pytest.raises(TypeError, match="max_aux"):
-        cls(backbone=TINY, max_aux=2.5).fit(knowledge(NoDefense()))
-    with pytest.raises(TypeError, match="threads"):
-        cls(backbone=TINY, threads="all").fit(knowledge(NoDefense()))
-    with pytest.raises(ValueError, match="val_fraction"):
-        cls(backbone=TINY, val_fraction=0.9).fit(knowledge(NoDefense()))
+        cls(backbone=TINY).fit(knowledge(NoDefense(), query_mechanism=None), rng=rng)
     with pytest.raises(ValueError, match="not fitted"):
         cls(backbone=TINY).attack(victims(NoDefense()))
 
-    attack = cls(backbone=TINY, **FAST).fit(knowledge(NoDefense()))
+    attack = cls(backbone=TINY, **FAST).fit(knowledge(NoDefense()), rng=rng)
     with pytest.raises(ValueError, match="no documents"):
         attack.attack(Release("text", texts=[]))
     with pytest.raises(ValueError, match="query the same mechanism"):
-        attack.attack(Release("token_vectors", vectors=[np.zeros((2, tiny.dim))]))
+        attack.attack(Release("token_vectors", vectors=[np.zeros((2, tiny.dim))], layer=0))
     # Empty documents in a release are fine: no tokens to guess.
     pred = attack.attack(Release("text", texts=["", "the film was good", ""]))
     assert [len(t) for t in pred.tokens] == [0, len(tiny.token_ids(["the film was good"])[0]), 0]
 
-    vec = cls(backbone=TINY, **FAST).fit(knowledge(EmbeddingDX(eta=100.0, backbone=TINY)))
+    vec = cls(backbone=TINY, **FAST).fit(knowledge(_InputNoise(eta=100.0)), rng=rng)
     with pytest.raises(ValueError, match="dimensions"):
-        vec.attack(Release("token_vectors", vectors=[np.zeros((2, tiny.dim + 1))]))
-    hidden = Release("token_vectors", vectors=[np.zeros((2, tiny.dim))], meta={"space": "hidden"})
+        vec.attack(Release("token_vectors", vectors=[np.zeros((2, tiny.dim + 1))], layer=0))
+    hidden = Release("token_vectors", vectors=[np.zeros((2, tiny.dim))], layer=2)
     with pytest.raises(ValueError, match="optimization-inversion"):
         vec.attack(hidden)
+
+
+@pytest.mark.parametrize("cls", ATTACKS_UNDER_TEST)
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"hidden": "big"},
+        {"lr": "fast"},
+        {"epochs": 0},
+        {"max_aux": 2.5},
+        {"threads": "all"},
+        {"threads": 0},
+        {"val_fraction": 0.5},
+        {"seed": 3},  # randomness comes from fit's rng only
+    ],
+)
+def test_bad_parameters_fail_at_construction(cls, params) -> None:
+    name = next(iter(params))
+    with pytest.raises(ParamError, match=name):
+        cls(backbone=TINY, **params)
 
 
 class _Prefixed:
     """A RAPT-like mechanism: the text unchanged behind two public plain words."""
 
     def privatize(self, texts, rng):
-        return Release("text", texts=[f"alpha beta {t}" for t in texts], meta={"n_plain_words": 2})
+        return Release("text", texts=[f"alpha beta {t}" for t in texts], plain_prefix=2)
 
 
 @pytest.mark.parametrize("cls", ATTACKS_UNDER_TEST)
@@ -207,7 +245,8 @@ def test_rapt_plain_prefix_is_skipped(cls, tiny) -> None:
 
 
 def test_max_aux_caps_the_aux_documents() -> None:
-    attack = MLPInversion(backbone=TINY, max_aux=10, **FAST).fit(knowledge(NoDefense()))
+    attack = MLPInversion(backbone=TINY, max_aux=10, **FAST)
+    attack.fit(knowledge(NoDefense()), rng=np.random.default_rng(0))
     pred = attack.attack(victims(NoDefense()))
     assert pred.meta["settings"]["n_aux_docs"] == 10
     assert pred.meta["settings"]["max_aux"] == 10

@@ -7,9 +7,10 @@ import functools
 import numpy as np
 import pytest
 
-from privaudit.api import Knowledge, Predictions, Release
+from privaudit.api import Knowledge, Predictions, Release, Space
 from privaudit.attacks.ner import NERAttack, _decode
 from privaudit.audit.scoring import entity_f1
+from privaudit.params import ParamError
 from privaudit.registry import ATTACKS
 from tests.conftest import TINY
 
@@ -23,15 +24,19 @@ def corpus():
     return synthetic_reviews(n_docs=300, seed=0)  # test: ~60 docs, aux: ~60 docs
 
 
-def attack_texts(texts: list[str], meta: dict | None = None, **params) -> Predictions:
-    attack = NERAttack(**params).fit(Knowledge(white_box=False))
-    return attack.attack(Release("text", texts=texts, meta=meta or {}))
+def fit(attack: NERAttack, knowledge: Knowledge, seed: int = 0) -> NERAttack:
+    return attack.fit(knowledge, rng=np.random.default_rng(seed))
+
+
+def attack_texts(texts: list[str], plain_prefix: int = 0, **params) -> Predictions:
+    attack = fit(NERAttack(**params), Knowledge(white_box=False))
+    return attack.attack(Release("text", texts=texts, plain_prefix=plain_prefix))
 
 
 def test_registered_and_declared() -> None:
     cls = ATTACKS.get("ner")
     assert cls is NERAttack
-    assert cls.accepts == frozenset({"text"})
+    assert cls.accepts == frozenset({Space.TEXT})
     assert cls.metric == "entity_f1"
     assert not (cls.needs_white_box or cls.needs_query or cls.needs_aux)
 
@@ -63,7 +68,7 @@ def test_placeholders_hide_the_entities() -> None:
 
 def test_rapt_plain_prefix_is_skipped() -> None:
     text = "Sarah Jones flew from Paris to Berlin on Monday."
-    plain = attack_texts(["London Smith " + text], meta={"n_plain_words": 2})
+    plain = attack_texts(["London Smith " + text], plain_prefix=2)
     found = {e["text"] for e in plain.entities[0]}
     assert "London" not in found and "London Smith" not in found
     assert found & {"Paris", "Berlin"}
@@ -83,38 +88,49 @@ def test_deterministic() -> None:
 def test_applicability() -> None:
     attack = NERAttack()
     k = Knowledge(white_box=False)
-    assert attack.applicable("text", k, {}) is None
-    for kind in ("token_vectors", "pooled_vectors"):
-        assert "text" in attack.applicable(kind, k, {})
-    assert "aux" in NERAttack(model="finetuned").applicable("text", k, {})
+    text = Release("text", texts=["x"])
+    assert attack.applicable(text, k) is None
+    vectors = [np.zeros((2, 4), np.float32)]
+    for release in (
+        Release("token_vectors", vectors=vectors, layer=0),
+        Release("pooled_vectors", vectors=[np.zeros(4)]),
+    ):
+        assert "reads text releases" in attack.applicable(release, k)
+    assert "aux" in NERAttack(model="finetuned").applicable(text, k)
     assert (
-        NERAttack(model="finetuned").applicable("text", Knowledge(aux=corpus().split("aux")))
-        is None
+        NERAttack(model="finetuned").applicable(text, Knowledge(aux=corpus().split("aux"))) is None
     )
 
 
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"model": 3},
+        {"model": "spcy"},
+        {"epochs": 1.5},
+        {"lr": "fast"},
+        {"max_length": 4},
+        {"spacy_model": ""},
+        {"seed": 3},  # randomness comes from fit's rng only
+    ],
+)
+def test_bad_parameters_fail_at_construction(params) -> None:
+    with pytest.raises(ParamError, match=next(iter(params))):
+        NERAttack(**params)
+
+
 def test_bad_input() -> None:
-    with pytest.raises(ValueError, match="Did you mean 'spacy'"):
-        NERAttack(model="spcy").fit(Knowledge())
-    with pytest.raises(TypeError, match="model"):
-        NERAttack(model=3).fit(Knowledge())
-    with pytest.raises(TypeError, match="epochs"):
-        NERAttack(epochs=1.5).fit(Knowledge())
-    with pytest.raises(TypeError, match="lr"):
-        NERAttack(lr="fast").fit(Knowledge())
     with pytest.raises(ValueError, match="aux"):
-        NERAttack(model="finetuned", backbone=TINY).fit(Knowledge())
+        fit(NERAttack(model="finetuned", backbone=TINY), Knowledge())
     with pytest.raises(ValueError, match="not fitted"):
         NERAttack(model="finetuned").attack(Release("text", texts=["x"]))
-    attack = NERAttack().fit(Knowledge())
+    attack = fit(NERAttack(), Knowledge())
     with pytest.raises(ValueError, match="released text"):
         attack.attack(Release("pooled_vectors", vectors=[np.zeros(3)]))
     with pytest.raises(TypeError, match="Release"):
         attack.attack(["a text"])
     with pytest.raises(TypeError, match="not a string"):
         attack.attack(Release("text", texts=["ok", 3]))
-    with pytest.raises(ValueError, match="n_plain_words"):
-        attack.attack(Release("text", texts=["ok"], meta={"n_plain_words": -1}))
 
 
 def test_decode_bio() -> None:
@@ -135,14 +151,16 @@ def test_finetuned_tagger_on_tiny_backbone() -> None:
     knowledge = Knowledge(white_box=False, backbone=TINY, aux=aux)
     release = Release("text", texts=c.texts("test")[:30])
 
-    def run() -> list:
-        attack = NERAttack(model="finetuned", epochs=2, lr=1e-3, seed=3).fit(knowledge)
-        assert attack.backbone == TINY and attack.fit_seconds > 0
-        return attack.attack(release).entities
+    def run(seed: int) -> list:
+        attack = fit(NERAttack(model="finetuned", epochs=2, lr=1e-3), knowledge, seed)
+        assert attack.backbone is None  # the declared value; fit resolved knowledge's
+        predictions = attack.attack(release)
+        assert predictions.meta["settings"]["backbone"] == TINY
+        return predictions.entities
 
-    first = run()
+    first = run(3)
     assert len(first) == 30
-    assert first == run()  # seeded: same entities again
+    assert first == run(3)  # the same rng seed: the same entities again
     types = {e["type"] for doc in first for e in doc}
     assert types <= {e["type"] for doc in aux["entities"] for e in doc}
     for doc, text in zip(first, release.texts, strict=True):

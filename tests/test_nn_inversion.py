@@ -20,7 +20,8 @@ TEXTS = [
 
 
 def attack() -> NNInversion:
-    return NNInversion(backbone=TINY).fit(Knowledge(white_box=True, backbone=TINY))
+    knowledge = Knowledge(white_box=True, backbone=TINY)
+    return NNInversion().fit(knowledge, rng=np.random.default_rng(0))
 
 
 def test_recovers_everything_from_undefended_text(tiny, rng) -> None:
@@ -39,21 +40,29 @@ def test_recovery_is_one_minus_replacement_rate(tiny, eta: float) -> None:
 def test_token_vector_release(tiny) -> None:
     ids = tiny.token_ids(TEXTS[:2])
     vectors = [tiny.embeddings[row] + 1e-4 for row in ids]
-    predictions = attack().attack(Release("token_vectors", vectors=vectors))
+    predictions = attack().attack(Release("token_vectors", vectors=vectors, layer=0))
     assert token_recovery(ids, predictions) >= 0.99
+    again = attack().attack(Release("token_vectors", vectors=vectors, layer=0))
+    assert again.tokens == predictions.tokens  # deterministic: it draws nothing
 
 
 def test_wrong_dimension_is_explained() -> None:
-    bad = Release("token_vectors", vectors=[np.zeros((3, 7), dtype=np.float32)])
+    bad = Release("token_vectors", vectors=[np.zeros((3, 7), dtype=np.float32)], layer=0)
     with pytest.raises(ValueError, match="dimension"):
         attack().attack(bad)
 
 
 def test_applicability_reasons() -> None:
     a = NNInversion()
-    assert a.applicable("text", Knowledge(white_box=True)) is None
-    assert "pooled_vectors" in (a.applicable("pooled_vectors", Knowledge()) or "")
-    assert "white-box" in (a.applicable("text", Knowledge(white_box=False)) or "")
+    text = Release("text", texts=["a"])
+    assert a.applicable(text, Knowledge(white_box=True)) is None
+    pooled = Release("pooled_vectors", vectors=[np.zeros(4)])
+    assert "not pooled" in (a.applicable(pooled, Knowledge()) or "")
+    hidden = Release("token_vectors", vectors=[np.zeros((2, 4))], layer=2)
+    assert "not hidden_states" in (a.applicable(hidden, Knowledge()) or "")
+    with pytest.raises(ValueError, match="hidden_states"):
+        attack().attack(hidden)
+    assert "white-box" in (a.applicable(text, Knowledge(white_box=False)) or "")
 
 
 def test_scoring_alignment_and_errors() -> None:

@@ -3,16 +3,14 @@ determinism, applicability, bad parameters, empty documents."""
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 
 import numpy as np
 import pytest
 
-from privaudit.api import Knowledge, Release
+from privaudit.api import Knowledge, Release, Space
 from privaudit.attacks.optimization_inversion import OptimizationInversion
-from privaudit.defenses.embedding_dx import EmbeddingDX
-from privaudit.defenses.sap import SAP
+from privaudit.params import ParamError
 from privaudit.registry import ATTACKS
 from tests.conftest import TINY
 
@@ -53,22 +51,31 @@ def candidates(tiny, texts=TEXTS, n_distractors: int = 400) -> list[int]:
     return np.union1d(own, tiny.candidate_ids[:n_distractors]).tolist()
 
 
-def sap_release(layer: int, texts=TEXTS) -> Release:
-    return SAP(eta=math.inf, split_layer=layer, backbone=TINY).privatize(
-        texts, rng=np.random.default_rng(0)
-    )
+def split_release(layer: int, texts=TEXTS) -> Release:
+    """What SAP without noise releases: the input word embeddings of the content tokens
+    (layer 0), or the states after encoder layer k over [CLS] tokens [SEP]."""
+    from privaudit.resources import backbone
+
+    bb = backbone(TINY)
+    if layer == 0:
+        vectors = [bb.embeddings[ids] for ids in bb.token_ids(texts)]
+    else:
+        vectors = bb.hidden_at_layer(texts, layer)
+    meta = {"defense": "sap", "backbone": TINY}
+    return Release("token_vectors", vectors=vectors, layer=layer, meta=meta)
 
 
-def fitted(tiny, **params) -> OptimizationInversion:
+def fitted(tiny, seed: int = 0, **params) -> OptimizationInversion:
     params = {"candidates": candidates(tiny), "steps": 60, **params}
-    return OptimizationInversion(backbone=TINY, **params).fit(KNOWLEDGE)
+    attack = OptimizationInversion(backbone=TINY, **params)
+    return attack.fit(KNOWLEDGE, rng=np.random.default_rng(seed))
 
 
 @pytest.mark.parametrize(
     ("layer", "loss"), [(0, "cosine"), (1, "cosine"), (2, "cosine"), (1, "mse")]
 )
 def test_recovers_tokens_through_the_bottom_model(tiny, layer: int, loss: str) -> None:
-    release = sap_release(layer)
+    release = split_release(layer)
     predictions = fitted(tiny, loss=loss).attack(release.public())
     truth = tiny.token_ids(TEXTS)
     assert predictions.kind == "tokens"
@@ -79,25 +86,22 @@ def test_recovers_tokens_through_the_bottom_model(tiny, layer: int, loss: str) -
     settings = predictions.meta["settings"]
     assert settings["layer"] == layer and settings["steps"] == 60
     assert settings["candidate_source"] == "explicit"
-
-
-def test_embedding_dx_release_without_noise_is_read_in_input_space(tiny) -> None:
-    release = EmbeddingDX(eta=math.inf, backbone=TINY).privatize(
-        TEXTS, rng=np.random.default_rng(0)
-    )
-    attack = fitted(tiny)
-    assert attack.applicable("token_vectors", KNOWLEDGE, release.meta) is None
-    predictions = attack.attack(release.public())
-    assert predictions.meta["settings"]["space"] == "input_word_embeddings"
-    assert token_f1(tiny.token_ids(TEXTS), predictions.tokens) >= 0.9
+    space = Space.TOKEN_EMBEDDINGS if layer == 0 else Space.HIDDEN_STATES
+    assert settings["space"] == str(space)
 
 
 def test_deterministic_for_a_seed_and_backbone_untouched(tiny) -> None:
-    release = sap_release(1).public()
+    import torch
+
+    release = split_release(1).public()
     before = {n: p.detach().clone() for n, p in tiny.model.named_parameters()}
+    state = torch.random.get_rng_state()
     first = fitted(tiny, steps=10, seed=3).attack(release)
+    assert torch.equal(state, torch.random.get_rng_state())  # global torch RNG untouched
     second = fitted(tiny, steps=10, seed=3).attack(release)
     assert first.tokens == second.tokens
+    attack = fitted(tiny, steps=10, seed=3)
+    assert attack.attack(release).tokens == attack.attack(release).tokens  # attack is pure
     assert not tiny.model.training
     for n, p in tiny.model.named_parameters():
         assert p.grad is None
@@ -105,7 +109,7 @@ def test_deterministic_for_a_seed_and_backbone_untouched(tiny) -> None:
 
 
 def test_max_docs_sets_doc_indices(tiny) -> None:
-    predictions = fitted(tiny, steps=5, max_docs=2).attack(sap_release(1).public())
+    predictions = fitted(tiny, steps=5, max_docs=2).attack(split_release(1).public())
     assert predictions.meta["doc_indices"] == [0, 1]
     assert len(predictions.tokens) == 2
 
@@ -114,41 +118,46 @@ def test_candidate_vocabulary_from_aux(tiny) -> None:
     import datasets
 
     aux = datasets.Dataset.from_dict({"text": ["zebra crossing near the quay"]})
+    rng = np.random.default_rng(0)
     attack = OptimizationInversion(backbone=TINY, n_common=50).fit(
-        Knowledge(white_box=True, backbone=TINY, aux=aux)
+        Knowledge(white_box=True, backbone=TINY, aux=aux), rng=rng
     )
     ids = set(attack._candidate_ids.tolist())
     assert set(tiny.token_ids(["zebra crossing near the quay"])[0].tolist()) <= ids
     assert set(tiny.candidate_ids[:50].tolist()) <= ids
-    no_aux = OptimizationInversion(backbone=TINY, n_common=50).fit(KNOWLEDGE)
+    no_aux = OptimizationInversion(backbone=TINY, n_common=50).fit(KNOWLEDGE, rng=rng)
     assert no_aux._candidate_source == "common" and len(no_aux._candidate_ids) == 50
-    full = OptimizationInversion(backbone=TINY, candidates="full").fit(KNOWLEDGE)
+    full = OptimizationInversion(backbone=TINY, candidates="full").fit(KNOWLEDGE, rng=rng)
     assert len(full._candidate_ids) == len(tiny.candidate_ids)
 
 
 def test_empty_documents(tiny) -> None:
     texts = ["", TEXTS[3], ""]
     for layer in (0, 1):
-        predictions = fitted(tiny, steps=20).attack(sap_release(layer, texts).public())
+        predictions = fitted(tiny, steps=20).attack(split_release(layer, texts).public())
         assert predictions.tokens[0] == [] and predictions.tokens[2] == []
         assert len(predictions.tokens[1]) == len(tiny.token_ids([TEXTS[3]])[0])
-    nothing = Release("token_vectors", vectors=[], meta={"layer": 1, "space": "hidden"})
+    nothing = Release("token_vectors", vectors=[], layer=1)
     empty = fitted(tiny, steps=5).attack(nothing)
     assert empty.tokens == [] and empty.meta["doc_indices"] == []
 
 
-def test_not_applicable_to_text_pooled_or_unreadable_releases() -> None:
+def test_not_applicable_to_text_pooled_or_another_backbone() -> None:
     attack = OptimizationInversion(backbone=TINY)
-    assert attack.applicable("text", KNOWLEDGE, {}) is not None
-    assert attack.applicable("pooled_vectors", KNOWLEDGE, {"layer": 2}) is not None
-    assert attack.applicable("token_vectors", Knowledge(white_box=False, backbone=TINY), {})
-    meta = {"defense": "sap", "backbone": TINY, "layer": 1, "space": "hidden"}
-    assert attack.applicable("token_vectors", KNOWLEDGE, meta) is None
-    assert attack.applicable("token_vectors", KNOWLEDGE, {**meta, "layer": None})
-    assert attack.applicable("token_vectors", KNOWLEDGE, {**meta, "space": "pooled"})
-    other = attack.applicable("token_vectors", KNOWLEDGE, {**meta, "backbone": "bert-base"})
-    assert other is not None and "bert-base" in other
+    vectors = [np.zeros((3, 4), np.float32)]
+    assert "not text" in attack.applicable(Release("text", texts=["a"]), KNOWLEDGE)
+    pooled = Release("pooled_vectors", vectors=[np.zeros(4)])
+    assert "not pooled" in attack.applicable(pooled, KNOWLEDGE)
+    hidden = Release("token_vectors", vectors=vectors, layer=1, meta={"backbone": TINY})
+    assert attack.applicable(hidden, Knowledge(white_box=False, backbone=TINY))
+    assert attack.applicable(hidden, KNOWLEDGE) is None
+    embeddings = Release("token_vectors", vectors=vectors, layer=0)
+    assert attack.applicable(embeddings, KNOWLEDGE) is None
+    other = Release("token_vectors", vectors=vectors, layer=1, meta={"backbone": "bert-base"})
+    reason = attack.applicable(other, KNOWLEDGE)
+    assert reason is not None and "bert-base" in reason
     assert ATTACKS.get("optimization-inversion") is OptimizationInversion
+    assert OptimizationInversion.accepts == {Space.TOKEN_EMBEDDINGS, Space.HIDDEN_STATES}
 
 
 @pytest.mark.parametrize(
@@ -161,28 +170,32 @@ def test_not_applicable_to_text_pooled_or_unreadable_releases() -> None:
         {"lr": 0},
         {"candidates": "everything"},
         {"candidates": []},
-        {"candidates": [1, 10**9]},
+        {"candidates": [1, -2]},
         {"loss": "l1"},
         {"max_docs": 0},
         {"batch_size": 0},
+        {"seed": 3},  # randomness comes from fit's rng only
     ],
 )
-def test_bad_parameters_are_clear_value_errors(params) -> None:
-    with pytest.raises(ValueError):
-        OptimizationInversion(backbone=TINY, **params).fit(KNOWLEDGE)
+def test_bad_parameters_fail_at_construction(params) -> None:
+    with pytest.raises(ParamError, match=next(iter(params))):
+        OptimizationInversion(backbone=TINY, **params)
 
 
 def test_attack_errors(tiny) -> None:
     with pytest.raises(ValueError, match="not fitted"):
-        OptimizationInversion(backbone=TINY).attack(sap_release(1).public())
+        OptimizationInversion(backbone=TINY).attack(split_release(1).public())
+    with pytest.raises(ValueError, match="must lie in"):  # needs the loaded vocabulary
+        OptimizationInversion(backbone=TINY, candidates=[1, 10**9]).fit(
+            KNOWLEDGE, rng=np.random.default_rng(0)
+        )
     attack = fitted(tiny, steps=2)
     pooled = Release("pooled_vectors", vectors=[np.zeros(tiny.dim, np.float32)])
     with pytest.raises(ValueError, match="token_vectors"):
         attack.attack(pooled)
-    wrong_dim = Release("token_vectors", vectors=[np.zeros((4, 7), np.float32)], meta={"layer": 1})
+    wrong_dim = Release("token_vectors", vectors=[np.zeros((4, 7), np.float32)], layer=1)
     with pytest.raises(ValueError, match="dimension"):
         attack.attack(wrong_dim)
-    too_deep = Release("token_vectors", vectors=[np.zeros((4, tiny.dim), np.float32)])
-    too_deep.meta = {"layer": 5, "space": "hidden"}
+    too_deep = Release("token_vectors", vectors=[np.zeros((4, tiny.dim), np.float32)], layer=5)
     with pytest.raises(ValueError, match="layers"):
         attack.attack(too_deep)

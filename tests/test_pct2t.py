@@ -154,7 +154,7 @@ def test_rapt_per_document_plain_sequences() -> None:
     assert again.texts == release.texts  # same seed, same output
     objective = d.training_objective()
     assert [objective.vocabulary[t] for t in objective.row_targets(own[1])] == own[1]
-    assert objective.row_targets(None) == objective.targets
+    assert objective.row_targets(None) == objective.plain_targets
     with pytest.raises(ValueError, match="not in the objective"):
         objective.row_targets(["qqqzzz"])
     with pytest.raises(ValueError, match="Unknown plain_sequence"):
@@ -179,8 +179,8 @@ def test_reconstruction_objective_trains(tiny) -> None:
 
     d = rapt(n_plain=6)
     objective = d.training_objective()
-    assert len(objective.targets) == 6 and objective.hidden == 96
-    assert [objective.vocabulary[t] for t in objective.targets] == d.plain_tokens()[0]
+    assert len(objective.plain_targets) == 6 and objective.hidden == 96
+    assert [objective.vocabulary[t] for t in objective.plain_targets] == d.plain_tokens()[0]
     head = objective.head(tiny.dim)
     hidden = torch.randn(3, 6, tiny.dim, requires_grad=True)
     loss = objective.loss(hidden, head)

@@ -77,3 +77,42 @@ def test_entry_point_plugins_appear(monkeypatch) -> None:
     monkeypatch.setattr(registry, "entry_points", fake_entry_points)
     assert "plugged" in reg.names()
     assert reg.get("plugged").name == "none"
+
+
+def test_each_builtin_key_is_its_class_name() -> None:
+    """One registration list: the key in registry.BUILTINS and the class's ``name`` agree."""
+    for reg in (DEFENSES, ATTACKS, UTILITY):
+        for key in reg.builtins():
+            assert reg.get(key).name == key, (reg.kind, key)
+
+
+def test_builtins_ignore_plugins(monkeypatch) -> None:
+    ep = EntryPoint(name="plugged", value="privaudit.defenses.none:NoDefense", group="x")
+    monkeypatch.setattr(
+        registry, "entry_points", lambda group: [ep] if group == "privaudit.defenses" else []
+    )
+    reg: Registry[object] = Registry("defense", "defenses", "privaudit.defenses")
+    reg.add_builtin("none", "privaudit.defenses.none:NoDefense")
+    assert "plugged" in reg.names() and reg.builtins() == ["none"]
+
+
+def test_declarations_are_consistent() -> None:
+    """Each defense's knob is one of its declared parameters and its levels are values the
+    knob's declaration allows; each attack's quick_params are declared parameters."""
+    from privaudit.params import declared, validate_params
+
+    for key in DEFENSES.builtins():
+        cls = DEFENSES.get(key)
+        if cls.knob is None:
+            assert not cls.levels, key
+            continue
+        assert cls.knob in declared(cls), key
+        assert cls.levels, f"{key} declares no quick-grid levels"
+        for level in cls.levels:
+            validate_params(cls, {cls.knob: level})
+        for variant in cls.variants:
+            validate_params(cls, dict(variant))
+    for key in ATTACKS.builtins():
+        cls = ATTACKS.get(key)
+        validate_params(cls, dict(cls.quick_params))
+        assert cls.accepts, f"{key} declares no release space it reads"

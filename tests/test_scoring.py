@@ -9,14 +9,17 @@ import pytest
 
 from privaudit.api import Predictions, Release
 from privaudit.audit.scoring import (
+    METRICS,
     Truth,
     embedding_mse,
     entity_f1,
+    score_attributes,
     score_predictions,
     text_similarity,
     token_f1,
 )
 from privaudit.mechanisms.align import align_positions
+from privaudit.registry import ATTACKS
 
 
 def _truth() -> Truth:
@@ -97,7 +100,9 @@ def test_score_predictions_rows_and_subsets() -> None:
     assert rows[0]["attack_details"]["n_attacked"] == 1
     json.dumps(rows[0]["attack_details"])
     with pytest.raises(ValueError, match="doc_indices"):
-        score_predictions(Predictions("tokens", tokens=[[1]], meta={"doc_indices": [7]}), t)
+        score_predictions(
+            Predictions("tokens", tokens=[[1]], meta={"doc_indices": [7]}), t, "token_recovery"
+        )
     mse = score_predictions(
         Predictions("tokens", tokens=[[1, 2, 3], [4, 5]], vectors=[t.embeddings[[1, 2, 3]],
                     t.embeddings[[4, 5]]]), t, "embedding_mse")  # fmt: skip
@@ -109,7 +114,41 @@ def test_score_predictions_rows_and_subsets() -> None:
     ents = score_predictions(Predictions("entities", entities=t.entities), t, "entity_f1")
     assert ents[0]["attack_score"] == 1.0
     with pytest.raises(ValueError, match="Token predictions expected"):
-        score_predictions(Predictions("tokens"), t)
+        score_predictions(Predictions("tokens"), t, "token_recovery")
+    # Attacking a subset: the release no longer lines up with the truth, so no baseline.
+    subset = Predictions("texts", texts=t.texts[1:], meta={"doc_indices": [1]})
+    (row,) = score_predictions(subset, t, "text_similarity", released)
+    assert row["attack_score"] == 1.0 and "attack_baseline" not in row
+
+
+def test_every_builtin_attack_metric_has_a_scorer() -> None:
+    for name in ATTACKS.builtins():
+        metric = ATTACKS.get(name).metric
+        assert metric in METRICS, f"{name} declares metric {metric!r}, which has no scorer"
+
+
+def test_unknown_metric_and_kind_mismatch_are_explained() -> None:
+    t = _truth()
+    with pytest.raises(ValueError, match=r"No scorer for metric 'bleu'.*token_recovery"):
+        score_predictions(Predictions("tokens", tokens=[[1, 2, 3], [4, 5]]), t, "bleu")
+    with pytest.raises(ValueError, match="scores 'texts' predictions, got 'tokens'"):
+        score_predictions(Predictions("tokens", tokens=[[1, 2, 3], [4, 5]]), t, "text_similarity")
+
+
+def test_attribute_rows() -> None:
+    t = _truth()
+    t.attributes = {"gender": ["F", "M"], "age_bin": ["18-24", None]}
+    predictions = Predictions(
+        "attributes",
+        attributes={"gender": ["F", "F"]},
+        meta={"majority": {"gender": "M"}, "settings": {"epochs": 1}},
+    )
+    (row,) = score_predictions(predictions, t, "attribute_accuracy")
+    assert row["target"] == "gender"  # only the predicted attributes are scored
+    assert row["attack_score"] == 0.5 and row["empirical_privacy"] == 0.5
+    assert row["attack_baseline"] == 0.5
+    assert row["attack_macro_f1"] == pytest.approx((2 / 3 + 0) / 2)
+    assert row["attack_details"] == {"settings": {"epochs": 1}}
 
 
 def test_frequency_guess_is_the_token_baseline() -> None:
@@ -129,6 +168,25 @@ def test_frequency_guess_is_the_token_baseline() -> None:
     one = Predictions(kind="tokens", tokens=[[7, 7]], meta={"doc_indices": [1]})
     (row,) = score_predictions(one, truth, "token_f1")
     assert row["attack_baseline"] == pytest.approx(0.5)
+
+
+def test_score_attributes() -> None:
+    predictions = Predictions(
+        "attributes",
+        attributes={"gender": ["F", "F", "M", "M"]},
+        meta={"majority": {"gender": "F"}},
+    )
+    s = score_attributes({"gender": ["F", "M", "M", "M"]}, predictions)["gender"]
+    assert s["accuracy"] == pytest.approx(0.75)
+    assert s["majority_accuracy"] == pytest.approx(0.25)
+    assert s["advantage"] == pytest.approx(0.5)
+    assert s["macro_f1"] == pytest.approx((2 / 3 + 0.8) / 2)
+    with pytest.raises(ValueError, match="returned 4 'gender' predictions for 3 victims"):
+        score_attributes({"gender": ["F", "M", "M"]}, predictions)
+    with pytest.raises(ValueError, match="not 'age_bin'"):
+        score_attributes({"age_bin": ["x"] * 4}, predictions)
+    unknown = score_attributes({"gender": [None] * 4}, predictions)["gender"]
+    assert all(np.isnan(v) for v in unknown.values())
 
 
 def test_knowledge_query_checks_the_mechanism_contract() -> None:

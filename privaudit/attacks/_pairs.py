@@ -3,44 +3,41 @@
 Featurisation, written once for the attacker's aux release and the victims' release:
 
 - a ``text`` release is re-tokenized with the backbone's tokenizer (:meth:`Backbone.token_ids`,
-  so no specials and no ``[UNK]``), after skipping RAPT's plain-token prefix words when
-  ``meta["n_plain_words"]`` says there are some (public protocol, not the author's words), and
-  each released token is re-embedded with the backbone's *public* input-embedding matrix;
-- a ``token_vectors`` release in the input-word-embedding space is read as it is; the nearest
-  vocabulary token of each vector (``bb.index.query``) serves only as that position's identity,
-  for aligning it with the aux originals and as a candidate guess, never as a known original;
-- ``token_vectors`` of hidden layers and ``pooled_vectors`` have no per-token input-embedding
-  reading, so these attacks are ``n/a`` on them (see :func:`space_reason`).
+  so no specials and no ``[UNK]``), after skipping RAPT's public plain-word prefix
+  (:meth:`Release.content_texts`), and each released token is re-embedded with the backbone's
+  *public* input-embedding matrix;
+- a release in the input word-embedding space (``Space.TOKEN_EMBEDDINGS``) is read as it is;
+  the nearest vocabulary token of each vector (``bb.index.query``) serves only as that
+  position's identity, for aligning it with the aux originals and as a candidate guess, never
+  as a known original;
+- hidden states and pooled vectors have no per-token input-embedding reading, so these attacks
+  do not accept them (``n/a``).
 
 Aux training pairs: the attacker privatizes its own aux texts with ``knowledge.query_mechanism``
 (same mechanism and privacy level as the victims'), featurises that release as above, takes its
 original token ids ``bb.token_ids(aux_texts)`` and pairs released with original positions by
 :func:`privaudit.mechanisms.align.align_positions`.
 
-Also here: parameter checks, the seeded minibatch training loop, and :class:`PairInversion`,
-the fit/attack frame both attacks share.
+Also here: the seeded minibatch training loop and :class:`PairInversion`, the fit/attack frame
+both attacks share.
 """
 
 from __future__ import annotations
 
-import contextlib
-import numbers
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import numpy as np
 
-from privaudit.api import Attack, Knowledge, Predictions, Release
+from privaudit.api import Attack, Knowledge, Predictions, Release, Space
 from privaudit.mechanisms.batching import unflatten
+from privaudit.mechanisms.seeding import seeded_torch, torch_threads
 
 if TYPE_CHECKING:
     import torch
 
     from privaudit.resources import Backbone
-
-INPUT_SPACE = "input_word_embeddings"
 
 
 @dataclass
@@ -77,19 +74,6 @@ class AuxPairs:
     meta: dict[str, Any] = field(default_factory=dict)  # the aux release's public meta
 
 
-def space_reason(name: str, release_kind: str, meta: dict[str, Any] | None) -> str | None:
-    """Why a per-token input-embedding inversion cannot read this release, or ``None``."""
-    space = (meta or {}).get("space", INPUT_SPACE)
-    if release_kind == "token_vectors" and space != INPUT_SPACE:
-        layer = (meta or {}).get("layer")
-        return (
-            f"{name} maps released vectors in the input-word-embedding space to tokens, but this "
-            f"release is {space} states of layer {layer}; use optimization-inversion, which "
-            "models the bottom layers"
-        )
-    return None
-
-
 def released_tokens(bb: Backbone, release: Release, *, name: str) -> ReleasedTokens:
     """The released token vectors and ids of each document (see the module docstring)."""
     if not isinstance(release, Release):
@@ -104,10 +88,13 @@ def released_tokens(bb: Backbone, release: Release, *, name: str) -> ReleasedTok
         texts = release.content_texts()
         ids = bb.token_ids(texts)
         return ReleasedTokens(vectors=[bb.embeddings[i] for i in ids], ids=ids)
+    if release.space is Space.HIDDEN_STATES:
+        raise ValueError(
+            f"{name} maps released vectors in the input word-embedding space to tokens, but this "
+            f"release is hidden states of layer {release.layer}; use optimization-inversion, "
+            "which models the bottom layers."
+        )
     if release.kind == "token_vectors":
-        reason = space_reason(name, release.kind, release.meta)
-        if reason is not None:
-            raise ValueError(reason + ".")
         vectors = []
         for d, v in enumerate(release.vectors or []):
             arr = np.asarray(v, dtype=np.float32)
@@ -184,74 +171,22 @@ def aux_pairs(bb: Backbone, knowledge: Knowledge, *, max_aux: int | None, name: 
     )
 
 
-def holdout(docs: np.ndarray, fraction: float, seed: int) -> np.ndarray:
-    """A boolean mask over pairs: those of a seeded ``fraction`` of the aux documents, held out
-    for early stopping (all ``False`` when ``fraction`` is 0 or fewer than 2 documents)."""
+def holdout(docs: np.ndarray, fraction: float, rng: np.random.Generator) -> np.ndarray:
+    """A boolean mask over pairs: those of a random ``fraction`` of the aux documents (drawn
+    from ``rng``), held out for early stopping (all ``False``, and nothing drawn, when
+    ``fraction`` is 0 or there are fewer than 2 documents)."""
     unique = np.unique(docs)
     n_val = round(fraction * len(unique))
     if fraction <= 0 or len(unique) < 2:
         return np.zeros(len(docs), dtype=bool)
     n_val = min(max(n_val, 1), len(unique) - 1)
-    chosen = np.random.default_rng(seed).choice(unique, size=n_val, replace=False)
+    chosen = rng.choice(unique, size=n_val, replace=False)
     return np.isin(docs, chosen)
 
 
 # -------------------------------------------------------------------------------------------
-# Parameter checks and training
+# Training
 # -------------------------------------------------------------------------------------------
-
-
-def check_params(
-    owner: object,
-    *,
-    positive_ints: Sequence[str] = (),
-    non_negative_floats: Sequence[str] = (),
-    optional_positive_ints: Sequence[str] = (),
-    fractions: Sequence[str] = (),
-) -> None:
-    """``TypeError`` for a wrong type, ``ValueError`` for a value out of range."""
-    for attr in (*positive_ints, *optional_positive_ints, "threads"):
-        if attr == "threads" and not hasattr(owner, "threads"):
-            continue
-        value = getattr(owner, attr)
-        if value is None and (attr in optional_positive_ints or attr == "threads"):
-            continue
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"{attr} must be an integer, got {value!r}.")
-        if value < 1:
-            raise ValueError(f"{attr} must be a positive integer, got {value!r}.")
-    for attr in (*non_negative_floats, *fractions):
-        value = getattr(owner, attr)
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise TypeError(f"{attr} must be a number, got {value!r}.")
-        if not np.isfinite(value) or value < 0:
-            raise ValueError(f"{attr} must be a finite non-negative number, got {value!r}.")
-        if attr in fractions and value >= 0.5:
-            raise ValueError(f"{attr} is a fraction of the aux documents below 0.5, got {value!r}.")
-    seed = getattr(owner, "seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise TypeError(f"seed must be an integer, got {seed!r}.")
-    backbone = getattr(owner, "backbone", None)
-    if backbone is not None and not isinstance(backbone, str):
-        raise TypeError(f"backbone must be a model name or path (str), got {backbone!r}.")
-
-
-@contextlib.contextmanager
-def torch_threads(n: int | None) -> Iterator[None]:
-    """Run torch with ``n`` intra-op threads inside the block, then restore the previous count
-    (``None``: leave it). Small MLPs gain little from more threads and lose a lot when the
-    cores are shared with other processes (e.g. parallel grid cells)."""
-    import torch
-
-    if n is None:
-        yield
-        return
-    previous = torch.get_num_threads()
-    torch.set_num_threads(int(n))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 def train(
@@ -263,25 +198,22 @@ def train(
     batch_size: int,
     lr: float,
     weight_decay: float,
-    seed: int,
+    rng: np.random.Generator,
     desc: str,
     progress: bool | None,
     validate: Callable[[torch.nn.Module], float] | None = None,
 ) -> tuple[torch.nn.Module, dict[str, Any]]:
     """Build a model and train it with AdamW on minibatches of row indices ``0..n-1``.
 
-    Initialisation, dropout and shuffling are seeded by ``seed`` without touching the
-    process-wide torch random state: everything runs inside ``torch.random.fork_rng`` and the
-    batch order comes from a private ``torch.Generator``. ``loss_fn(model, idx)`` returns the
-    batch loss.
+    Initialisation, dropout and shuffling are seeded from ``rng`` without touching the
+    process-wide torch random state (:func:`seeded_torch`; the batch order comes from its
+    private ``torch.Generator``). ``loss_fn(model, idx)`` returns the batch loss.
     """
     import torch
     from tqdm.auto import tqdm
 
-    generator = torch.Generator().manual_seed(int(seed))
-    # Layer init and dropout draw from the global torch RNG: scope and seed it.
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(int(seed))
+    # Layer init and dropout draw from the global torch RNG: seeded_torch scopes and seeds it.
+    with seeded_torch(rng) as generator:
         model = build()
         optimizer = torch.optim.AdamW(
             model.parameters(), lr=float(lr), weight_decay=float(weight_decay)
@@ -317,15 +249,16 @@ def train(
 
 
 class PairInversion(Attack):
-    """Common frame of the learned black-box inversions: applicability (input-embedding space
-    only), the checked and timed ``fit``, and an ``attack`` that validates the release, reads
-    its tokens and hands the flat positions to :meth:`_invert`.
+    """Common frame of the learned black-box inversions: what they read (text and input
+    word-embedding vectors), ``fit`` (backbone resolved, torch threads bounded), and an
+    ``attack`` that validates the release, reads its tokens and hands the flat positions to
+    :meth:`_invert`.
 
     Subclasses set ``_model``/``_kind``/``_settings`` in :meth:`_fit` and implement
-    :meth:`_check_params`, :meth:`_fit` and :meth:`_invert`.
+    :meth:`_fit` and :meth:`_invert`.
     """
 
-    accepts: ClassVar[frozenset[str]] = frozenset({"text", "token_vectors"})
+    accepts: ClassVar[frozenset[Space]] = frozenset({Space.TEXT, Space.TOKEN_EMBEDDINGS})
     needs_white_box: ClassVar[bool] = False
     needs_query: ClassVar[bool] = True
     needs_aux: ClassVar[bool] = True
@@ -334,20 +267,12 @@ class PairInversion(Attack):
     backbone: str | None
     threads: int | None
     progress: bool | None
+    _backbone: str | None = None  # the backbone fit resolved (declared one, else knowledge's)
     _model: Any = None
     _kind: str | None = None
     _settings: dict[str, Any]
 
-    def applicable(
-        self, release_kind: str, knowledge: Knowledge, meta: dict[str, Any] | None = None
-    ) -> str | None:
-        reason = super().applicable(release_kind, knowledge, meta)
-        return reason if reason is not None else space_reason(self.name, release_kind, meta)
-
-    def _check_params(self) -> None:
-        raise NotImplementedError
-
-    def _fit(self, knowledge: Knowledge, bb: Any) -> None:
+    def _fit(self, knowledge: Knowledge, bb: Any, rng: np.random.Generator) -> None:
         raise NotImplementedError
 
     def _invert(
@@ -357,19 +282,13 @@ class PairInversion(Attack):
         original token ids and, where the attack makes them, reconstructed vectors."""
         raise NotImplementedError
 
-    def fit(self, knowledge: Knowledge) -> Self:
-        self._check_params()
-        if self.progress is not None and not isinstance(self.progress, bool):
-            raise TypeError(f"progress must be None or a bool, got {self.progress!r}.")
+    def fit(self, knowledge: Knowledge, *, rng: np.random.Generator) -> Self:
         if not isinstance(knowledge, Knowledge):
             raise TypeError(f"fit() takes a Knowledge, got {type(knowledge).__name__}.")
-        t0 = time.perf_counter()
-        if self.backbone is None:
-            self.backbone = knowledge.backbone
+        self._backbone = self.backbone if self.backbone is not None else knowledge.backbone
         bb = self._load_backbone()  # first load sets torch's thread count: do it outside
         with torch_threads(self.threads):
-            self._fit(knowledge, bb)
-        self._fit_seconds = time.perf_counter() - t0
+            self._fit(knowledge, bb, rng)
         return self
 
     def attack(self, release: Release) -> Predictions:
@@ -406,4 +325,4 @@ class PairInversion(Attack):
     def _load_backbone(self) -> Any:
         from privaudit.resources import backbone
 
-        return backbone(self.backbone)
+        return backbone(self._backbone if self._backbone is not None else self.backbone)

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar
 
 import numpy as np
+from annotated_types import Ge, Lt
 
 from privaudit.api import Knowledge
-from privaudit.attacks._pairs import PairInversion, aux_pairs, check_params, holdout, train
-from privaudit.registry import ATTACKS
+from privaudit.attacks._pairs import PairInversion, aux_pairs, holdout, train
+from privaudit.params import NonNegativeFloat, PositiveInt
 
 _EPS = 1e-6
 
 
-@ATTACKS.register("ae-inversion")
 class AEInversion(PairInversion):
     """Learned embedding inversion by regression: an encoder/decoder MLP maps each released
     token vector back to the input embedding of the original token (MSE loss).
@@ -48,9 +49,10 @@ class AEInversion(PairInversion):
     MSE 0), and for a release that carries no information it is about the aux mean embedding.
     Trained with MSE against the original tokens' embeddings, AdamW (``lr``,
     ``weight_decay``), at most ``epochs`` passes over minibatches of ``batch_size`` positions;
-    the weights of the epoch with the lowest MSE on the held-out pairs of a seeded
-    ``val_fraction`` of the aux documents are kept (early stopping). Seeded by ``seed`` without
-    touching the process-wide torch random state. Training and inference run with ``threads``
+    the weights of the epoch with the lowest MSE on the held-out pairs of a random
+    ``val_fraction`` of the aux documents are kept (early stopping). The held-out documents,
+    initialisation and shuffling derive from the ``rng`` given to ``fit``, without touching
+    the process-wide torch random state. Training and inference run with ``threads``
     torch threads (restored afterwards; ``None`` leaves torch's setting). ``max_aux`` caps the
     aux documents (the first ones).
 
@@ -73,21 +75,23 @@ class AEInversion(PairInversion):
     name: ClassVar[str] = "ae-inversion"
     reconstructs: ClassVar[bool] = True
     metric: ClassVar[str] = "embedding_mse"
+    # The quick grid's budget: fewer epochs (recovery against `none` stays 1.000), and torch's
+    # thread count as the grid's worker set it.
+    quick_params: ClassVar[Mapping[str, Any]] = {"threads": None, "epochs": 4}
 
     def __init__(
         self,
-        hidden: int = 512,
-        bottleneck: int = 256,
-        epochs: int = 10,
-        lr: float = 1e-3,
-        weight_decay: float = 1e-4,
-        batch_size: int = 256,
-        max_aux: int | None = 1000,
-        ridge: float = 1e-3,
-        val_fraction: float = 0.1,
-        seed: int = 0,
+        hidden: PositiveInt = 512,
+        bottleneck: PositiveInt = 256,
+        epochs: PositiveInt = 10,
+        lr: NonNegativeFloat = 1e-3,
+        weight_decay: NonNegativeFloat = 1e-4,
+        batch_size: PositiveInt = 256,
+        max_aux: PositiveInt | None = 1000,
+        ridge: NonNegativeFloat = 1e-3,
+        val_fraction: Annotated[float, Ge(0), Lt(0.5)] = 0.1,
         backbone: str | None = None,
-        threads: int | None = 1,
+        threads: PositiveInt | None = 1,
         progress: bool | None = None,
     ) -> None:
         self.hidden = hidden
@@ -99,7 +103,6 @@ class AEInversion(PairInversion):
         self.max_aux = max_aux
         self.val_fraction = val_fraction
         self.ridge = ridge
-        self.seed = seed
         self.backbone = backbone
         self.threads = threads
         self.progress = progress
@@ -114,20 +117,11 @@ class AEInversion(PairInversion):
     # Fitting
     # ---------------------------------------------------------------------------------------
 
-    def _check_params(self) -> None:
-        check_params(
-            self,
-            positive_ints=("hidden", "bottleneck", "epochs", "batch_size"),
-            non_negative_floats=("lr", "weight_decay", "ridge"),
-            optional_positive_ints=("max_aux",),
-            fractions=("val_fraction",),
-        )
-
-    def _fit(self, knowledge: Knowledge, bb: Any) -> None:
+    def _fit(self, knowledge: Knowledge, bb: Any, rng: np.random.Generator) -> None:
         import torch
 
         pairs = aux_pairs(bb, knowledge, max_aux=self.max_aux, name=self.name)
-        val = holdout(pairs.docs, float(self.val_fraction), int(self.seed))
+        val = holdout(pairs.docs, float(self.val_fraction), rng)
         released = pairs.released[~val]
         target = bb.embeddings[pairs.original_ids[~val]]
         self._mean = released.mean(axis=0)
@@ -172,7 +166,7 @@ class AEInversion(PairInversion):
             batch_size=self.batch_size,
             lr=self.lr,
             weight_decay=self.weight_decay,
-            seed=self.seed,
+            rng=rng,
             desc=self.name,
             progress=self.progress,
             validate=validate,

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self
 
 import numpy as np
+from annotated_types import Ge
 
-from privaudit.api import Attack, Knowledge, Predictions, Release
-from privaudit.registry import ATTACKS
+from privaudit.api import ALL_SPACES, Attack, Knowledge, Predictions, Release, Space
+from privaudit.mechanisms.seeding import seeded_torch
+from privaudit.params import NonNegativeFloat, PositiveInt
 
 if TYPE_CHECKING:
     import datasets
@@ -29,7 +30,6 @@ class _Head:
     model: Any  # torch.nn.Sequential
 
 
-@ATTACKS.register("attribute-inference")
 class AttributeInference(Attack):
     """Attribute inference from a privatized release with an MLP trained on the attacker's aux.
 
@@ -53,16 +53,18 @@ class AttributeInference(Attack):
 
     Model: per attribute, Linear(d, ``hidden``) → ReLU → Linear(``hidden``, n_classes), AdamW
     (``lr``, ``weight_decay``), cross-entropy, ``epochs`` passes of minibatches of
-    ``batch_size``; initialisation and shuffling are seeded by ``seed`` without touching the
-    process-wide torch random state. ``max_aux`` caps the aux documents used (the first ones).
+    ``batch_size``; each attribute's initialisation and shuffling are seeded from the ``rng``
+    given to ``fit`` (in attribute order), without touching the process-wide torch random
+    state. ``max_aux`` caps the aux documents used (the first ones).
 
     Metric: attribute accuracy A on the victims → empirical privacy 1 - A; the runner also
     reports the advantage over always guessing the aux majority class (see
-    :func:`score_attributes`), since accuracy alone hides class imbalance.
+    :func:`privaudit.audit.scoring.score_attributes`), since accuracy alone hides class
+    imbalance.
     """
 
     name: ClassVar[str] = "attribute-inference"
-    accepts: ClassVar[frozenset[str]] = frozenset({"text", "token_vectors", "pooled_vectors"})
+    accepts: ClassVar[frozenset[Space]] = ALL_SPACES
     metric: ClassVar[str] = "attribute_accuracy"
     needs_white_box: ClassVar[bool] = False
     needs_query: ClassVar[bool] = True
@@ -71,14 +73,13 @@ class AttributeInference(Attack):
     def __init__(
         self,
         attributes: Sequence[str] | None = None,
-        hidden: int = 768,
-        epochs: int = 30,
-        lr: float = 1e-3,
-        weight_decay: float = 1e-4,
-        batch_size: int = 64,
-        seed: int = 0,
+        hidden: PositiveInt = 768,
+        epochs: PositiveInt = 30,
+        lr: NonNegativeFloat = 1e-3,
+        weight_decay: NonNegativeFloat = 1e-4,
+        batch_size: PositiveInt = 64,
         backbone: str | None = None,
-        max_aux: int | None = None,
+        max_aux: Annotated[int, Ge(2)] | None = None,
     ) -> None:
         self.attributes = attributes
         self.hidden = hidden
@@ -86,7 +87,6 @@ class AttributeInference(Attack):
         self.lr = lr
         self.weight_decay = weight_decay
         self.batch_size = batch_size
-        self.seed = seed
         self.backbone = backbone
         self.max_aux = max_aux
         self._backbone_name: str | None = None
@@ -99,8 +99,7 @@ class AttributeInference(Attack):
     # Fitting
     # ---------------------------------------------------------------------------------------
 
-    def fit(self, knowledge: Knowledge) -> Self:
-        self._check_params()
+    def fit(self, knowledge: Knowledge, *, rng: np.random.Generator) -> Self:
         if knowledge.query_mechanism is None:
             raise ValueError(
                 f"{self.name} needs query access to the mechanism (Knowledge.query_mechanism) "
@@ -110,7 +109,6 @@ class AttributeInference(Attack):
             raise ValueError(
                 f"{self.name} needs the attacker's auxiliary labelled split (Knowledge.aux)."
             )
-        t0 = time.perf_counter()
         self._backbone_name = self.backbone if self.backbone is not None else knowledge.backbone
         aux = knowledge.aux
         if self.max_aux is not None and len(aux) > self.max_aux:
@@ -124,31 +122,11 @@ class AttributeInference(Attack):
         self._std = features.std(axis=0) + _EPS
         x = (features - self._mean) / self._std
         self._heads = {}
-        for offset, (name, values) in enumerate(labels.items()):
-            self._heads[name] = self._train_head(x, values, seed=self.seed + offset)
-        self._fit_seconds = time.perf_counter() - t0
+        for name, values in labels.items():
+            self._heads[name] = self._train_head(x, values, rng=rng)
         return self
 
-    def _check_params(self) -> None:
-        for field_name in ("hidden", "epochs", "batch_size"):
-            value = getattr(self, field_name)
-            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-                raise ValueError(f"{field_name} must be a positive integer, got {value!r}.")
-        for field_name in ("lr", "weight_decay"):
-            value = getattr(self, field_name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise ValueError(f"{field_name} must be a non-negative number, got {value!r}.")
-        if self.max_aux is not None and (
-            isinstance(self.max_aux, bool) or not isinstance(self.max_aux, int) or self.max_aux < 2
-        ):
-            raise ValueError(f"max_aux must be None or an integer ≥ 2, got {self.max_aux!r}.")
-        if isinstance(self.attributes, str):
-            raise TypeError(
-                f"attributes must be a list of attribute names, got the string "
-                f"{self.attributes!r}; write [{self.attributes!r}]."
-            )
-
-    def _train_head(self, x: np.ndarray, values: list[Any], *, seed: int) -> _Head:
+    def _train_head(self, x: np.ndarray, values: list[Any], *, rng: np.random.Generator) -> _Head:
         import torch
 
         keep = [i for i, v in enumerate(values) if v is not None]
@@ -161,28 +139,26 @@ class AttributeInference(Attack):
 
         xt = torch.from_numpy(np.ascontiguousarray(x[keep], dtype=np.float32))
         yt = torch.from_numpy(y)
-        generator = torch.Generator().manual_seed(int(seed))
-        with torch.random.fork_rng(devices=[]):  # layer init draws from the global RNG: scope it
-            torch.manual_seed(int(seed))
+        with seeded_torch(rng) as generator:  # layer init draws from the global RNG: scoped
             model = torch.nn.Sequential(
                 torch.nn.Linear(xt.shape[1], int(self.hidden)),
                 torch.nn.ReLU(),
                 torch.nn.Linear(int(self.hidden), len(classes)),
             )
-        optimizer = torch.optim.AdamW(
-            model.parameters(), lr=float(self.lr), weight_decay=float(self.weight_decay)
-        )
-        loss_fn = torch.nn.CrossEntropyLoss()
-        n, bs = len(yt), int(self.batch_size)
-        model.train()
-        for _ in range(int(self.epochs)):
-            order = torch.randperm(n, generator=generator)
-            for start in range(0, n, bs):
-                idx = order[start : start + bs]
-                optimizer.zero_grad(set_to_none=True)
-                loss = loss_fn(model(xt[idx]), yt[idx])
-                loss.backward()
-                optimizer.step()
+            optimizer = torch.optim.AdamW(
+                model.parameters(), lr=float(self.lr), weight_decay=float(self.weight_decay)
+            )
+            loss_fn = torch.nn.CrossEntropyLoss()
+            n, bs = len(yt), int(self.batch_size)
+            model.train()
+            for _ in range(int(self.epochs)):
+                order = torch.randperm(n, generator=generator)
+                for start in range(0, n, bs):
+                    idx = order[start : start + bs]
+                    optimizer.zero_grad(set_to_none=True)
+                    loss = loss_fn(model(xt[idx]), yt[idx])
+                    loss.backward()
+                    optimizer.step()
         model.eval()
         return _Head(classes=classes, majority=majority, model=model)
 
@@ -302,48 +278,3 @@ def _aux_labels(aux: datasets.Dataset, wanted: Sequence[str] | None) -> dict[str
             )
         labels[name] = values
     return labels
-
-
-def score_attributes(
-    truth: Mapping[str, Sequence[Any]], predictions: Predictions
-) -> dict[str, dict[str, float]]:
-    """Per attribute in ``truth``: ``accuracy``, ``macro_f1``, ``majority_accuracy`` (always
-    guessing the aux majority recorded in ``predictions.meta``) and ``advantage`` (accuracy -
-    majority_accuracy). Victims whose true value is unknown (``None``) are left out."""
-    from sklearn.metrics import accuracy_score, f1_score
-
-    if predictions.kind != "attributes" or predictions.attributes is None:
-        raise ValueError(f"Attribute predictions expected, got {predictions.kind!r} predictions.")
-    majority = dict(predictions.meta.get("majority", {}))
-    scores: dict[str, dict[str, float]] = {}
-    for name, true_values in truth.items():
-        if name not in predictions.attributes:
-            raise ValueError(
-                f"The attack predicted {sorted(predictions.attributes)} but not {name!r}."
-            )
-        guess = list(predictions.attributes[name])
-        true_values = list(true_values)
-        if len(guess) != len(true_values):
-            raise ValueError(
-                f"The attack returned {len(guess)} {name!r} predictions for "
-                f"{len(true_values)} victims."
-            )
-        pairs = [(t, g) for t, g in zip(true_values, guess, strict=True) if t is not None]
-        if not pairs:
-            nan = float("nan")
-            scores[name] = dict(accuracy=nan, macro_f1=nan, majority_accuracy=nan, advantage=nan)
-            continue
-        y_true = [str(t) for t, _ in pairs]
-        y_pred = [str(g) for _, g in pairs]
-        accuracy = float(accuracy_score(y_true, y_pred))
-        if name in majority:
-            base = float(accuracy_score(y_true, [str(majority[name])] * len(y_true)))
-        else:
-            base = float("nan")
-        scores[name] = {
-            "accuracy": accuracy,
-            "macro_f1": float(f1_score(y_true, y_pred, average="macro", zero_division=0)),
-            "majority_accuracy": base,
-            "advantage": accuracy - base,
-        }
-    return scores

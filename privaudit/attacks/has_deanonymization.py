@@ -5,20 +5,20 @@ from __future__ import annotations
 import difflib
 import functools
 import itertools
-import math
-import numbers
 import re
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Self
 
 import numpy as np
+from annotated_types import Ge, Le, MinLen
 
-from privaudit.api import Attack, Knowledge, Predictions, Release
+from privaudit.api import Attack, Knowledge, Predictions, Release, Space
 from privaudit.attacks.ner import check_texts, spacy_entities
-from privaudit.registry import ATTACKS
+from privaudit.lexicon import MONTHS, PERSON_TITLES, WEEKDAYS
+from privaudit.params import NonNegativeFloat, PositiveInt
 
 # The label-mode placeholder shape (``<PERSON_1>``); the attacker reads it off its aux pairs.
 _PLACEHOLDER = re.compile(r"<([A-Z][A-Z_]*?)_(\d+)>")
@@ -55,7 +55,6 @@ class _Pool:
     doc_array: np.ndarray | None = None
 
 
-@ATTACKS.register("has-deanonymization")
 class HaSDeanonymization(Attack):
     """Recover the originals behind Hide-and-Seek placeholders or surrogates.
 
@@ -112,7 +111,7 @@ class HaSDeanonymization(Attack):
     """
 
     name: ClassVar[str] = "has-deanonymization"
-    accepts: ClassVar[frozenset[str]] = frozenset({"text"})
+    accepts: ClassVar[frozenset[Space]] = frozenset({Space.TEXT})
     metric: ClassVar[str] = "text_similarity"
     needs_white_box: ClassVar[bool] = False  # only white_box=True needs it (see applicable)
     needs_query: ClassVar[bool] = True
@@ -121,12 +120,12 @@ class HaSDeanonymization(Attack):
     def __init__(
         self,
         white_box: bool = False,
-        context_words: int = 2,
-        k_neighbours: int = 20,
-        doc_weight: float = 3.0,
-        min_consistent: int = 2,
-        max_aux: int | None = None,
-        spacy_model: str | None = None,
+        context_words: Annotated[int, Ge(1), Le(6)] = 2,
+        k_neighbours: PositiveInt = 20,
+        doc_weight: NonNegativeFloat = 3.0,
+        min_consistent: PositiveInt = 2,
+        max_aux: PositiveInt | None = None,
+        spacy_model: Annotated[str, MinLen(1)] | None = None,
     ) -> None:
         self.white_box = white_box
         self.context_words = context_words
@@ -150,13 +149,11 @@ class HaSDeanonymization(Attack):
         self._vectorizer_matrix: Any = None
         self._aux_estimate: dict[str, dict[str, float]] = {}
 
-    def applicable(
-        self, release_kind: str, knowledge: Knowledge, meta: dict[str, Any] | None = None
-    ) -> str | None:
-        reason = super().applicable(release_kind, knowledge, meta)
+    def applicable(self, release: Release, knowledge: Knowledge) -> str | None:
+        reason = super().applicable(release, knowledge)
         if reason is not None:
             return reason
-        defense = (meta or {}).get("defense")
+        defense = release.meta.get("defense")
         if defense != "has":
             return (
                 "has-deanonymization inverts Hide-and-Seek anonymization (meta['defense'] == "
@@ -168,45 +165,11 @@ class HaSDeanonymization(Attack):
         return None
 
     # ---------------------------------------------------------------------------------------
-    # Parameters
-    # ---------------------------------------------------------------------------------------
-
-    def _check_params(self) -> None:
-        if not isinstance(self.white_box, bool):
-            raise TypeError(f"white_box must be True or False, got {self.white_box!r}.")
-        for field_name, low in (("context_words", 1), ("k_neighbours", 1), ("min_consistent", 1)):
-            value = getattr(self, field_name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-                raise TypeError(
-                    f"{field_name} must be an integer ≥ {low}, got {value!r} "
-                    f"of type {type(value).__name__}."
-                )
-            if value < low:
-                raise ValueError(f"{field_name} must be ≥ {low}, got {value}.")
-        if self.context_words > 6:
-            raise ValueError(f"context_words must be at most 6, got {self.context_words}.")
-        w = self.doc_weight
-        if isinstance(w, bool) or not isinstance(w, numbers.Real):
-            raise TypeError(f"doc_weight must be a non-negative number, got {w!r}.")
-        if not math.isfinite(float(w)) or w < 0:
-            raise ValueError(f"doc_weight must be a non-negative number, got {w!r}.")
-        if self.max_aux is not None and (
-            isinstance(self.max_aux, bool) or not isinstance(self.max_aux, numbers.Integral)
-        ):
-            raise TypeError(f"max_aux must be None or an integer ≥ 1, got {self.max_aux!r}.")
-        if self.max_aux is not None and self.max_aux < 1:
-            raise ValueError(f"max_aux must be None or an integer ≥ 1, got {self.max_aux}.")
-        if self.spacy_model is not None and (
-            not isinstance(self.spacy_model, str) or not self.spacy_model.strip()
-        ):
-            raise ValueError(f"spacy_model must be a pipeline name, got {self.spacy_model!r}.")
-
-    # ---------------------------------------------------------------------------------------
     # Fitting: query the hide mechanism on aux, diff, index
     # ---------------------------------------------------------------------------------------
 
-    def fit(self, knowledge: Knowledge) -> Self:
-        self._check_params()
+    def fit(self, knowledge: Knowledge, *, rng: np.random.Generator) -> Self:
+        # Deterministic: nothing here draws from rng (the hide mechanism draws its own).
         if knowledge.query_mechanism is None:
             raise ValueError(
                 f"{self.name} needs query access to the hide mechanism (Knowledge."
@@ -218,7 +181,6 @@ class HaSDeanonymization(Attack):
             raise ValueError(
                 f"{self.name} with white_box=True needs white-box knowledge of the hide model."
             )
-        t0 = time.perf_counter()
         aux = knowledge.aux
         if "text" not in aux.column_names:
             raise ValueError("The aux split needs a 'text' column.")
@@ -240,7 +202,6 @@ class HaSDeanonymization(Attack):
         self._mode = meta.get("mode")
         self._learn(originals, anonymized, meta)
         self._fitted = True
-        self._fit_seconds = time.perf_counter() - t0
         return self
 
     def _learn(self, originals: list[str], anonymized: list[str], meta: dict[str, Any]) -> None:
@@ -792,14 +753,6 @@ def _white_filter(sp: _Span, outside: str, used: set[str]) -> Callable[[str], bo
     return allowed
 
 
-_TITLES = frozenset({"mr", "mrs", "ms", "miss", "dr", "prof", "sir", "dame", "lady", "lord"})
-_MONTHS = (
-    "January", "February", "March", "April", "May", "June", "July", "August", "September",
-    "October", "November", "December",
-)  # fmt: skip
-_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-
-
 @functools.cache
 def _faker_names() -> tuple[frozenset[str], frozenset[str]]:
     """faker en_US first names and countries (the hide model's surrogate sources)."""
@@ -817,7 +770,7 @@ def _shape(s: str, etype: str) -> tuple[Any, ...] | None:
     """The form a faker surrogate keeps from its original (see HaS ``_fake_like``)."""
     words = s.split()
     if etype == "PERSON":
-        if len(words) >= 2 and words[0].rstrip(".").lower() in _TITLES:
+        if len(words) >= 2 and words[0].rstrip(".").lower() in PERSON_TITLES:
             return ("title", words[0])
         if len(words) == 1:
             return ("first",) if s.casefold() in _faker_names()[0] else ("last",)
@@ -825,7 +778,7 @@ def _shape(s: str, etype: str) -> tuple[Any, ...] | None:
     if etype == "GPE":
         return ("country",) if s.casefold().removeprefix("the ") in _faker_names()[1] else ("city",)
     if etype == "DATE":
-        has_month = any(m in s for m in _MONTHS)
+        has_month = any(m in s for m in MONTHS)
         has_year = re.search(r"\b(1[89]|20)\d\d\b", s) is not None
         has_day = re.search(r"\b\d{1,2}(st|nd|rd|th)?\b", s) is not None
         if has_month and has_year and has_day:
@@ -834,7 +787,7 @@ def _shape(s: str, etype: str) -> tuple[Any, ...] | None:
             return ("my",) if has_year else ("md", has_day)
         if has_year:
             return ("y",)
-        if any(w in s for w in _WEEKDAYS):
+        if any(w in s for w in WEEKDAYS):
             return ("weekday",)
         return ("digits",) if re.search(r"\d", s) else ("relative",)
     return None

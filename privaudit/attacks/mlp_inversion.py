@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar
 
 import numpy as np
+from annotated_types import Ge, Lt
 
 from privaudit.api import Knowledge
-from privaudit.attacks._pairs import PairInversion, aux_pairs, check_params, holdout, train
-from privaudit.registry import ATTACKS
+from privaudit.attacks._pairs import PairInversion, aux_pairs, holdout, train
+from privaudit.params import Fraction, NonNegativeFloat, PositiveInt
 
 _EPS = 1e-6
 
 
-@ATTACKS.register("mlp-inversion")
 class MLPInversion(PairInversion):
     """Learned embedding inversion: an MLP maps each released token vector to an original token.
 
@@ -51,14 +52,14 @@ class MLPInversion(PairInversion):
     Model: Linear(2·dim, ``hidden``) → ReLU → Dropout(``dropout``) → Linear(``hidden``,
     n_classes + 1), cross-entropy (optional ``label_smoothing``), AdamW (``lr``,
     ``weight_decay``), at most ``epochs`` passes over minibatches of ``batch_size`` positions.
-    Early stopping: the pairs of a seeded ``val_fraction`` of the aux documents are held out and
+    Early stopping: the pairs of a random ``val_fraction`` of the aux documents are held out and
     the weights of the epoch with the best held-out token recovery are kept (with only a few
     hundred aux documents the classifier overfits after 1-3 epochs, and at a strong privacy
     level the held-out check lets it fall back to what is learnable, e.g. the frequent tokens).
-    Initialisation, dropout and shuffling are seeded by ``seed`` without touching the
-    process-wide torch random state. Training and inference run with ``threads`` torch threads
-    (restored afterwards; ``None`` leaves torch's setting). ``max_aux`` caps the aux documents
-    (the first ones).
+    The held-out documents, initialisation, dropout and shuffling all derive from the ``rng``
+    given to ``fit``, without touching the process-wide torch random state. Training and
+    inference run with ``threads`` torch threads (restored afterwards; ``None`` leaves torch's
+    setting). ``max_aux`` caps the aux documents (the first ones).
 
     Metric: token recovery X (fraction of the victims' original tokens recovered; positional
     when the lengths agree, else aligned) → empirical privacy 1 - X.
@@ -70,22 +71,24 @@ class MLPInversion(PairInversion):
 
     name: ClassVar[str] = "mlp-inversion"
     metric: ClassVar[str] = "token_recovery"
+    # The quick grid's budget: fewer epochs (recovery against `none` stays 1.000), and torch's
+    # thread count as the grid's worker set it.
+    quick_params: ClassVar[Mapping[str, Any]] = {"threads": None, "epochs": 3}
 
     def __init__(
         self,
-        hidden: int = 512,
-        epochs: int = 6,
-        lr: float = 2e-3,
-        weight_decay: float = 1e-4,
-        batch_size: int = 256,
-        max_aux: int | None = 1000,
-        max_classes: int | None = None,
-        dropout: float = 0.1,
-        label_smoothing: float = 0.0,
-        val_fraction: float = 0.1,
-        seed: int = 0,
+        hidden: PositiveInt = 512,
+        epochs: PositiveInt = 6,
+        lr: NonNegativeFloat = 2e-3,
+        weight_decay: NonNegativeFloat = 1e-4,
+        batch_size: PositiveInt = 256,
+        max_aux: PositiveInt | None = 1000,
+        max_classes: PositiveInt | None = None,
+        dropout: Fraction = 0.1,
+        label_smoothing: Fraction = 0.0,
+        val_fraction: Annotated[float, Ge(0), Lt(0.5)] = 0.1,
         backbone: str | None = None,
-        threads: int | None = 1,
+        threads: PositiveInt | None = 1,
         progress: bool | None = None,
     ) -> None:
         self.hidden = hidden
@@ -98,7 +101,6 @@ class MLPInversion(PairInversion):
         self.dropout = dropout
         self.label_smoothing = label_smoothing
         self.val_fraction = val_fraction
-        self.seed = seed
         self.backbone = backbone
         self.threads = threads
         self.progress = progress
@@ -113,20 +115,11 @@ class MLPInversion(PairInversion):
     # Fitting
     # ---------------------------------------------------------------------------------------
 
-    def _check_params(self) -> None:
-        check_params(
-            self,
-            positive_ints=("hidden", "epochs", "batch_size"),
-            non_negative_floats=("lr", "weight_decay"),
-            optional_positive_ints=("max_aux", "max_classes"),
-            fractions=("dropout", "label_smoothing", "val_fraction"),
-        )
-
-    def _fit(self, knowledge: Knowledge, bb: Any) -> None:
+    def _fit(self, knowledge: Knowledge, bb: Any, rng: np.random.Generator) -> None:
         import torch
 
         pairs = aux_pairs(bb, knowledge, max_aux=self.max_aux, name=self.name)
-        val = holdout(pairs.docs, float(self.val_fraction), int(self.seed))
+        val = holdout(pairs.docs, float(self.val_fraction), rng)
         fit_rows = ~val
 
         # Output classes: the aux originals (most frequent first when capped), plus "keep".
@@ -179,7 +172,7 @@ class MLPInversion(PairInversion):
             batch_size=self.batch_size,
             lr=self.lr,
             weight_decay=self.weight_decay,
-            seed=self.seed,
+            rng=rng,
             desc=self.name,
             progress=self.progress,
             validate=validate,

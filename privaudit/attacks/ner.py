@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 import copy
-import difflib
-import numbers
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self
 
 import numpy as np
+from annotated_types import Ge, MinLen
 
-from privaudit.api import Attack, Knowledge, Predictions, Release
-from privaudit.registry import ATTACKS
+from privaudit.api import Attack, Knowledge, Predictions, Release, Space
+from privaudit.mechanisms.seeding import seeded_torch
+from privaudit.params import PositiveFloat, PositiveInt
 
 if TYPE_CHECKING:
     import datasets
 
-MODELS: tuple[str, ...] = ("spacy", "finetuned")
 Span = tuple[int, int, str]  # (start, end, type): character offsets in the text it was found in
 
 _SPACY_BATCH = 128  # the batch size HaS measured fastest for en_core_web_sm on reviews
@@ -37,8 +36,8 @@ def check_texts(texts: object, name: str) -> list[str]:
 
 
 def released_texts(release: object, name: str) -> list[str]:
-    """The texts of a text release, with RAPT's plain-token prefix (``meta['n_plain_words']``
-    leading words, public protocol rather than the author's words) removed."""
+    """The texts of a text release, checked, without RAPT's public plain-word prefix
+    (:meth:`Release.content_texts`: protocol, not the author's words)."""
     if not isinstance(release, Release):
         raise TypeError(f"{name} attacks a Release, got {type(release).__name__}.")
     if release.kind != "text":
@@ -50,22 +49,6 @@ def released_texts(release: object, name: str) -> list[str]:
     return release.content_texts()
 
 
-def ner_pipeline(spacy_model: str | None = None) -> Any:
-    """The spaCy pipeline with an ``ner`` pipe; a user's bad name is a ``ValueError``."""
-    from privaudit.resources import spacy_pipeline
-
-    try:
-        nlp = spacy_pipeline(spacy_model)
-    except (RuntimeError, OSError) as exc:
-        raise ValueError(f"{exc} (spacy_model={spacy_model!r}; omit it for the default).") from exc
-    if "ner" not in nlp.pipe_names:
-        raise ValueError(
-            f"The spaCy pipeline {spacy_model!r} has no 'ner' component; use an NER pipeline "
-            "such as en_core_web_sm (the default)."
-        )
-    return nlp
-
-
 def spacy_entities(texts: Sequence[str], spacy_model: str | None = None) -> list[list[Span]]:
     """spaCy NER spans ``(start, end, label)`` per text, whitespace-trimmed, in order.
 
@@ -75,6 +58,8 @@ def spacy_entities(texts: Sequence[str], spacy_model: str | None = None) -> list
     jobs = [i for i, t in enumerate(texts) if t.strip()]
     if not jobs:
         return out
+    from privaudit.resources import ner_pipeline
+
     nlp = ner_pipeline(spacy_model)
     keep = {"ner"} | {
         name for name, pipe in nlp.pipeline if "ner" in getattr(pipe, "listening_components", ())
@@ -105,7 +90,6 @@ class _Tagger:
     tags: list[str]  # "O", "B-PERSON", "I-PERSON", ...
 
 
-@ATTACKS.register("ner")
 class NERAttack(Attack):
     """Named-entity recognition on the released text.
 
@@ -120,12 +104,12 @@ class NERAttack(Attack):
     its entity annotations (``aux["entities"]``): it needs aux, no query and no mechanism
     internals. Training reads the *clean* aux text (the attacker's own labelled data); it is
     brief (``epochs`` passes, AdamW, ``lr`` for the encoder and 20×``lr`` for the fresh head)
-    and seeded by ``seed`` without touching the process-wide torch random state; the shared
-    backbone is deep-copied, never modified. Documents longer than ``max_length`` word pieces
-    are cut into consecutive windows.
+    and seeded from the ``rng`` given to ``fit`` without touching the process-wide torch random
+    state; the shared backbone is deep-copied, never modified. Documents longer than
+    ``max_length`` word pieces are cut into consecutive windows.
 
-    RAPT's plain-token prefix (``meta["n_plain_words"]`` leading words) is public protocol,
-    not the author's words: it is skipped. Vector releases have no text to tag (``n/a``).
+    RAPT's plain-word prefix (``release.plain_prefix`` leading words) is public protocol, not
+    the author's words: it is skipped. Vector releases have no text to tag (``n/a``).
 
     Output: per document a list of ``{"text", "type"}`` (OntoNotes labels for spaCy, the aux
     annotation's types for the fine-tuned tagger). Metric: micro F1 of (normalised text, type)
@@ -133,7 +117,7 @@ class NERAttack(Attack):
     """
 
     name: ClassVar[str] = "ner"
-    accepts: ClassVar[frozenset[str]] = frozenset({"text"})
+    accepts: ClassVar[frozenset[Space]] = frozenset({Space.TEXT})
     metric: ClassVar[str] = "entity_f1"
     needs_white_box: ClassVar[bool] = False
     needs_query: ClassVar[bool] = False
@@ -141,15 +125,14 @@ class NERAttack(Attack):
 
     def __init__(
         self,
-        model: str = "spacy",
-        spacy_model: str | None = None,
+        model: Literal["spacy", "finetuned"] = "spacy",
+        spacy_model: Annotated[str, MinLen(1)] | None = None,
         backbone: str | None = None,
-        epochs: int = 3,
-        lr: float = 1e-4,
-        batch_size: int = 16,
-        max_length: int = 128,
-        max_aux: int | None = None,
-        seed: int = 0,
+        epochs: PositiveInt = 3,
+        lr: PositiveFloat = 1e-4,
+        batch_size: PositiveInt = 16,
+        max_length: Annotated[int, Ge(8)] = 128,  # word pieces per window
+        max_aux: PositiveInt | None = None,
     ) -> None:
         self.model = model
         self.spacy_model = spacy_model
@@ -159,72 +142,31 @@ class NERAttack(Attack):
         self.batch_size = batch_size
         self.max_length = max_length
         self.max_aux = max_aux
-        self.seed = seed
+        self._backbone: str | None = backbone  # resolved by fit: declared, else knowledge's
         self._tagger: _Tagger | None = None
 
-    def applicable(
-        self, release_kind: str, knowledge: Knowledge, meta: dict[str, Any] | None = None
-    ) -> str | None:
-        reason = super().applicable(release_kind, knowledge, meta)
+    def applicable(self, release: Release, knowledge: Knowledge) -> str | None:
+        reason = super().applicable(release, knowledge)
         if reason is None and self.model == "finetuned" and knowledge.aux is None:
             return "ner with model='finetuned' trains on the attacker's aux split, which is absent"
         return reason
 
     # ---------------------------------------------------------------------------------------
-    # Parameters
-    # ---------------------------------------------------------------------------------------
-
-    def _check_params(self) -> str:
-        if not isinstance(self.model, str):
-            raise TypeError(f"model must be one of {list(MODELS)}, got {self.model!r}.")
-        if self.model not in MODELS:
-            close = difflib.get_close_matches(self.model.lower(), MODELS, n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise ValueError(f"Unknown NER model {self.model!r}.{hint} Choose one of {MODELS}.")
-        if self.spacy_model is not None and (
-            not isinstance(self.spacy_model, str) or not self.spacy_model.strip()
-        ):
-            raise ValueError(f"spacy_model must be a pipeline name, got {self.spacy_model!r}.")
-        for field_name in ("epochs", "batch_size", "max_length", "seed"):
-            value = getattr(self, field_name)
-            low = 0 if field_name == "seed" else 1
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-                raise TypeError(
-                    f"{field_name} must be an integer ≥ {low}, got {value!r} "
-                    f"of type {type(value).__name__}."
-                )
-        if self.max_length < 8:
-            raise ValueError(f"max_length must be at least 8 word pieces, got {self.max_length}.")
-        if isinstance(self.lr, bool) or not isinstance(self.lr, numbers.Real) or self.lr <= 0:
-            raise TypeError(f"lr must be a positive number, got {self.lr!r}.")
-        if self.max_aux is not None and (
-            isinstance(self.max_aux, bool)
-            or not isinstance(self.max_aux, numbers.Integral)
-            or self.max_aux < 1
-        ):
-            raise TypeError(f"max_aux must be None or an integer ≥ 1, got {self.max_aux!r}.")
-        return self.model
-
-    # ---------------------------------------------------------------------------------------
     # Fitting
     # ---------------------------------------------------------------------------------------
 
-    def fit(self, knowledge: Knowledge) -> Self:
-        model = self._check_params()
-        if self.backbone is None:
-            self.backbone = knowledge.backbone
-        t0 = time.perf_counter()
-        if model == "finetuned":
+    def fit(self, knowledge: Knowledge, *, rng: np.random.Generator) -> Self:
+        self._backbone = self.backbone if self.backbone is not None else knowledge.backbone
+        if self.model == "finetuned":
             if knowledge.aux is None:
                 raise ValueError(
                     "ner with model='finetuned' trains on the attacker's aux split with entity "
                     "annotations (Knowledge.aux); give one, or use model='spacy'."
                 )
-            self._tagger = self._train(knowledge.aux)
-        self._fit_seconds = time.perf_counter() - t0
+            self._tagger = self._train(knowledge.aux, rng)
         return self
 
-    def _train(self, aux: datasets.Dataset) -> _Tagger:
+    def _train(self, aux: datasets.Dataset, rng: np.random.Generator) -> _Tagger:
         import torch
 
         from privaudit.resources import backbone
@@ -246,7 +188,7 @@ class NERAttack(Attack):
         tags = ["O"] + [f"{p}-{t}" for t in types for p in ("B", "I")]
         index = {t: i for i, t in enumerate(tags)}
 
-        bb = backbone(self.backbone)
+        bb = backbone(self._backbone)
         windows = _windows(bb.tokenizer, texts, int(self.max_length))
         examples = []  # (input ids, BIO tag ids with -100 on specials)
         for doc, ids, offsets in windows:
@@ -254,9 +196,7 @@ class NERAttack(Attack):
         if not examples:
             raise ValueError("The aux split has no text to fine-tune the NER tagger on.")
 
-        generator = torch.Generator().manual_seed(int(self.seed))
-        with torch.random.fork_rng(devices=[]):  # head init and dropout: scoped, seeded
-            torch.manual_seed(int(self.seed))
+        with seeded_torch(rng) as generator:  # head init and dropout: scoped, seeded
             encoder = copy.deepcopy(bb.model)  # never train the shared, cached backbone
             head = torch.nn.Linear(bb.dim, len(tags))
             optimizer = torch.optim.AdamW(
@@ -289,7 +229,7 @@ class NERAttack(Attack):
     # ---------------------------------------------------------------------------------------
 
     def attack(self, release: Release) -> Predictions:
-        model = self._check_params()
+        model = self.model
         texts = released_texts(release, self.name)
         t0 = time.perf_counter()
         if model == "spacy":
@@ -308,7 +248,7 @@ class NERAttack(Attack):
         if model == "spacy":
             settings["spacy_model"] = self.spacy_model or "en_core_web_sm"
         else:
-            settings |= {"backbone": self.backbone, "epochs": self.epochs}
+            settings |= {"backbone": self._backbone, "epochs": self.epochs}
         return Predictions(
             "entities",
             entities=entities,
@@ -322,7 +262,7 @@ class NERAttack(Attack):
 
         tagger = self._tagger
         assert tagger is not None
-        bb = backbone(self.backbone)
+        bb = backbone(self._backbone)
         out: list[list[Span]] = [[] for _ in texts]
         jobs = [i for i, t in enumerate(texts) if t.strip()]
         windows = _windows(bb.tokenizer, [texts[i] for i in jobs], int(self.max_length))

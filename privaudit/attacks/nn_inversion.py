@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Self
+from typing import ClassVar, Self
 
 import numpy as np
 
-from privaudit.api import Attack, Knowledge, Predictions, Release
+from privaudit.api import Attack, Knowledge, Predictions, Release, Space
 from privaudit.mechanisms.batching import flatten, unflatten
-from privaudit.registry import ATTACKS
 
 
-@ATTACKS.register("nn-inversion")
 class NNInversion(Attack):
     """Nearest-neighbour inversion of token representations.
 
@@ -20,43 +18,37 @@ class NNInversion(Attack):
     (Li et al., §IV-A1).
 
     Threat model: white box. The attacker knows the backbone's input-embedding matrix. It sees
-    a release of token vectors, or released text which it re-embeds token by token, and maps
-    each vector to the nearest vocabulary token; those are its guesses of the original tokens.
+    a release of token vectors in the input word-embedding space, or released text which it
+    re-embeds token by token, and maps each vector to the nearest vocabulary token; those are
+    its guesses of the original tokens. Hidden states (a split model's, layer k >= 1) are not
+    input embeddings: use optimization-inversion, which models the bottom layers.
 
     Metric: token recovery rate X (fraction of the victim's original tokens recovered, aligned
     by position, or by sequence alignment where the lengths differ); empirical privacy 1 - X.
     """
 
     name: ClassVar[str] = "nn-inversion"
-    accepts: ClassVar[frozenset[str]] = frozenset({"text", "token_vectors"})
+    accepts: ClassVar[frozenset[Space]] = frozenset({Space.TEXT, Space.TOKEN_EMBEDDINGS})
     metric: ClassVar[str] = "token_recovery"
     needs_white_box: ClassVar[bool] = True
 
     def __init__(self, backbone: str | None = None) -> None:
         self.backbone = backbone
+        self._backbone: str | None = backbone  # resolved by fit: declared, else knowledge's
 
-    def applicable(
-        self, release_kind: str, knowledge: Knowledge, meta: dict[str, Any] | None = None
-    ) -> str | None:
-        reason = super().applicable(release_kind, knowledge, meta)
-        space = (meta or {}).get("space", "input_word_embeddings")
-        if reason is None and release_kind == "token_vectors" and space != "input_word_embeddings":
-            layer = (meta or {}).get("layer")
-            return (
-                f"nn-inversion maps vectors to the nearest input embedding, but this release is "
-                f"{space} states of layer {layer}; use an inversion that models the bottom layers"
-            )
-        return reason
-
-    def fit(self, knowledge: Knowledge) -> Self:
-        if self.backbone is None:
-            self.backbone = knowledge.backbone
+    def fit(self, knowledge: Knowledge, *, rng: np.random.Generator) -> Self:
+        self._backbone = self.backbone if self.backbone is not None else knowledge.backbone
         return self
 
     def attack(self, release: Release) -> Predictions:
         from privaudit.resources import backbone
 
-        bb = backbone(self.backbone)
+        if release.space not in self.accepts:
+            raise ValueError(
+                f"{self.name} maps released vectors to the nearest input embedding; it cannot "
+                f"read {release.space} releases."
+            )
+        bb = backbone(self._backbone)
         if release.kind == "text":
             texts = release.content_texts()
             flat, bounds = flatten(bb.token_ids(texts))
@@ -65,7 +57,7 @@ class NNInversion(Attack):
             guess = bb.index.project(
                 bb.embeddings[flat], source_ids=flat, offsets=np.zeros((len(flat), 1))
             )
-        elif release.kind == "token_vectors":
+        else:  # token vectors in the input word-embedding space
             vectors = [
                 np.atleast_2d(np.asarray(v, dtype=np.float32)) for v in release.vectors or []
             ]
@@ -77,7 +69,5 @@ class NNInversion(Attack):
                 )
             flat_vecs, bounds = flatten(vectors, dim=bb.dim)
             guess = bb.index.query(flat_vecs)
-        else:
-            raise ValueError(f"{self.name} cannot read a {release.kind!r} release.")
         tokens = [row.tolist() for row in unflatten(guess, bounds)]
         return Predictions("tokens", tokens=tokens, meta={"tokenizer": bb.name})

@@ -2,27 +2,21 @@
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
-from numbers import Integral, Real
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self
 
 import numpy as np
+from annotated_types import MinLen
 
-from privaudit.api import Attack, Knowledge, Predictions, Release
-from privaudit.registry import ATTACKS
+from privaudit.api import Attack, Knowledge, Predictions, Release, Space
+from privaudit.mechanisms.seeding import draw_seed, seeded_torch
+from privaudit.params import NonNegativeInt, PositiveFloat, PositiveInt
 
 if TYPE_CHECKING:
     from privaudit.resources import Backbone
 
-_CANDIDATE_SPECS = ("aux", "common", "full")
-_LOSSES = ("mse", "cosine")
-_INPUT_SPACE = "input_word_embeddings"
-_HIDDEN_SPACE = "hidden"
 
-
-@ATTACKS.register("optimization-inversion")
 class OptimizationInversion(Attack):
     """Gradient-based inversion of token representations through the known bottom model.
 
@@ -31,10 +25,12 @@ class OptimizationInversion(Attack):
     learning in SAP (Shen et al., Figure 4: token F1 falls as the split layer deepens).
 
     Threat model: white box. The attacker knows the backbone's weights and the split layer k
-    (``release.meta["layer"]``) and sees the released token representations. Releases in the
-    input-word-embedding space (``meta["space"] == "input_word_embeddings"``: SAP/SAP-CTI at
-    k = 0, embedding-dx) are content tokens only; hidden releases (k >= 1) are the states after
-    encoder layer k over ``[CLS] tokens [SEP]``, as ``Backbone.hidden_at_layer`` computes them.
+    (``release.layer``) and sees the released token representations. Releases in the input
+    word-embedding space (``Space.TOKEN_EMBEDDINGS``, k = 0: SAP/SAP-CTI at k = 0,
+    embedding-dx) are content tokens only; hidden states (``Space.HIDDEN_STATES``, k >= 1) are
+    the states after encoder layer k over ``[CLS] tokens [SEP]``, as
+    ``Backbone.hidden_at_layer`` computes them. A release whose public meta names another
+    backbone than the attacker's is ``n/a``.
 
     Method: for each attacked document and each content position i, a logit vector z_i over a
     candidate vocabulary C. The relaxed word selection softmax(z_i / T) @ E_C is a soft input
@@ -67,9 +63,10 @@ class OptimizationInversion(Attack):
 
     Cost bounds: ``max_docs`` (only the first N victims are attacked; ``meta["doc_indices"]``
     lists them), ``steps``, ``batch_size`` (documents optimised together), the candidate
-    vocabulary. ``seed`` draws the initial logits (N(0, ``init_scale``²)) from a private torch
-    generator, so results are deterministic for a seed (bit-identical at a fixed torch thread
-    count) and the process-wide torch RNG is untouched. Documents are optimised in batches
+    vocabulary. The initial logits (N(0, ``init_scale``²)) come from a private torch generator
+    seeded from the ``rng`` given to ``fit``, so results are deterministic for that generator's
+    seed (bit-identical at a fixed torch thread count) and the process-wide torch RNG is
+    untouched. Documents are optimised in batches
     sorted by length (little padding: ``batch_size=8`` was 1.4x faster than 32 at k = 6). The
     defaults (32 victims, 100 steps, ~2.9k candidates on the synthetic corpus) cost about
     10 s at k = 0 and 100 s at k = 6 per cell on one CPU thread with MiniLM (60 s on two).
@@ -84,23 +81,23 @@ class OptimizationInversion(Attack):
     """
 
     name: ClassVar[str] = "optimization-inversion"
-    accepts: ClassVar[frozenset[str]] = frozenset({"token_vectors"})
+    accepts: ClassVar[frozenset[Space]] = frozenset({Space.TOKEN_EMBEDDINGS, Space.HIDDEN_STATES})
     metric: ClassVar[str] = "token_f1"
     needs_white_box: ClassVar[bool] = True
 
     def __init__(
         self,
-        candidates: str | Sequence[int] = "aux",
-        n_common: int = 2000,
-        steps: int = 100,
-        lr: float = 0.1,
-        temperature: float = 1.0,
-        final_temperature: float = 0.1,
-        loss: str = "cosine",
-        init_scale: float = 0.01,
-        max_docs: int | None = 32,
-        batch_size: int = 8,
-        seed: int = 0,
+        candidates: Literal["aux", "common", "full"]
+        | Annotated[Sequence[NonNegativeInt], MinLen(1)] = "aux",
+        n_common: PositiveInt = 2000,
+        steps: PositiveInt = 100,
+        lr: PositiveFloat = 0.1,
+        temperature: PositiveFloat = 1.0,
+        final_temperature: PositiveFloat = 0.1,
+        loss: Literal["mse", "cosine"] = "cosine",
+        init_scale: PositiveFloat = 0.01,
+        max_docs: PositiveInt | None = 32,
+        batch_size: PositiveInt = 8,
         backbone: str | None = None,
     ) -> None:
         self.candidates = candidates
@@ -113,28 +110,23 @@ class OptimizationInversion(Attack):
         self.init_scale = init_scale
         self.max_docs = max_docs
         self.batch_size = batch_size
-        self.seed = seed
         self.backbone = backbone
+        self._backbone: str | None = backbone  # resolved by fit: declared, else knowledge's
         self._candidate_ids: np.ndarray | None = None
         self._candidate_source: str | None = None
+        self._seed: int | None = None  # drawn by fit: the initial logits' torch seed
 
     # ---------------------------------------------------------------------------------------
-    # Applicability and parameters
+    # Applicability
     # ---------------------------------------------------------------------------------------
 
-    def applicable(
-        self, release_kind: str, knowledge: Knowledge, meta: dict[str, Any] | None = None
-    ) -> str | None:
-        reason = super().applicable(release_kind, knowledge, meta)
+    def applicable(self, release: Release, knowledge: Knowledge) -> str | None:
+        reason = super().applicable(release, knowledge)
         if reason is not None:
             return reason
-        meta = meta or {}
-        try:
-            _space_and_layer(meta)
-        except ValueError as exc:
-            return f"{self.name} cannot read this release: {exc}"
+        # White box: it inverts through the backbone it knows, so that must be the defense's.
         ours = self.backbone or knowledge.backbone
-        theirs = meta.get("backbone")
+        theirs = release.meta.get("backbone")
         if theirs is not None and _canonical(theirs) != _canonical(ours):
             return (
                 f"{self.name} inverts through the backbone it knows ({_canonical(ours)!r}), but "
@@ -142,56 +134,13 @@ class OptimizationInversion(Attack):
             )
         return None
 
-    def _check_params(self) -> None:
-        for field_name in ("steps", "batch_size", "n_common"):
-            value = getattr(self, field_name)
-            if not _is_int(value) or value < 1:
-                raise ValueError(f"{field_name} must be a positive integer, got {value!r}.")
-        if self.max_docs is not None and (not _is_int(self.max_docs) or self.max_docs < 1):
-            raise ValueError(
-                f"max_docs must be None (attack every victim) or a positive integer, "
-                f"got {self.max_docs!r}."
-            )
-        for field_name in ("lr", "temperature", "final_temperature", "init_scale"):
-            value = getattr(self, field_name)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, Real)
-                or not math.isfinite(value)
-                or value <= 0
-            ):
-                raise ValueError(f"{field_name} must be a positive finite number, got {value!r}.")
-        if self.loss not in _LOSSES:
-            raise ValueError(f"loss must be one of {list(_LOSSES)}, got {self.loss!r}.")
-        if not _is_int(self.seed):
-            raise ValueError(f"seed must be an integer, got {self.seed!r}.")
-        spec = self.candidates
-        if isinstance(spec, str):
-            if spec not in _CANDIDATE_SPECS:
-                raise ValueError(
-                    f"Unknown candidate vocabulary {spec!r}: expected one of "
-                    f"{list(_CANDIDATE_SPECS)} or a list of token ids."
-                )
-        elif isinstance(spec, Sequence | np.ndarray):
-            if len(spec) == 0 or not all(_is_int(i) for i in spec):
-                raise ValueError(
-                    "An explicit candidate vocabulary must be a non-empty list of token ids."
-                )
-        else:
-            raise ValueError(
-                f"candidates must be one of {list(_CANDIDATE_SPECS)} or a list of token ids, "
-                f"got {type(spec).__name__}."
-            )
-
     # ---------------------------------------------------------------------------------------
     # Fitting: the candidate vocabulary
     # ---------------------------------------------------------------------------------------
 
-    def fit(self, knowledge: Knowledge) -> Self:
-        self._check_params()
-        t0 = time.perf_counter()
-        if self.backbone is None:
-            self.backbone = knowledge.backbone
+    def fit(self, knowledge: Knowledge, *, rng: np.random.Generator) -> Self:
+        self._seed = draw_seed(rng)
+        self._backbone = self.backbone if self.backbone is not None else knowledge.backbone
         bb = self._load_backbone()
         spec = self.candidates
         common = bb.candidate_ids[: int(self.n_common)]
@@ -213,7 +162,6 @@ class OptimizationInversion(Attack):
                 )
         self._candidate_ids = np.unique(np.asarray(ids, dtype=np.int64))
         self._candidate_source = source
-        self._fit_seconds = time.perf_counter() - t0
         return self
 
     # ---------------------------------------------------------------------------------------
@@ -223,15 +171,14 @@ class OptimizationInversion(Attack):
     def attack(self, release: Release) -> Predictions:
         import torch
 
-        self._check_params()
-        if self._candidate_ids is None:
+        if self._candidate_ids is None or self._seed is None:
             raise ValueError(f"{self.name} is not fitted: call fit(knowledge) before attack().")
-        if release.kind != "token_vectors":
+        if release.space not in self.accepts:
             raise ValueError(
-                f"{self.name} reads token_vectors releases (a split model's token states), "
-                f"not {release.kind!r}."
+                f"{self.name} reads token_vectors releases (input word embeddings or a split "
+                f"model's hidden states), not {release.space} releases."
             )
-        space, k = _space_and_layer(release.meta)
+        k = int(release.layer or 0)
         bb = self._load_backbone()
         if k > bb.n_layers:
             raise ValueError(
@@ -254,7 +201,6 @@ class OptimizationInversion(Attack):
 
         t0 = time.perf_counter()
         cand = torch.from_numpy(bb.embeddings[self._candidate_ids])  # (C, d)
-        generator = torch.Generator().manual_seed(int(self.seed))
         todo = [i for i in doc_indices if inner[i] > 0]
         todo.sort(key=lambda i: inner[i])  # stable: less padding per batch
         bs = int(self.batch_size)
@@ -262,13 +208,15 @@ class OptimizationInversion(Attack):
         was_training = model.training
         model.eval()  # no dropout: the bottom model exactly as the defense ran it
         try:
-            for start in range(0, len(todo), bs):
-                batch = todo[start : start + bs]
-                best = self._invert_batch(
-                    bb, [vectors[i] for i in batch], [inner[i] for i in batch], k, cand, generator
-                )
-                for i, row in zip(batch, best, strict=True):
-                    tokens[i] = self._candidate_ids[row].tolist()
+            with seeded_torch(self._seed) as generator:  # the initial logits' generator
+                for start in range(0, len(todo), bs):
+                    batch = todo[start : start + bs]
+                    best = self._invert_batch(
+                        bb, [vectors[i] for i in batch], [inner[i] for i in batch], k, cand,
+                        generator,
+                    )  # fmt: skip
+                    for i, row in zip(batch, best, strict=True):
+                        tokens[i] = self._candidate_ids[row].tolist()
         finally:
             model.train(was_training)
         settings = {
@@ -283,9 +231,8 @@ class OptimizationInversion(Attack):
             "loss": self.loss,
             "max_docs": self.max_docs,
             "batch_size": bs,
-            "seed": int(self.seed),
             "layer": k,
-            "space": space,
+            "space": str(release.space),
             "attack_seconds": round(time.perf_counter() - t0, 3),
         }
         return Predictions(
@@ -362,11 +309,7 @@ class OptimizationInversion(Attack):
     def _load_backbone(self) -> Backbone:
         from privaudit.resources import backbone
 
-        return backbone(self.backbone)
-
-
-def _is_int(value: object) -> bool:
-    return not isinstance(value, bool) and isinstance(value, Integral)
+        return backbone(self._backbone)
 
 
 def _canonical(name: str | None) -> str:
@@ -375,29 +318,3 @@ def _canonical(name: str | None) -> str:
     if name in (None, f"sentence-transformers/{DEFAULT_BACKBONE}"):
         return DEFAULT_BACKBONE
     return str(name)
-
-
-def _space_and_layer(meta: dict[str, Any]) -> tuple[str, int]:
-    """The release's space and split layer (0 = input word embeddings); ValueError if the
-    metadata does not say where the vectors come from."""
-    layer = meta.get("layer")
-    if layer is not None and (not _is_int(layer) or layer < 0):
-        raise ValueError(f"its split layer {layer!r} is not a non-negative integer")
-    space = meta.get("space")
-    if space is None:
-        space = _INPUT_SPACE if layer in (None, 0) else _HIDDEN_SPACE
-    if space == _INPUT_SPACE:
-        if layer not in (None, 0):
-            raise ValueError(f"input-word-embedding vectors cannot come from layer {layer}")
-        return space, 0
-    if space == _HIDDEN_SPACE:
-        if layer is None or layer == 0:
-            raise ValueError(
-                "hidden states without a split layer >= 1 in meta['layer'] (the bottom model "
-                "to invert is unknown)"
-            )
-        return space, int(layer)
-    raise ValueError(
-        f"its vectors are in space {space!r}; it inverts {_INPUT_SPACE!r} or {_HIDDEN_SPACE!r} "
-        "(split-model) token vectors"
-    )

@@ -16,9 +16,12 @@ import os
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from privaudit.audit.cells import compute, context_for
+from privaudit.params import PositiveInt, checked
+
 if TYPE_CHECKING:
+    from privaudit.audit.cells import Context, Task
     from privaudit.audit.config import GridConfig
-    from privaudit.audit.runner import Context, Task
 
 Put = Callable[[str, dict[str, Any]], None]
 Records = list[tuple[str, dict[str, Any]]]
@@ -26,16 +29,14 @@ EXECUTORS = ("local", "ray")
 
 
 class LocalExecutor:
-    def __init__(self, jobs: int = 1) -> None:
-        if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-            raise ValueError(f"jobs must be a positive integer, got {jobs!r}.")
+    @checked
+    def __init__(self, jobs: PositiveInt = 1) -> None:
         self.jobs = jobs
         self._pool: Any = None
 
     def run(
         self, config: GridConfig, ctx: Context, tasks: list[Task], put: Put
     ) -> Iterator[tuple[Task, Records]]:
-        from privaudit.audit.runner import compute
 
         if self.jobs == 1 or len(tasks) <= 1:
             for task in tasks:
@@ -129,6 +130,5 @@ def _init_worker(threads: int) -> None:
 def work(config_json: str, task: Task) -> Records:
     """A worker's unit: build (once per process) the grid's context and compute one task."""
     from privaudit.audit.config import GridConfig
-    from privaudit.audit.runner import compute, context_for
 
     return compute(context_for(GridConfig.model_validate_json(config_json)), task)

@@ -45,7 +45,7 @@ class UserDefense(Defense):
 
     ``target`` is ``module:Class`` or ``path/file.py:Class``; ``knob`` names the constructor
     parameter that sets the privacy level (or None); every other keyword goes to the user's
-    constructor. The class may set ``name``, ``guarantee`` and ``release_kind``; its
+    constructor. The class may set ``name`` and ``guarantee``; its
     ``privatize(texts, rng)`` may return strings (wrapped in a text release) or a Release.
     Threat model, knob units and guarantee are the user's; privaudit measures, it does not
     certify.
@@ -80,7 +80,6 @@ class UserDefense(Defense):
             self.name = str(getattr(impl, "name", "") or cls.__name__)  # type: ignore[misc]
             given = getattr(impl, "guarantee", UserDefense.guarantee)
             self.guarantee = str(given)  # type: ignore[misc]
-            self.release_kind = getattr(impl, "release_kind", "text")  # type: ignore[misc]
         return self._impl
 
     def fit(self, train: Any) -> UserDefense:
@@ -111,6 +110,10 @@ class UserDefense(Defense):
 
     def params(self) -> dict[str, Any]:
         return {"target": self.target, "knob": self.knob, **self.options}
+
+    @property
+    def knob_value(self) -> Any:
+        return None if self.knob is None else self.options.get(self.knob)
 
     def with_knob(self, value: float) -> UserDefense:
         if self.knob is None:

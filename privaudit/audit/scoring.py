@@ -1,5 +1,6 @@
 """Scoring attack predictions against the truth the runner holds.
 
+Every attack declares a ``metric``; :data:`METRICS` maps each metric name to its scorer.
 Empirical privacy is 1 - success for success-type metrics (recovery, accuracy, F1,
 similarity) and the error itself for ``embedding_mse`` (as in the autoencoder attack's paper).
 """
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -199,19 +200,176 @@ def text_similarity(
     }
 
 
+def score_attributes(
+    truth: Mapping[str, Sequence[Any]], predictions: Predictions
+) -> dict[str, dict[str, float]]:
+    """Per attribute in ``truth``: ``accuracy``, ``macro_f1``, ``majority_accuracy`` (always
+    guessing the aux majority recorded in ``predictions.meta``) and ``advantage`` (accuracy -
+    majority_accuracy). Victims whose true value is unknown (``None``) are left out."""
+    from sklearn.metrics import accuracy_score, f1_score
+
+    if predictions.kind != "attributes" or predictions.attributes is None:
+        raise ValueError(f"Attribute predictions expected, got {predictions.kind!r} predictions.")
+    majority = dict(predictions.meta.get("majority", {}))
+    scores: dict[str, dict[str, float]] = {}
+    for name, true_values in truth.items():
+        if name not in predictions.attributes:
+            raise ValueError(
+                f"The attack predicted {sorted(predictions.attributes)} but not {name!r}."
+            )
+        guess = list(predictions.attributes[name])
+        true_values = list(true_values)
+        if len(guess) != len(true_values):
+            raise ValueError(
+                f"The attack returned {len(guess)} {name!r} predictions for "
+                f"{len(true_values)} victims."
+            )
+        pairs = [(t, g) for t, g in zip(true_values, guess, strict=True) if t is not None]
+        if not pairs:
+            nan = float("nan")
+            scores[name] = dict(accuracy=nan, macro_f1=nan, majority_accuracy=nan, advantage=nan)
+            continue
+        y_true = [str(t) for t, _ in pairs]
+        y_pred = [str(g) for _, g in pairs]
+        accuracy = float(accuracy_score(y_true, y_pred))
+        if name in majority:
+            base = float(accuracy_score(y_true, [str(majority[name])] * len(y_true)))
+        else:
+            base = float("nan")
+        scores[name] = {
+            "accuracy": accuracy,
+            "macro_f1": float(f1_score(y_true, y_pred, average="macro", zero_division=0)),
+            "majority_accuracy": base,
+            "advantage": accuracy - base,
+        }
+    return scores
+
+
+# -------------------------------------------------------------------------------------------
+# The metric registry: one scorer per attack metric
+# -------------------------------------------------------------------------------------------
+
+#: A scorer: (predictions, truth of the attacked victims, details so far, the public release
+#: when it lines up with that truth, else None) → one scored row per target.
+Scorer = Callable[[Predictions, Truth, dict[str, Any], Release | None], list[dict[str, Any]]]
+
+
+def _expect(predictions: Predictions, kind: str, metric: str) -> None:
+    if predictions.kind != kind:
+        raise ValueError(
+            f"Metric {metric!r} scores {kind!r} predictions, got {predictions.kind!r} ones."
+        )
+
+
+def _frequency_baseline(truth: Truth, details: dict[str, Any]) -> float:
+    """Token metrics' baseline: guessing the aux's most frequent token everywhere."""
+    guess = frequency_guess(truth.tokens, truth.frequent_token)
+    if np.isfinite(guess):
+        details["frequency_guess"] = guess
+    return guess
+
+
+def _score_token_recovery(
+    predictions: Predictions, truth: Truth, details: dict[str, Any], release: Release | None
+) -> list[dict[str, Any]]:
+    _expect(predictions, "tokens", "token_recovery")
+    guess = _frequency_baseline(truth, details)
+    recovery = token_recovery(truth.tokens, predictions)
+    return [_row(recovery, 1.0 - recovery, details, guess)]
+
+
+def _score_token_f1(
+    predictions: Predictions, truth: Truth, details: dict[str, Any], release: Release | None
+) -> list[dict[str, Any]]:
+    _expect(predictions, "tokens", "token_f1")
+    guess = _frequency_baseline(truth, details)
+    s = token_f1(truth.tokens, predictions.tokens or [])
+    details |= {"precision": s["precision"], "recall": s["recall"]}
+    details["token_recovery"] = token_recovery(truth.tokens, predictions)
+    return [_row(s["f1"], 1.0 - s["f1"], details, guess)]
+
+
+def _score_embedding_mse(
+    predictions: Predictions, truth: Truth, details: dict[str, Any], release: Release | None
+) -> list[dict[str, Any]]:
+    _expect(predictions, "tokens", "embedding_mse")
+    _frequency_baseline(truth, details)  # a detail only: MSE has no token baseline
+    mse = embedding_mse(truth, predictions)
+    details["token_recovery"] = token_recovery(truth.tokens, predictions)
+    return [_row(mse, mse, details)]
+
+
+def _score_entity_f1(
+    predictions: Predictions, truth: Truth, details: dict[str, Any], release: Release | None
+) -> list[dict[str, Any]]:
+    _expect(predictions, "entities", "entity_f1")
+    s = entity_f1(truth.entities, predictions.entities or [])
+    details |= {"precision": s["precision"], "recall": s["recall"]}
+    return [_row(s["f1"], 1.0 - s["f1"], details)]
+
+
+def _score_text_similarity(
+    predictions: Predictions, truth: Truth, details: dict[str, Any], release: Release | None
+) -> list[dict[str, Any]]:
+    _expect(predictions, "texts", "text_similarity")
+    s = text_similarity(truth.texts, predictions.texts or [], truth.entities)
+    details["entity_recovery"] = s["entity_recovery"]
+    row = _row(s["similarity"], 1.0 - s["similarity"], details)
+    if release is not None and release.texts is not None:
+        # What the attacker gets by doing nothing: the anonymized text as it is.
+        row["attack_baseline"] = text_similarity(truth.texts, release.texts)["similarity"]
+    return [row]
+
+
+def _score_attribute_accuracy(
+    predictions: Predictions, truth: Truth, details: dict[str, Any], release: Release | None
+) -> list[dict[str, Any]]:
+    _expect(predictions, "attributes", "attribute_accuracy")
+    wanted = {k: v for k, v in truth.attributes.items() if k in (predictions.attributes or {})}
+    rows = []
+    for name, s in score_attributes(wanted, predictions).items():
+        rows.append(
+            {
+                "target": name,
+                "attack_score": s["accuracy"],
+                "empirical_privacy": 1.0 - s["accuracy"],
+                "attack_baseline": s["majority_accuracy"],
+                "attack_macro_f1": s["macro_f1"],
+                "attack_details": details,
+            }
+        )
+    return rows
+
+
+METRICS: dict[str, Scorer] = {
+    "token_recovery": _score_token_recovery,
+    "token_f1": _score_token_f1,
+    "embedding_mse": _score_embedding_mse,
+    "entity_f1": _score_entity_f1,
+    "text_similarity": _score_text_similarity,
+    "attribute_accuracy": _score_attribute_accuracy,
+}
+
+
 def score_predictions(
     predictions: Predictions,
     truth: Truth,
-    metric: str | None = None,
+    metric: str,
     release: Release | None = None,
 ) -> list[dict[str, Any]]:
     """One scored row per target: ``target`` ("" or the attribute), ``attack_score``,
     ``empirical_privacy``, ``attack_details`` (a dict of secondary measures) and, where
     defined, ``attack_baseline`` and ``attack_macro_f1``.
 
-    ``metric`` is the attack's declared metric; ``release`` the public release it read (for
-    baselines such as the similarity of the anonymized text itself).
+    ``metric`` is the attack's declared metric (a key of :data:`METRICS`); ``release`` the
+    public release it read (for baselines such as the similarity of the anonymized text
+    itself).
     """
+    scorer = METRICS.get(metric)
+    if scorer is None:
+        raise ValueError(
+            f"No scorer for metric {metric!r}; the known metrics are {', '.join(METRICS)}."
+        )
     indices = predictions.meta.get("doc_indices")
     if indices is not None:
         truth = truth.subset(indices)
@@ -220,53 +378,8 @@ def score_predictions(
         details["n_attacked"] = len(indices)
     if "settings" in predictions.meta:
         details["settings"] = predictions.meta["settings"]
-    kind = predictions.kind
-    if kind == "tokens":
-        guess = frequency_guess(truth.tokens, truth.frequent_token)
-        if np.isfinite(guess):
-            details["frequency_guess"] = guess
-    if kind == "tokens" and metric == "token_f1":
-        s = token_f1(truth.tokens, predictions.tokens or [])
-        details |= {"precision": s["precision"], "recall": s["recall"]}
-        details["token_recovery"] = token_recovery(truth.tokens, predictions)
-        return [_row(s["f1"], 1.0 - s["f1"], details, guess)]
-    if kind == "tokens" and metric == "embedding_mse":
-        mse = embedding_mse(truth, predictions)
-        details["token_recovery"] = token_recovery(truth.tokens, predictions)
-        return [_row(mse, mse, details)]
-    if kind == "tokens":
-        recovery = token_recovery(truth.tokens, predictions)
-        return [_row(recovery, 1.0 - recovery, details, guess)]
-    if kind == "entities":
-        s = entity_f1(truth.entities, predictions.entities or [])
-        details |= {"precision": s["precision"], "recall": s["recall"]}
-        return [_row(s["f1"], 1.0 - s["f1"], details)]
-    if kind == "texts":
-        s = text_similarity(truth.texts, predictions.texts or [], truth.entities)
-        details["entity_recovery"] = s["entity_recovery"]
-        row = _row(s["similarity"], 1.0 - s["similarity"], details)
-        if release is not None and release.texts is not None and indices is None:
-            # What the attacker gets by doing nothing: the anonymized text as it is.
-            row["attack_baseline"] = text_similarity(truth.texts, release.texts)["similarity"]
-        return [row]
-    if kind == "attributes":
-        from privaudit.attacks.attribute_inference import score_attributes
-
-        wanted = {k: v for k, v in truth.attributes.items() if k in (predictions.attributes or {})}
-        rows = []
-        for name, s in score_attributes(wanted, predictions).items():
-            rows.append(
-                {
-                    "target": name,
-                    "attack_score": s["accuracy"],
-                    "empirical_privacy": 1.0 - s["accuracy"],
-                    "attack_baseline": s["majority_accuracy"],
-                    "attack_macro_f1": s["macro_f1"],
-                    "attack_details": details,
-                }
-            )
-        return rows
-    raise ValueError(f"No scorer for {kind!r} predictions.")
+    # The release lines up with the truth only when every victim was attacked.
+    return scorer(predictions, truth, details, release if indices is None else None)
 
 
 def _row(

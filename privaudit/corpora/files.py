@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privaudit.corpora.base import SPLITS, Corpus
-from privaudit.registry import CORPORA
+from privaudit.params import NonNegativeInt, checked
 
 if TYPE_CHECKING:
     import datasets
@@ -486,7 +486,7 @@ def _warn_author_overlap(
 # --------------------------------------------------------------------------------------------
 
 
-@CORPORA.register("file")
+@checked
 def load_file(
     path: str | Path,
     *,
@@ -498,8 +498,8 @@ def load_file(
     header: bool = True,
     fmt: str | None = None,
     split_column: ColumnRef | None = None,
-    splits: tuple[float, float, float] = (0.6, 0.2, 0.2),
-    seed: int = 0,
+    splits: Sequence[float] = (0.6, 0.2, 0.2),
+    seed: NonNegativeInt = 0,
     name: str | None = None,
 ) -> Corpus:
     """Load a corpus from a csv / tsv / jsonl / json / parquet file.
@@ -518,8 +518,6 @@ def load_file(
     if path.stat().st_size == 0:
         raise ValueError(f"{path} is empty (0 bytes); there is nothing to audit.")
     fractions = check_fractions(splits)
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}.")
     df = _read(path, fmt, header)
     return _corpus_from_frame(
         df,
@@ -556,7 +554,7 @@ def _is_network_error(exc: BaseException) -> bool:
     return False
 
 
-@CORPORA.register("hf")
+@checked
 def load_hf(
     name: str,
     *,
@@ -565,7 +563,7 @@ def load_hf(
     label: ColumnRef = "label",
     attributes: Sequence[ColumnRef] | Mapping[str, ColumnRef] = (),
     split_map: Mapping[str, str] | None = None,
-    seed: int = 0,
+    seed: NonNegativeInt = 0,
 ) -> Corpus:
     """Load a corpus from the Hugging Face Hub (needs the hub to be reachable).
 

@@ -49,18 +49,19 @@ with ``leak_rate=0`` both sit at their majority baselines, with ``leak_rate=1`` 
 
 from __future__ import annotations
 
-import numbers
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
+from annotated_types import Ge
 
 from privaudit.corpora.base import Corpus
 from privaudit.corpora.files import assign_splits, check_fractions, corpus_features
-from privaudit.registry import CORPORA
+from privaudit.lexicon import MONTHS, WEEKDAYS
+from privaudit.params import NonNegativeInt, Probability, checked
 
 if TYPE_CHECKING:
     from faker import Faker
@@ -139,11 +140,6 @@ UK_CITIES = (
     "Cambridge", "Norwich", "Exeter", "Aberdeen", "Leicester", "Coventry", "Plymouth", "Swansea",
     "Southampton", "Derby", "Inverness", "Chester", "Durham", "Canterbury",
 )  # fmt: skip
-MONTHS = (
-    "January", "February", "March", "April", "May", "June", "July", "August", "September",
-    "October", "November", "December",
-)  # fmt: skip
-WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 RELATIVE_DATES = (
     "yesterday", "last weekend", "last week", "last month", "two weeks ago", "a few days ago",
     "last summer", "earlier this year",
@@ -1051,46 +1047,19 @@ def _noisy_bin(rng: np.random.Generator, age_bin: str) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _check_args(
-    n_docs: Any, seed: Any, leak_rate: Any, split_fractions: Any
-) -> tuple[float, float, float]:
-    if isinstance(n_docs, bool) or not isinstance(n_docs, numbers.Integral):
-        raise TypeError(
-            f"n_docs must be an int ≥ 10 (the number of reviews to generate), "
-            f"got {n_docs!r} of type {type(n_docs).__name__}."
-        )
-    if n_docs < 10:
-        raise ValueError(
-            f"n_docs must be an int ≥ 10 so that train, test and aux all get documents, "
-            f"got {n_docs}."
-        )
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}.")
-    if (
-        isinstance(leak_rate, bool)
-        or not isinstance(leak_rate, numbers.Real)
-        or not 0.0 <= float(leak_rate) <= 1.0
-    ):
-        raise ValueError(
-            f"leak_rate must be a probability in [0, 1] (the share of reviews with an attribute "
-            f"cue), got {leak_rate!r}."
-        )
-    return check_fractions(split_fractions, "split_fractions")
-
-
-@CORPORA.register("synthetic-reviews")
+@checked
 def synthetic_reviews(
-    n_docs: int = 3000,
+    n_docs: Annotated[int, Ge(10)] = 3000,  # so that train, test and aux all get documents
     *,
-    seed: int = 0,
-    leak_rate: float = 0.6,
-    split_fractions: tuple[float, float, float] = (0.6, 0.2, 0.2),
+    seed: NonNegativeInt = 0,
+    leak_rate: Probability = 0.6,  # the share of reviews with an attribute cue
+    split_fractions: Sequence[float] = (0.6, 0.2, 0.2),
 ) -> Corpus:
     """Generate the ``synthetic-reviews`` corpus (see the module docstring for the model).
 
     Same arguments → byte-identical texts; nothing is cached on disk and nothing is downloaded.
     """
-    fractions = _check_args(n_docs, seed, leak_rate, split_fractions)
+    fractions = check_fractions(split_fractions, "split_fractions")
     import datasets
     from faker import Faker
 

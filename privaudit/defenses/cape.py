@@ -4,23 +4,18 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from numbers import Real
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self
 
 import numpy as np
+from annotated_types import MinLen
 
-from privaudit.api import Defense, Release
+from privaudit.api import Defense, Release, TrainingBatch
 from privaudit.defenses._validate import check_rng, check_texts
-from privaudit.defenses.dpnr import check_max_length, resolve_sensitivity
-from privaudit.mechanisms.laplace import (
-    check_epsilon,
-    laplace_like,
-    minmax_normalise_torch,
-    pooled_release,
-)
-from privaudit.registry import DEFENSES
+from privaudit.defenses.dpnr import MaxLength, resolve_sensitivity
+from privaudit.mechanisms.laplace import laplace_like, minmax_normalise_torch, pooled_release
+from privaudit.params import FiniteNonNegativeFloat, FinitePositiveFloat, PositiveFloat, PositiveInt
 
 if TYPE_CHECKING:
     import torch
@@ -64,24 +59,6 @@ def gradient_reversal(x: torch.Tensor, weight: float = 1.0) -> torch.Tensor:
     return _reversal_classes()[0].apply(x, weight)
 
 
-def _check_weight(weight: object) -> float:
-    if isinstance(weight, bool) or not isinstance(weight, Real):
-        raise TypeError(f"adversary_weight (λ) must be a number, got {weight!r}.")
-    value = float(weight)
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(
-            f"adversary_weight (λ) must be a finite number >= 0 (0 turns the adversary's "
-            f"influence off), got {weight!r}."
-        )
-    return value
-
-
-def _check_positive_int(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}.")
-    return int(value)
-
-
 @dataclass
 class AdversarialObjective:
     """CAPE's service-side adversarial objective (Plant et al. 2021, §3.2).
@@ -107,12 +84,44 @@ class AdversarialObjective:
     epsilon: float
     sensitivity: float = 1.0
 
-    def head(self, hidden_size: int, n_classes: int) -> torch.nn.Module:
+    # ---- the Objective protocol (privaudit.api.Objective) ---------------------------------
+
+    def applies_to(self, release: Release) -> str | None:
+        if release.kind != "pooled_vectors":
+            return "CAPE's adversary trains beside a head on pooled-vector releases"
+        return None
+
+    def targets(
+        self, release: Release, rows: Sequence[int], attributes: Mapping[str, Sequence[Any]]
+    ) -> list[Any]:
+        """The attribute's class index (0..k-1, sorted by value) for each training row."""
+        values = attributes.get(self.attribute)
+        if values is None:
+            raise ValueError(
+                f"CAPE's adversary needs the train split's {self.attribute!r} labels; pass "
+                f"train_attributes={{{self.attribute!r}: [...]}} or use_objective=False."
+            )
+        rows = np.asarray(rows, dtype=np.int64)
+        if len(values) <= int(rows.max(initial=-1)):
+            raise ValueError("train_attributes needs one value per released train document.")
+        picked = np.asarray([str(values[i]) for i in rows])
+        return [int(i) for i in np.unique(picked, return_inverse=True)[1]]
+
+    def head(self, hidden_size: int, targets: Sequence[Any]) -> torch.nn.Module:
+        return self.adversary(hidden_size, max(2, max(targets, default=0) + 1))
+
+    def loss(self, batch: TrainingBatch, head: torch.nn.Module) -> torch.Tensor:
+        return self.adversary_loss(batch.features, batch.targets, head)
+
+    # ---- the adversary ----------------------------------------------------------------------
+
+    def adversary(self, hidden_size: int, n_classes: int) -> torch.nn.Module:
         """Gradient reversal (λ = ``weight``), then an MLP adversary with one hidden layer."""
         import torch
 
-        hidden_size = _check_positive_int(hidden_size, "hidden_size")
-        n_classes = _check_positive_int(n_classes, "n_classes")
+        hidden_size, n_classes = int(hidden_size), int(n_classes)
+        if hidden_size < 1:
+            raise ValueError(f"hidden_size must be a positive integer, got {hidden_size}.")
         if n_classes < 2:
             raise ValueError(f"The adversary needs at least 2 attribute classes, got {n_classes}.")
         reversal = _reversal_classes()[1](self.weight)
@@ -132,7 +141,7 @@ class AdversarialObjective:
         """Normalise each row of ``pooled`` (batch, hidden) to [0, 1] and add Laplace noise."""
         return minmax_normalise_torch(pooled) + laplace_like(pooled, self.scale, generator)
 
-    def loss(
+    def adversary_loss(
         self,
         pooled: torch.Tensor,
         attribute_labels: Any,
@@ -154,7 +163,6 @@ class AdversarialObjective:
         return torch.nn.functional.cross_entropy(logits, target)
 
 
-@DEFENSES.register("cape")
 class CAPE(Defense):
     """Context-Aware Private Embeddings.
 
@@ -192,23 +200,22 @@ class CAPE(Defense):
 
     name: ClassVar[str] = "cape"
     knob: ClassVar[str | None] = "epsilon"
-    knob_unit: ClassVar[str] = "epsilon (Laplace, per coordinate for Δ=1)"
     guarantee: ClassVar[str] = (
         "Laplace noise: epsilon-LDP per coordinate of the [0,1]-normalised pooled "
         "representation (Δ=1, as in CAPE's code); d·epsilon for the whole d-dim vector unless "
         "sensitivity=d. The adversarial training adds no formal guarantee"
     )
-    release_kind = "pooled_vectors"
+    levels: ClassVar[tuple[float, ...]] = (3, 10, 30, 100)
 
     def __init__(
         self,
-        epsilon: float = 1.0,
-        adversary_weight: float = 1.0,
-        attribute: str = "gender",
-        adversary_hidden: int = 768,
+        epsilon: PositiveFloat = 1.0,
+        adversary_weight: FiniteNonNegativeFloat = 1.0,
+        attribute: Annotated[str, MinLen(1)] = "gender",
+        adversary_hidden: PositiveInt = 768,
         backbone: str | None = None,
-        max_length: int = 128,
-        sensitivity: float | None = None,
+        max_length: MaxLength = 128,
+        sensitivity: FinitePositiveFloat | None = None,
     ) -> None:
         self.epsilon = epsilon
         self.adversary_weight = adversary_weight
@@ -234,21 +241,17 @@ class CAPE(Defense):
 
         texts = check_texts(texts)
         check_rng(rng)
-        eps = check_epsilon(self.epsilon)
         delta = resolve_sensitivity(self.sensitivity)
-        max_length = check_max_length(self.max_length)
         bb = backbone(self.backbone)
         return pooled_release(
-            bb.pooled(texts, max_length=max_length),
-            eps,
+            bb.pooled(texts, max_length=self.max_length),
+            float(self.epsilon),
             delta,
             rng,
             {"defense": self.name, "backbone": bb.name},
         )
 
     def training_objective(self) -> AdversarialObjective:
-        if not isinstance(self.attribute, str) or not self.attribute.strip():
-            raise ValueError(f"attribute must name a private attribute, got {self.attribute!r}.")
         seen = getattr(self, "_attributes", None)
         if seen is not None and self.attribute not in seen:
             raise ValueError(
@@ -257,8 +260,8 @@ class CAPE(Defense):
             )
         return AdversarialObjective(
             attribute=self.attribute,
-            weight=_check_weight(self.adversary_weight),
-            hidden=_check_positive_int(self.adversary_hidden, "adversary_hidden"),
-            epsilon=check_epsilon(self.epsilon),
+            weight=float(self.adversary_weight),
+            hidden=int(self.adversary_hidden),
+            epsilon=float(self.epsilon),
             sensitivity=resolve_sensitivity(self.sensitivity),
         )

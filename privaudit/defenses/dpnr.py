@@ -3,54 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from numbers import Real
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 import numpy as np
+from annotated_types import Ge
 
 from privaudit.api import Defense, Release
 from privaudit.defenses._validate import check_rng, check_texts
-from privaudit.mechanisms.laplace import (
-    check_epsilon,
-    check_sensitivity,
-    pooled_release,
-)
-from privaudit.registry import DEFENSES
+from privaudit.mechanisms.laplace import pooled_release
+from privaudit.params import FinitePositiveFloat, Fraction, PositiveFloat
 
 PAPER_SENSITIVITY = 1.0  # Lyu et al. 2020: Δ = 1 for the [0, 1]-normalised representation
 
 
-def check_dropout(dropout: object) -> float:
-    """A word-dropout rate μ in [0, 1)."""
-    if isinstance(dropout, bool) or not isinstance(dropout, Real):
-        raise TypeError(
-            f"dropout must be a number in [0, 1), got {type(dropout).__name__} {dropout!r}."
-        )
-    value = float(dropout)
-    if not 0.0 <= value < 1.0:  # NaN fails this too
-        raise ValueError(
-            f"dropout (the word-dropout rate μ) must be in [0, 1), got {dropout!r}; "
-            "0 keeps every word, 0.1 is the usual setting."
-        )
-    return value
+#: [CLS], at least one token, [SEP].
+MaxLength = Annotated[int, Ge(3)]
 
 
-def check_max_length(max_length: object) -> int:
-    if isinstance(max_length, bool) or not isinstance(max_length, int | np.integer):
-        raise TypeError(f"max_length must be an integer, got {max_length!r}.")
-    if max_length < 3:
-        raise ValueError(
-            f"max_length must be at least 3 ([CLS], one token, [SEP]), got {max_length}."
-        )
-    return int(max_length)
+def resolve_sensitivity(sensitivity: float | None) -> float:
+    """``None`` means the papers' Δ = 1."""
+    return PAPER_SENSITIVITY if sensitivity is None else float(sensitivity)
 
 
-def resolve_sensitivity(sensitivity: object) -> float:
-    """``None`` means the papers' Δ = 1; anything else must be a positive finite number."""
-    return PAPER_SENSITIVITY if sensitivity is None else check_sensitivity(sensitivity)
-
-
-@DEFENSES.register("dpnr")
 class DPNR(Defense):
     """Differentially Private Neural Representation.
 
@@ -97,20 +71,19 @@ class DPNR(Defense):
 
     name: ClassVar[str] = "dpnr"
     knob: ClassVar[str | None] = "epsilon"
-    knob_unit: ClassVar[str] = "epsilon (Laplace, per coordinate for Δ=1)"
     guarantee: ClassVar[str] = (
         "epsilon-LDP per coordinate of the [0,1]-normalised pooled representation "
         "(Lyu et al. 2020, Δ=1); d·epsilon for the whole d-dim vector unless sensitivity=d"
     )
-    release_kind = "pooled_vectors"
+    levels: ClassVar[tuple[float, ...]] = (3, 10, 30, 100)
 
     def __init__(
         self,
-        epsilon: float = 1.0,
-        dropout: float = 0.1,
+        epsilon: PositiveFloat = 1.0,
+        dropout: Fraction = 0.1,
         backbone: str | None = None,
-        max_length: int = 128,
-        sensitivity: float | None = None,
+        max_length: MaxLength = 128,
+        sensitivity: FinitePositiveFloat | None = None,
     ) -> None:
         self.epsilon = epsilon
         self.dropout = dropout
@@ -140,21 +113,20 @@ class DPNR(Defense):
         are joined by single spaces. ``dropout == 0`` returns the texts unchanged."""
         texts = check_texts(texts)
         check_rng(rng)
-        return self._drop(texts, check_dropout(self.dropout), rng)[0]
+        return self._drop(texts, float(self.dropout), rng)[0]
 
     def privatize(self, texts: Sequence[str], *, rng: np.random.Generator) -> Release:
         from privaudit.resources import backbone
 
         texts = check_texts(texts)
         check_rng(rng)
-        eps = check_epsilon(self.epsilon)
-        mu = check_dropout(self.dropout)
+        eps = float(self.epsilon)
+        mu = float(self.dropout)
         delta = resolve_sensitivity(self.sensitivity)
-        max_length = check_max_length(self.max_length)
         bb = backbone(self.backbone)
         kept, dropped = self._drop(texts, mu, rng)
         return pooled_release(
-            bb.pooled(kept, max_length=max_length),
+            bb.pooled(kept, max_length=self.max_length),
             eps,
             delta,
             rng,

@@ -10,10 +10,9 @@ import numpy as np
 from privaudit.api import Defense, Release
 from privaudit.defenses._tokens import token_noise
 from privaudit.mechanisms.batching import unflatten
-from privaudit.registry import DEFENSES
+from privaudit.params import PositiveFloat
 
 
-@DEFENSES.register("embedding-dx")
 class EmbeddingDX(Defense):
     """Noisy input embeddings: the "fine-tuning" baseline of RAPT's comparison.
 
@@ -31,16 +30,15 @@ class EmbeddingDX(Defense):
 
     Release: ``token_vectors``, one (n_tokens, dim) array per document, in the space of the
     backbone's word embeddings (before position embeddings and layer norm), without [CLS] and
-    [SEP]; ``meta["space"] = "input_word_embeddings"`` tells a service where to continue.
+    [SEP]; ``layer=0`` (the input word-embedding space) tells a service where to continue.
     """
 
     name: ClassVar[str] = "embedding-dx"
     knob: ClassVar[str | None] = "eta"
-    knob_unit: ClassVar[str] = "1/embedding-distance"
     guarantee: ClassVar[str] = "eta·d_X-privacy per token embedding (Qu et al. 2021)"
-    release_kind = "token_vectors"
+    levels: ClassVar[tuple[float, ...]] = (40, 60, 80, 100)
 
-    def __init__(self, eta: float = 100.0, backbone: str | None = None) -> None:
+    def __init__(self, eta: PositiveFloat = 100.0, backbone: str | None = None) -> None:
         self.eta = eta
         self.backbone = backbone
 
@@ -51,10 +49,6 @@ class EmbeddingDX(Defense):
         return Release(
             "token_vectors",
             vectors=unflatten(noisy, tn.bounds),
-            meta={
-                "defense": self.name,
-                "eta": tn.eta,
-                "backbone": bb.name,
-                "space": "input_word_embeddings",
-            },
+            layer=0,
+            meta={"defense": self.name, "eta": tn.eta, "backbone": bb.name},
         )

@@ -5,17 +5,18 @@ from __future__ import annotations
 import difflib
 import functools
 import itertools
-import numbers
 import re
 import zlib
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 import numpy as np
+from annotated_types import Ge, Le, MinLen, MultipleOf
 
 from privaudit.api import Defense, Release
 from privaudit.defenses._validate import check_rng, check_texts
-from privaudit.registry import DEFENSES
+from privaudit.lexicon import MONTHS, PERSON_TITLES, WEEKDAYS
+from privaudit.resources import ner_pipeline
 
 if TYPE_CHECKING:
     from faker import Faker
@@ -42,12 +43,6 @@ _BATCH_SIZE = 128  # measured: 128 is the fastest of 32/128/256 for en_core_web_
 _CHUNK = 100_000  # characters per spaCy call: keeps memory bounded, far below nlp.max_length
 _SURROGATE_TRIES = 30
 _PLACEHOLDER = re.compile(r"<([A-Z_]+?)_(\d+)>")
-_PERSON_TITLES = frozenset({"mr", "mrs", "ms", "miss", "dr", "prof", "sir", "dame", "lady", "lord"})
-_MONTHS = (
-    "January", "February", "March", "April", "May", "June", "July", "August", "September",
-    "October", "November", "December",
-)  # fmt: skip
-_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 _RELATIVE_DATES = (
     "last week", "last month", "two weeks ago", "a few days ago", "last spring", "last autumn",
     "earlier this year", "three months ago", "the other day", "last year", "a while back",
@@ -70,7 +65,6 @@ _TYPE_WORDS = {  # how a hide model is told what to invent
 }  # fmt: skip
 
 
-@DEFENSES.register("has")
 class HideAndSeek(Defense):
     """Hide-and-Seek: replace private entities locally, restore them in the service's answer.
 
@@ -128,17 +122,18 @@ class HideAndSeek(Defense):
 
     name: ClassVar[str] = "has"
     knob: ClassVar[str | None] = "level"
-    knob_unit: ClassVar[str] = "entity-type preset (1 = narrowest … 4 = all 14 HaS types)"
     guarantee: ClassVar[str] = "none (empirical anonymization)"
-    release_kind = "text"
+    # The knob is an entity-type preset: 1 = PERSON only … 4 = all 14 HaS types.
+    levels: ClassVar[tuple[float, ...]] = (1, 2, 3, 4)
+    variants: ClassVar[tuple[dict[str, Any], ...]] = ({"mode": "label"}, {"mode": "generative"})
 
     def __init__(
         self,
-        mode: str = "label",
-        level: int = 4,
-        entity_types: Sequence[str] | None = None,
-        model: str | None = None,
-        spacy_model: str | None = None,
+        mode: Literal["label", "generative"] = "label",
+        level: Annotated[float, Ge(1), Le(4), MultipleOf(1)] = 4,
+        entity_types: list[str] | tuple[str, ...] | None = None,
+        model: Annotated[str, MinLen(1)] | None = None,
+        spacy_model: Annotated[str, MinLen(1)] | None = None,
         consistent: bool = True,
     ) -> None:
         self.mode = mode
@@ -147,29 +142,21 @@ class HideAndSeek(Defense):
         self.entity_types = entity_types
         self.model = model
         self.spacy_model = spacy_model
-        self._settings()  # cheap; fail at construction rather than mid-grid
+        self._settings()  # cross-parameter rules: fail at construction rather than mid-grid
 
     # ---- parameters ---------------------------------------------------------------------
     def _settings(self) -> tuple[str, tuple[str, ...], int | None]:
-        """Validated ``(mode, entity types, level)``; level is ``None`` when types are explicit."""
-        mode = check_mode(self.mode)
-        if not isinstance(self.consistent, bool):
-            raise ValueError(f"consistent must be true or false, got {self.consistent!r}.")
-        if self.model is not None:
-            if not isinstance(self.model, str) or not self.model.strip():
-                raise ValueError(f"model must be a model id or local path, got {self.model!r}.")
-            if mode != "generative":
-                raise ValueError(
-                    "model is the generative hide model and is only used with "
-                    f"mode='generative' (got mode={mode!r}); drop model or switch the mode."
-                )
-        if self.spacy_model is not None and (
-            not isinstance(self.spacy_model, str) or not self.spacy_model.strip()
-        ):
-            raise ValueError(f"spacy_model must be a pipeline name, got {self.spacy_model!r}.")
+        """``(mode, entity types, level)``; level is ``None`` when types are explicit. The
+        declaration checks each parameter; this adds the rules that span two of them."""
+        mode = str(self.mode)
+        if self.model is not None and mode != "generative":
+            raise ValueError(
+                "model is the generative hide model and is only used with "
+                f"mode='generative' (got mode={mode!r}); drop model or switch the mode."
+            )
         if self.entity_types is not None:
             return mode, check_entity_types(self.entity_types), None
-        level = check_level(self.level)
+        level = int(self.level)
         return mode, PRESETS[level], level
 
     # ---- Hide ---------------------------------------------------------------------------
@@ -255,33 +242,10 @@ class HideAndSeek(Defense):
 # --------------------------------------------------------------------------------------------
 
 
-def check_mode(mode: object) -> str:
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}.")
-    return str(mode)
-
-
-def check_level(level: object) -> int:
-    """An int preset 1..4; integral floats (the grid runner sweeps floats like 2.0) are fine."""
-    valid = f"one of {sorted(PRESETS)} (1 = PERSON only … 4 = all 14 HaS types)"
-    if isinstance(level, bool) or not isinstance(level, numbers.Real):
-        raise TypeError(f"level must be {valid}, got {level!r} of type {type(level).__name__}.")
-    if not float(level).is_integer() or int(level) not in PRESETS:
-        raise ValueError(f"level must be {valid}, got {level!r}.")
-    return int(level)
-
-
 def check_entity_types(entity_types: object) -> tuple[str, ...]:
     """Upper-cased, de-duplicated types in HaS order; unknown names get a did-you-mean."""
-    if isinstance(entity_types, str) or not isinstance(entity_types, Sequence | set | frozenset):
-        raise TypeError(
-            f"entity_types must be a list of type names such as ['PERSON', 'GPE'], "
-            f"got {entity_types!r}."
-        )
     chosen: set[str] = set()
-    for item in entity_types:
-        if not isinstance(item, str):
-            raise TypeError(f"entity type names are strings, got {item!r}.")
+    for item in entity_types:  # type: ignore[attr-defined]
         name = item.strip().upper()
         if name not in HAS_TYPES:
             close = difflib.get_close_matches(name, HAS_TYPES, n=1)
@@ -298,21 +262,6 @@ def check_entity_types(entity_types: object) -> tuple[str, ...]:
 # --------------------------------------------------------------------------------------------
 # Detection
 # --------------------------------------------------------------------------------------------
-
-
-def _nlp(name: str | None) -> Any:
-    from privaudit.resources import spacy_pipeline
-
-    try:
-        nlp = spacy_pipeline(name)
-    except (RuntimeError, OSError) as exc:
-        raise ValueError(f"{exc} (spacy_model={name!r}; omit it for the default).") from exc
-    if "ner" not in nlp.pipe_names:
-        raise ValueError(
-            f"The spaCy pipeline {name!r} has no 'ner' component; HaS needs an NER pipeline "
-            "such as en_core_web_sm (the default)."
-        )
-    return nlp
 
 
 _CUTS = (re.compile(r"\n\s*"), re.compile(r"[.!?]\s+"), re.compile(r"\s+"))
@@ -348,7 +297,7 @@ def detect_entities(
     ]
     if not jobs:
         return out
-    nlp = _nlp(spacy_model)
+    nlp = ner_pipeline(spacy_model)
     # Only NER and what it listens to: identical entities, ~2.5x faster than the full pipeline.
     keep = {"ner"} | {
         name for name, pipe in nlp.pipeline if "ner" in getattr(pipe, "listening_components", ())
@@ -436,7 +385,7 @@ def _clashes(
     if any(o in c for o in originals_cf):  # "East London" would re-release "London"
         return True
     # A PERSON surrogate's single names drive a fuzzy Seek rule; keep them unseen too.
-    words = [w for w in c.split() if w.rstrip(".") not in _PERSON_TITLES]
+    words = [w for w in c.split() if w.rstrip(".") not in PERSON_TITLES]
     return (
         etype == "PERSON"
         and len(c.split()) > 1
@@ -485,7 +434,7 @@ def _fake_like(fake: Faker, original: str, etype: str) -> str:
     pick = fake.random_element
     words = original.split()
     if etype == "PERSON":
-        if len(words) >= 2 and words[0].rstrip(".").lower() in _PERSON_TITLES:
+        if len(words) >= 2 and words[0].rstrip(".").lower() in PERSON_TITLES:
             return f"{words[0]} {fake.last_name()}"  # "Mr Smith" → "Mr Hughes"
         if len(words) == 1:  # "Smith" → a surname, "Sarah" → a first name
             return fake.first_name() if _is_first_name(original) else fake.last_name()
@@ -554,9 +503,9 @@ def _is_country(name: str) -> bool:
 def _fake_date(fake: Faker, original: str) -> str:
     """A date phrase of the original's shape; fixed ranges, so never depends on today."""
     year = fake.random_int(1990, 2024)
-    month = _MONTHS[fake.random_int(0, 11)]
+    month = MONTHS[fake.random_int(0, 11)]
     day = fake.random_int(1, 28)
-    has_month = any(m in original for m in _MONTHS)
+    has_month = any(m in original for m in MONTHS)
     has_year = re.search(r"\b(1[89]|20)\d\d\b", original) is not None
     has_day = re.search(r"\b\d{1,2}(st|nd|rd|th)?\b", original) is not None
     if has_month and has_year and has_day:
@@ -567,9 +516,9 @@ def _fake_date(fake: Faker, original: str) -> str:
         return f"{day} {month}" if has_day else month
     if has_year:
         return str(year)
-    weekday = next((w for w in _WEEKDAYS if w in original), None)
+    weekday = next((w for w in WEEKDAYS if w in original), None)
     if weekday is not None:  # "last Tuesday" → "last Friday"
-        return original.replace(weekday, fake.random_element(_WEEKDAYS))
+        return original.replace(weekday, fake.random_element(WEEKDAYS))
     if re.search(r"\d", original):
         return f"{day} {month} {year}"
     return fake.random_element(_RELATIVE_DATES)
@@ -715,10 +664,10 @@ def _name_parts(entries: EntityMap) -> list[tuple[str, str]]:
         words = d["replacement"].split()
         if d.get("type") != "PERSON" or len(words) < 2 or _PLACEHOLDER.fullmatch(d["replacement"]):
             continue
-        if words[0].rstrip(".").lower() in _PERSON_TITLES:
+        if words[0].rstrip(".").lower() in PERSON_TITLES:
             words = words[1:]
         core = d["original"].split()
-        if len(core) > 1 and core[0].rstrip(".").lower() in _PERSON_TITLES:
+        if len(core) > 1 and core[0].rstrip(".").lower() in PERSON_TITLES:
             core = core[1:]  # "Mr Smith": "Hughes" alone stands for "Smith"
         if not words or not core:
             continue

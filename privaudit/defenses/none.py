@@ -9,10 +9,8 @@ import numpy as np
 
 from privaudit.api import Defense, Release
 from privaudit.defenses._validate import check_rng, check_texts
-from privaudit.registry import DEFENSES
 
 
-@DEFENSES.register("none")
 class NoDefense(Defense):
     """No privatization: the reference point every frontier is compared with.
 

@@ -16,8 +16,8 @@ import numpy as np
 
 from privaudit.api import Defense, Release
 from privaudit.defenses._validate import check_rng, check_texts
-from privaudit.mechanisms.noise import check_eta, sample_dx_noise
-from privaudit.registry import DEFENSES
+from privaudit.mechanisms.noise import sample_dx_noise
+from privaudit.params import PositiveFloat
 
 # Coarse categories over spaCy's universal POS tags (RAPT §III-A2 names the first four).
 CATEGORIES: dict[str, tuple[str, ...]] = {
@@ -162,7 +162,6 @@ def match_case(template: str, word: str) -> str:
     return word
 
 
-@DEFENSES.register("pct2t")
 class PCT2T(Defense):
     """POS-constrained text-to-text privatization.
 
@@ -195,12 +194,12 @@ class PCT2T(Defense):
 
     name: ClassVar[str] = "pct2t"
     knob: ClassVar[str | None] = "eta"
-    knob_unit: ClassVar[str] = "1/embedding-distance"
     guarantee: ClassVar[str] = "eta·d_X-privacy per selected word, within its POS category"
+    levels: ClassVar[tuple[float, ...]] = (40, 60, 80, 100)
 
     def __init__(
         self,
-        eta: float = 100.0,
+        eta: PositiveFloat = 100.0,
         categories: str | Sequence[str] | None = None,
         backbone: str | None = None,
         spacy_model: str | None = None,
@@ -304,7 +303,7 @@ class PCT2T(Defense):
     def privatize(self, texts: Sequence[str], *, rng: np.random.Generator) -> Release:
         texts = check_texts(texts)
         check_rng(rng)
-        eta = check_eta(self.eta)
+        eta = float(self.eta)
         bb, _, cats, tag_to_cat, _ = self._setup()
         docs = self._tag(texts)
         # Flatten the selected words of every document, perturb them in one batch.

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Literal, Self
 
 import numpy as np
 
-from privaudit.api import Release
+from privaudit.api import Release, TrainingBatch
 from privaudit.defenses._validate import check_rng, check_texts
 from privaudit.defenses.pct2t import PCT2T, resolve_categories
-from privaudit.mechanisms.noise import check_eta
-from privaudit.registry import DEFENSES
-
-SAMPLERS = ("uniform", "frequency")
-PLAIN_SEQUENCES = ("fixed", "per-document")
+from privaudit.params import NonNegativeInt, PositiveFloat, PositiveInt
 
 
 @dataclass
@@ -25,17 +21,34 @@ class PlainTokenReconstruction:
     A head W_down(W_up h) with W_up: hidden -> c and W_down: c -> |V_r| reads the hidden states
     at the plain-token positions and is trained with cross-entropy to recover the *original*
     plain tokens; loss = L_task + weight * L_rec. The head is dropped after training.
-    ``vocabulary`` is V_r (the words plain tokens are drawn from); ``targets`` index into it.
+    ``vocabulary`` is V_r (the words plain tokens are drawn from); ``plain_targets`` (the fixed
+    sequence's) index into it.
     """
 
     plain_words: list[str]
     vocabulary: list[str]
-    targets: list[int]
+    plain_targets: list[int]
     hidden: int = 96
     weight: float = 1.0
     _index: dict[str, int] = field(default_factory=dict, repr=False)
 
-    def head(self, hidden_size: int) -> Any:
+    # ---- the Objective protocol (privaudit.api.Objective) ---------------------------------
+
+    def applies_to(self, release: Release) -> str | None:
+        if release.kind != "text" or release.plain_prefix == 0:
+            return "RAPT's reconstruction reads the plain-token prefix of a text release"
+        return None
+
+    def targets(
+        self, release: Release, rows: Sequence[int], attributes: Mapping[str, Sequence[Any]]
+    ) -> list[Any]:
+        """Per training row, the V_r indices of its plain words: the release's own
+        per-document sequences (public ``meta["plain_words"]``) or the fixed sequence's."""
+        own = release.meta.get("plain_words")
+        return [self.row_targets(own[i] if own else None) for i in rows]
+
+    def head(self, hidden_size: int, targets: Sequence[Any] = ()) -> Any:
+        """W_down(W_up h): hidden -> ``hidden`` -> |V_r|."""
         import torch
 
         return torch.nn.Sequential(
@@ -43,28 +56,29 @@ class PlainTokenReconstruction:
             torch.nn.Linear(self.hidden, len(self.vocabulary)),
         )
 
-    @staticmethod
-    def positions(offsets: Sequence[tuple[int, int]], text: str, n_words: int) -> list[int]:
-        """Token index of the first piece of each of the first ``n_words`` words of ``text``,
-        from a fast tokenizer's offset mapping (special tokens have offsets (0, 0))."""
-        starts, pos = [], 0
-        for word in text.split()[:n_words]:
-            pos = text.index(word, pos)
-            starts.append(pos)
-            pos += len(word)
-        out = []
-        for start in starts:
-            for k, (a, b) in enumerate(offsets):
-                if b > a and a <= start < b:
-                    out.append(k)
-                    break
-        return out
+    def loss(self, batch: TrainingBatch, head: Any) -> Any:
+        """``weight`` × cross-entropy of the head at the first n plain positions of every row
+        (n the fewest any row of the batch kept: truncation can cut a prefix short)."""
+        import torch
+
+        n = min((len(p) for p in batch.prefix_positions), default=0)
+        if n == 0:
+            return None
+        hidden = batch.hidden
+        pos = torch.tensor([p[:n] for p in batch.prefix_positions], dtype=torch.long)
+        at = hidden.gather(1, pos.unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))
+        target = torch.tensor([t[:n] for t in batch.targets], dtype=torch.long)
+        logits = head(at)
+        ce = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), target.reshape(-1)
+        )
+        return float(self.weight) * ce
 
     def row_targets(self, words: Sequence[str] | None) -> list[int]:
         """Targets of one document: its own plain words (per-document sequences, from the
         release's public meta) or the fixed sequence's."""
         if words is None:
-            return list(self.targets)
+            return list(self.plain_targets)
         if not self._index:
             self._index.update({w: i for i, w in enumerate(self.vocabulary)})
         try:
@@ -72,21 +86,7 @@ class PlainTokenReconstruction:
         except KeyError as exc:
             raise ValueError(f"Plain word {exc.args[0]!r} is not in the objective's V_r.") from None
 
-    def loss(self, hidden_at_plain: Any, head: Any, targets: Any = None) -> Any:
-        """Cross-entropy of the head's predictions at the plain positions, (batch, n, hidden),
-        against ``targets`` (batch, n) or, when None, the fixed sequence's."""
-        import torch
 
-        logits = head(hidden_at_plain)
-        if targets is None:
-            target = torch.as_tensor(self.targets, device=logits.device)
-            targets = target[: logits.shape[1]].expand(logits.shape[0], -1)
-        return torch.nn.functional.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)
-        )
-
-
-@DEFENSES.register("rapt")
 class RAPT(PCT2T):
     """Client side of RAPT: PCT2T applied to ``[plain tokens ; x]``.
 
@@ -127,14 +127,14 @@ class RAPT(PCT2T):
 
     def __init__(
         self,
-        eta: float = 100.0,
+        eta: PositiveFloat = 100.0,
         categories: str | Sequence[str] | None = None,
-        n_plain: int = 40,
-        plain_seed: int = 0,
-        sampler: str = "uniform",
-        reconstruction_hidden: int = 96,
+        n_plain: NonNegativeInt = 40,
+        plain_seed: NonNegativeInt = 0,
+        sampler: Literal["uniform", "frequency"] = "uniform",
+        reconstruction_hidden: PositiveInt = 96,
         reconstruction: bool = True,
-        plain_sequence: str = "fixed",
+        plain_sequence: Literal["fixed", "per-document"] = "fixed",
         backbone: str | None = None,
         spacy_model: str | None = None,
     ) -> None:
@@ -172,16 +172,6 @@ class RAPT(PCT2T):
     def _plain_distribution(self) -> tuple[list[str], list[str], np.ndarray | None]:
         """Candidate plain words, their categories, and the sampling probabilities (None:
         uniform)."""
-        if isinstance(self.n_plain, bool) or not isinstance(self.n_plain, int) or self.n_plain < 0:
-            raise ValueError(f"n_plain must be a non-negative integer, got {self.n_plain!r}.")
-        if self.sampler not in SAMPLERS:
-            raise ValueError(
-                f"Unknown plain-token sampler {self.sampler!r}; use one of {SAMPLERS}."
-            )
-        if self.plain_sequence not in PLAIN_SEQUENCES:
-            raise ValueError(
-                f"Unknown plain_sequence {self.plain_sequence!r}; use one of {PLAIN_SEQUENCES}."
-            )
         resolve_categories(self.categories)
         words, cats = self._pool()
         if self.sampler == "uniform":
@@ -203,7 +193,7 @@ class RAPT(PCT2T):
     def privatize(self, texts: Sequence[str], *, rng: np.random.Generator) -> Release:
         texts = check_texts(texts)
         check_rng(rng)
-        eta = check_eta(self.eta)
+        eta = float(self.eta)
         plain, plain_cats = self.plain_tokens()
         body = super().privatize(texts, rng=rng)
         n, m = len(texts), len(plain)
@@ -224,18 +214,20 @@ class RAPT(PCT2T):
             plain_masks.append(
                 np.asarray([a != b for a, b in zip(words_d, originals[d], strict=True)])
             )
-        meta = body.meta | {"defense": self.name, "n_plain_words": m}
+        meta = body.meta | {"defense": self.name}
         if self.plain_sequence == "per-document":
             meta["plain_words"] = originals  # public: random words, sent for the service's loss
         return Release(
-            "text", texts=out, meta=meta, audit=body.audit | {"plain_replaced": plain_masks}
+            "text",
+            texts=out,
+            plain_prefix=m,
+            meta=meta,
+            audit=body.audit | {"plain_replaced": plain_masks},
         )
 
     def training_objective(self) -> PlainTokenReconstruction | None:
         """RAPT's reconstruction objective, or None for the ablations (``reconstruction=False``
         or ``n_plain=0``)."""
-        if not isinstance(self.reconstruction, bool):
-            raise TypeError(f"reconstruction must be a bool, got {self.reconstruction!r}.")
         plain, _ = self.plain_tokens()
         if not self.reconstruction or not plain:
             return None
@@ -244,6 +236,6 @@ class RAPT(PCT2T):
         return PlainTokenReconstruction(
             plain_words=plain,
             vocabulary=vocabulary,
-            targets=[index[w] for w in plain],
+            plain_targets=[index[w] for w in plain],
             hidden=self.reconstruction_hidden,
         )

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Self
 
 import numpy as np
+from annotated_types import Ge
 
 from privaudit.api import Defense, Release
 from privaudit.defenses._validate import check_rng, check_texts
 from privaudit.mechanisms.batching import flatten, unflatten
-from privaudit.mechanisms.noise import check_eta, sample_dx_noise
-from privaudit.registry import DEFENSES
+from privaudit.mechanisms.noise import sample_dx_noise
+from privaudit.params import NonNegativeInt, PositiveFloat
 
 
-@DEFENSES.register("sap")
 class SAP(Defense):
     """Split-and-Privatize: the customer runs the bottom of the model and perturbs its outputs.
 
@@ -27,13 +27,13 @@ class SAP(Defense):
     continues the forward pass in the top model (``Backbone.pooled_from_layer``). The service,
     or an eavesdropper, sees the released vectors and knows k and the bottom model (white box).
 
-    Release: ``token_vectors`` with ``meta["layer"] = k``.
+    Release: ``token_vectors`` with ``layer = k``.
     - k = 0 (embedding layer only): each token's word embedding plus d_X noise is replaced by its
       nearest neighbour in the embedding matrix (paper Eq. 4); the vectors are released in the
-      input-word-embedding space (``meta["space"] = "input_word_embeddings"``), content tokens
+      input-word-embedding space (``layer = 0``), content tokens
       only, as in T2T.
     - k >= 1: the hidden states after encoder layer k (all positions, [CLS] and [SEP] included)
-      plus d_X noise, released as they are (``meta["space"] = "hidden"``).
+      plus d_X noise, released as they are (hidden states, ``layer = k``).
 
     Privacy knob: ``eta`` (η0; 1 / Euclidean distance in the space of the released layer).
     Guarantee: η0·d_X-privacy per token representation (w.r.t. the distance between the bottom
@@ -45,16 +45,15 @@ class SAP(Defense):
 
     name: ClassVar[str] = "sap"
     knob: ClassVar[str | None] = "eta"
-    knob_unit: ClassVar[str] = "1/representation-distance"
     guarantee: ClassVar[str] = "eta0·d_X-privacy per token representation (Shen et al.)"
-    release_kind = "token_vectors"
+    levels: ClassVar[tuple[float, ...]] = (60, 80, 100, 150)
 
     def __init__(
         self,
-        eta: float = 100.0,
-        split_layer: int = 0,
+        eta: PositiveFloat = 100.0,
+        split_layer: NonNegativeInt = 0,
         backbone: str | None = None,
-        max_length: int = 128,
+        max_length: Annotated[int, Ge(3)] = 128,
     ) -> None:
         self.eta = eta
         self.split_layer = split_layer
@@ -70,11 +69,11 @@ class SAP(Defense):
 
         texts = check_texts(texts)
         check_rng(rng)
-        eta = check_eta(self.eta)
+        eta = float(self.eta)
         bb = backbone(self.backbone)
         bb._check_layer(self.split_layer, lowest=0)
         k = int(self.split_layer)
-        meta: dict[str, Any] = {"defense": self.name, "eta": eta, "backbone": bb.name, "layer": k}
+        meta: dict[str, Any] = {"defense": self.name, "eta": eta, "backbone": bb.name}
         if k == 0:
             ids = [row[: self.max_length - 2] for row in bb.token_ids(texts)]
             flat, bounds = flatten(ids)
@@ -91,7 +90,8 @@ class SAP(Defense):
             return Release(
                 "token_vectors",
                 vectors=[bb.embeddings[r] for r in released],
-                meta=meta | {"space": "input_word_embeddings"},
+                layer=0,
+                meta=meta,
                 audit={
                     "replaced": [r != o for r, o in zip(released, ids, strict=True)],
                     "unit": "token",
@@ -110,11 +110,11 @@ class SAP(Defense):
         return Release(
             "token_vectors",
             vectors=unflatten(flat_states + noise, bounds),
-            meta=meta | {"space": "hidden"},
+            layer=k,
+            meta=meta,
         )
 
 
-@DEFENSES.register("sap-cti")
 class SAPCTI(SAP):
     """SAP with contributing-token identification: more budget for task-relevant tokens.
 
@@ -138,11 +138,11 @@ class SAPCTI(SAP):
 
     def __init__(
         self,
-        eta: float = 100.0,
-        split_layer: int = 0,
+        eta: PositiveFloat = 100.0,
+        split_layer: NonNegativeInt = 0,
         backbone: str | None = None,
-        max_length: int = 128,
-        alpha: float = 1.0,
+        max_length: Annotated[int, Ge(3)] = 128,
+        alpha: PositiveFloat = 1.0,
     ) -> None:
         super().__init__(eta=eta, split_layer=split_layer, backbone=backbone, max_length=max_length)
         self.alpha = alpha
@@ -186,10 +186,3 @@ class SAPCTI(SAP):
         if math.isinf(eta):
             return eta
         return eta * factor[ids]
-
-    def with_knob(self, value: float) -> Self:
-        new = super().with_knob(value)
-        for attr in ("_ui", "_budget_factor", "_classes"):  # importances do not depend on η0
-            if hasattr(self, attr):
-                setattr(new, attr, getattr(self, attr))
-        return new

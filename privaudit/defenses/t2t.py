@@ -11,10 +11,9 @@ import numpy as np
 from privaudit.api import Defense, Release
 from privaudit.defenses._tokens import token_noise
 from privaudit.mechanisms.batching import unflatten
-from privaudit.registry import DEFENSES
+from privaudit.params import PositiveFloat
 
 
-@DEFENSES.register("t2t")
 class T2T(Defense):
     """Text-to-text privatization by d_X-private token replacement.
 
@@ -46,10 +45,10 @@ class T2T(Defense):
 
     name: ClassVar[str] = "t2t"
     knob: ClassVar[str | None] = "eta"
-    knob_unit: ClassVar[str] = "1/embedding-distance"
     guarantee: ClassVar[str] = "eta·d_X-privacy per token (Feyisetan et al. 2020)"
+    levels: ClassVar[tuple[float, ...]] = (40, 60, 80, 100)
 
-    def __init__(self, eta: float = 100.0, backbone: str | None = None) -> None:
+    def __init__(self, eta: PositiveFloat = 100.0, backbone: str | None = None) -> None:
         self.eta = eta
         self.backbone = backbone
 

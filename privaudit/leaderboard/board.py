@@ -9,7 +9,6 @@ first (:func:`merge_runs`), so a leaderboard can grow run by run.
 from __future__ import annotations
 
 import html
-import json
 import math
 import warnings
 from collections.abc import Iterable, Sequence
@@ -318,38 +317,10 @@ def read_run(run_dir: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
 
     Raises ``FileNotFoundError`` naming the directory and what to do when there are no results.
     """
-    import pandas as pd
+    from privaudit.audit.store import RunDir
 
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise FileNotFoundError(
-            f"{run_dir} is not a directory. Pass a run directory written by `privaudit run` "
-            "(e.g. reports/<run-id>/)."
-        )
-    parquet, csv = run_dir / "results.parquet", run_dir / "results.csv"
-    if parquet.is_file():
-        frame = pd.read_parquet(parquet)
-    elif csv.is_file():
-        frame = pd.read_csv(csv)
-    else:
-        raise FileNotFoundError(
-            f"{run_dir} has no results.parquet or results.csv. Run a grid into it first "
-            f"(`privaudit run --run-dir {run_dir}`), or pass the run directory that "
-            "`privaudit run` printed (reports/<run-id>/)."
-        )
-    if frame.empty:
-        raise ValueError(
-            f"The results table in {run_dir} has no rows: the run was interrupted before its "
-            "first defense point finished. Re-run it (`privaudit run --run-dir ...`)."
-        )
-    meta_path = run_dir / "run.json"
-    meta: dict[str, Any] = {}
-    if meta_path.is_file():
-        try:
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{meta_path} is not valid JSON: {exc}.") from None
-    return frame, meta
+    rd = RunDir(run_dir)
+    return rd.read_results(), rd.read_meta()
 
 
 def merge_runs(
@@ -480,11 +451,12 @@ def leaderboard_html_body(board: Leaderboard) -> str:
 def write_leaderboard(board: Leaderboard, out_dir: str | Path) -> list[Path]:
     """Write leaderboard.md, leaderboard.csv (overall plus per-attack columns) and
     leaderboard.html (a plain standalone page) into ``out_dir``; return their paths."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    from privaudit.audit.store import RunDir, write_atomic, write_text
+
+    rd = RunDir(out_dir).create()
     tables = board.tables()
-    md = out_dir / "leaderboard.md"
-    md.write_text(
+    md = write_text(
+        rd.leaderboard("md"),
         "# privaudit leaderboard\n\n## Overall\n\n"
         + markdown_table(tables["overall"])
         + "\n\n## Hypervolume (rank) per attack\n\n"
@@ -492,17 +464,14 @@ def write_leaderboard(board: Leaderboard, out_dir: str | Path) -> list[Path]:
         + "\n\n"
         + "".join(f"- {n}\n" for n in board.notes)
         + f"\n{HYPERVOLUME_DEFINITION}\n",
-        encoding="utf-8",
     )
-    csv = out_dir / "leaderboard.csv"
-    board.wide().to_csv(csv, index=False)
-    page = out_dir / "leaderboard.html"
-    page.write_text(
+    csv = write_atomic(rd.leaderboard("csv"), lambda p: board.wide().to_csv(p, index=False))
+    page = write_text(
+        rd.leaderboard("html"),
         '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         "<title>privaudit leaderboard</title>\n"
         f"<style>{TABLE_CSS}</style>\n</head>\n<body>\n<h1>privaudit leaderboard</h1>\n"
         + leaderboard_html_body(board)
         + "</body>\n</html>\n",
-        encoding="utf-8",
     )
     return [md, csv, page]

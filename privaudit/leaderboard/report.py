@@ -13,12 +13,11 @@ import html
 import io
 import json
 import math
-import os
-import platform
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from privaudit.audit.store import RunDir, write_text
 from privaudit.leaderboard.board import (
     HYPERVOLUME_DEFINITION,
     TABLE_CSS,
@@ -33,10 +32,6 @@ from privaudit.leaderboard.pareto import frontier_figure, pareto_figure, with_la
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
-
-ENVIRONMENT_PACKAGES = (
-    "privaudit", "torch", "transformers", "peft", "numpy", "pandas", "matplotlib",
-)  # fmt: skip
 
 REPORT_CSS = (
     TABLE_CSS
@@ -65,19 +60,18 @@ window.addEventListener("load", function () {
 """
 
 
-def environment() -> dict[str, str]:
-    """Python, package versions, platform and CPU count of the machine writing the report."""
-    from importlib import metadata
-
-    env = {"python": f"{platform.python_implementation()} {platform.python_version()}"}
-    for dist in ENVIRONMENT_PACKAGES:
-        try:
-            env[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            env[dist] = "not installed"
-    env["platform"] = platform.platform()
-    env["cpu count"] = str(os.cpu_count())
-    return env
+def environment(meta: dict[str, Any]) -> list[list[str]]:
+    """The run's provenance as recorded in run.json when it started: package versions, git
+    commit, Python, platform, CPU count (a run written before provenance existed says so)."""
+    prov = meta.get("provenance")
+    if not isinstance(prov, dict):
+        return [["provenance", "not recorded (a run from an older privaudit)"]]
+    rows = [["started", str(prov.get("started", "—"))],
+            ["git commit", str(prov.get("git_commit") or "not a checkout")]]  # fmt: skip
+    rows += [[k, str(v)] for k, v in (prov.get("packages") or {}).items()]
+    rows += [["python", str(prov.get("python", "—"))], ["platform", str(prov.get("platform"))],
+             ["cpu count", str(prov.get("cpu_count"))]]  # fmt: skip
+    return rows
 
 
 def figure_png(fig: Figure) -> bytes:
@@ -198,13 +192,11 @@ def _examples_section(run_dir: Path, show_examples: bool) -> str:
             "Original texts are not shown. Pass --show-examples (show_examples=True) to include "
             "the examples in the run directory's examples.json."
         )
-    path = run_dir / "examples.json"
-    if not path.is_file():
+    rd = RunDir(run_dir)
+    path = rd.examples_json
+    examples = rd.read_examples()
+    if examples is None:
         return _note(f"No examples.json in {run_dir}; there is nothing to show.")
-    try:
-        examples = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path} is not valid JSON: {exc}.") from None
     keys = ("defense", "knob_value", "original", "released")
     if not isinstance(examples, list) or not all(
         isinstance(e, dict) and set(keys) <= set(e) for e in examples
@@ -239,13 +231,13 @@ def write_report(
             frame[col] = None if col in ("knob", "reason") else math.nan
     chance = meta.get("chance_accuracy")
     chance = float(chance) if chance is not None else math.nan
-    config_path = run_dir / "config.json"
+    saved = RunDir(run_dir).read_config()
     config = (
-        json.dumps(json.loads(config_path.read_text(encoding="utf-8")), indent=2)
-        if config_path.is_file()
+        json.dumps(saved, indent=2)
+        if saved is not None
         else "(no config.json in the run directory)"
     )
-    env_rows = [[k, v] for k, v in environment().items()]
+    env_rows = environment(meta)
     frontiers, per_attack = _plots_section(frame, chance)
     sections = [
         ("summary", "Summary", _summary(run_dir, frame, meta)),
@@ -258,7 +250,7 @@ def write_report(
         ("config", "Config", f"<pre>{html.escape(config)}</pre>"),
         (
             "environment",
-            "Environment (where this report was written)",
+            "Environment (recorded when the run started)",
             html_table(Table([], env_rows), numeric_from=99),
         ),
         ("examples", "Examples", _examples_section(run_dir, show_examples)),
@@ -277,7 +269,6 @@ def write_report(
         f'<p class="note">Written {html.escape(stamp)} by privaudit.</p>\n<nav>{nav}</nav>\n'
         f"{body}\n<script>{IMAGES_LOADED_JS}</script>\n</body>\n</html>\n"
     )
-    out_path = Path(out) if out is not None else run_dir / "report.html"
+    out_path = Path(out) if out is not None else RunDir(run_dir).report_html
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(page, encoding="utf-8")
-    return out_path
+    return write_text(out_path, page)

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from numbers import Real
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from privaudit.params import FiniteNonNegativeFloat, FinitePositiveFloat, PositiveFloat, checked
 
 if TYPE_CHECKING:
     import torch
@@ -28,52 +29,29 @@ if TYPE_CHECKING:
     from privaudit.api import Release
 
 
-def check_epsilon(epsilon: object) -> float:
-    """Validate a privacy parameter epsilon: a positive real number (``inf`` means no noise)."""
-    if isinstance(epsilon, bool) or not isinstance(epsilon, Real):
-        raise TypeError(
-            f"epsilon must be a positive number, got {type(epsilon).__name__} {epsilon!r}."
-        )
-    value = float(epsilon)
-    if math.isnan(value) or value <= 0:
-        raise ValueError(
-            f"epsilon must be a positive number (larger = less noise; inf = none), got {epsilon!r}."
-        )
-    return value
+@checked
+def check_epsilon(epsilon: PositiveFloat) -> float:
+    """A privacy parameter epsilon as a float: a positive number (``inf`` means no noise)."""
+    return float(epsilon)
 
 
-def check_sensitivity(sensitivity: object) -> float:
-    """Validate an L1 sensitivity Δ: a positive, finite real number."""
-    if isinstance(sensitivity, bool) or not isinstance(sensitivity, Real):
-        raise TypeError(
-            f"sensitivity must be a positive number, got {type(sensitivity).__name__} "
-            f"{sensitivity!r}."
-        )
-    value = float(sensitivity)
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(
-            f"sensitivity must be a positive finite number (the L1 bound Δ of the released "
-            f"vector's change), got {sensitivity!r}."
-        )
-    return value
+@checked
+def check_sensitivity(sensitivity: FinitePositiveFloat) -> float:
+    """An L1 sensitivity Δ (the bound of the released vector's change) as a float."""
+    return float(sensitivity)
 
 
-def laplace_scale(epsilon: object, sensitivity: object) -> float:
+def laplace_scale(epsilon: float, sensitivity: float) -> float:
     """The Laplace scale b = Δ/ε after validating both; 0.0 when ε is ``inf``."""
     eps = check_epsilon(epsilon)
     delta = check_sensitivity(sensitivity)
     return 0.0 if math.isinf(eps) else delta / eps
 
 
-def _check_scale(scale: object) -> float:
-    if isinstance(scale, bool) or not isinstance(scale, Real):
-        raise TypeError(f"A Laplace scale is a number, got {type(scale).__name__} {scale!r}.")
-    value = float(scale)
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(
-            f"A Laplace scale must be finite and >= 0 (it is sensitivity / epsilon), got {scale!r}."
-        )
-    return value
+@checked
+def _check_scale(scale: FiniteNonNegativeFloat) -> float:
+    """A Laplace scale (sensitivity / epsilon) as a float."""
+    return float(scale)
 
 
 def sample_laplace(
@@ -127,7 +105,7 @@ def pooled_release(
 ) -> Release:
     """The release of CAPE and DPNR: each pooled row min-max normalised to [0, 1], plus i.i.d.
     Laplace(Δ/ε) noise per coordinate (none at ε = ``inf``). ``meta`` gains ``epsilon``,
-    ``sensitivity``, the whole-vector ``vector_epsilon`` = dim·ε/Δ and ``space="pooled"``."""
+    ``sensitivity`` and the whole-vector ``vector_epsilon`` = dim·ε/Δ."""
     from privaudit.api import Release
 
     clean = minmax_normalise(pooled)
@@ -141,7 +119,6 @@ def pooled_release(
             "epsilon": epsilon,
             "sensitivity": sensitivity,
             "vector_epsilon": dim * epsilon / sensitivity,
-            "space": "pooled",
         },
         audit=audit or {},
     )

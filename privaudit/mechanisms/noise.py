@@ -10,21 +10,16 @@ distance: larger eta, less noise, less privacy.
 from __future__ import annotations
 
 import math
-from numbers import Real
 
 import numpy as np
 
+from privaudit.params import PositiveFloat, checked
 
-def check_eta(eta: object) -> float:
-    """Validate a privacy parameter eta: a positive real number (``inf`` means no noise)."""
-    if isinstance(eta, bool) or not isinstance(eta, Real):
-        raise TypeError(f"eta must be a positive number, got {type(eta).__name__} {eta!r}.")
-    value = float(eta)
-    if math.isnan(value) or value <= 0:
-        raise ValueError(
-            f"eta must be a positive number (larger = less noise; inf = none), got {eta!r}."
-        )
-    return value
+
+@checked
+def check_eta(eta: PositiveFloat) -> float:
+    """A privacy parameter eta as a float: a positive number (``inf`` means no noise)."""
+    return float(eta)
 
 
 def sample_dx_noise(

@@ -7,14 +7,16 @@ import copy
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, get_args
 
 import numpy as np
 
-from privaudit.api import Defense, Release, UtilityEvaluator
-from privaudit.registry import UTILITY
+from privaudit.api import Defense, Objective, Release, Space, TrainingBatch, UtilityEvaluator
+from privaudit.mechanisms.seeding import seeded_torch, torch_threads
+from privaudit.params import Fraction, NonNegativeFloat, PositiveFloat, PositiveInt
 
-METHODS = ("prompt-tuning", "prefix-tuning", "lora", "fine-tuning")
+Method = Literal["prompt-tuning", "prefix-tuning", "lora", "fine-tuning"]
+METHODS: tuple[str, ...] = get_args(Method)
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,6 @@ PROFILES: dict[str, Profile] = {
 }
 
 
-@UTILITY.register("peft")
 class PeftUtility(UtilityEvaluator):
     """Utility by training the service's classifier on the release (prompt/prefix tuning, LoRA,
     fine-tuning; ``method``), scored on the released test split (accuracy and macro-F1).
@@ -94,17 +95,18 @@ class PeftUtility(UtilityEvaluator):
     split model never runs; ``fine-tuning`` trains the top layers' every weight); the
     learning rate is then the profile's LoRA rate unless ``lr`` is given.
 
-    Defense objectives: when ``use_objective`` and the defense offers
-    ``training_objective()`` returning RAPT's :class:`~privaudit.defenses.rapt.
-    PlainTokenReconstruction`, its head (W_up: h→c, W_down: c→|V_r|) reads the hidden states
-    at the plain-token positions of each released text and loss = L_task + weight·L_rec; the
-    head is dropped after training and only the tuned parameters classify the test split.
-    For CAPE's :class:`~privaudit.defenses.cape.AdversarialObjective` on its pooled release,
-    the classifier's hidden layer also feeds an adversary behind gradient reversal (λ) that
-    predicts the private attribute from ``train_attributes`` (the service's own labels of its
-    training data, as in CAPE); the client holds the encoder, so that hidden layer is the only
-    trainable part upstream of the adversary (a deviation from CAPE, which fine-tunes the
-    encoder end to end).
+    Defense objectives: when ``use_objective`` and the defense's ``training_objective()``
+    returns an :class:`~privaudit.api.Objective` that ``applies_to`` the release, the trainer
+    builds its head, computes its per-row ``targets`` once and adds its ``loss`` on every
+    minibatch (a :class:`~privaudit.api.TrainingBatch`: the encoder's token states, the pooled
+    features, the token positions of the release's public plain prefix, the rows' targets);
+    the head is dropped after training. RAPT's reconstruction (W_up: h→c, W_down: c→|V_r| at
+    the plain-token positions, loss = L_task + weight·L_rec) applies to its text releases;
+    CAPE's adversary behind gradient reversal (λ) reads the hidden layer of the head trained on
+    its pooled release and predicts the private attribute from ``train_attributes`` (the
+    service's own labels of its training data, as in CAPE); the client holds the encoder, so
+    that hidden layer is the only trainable part upstream of the adversary (a deviation from
+    CAPE, which fine-tunes the encoder end to end). The trainer knows neither class.
 
     Determinism: the seed is drawn from the ``rng`` the runner passes; initialisation, dropout
     and batch order are seeded without touching the process-wide torch random state.
@@ -122,22 +124,22 @@ class PeftUtility(UtilityEvaluator):
 
     def __init__(
         self,
-        method: str | None = None,
-        profile: str = "quick",
+        method: Method | None = None,
+        profile: Literal["quick", "paper"] = "quick",
         backbone: str | None = None,
-        num_virtual_tokens: int | None = None,
-        lora_r: int = 16,
-        lora_alpha: int = 32,
-        lora_dropout: float = 0.05,
-        lr: float | None = None,
-        weight_decay: float = 0.01,
-        epochs: int | None = None,
-        batch_size: int | None = None,
-        max_length: int | None = None,
-        max_train: int | None = None,
-        max_test: int | None = None,
+        num_virtual_tokens: PositiveInt | None = None,
+        lora_r: PositiveInt = 16,
+        lora_alpha: PositiveInt = 32,
+        lora_dropout: Fraction = 0.05,
+        lr: PositiveFloat | None = None,
+        weight_decay: NonNegativeFloat = 0.01,
+        epochs: PositiveInt | None = None,
+        batch_size: PositiveInt | None = None,
+        max_length: PositiveInt | None = None,
+        max_train: PositiveInt | None = None,
+        max_test: PositiveInt | None = None,
         use_objective: bool = True,
-        threads: int | None = None,
+        threads: PositiveInt | None = None,
         progress: bool | None = None,
     ) -> None:
         self.method = method if method is not None else self.default_method
@@ -163,36 +165,9 @@ class PeftUtility(UtilityEvaluator):
     # Settings
     # ---------------------------------------------------------------------------------------
 
-    def params(self) -> dict[str, Any]:
-        return {k: v for k, v in super().params().items() if k != "last_info"}
-
     def settings(self) -> dict[str, Any]:
-        """The effective training settings: explicit parameters over the profile's values."""
-        from privaudit.attacks._pairs import check_params
-
-        if self.method not in METHODS:
-            raise ValueError(f"Unknown method {self.method!r}; choose one of {list(METHODS)}.")
-        if self.profile not in PROFILES:
-            raise ValueError(f"Unknown profile {self.profile!r}; choose one of {list(PROFILES)}.")
-        check_params(
-            self,
-            positive_ints=("lora_r", "lora_alpha"),
-            non_negative_floats=("weight_decay",),
-            optional_positive_ints=(
-                "num_virtual_tokens", "epochs", "batch_size", "max_length", "max_train",
-                "max_test", "threads",
-            ),
-            fractions=("lora_dropout",),
-        )  # fmt: skip
-        if self.lr is not None and (
-            isinstance(self.lr, bool) or not isinstance(self.lr, int | float) or self.lr <= 0
-        ):
-            raise ValueError(f"lr must be a positive number, got {self.lr!r}.")
-        for flag in ("use_objective",):
-            if not isinstance(getattr(self, flag), bool):
-                raise TypeError(f"{flag} must be a bool, got {getattr(self, flag)!r}.")
-        if self.progress is not None and not isinstance(self.progress, bool):
-            raise TypeError(f"progress must be None or a bool, got {self.progress!r}.")
+        """The effective training settings: explicit parameters over the profile's values (the
+        parameters themselves are checked by their declaration, on construction)."""
         p = PROFILES[self.profile]
         virtual = self.num_virtual_tokens
         if virtual is None:
@@ -226,7 +201,6 @@ class PeftUtility(UtilityEvaluator):
     ) -> dict[str, float]:
         from sklearn.metrics import accuracy_score, f1_score
 
-        from privaudit.attacks._pairs import torch_threads
         from privaudit.resources import backbone
 
         cfg = self.settings()
@@ -248,26 +222,21 @@ class PeftUtility(UtilityEvaluator):
         classes = np.unique(y_fit)
         seed = int(rng.integers(2**31 - 1))
         bb = backbone(self.backbone)
-        objective = None
-        if self.use_objective and train.kind == "text" and hasattr(defense, "training_objective"):
-            from privaudit.defenses.rapt import PlainTokenReconstruction
-
-            candidate = defense.training_objective()  # type: ignore[union-attr]
-            if isinstance(candidate, PlainTokenReconstruction):
-                objective = candidate
+        objective = self._objective(defense, train)
+        targets = (
+            objective.targets(train, train_idx, train_attributes or {})
+            if objective is not None
+            else None
+        )
         with torch_threads(self.threads):
             if train.kind == "pooled_vectors":
                 data_fit = _vectors(train, train_idx)
                 data_eval = _vectors(test, test_idx)
-                adversary = self._adversary(defense, train_attributes, train_idx)
-                model, info = _train_head(
-                    data_fit, y_fit, classes, cfg, seed, self.progress, adversary
-                )
-                if adversary is not None:
-                    objective = adversary[0]
+                extra = (objective, targets) if objective is not None else None
+                model, info = _train_head(data_fit, y_fit, classes, cfg, seed, self.progress, extra)
                 pred = classes[_predict_head(model, data_eval)]
             else:
-                inputs_fit = _Inputs.build(bb, train, train_idx, cfg["max_length"], objective)
+                inputs_fit = _Inputs.build(bb, train, train_idx, cfg["max_length"], targets)
                 inputs_eval = _Inputs.build(bb, test, test_idx, cfg["max_length"], None)
                 if layer is not None:
                     if self.lr is None and cfg["method"] != "fine-tuning":
@@ -288,30 +257,16 @@ class PeftUtility(UtilityEvaluator):
             "macro_f1": float(f1_score(y_eval, pred, average="macro")),
         }
 
-    def _adversary(
-        self,
-        defense: Defense | None,
-        train_attributes: Mapping[str, Sequence[Any]] | None,
-        idx: np.ndarray,
-    ) -> tuple[Any, np.ndarray] | None:
-        """CAPE's objective and its attribute targets (class indices) for the train subset."""
-        if not self.use_objective or not hasattr(defense, "training_objective"):
+    def _objective(self, defense: Defense | None, train: Release) -> Objective | None:
+        """The defense's service-side objective, when ``use_objective`` and it can train on
+        this release (RAPT's reconstruction on text with a plain prefix, CAPE's adversary on
+        pooled vectors); the trainer knows it only through the Objective protocol."""
+        if not self.use_objective or defense is None:
             return None
-        from privaudit.defenses.cape import AdversarialObjective
-
-        objective = defense.training_objective()  # type: ignore[union-attr]
-        if not isinstance(objective, AdversarialObjective):
+        objective = defense.training_objective()
+        if objective is None or objective.applies_to(train) is not None:
             return None
-        values = (train_attributes or {}).get(objective.attribute)
-        if values is None:
-            raise ValueError(
-                f"CAPE's adversary needs the train split's {objective.attribute!r} labels; pass "
-                f"train_attributes={{{objective.attribute!r}: [...]}} or use_objective=False."
-            )
-        if len(values) <= int(idx.max(initial=-1)):
-            raise ValueError("train_attributes needs one value per released train document.")
-        picked = np.asarray([str(values[i]) for i in idx])
-        return objective, np.unique(picked, return_inverse=True)[1]
+        return objective
 
     def _peft_config(self, cfg: dict[str, Any]) -> Any:
         from peft import PrefixTuningConfig, PromptTuningConfig, TaskType
@@ -344,28 +299,24 @@ class PeftUtility(UtilityEvaluator):
         )
 
 
-@UTILITY.register("prompt-tuning")
 class PromptTuning(PeftUtility):
     """Prompt tuning on the release (150 soft tokens as in RAPT): peft, method=prompt-tuning."""
 
     name: ClassVar[str] = "prompt-tuning"
 
 
-@UTILITY.register("prefix-tuning")
 class PrefixTuning(PeftUtility):
     """Prefix tuning on the release (prefix length 10): peft, method=prefix-tuning."""
 
     name: ClassVar[str] = "prefix-tuning"
 
 
-@UTILITY.register("lora")
 class LoRA(PeftUtility):
     """LoRA on the release (r=16, alpha=32, dropout 0.05): peft, method=lora."""
 
     name: ClassVar[str] = "lora"
 
 
-@UTILITY.register("fine-tuning")
 class FineTuning(PeftUtility):
     """Full fine-tuning on the release (every weight): peft, method=fine-tuning."""
 
@@ -384,11 +335,11 @@ def _subset(n: int, cap: int | None) -> np.ndarray:
 
 def _split_layer(train: Release, test: Release) -> int | None:
     """The split layer of a hidden-state release (SAP at k > 0), else None."""
-    hidden = [r.kind == "token_vectors" and r.meta.get("space") == "hidden" for r in (train, test)]
+    hidden = [r.space is Space.HIDDEN_STATES for r in (train, test)]
     if not any(hidden):
         return None
-    layers = {r.meta.get("layer") for r in (train, test)}
-    if not all(hidden) or len(layers) != 1 or None in layers:
+    layers = {r.layer for r in (train, test)}
+    if not all(hidden) or len(layers) != 1:
         raise ValueError(
             f"train and test must be hidden states of one split layer, got layers {layers}."
         )
@@ -398,6 +349,24 @@ def _split_layer(train: Release, test: Release) -> int | None:
 def _vectors(release: Release, idx: np.ndarray) -> np.ndarray:
     vectors = release.vectors or []
     return np.stack([np.asarray(vectors[i], np.float32).reshape(-1) for i in idx])
+
+
+def prefix_positions(offsets: Sequence[tuple[int, int]], text: str, n_words: int) -> list[int]:
+    """Token index of the first piece of each of the first ``n_words`` words of ``text`` (the
+    release's public plain prefix), from a fast tokenizer's offset mapping (special tokens
+    have offsets (0, 0)); words cut off by truncation have no position."""
+    starts, pos = [], 0
+    for word in text.split()[:n_words]:
+        pos = text.index(word, pos)
+        starts.append(pos)
+        pos += len(word)
+    out = []
+    for start in starts:
+        for k, (a, b) in enumerate(offsets):
+            if b > a and a <= start < b:
+                out.append(k)
+                break
+    return out
 
 
 @dataclass
@@ -410,20 +379,26 @@ class _Inputs:
     mask: Any  # LongTensor (n, L)
     plain: list[list[int]]
     pool: Any = None  # LongTensor (n, L): the positions the classifier pools; None = mask
-    targets: list[list[int]] | None = None  # per row, the plain words' indices in V_r
+    targets: list[Any] | None = None  # per row, the objective's target (RAPT: V_r indices)
 
     def __len__(self) -> int:
         return int(self.mask.shape[0])
 
     @classmethod
     def build(
-        cls, bb: Any, release: Release, idx: np.ndarray, max_length: int, objective: Any
+        cls,
+        bb: Any,
+        release: Release,
+        idx: np.ndarray,
+        max_length: int,
+        targets: list[Any] | None,
     ) -> _Inputs:
+        """``targets``: the objective's per-row targets of these rows (None: no objective)."""
         import torch
 
         if release.kind == "text":
             texts = [(release.texts or [])[i] for i in idx]
-            n_words = int(release.meta.get("n_plain_words", 0))
+            n_words = release.plain_prefix
             if not n_words:
                 enc = bb.tokenizer(texts, padding=True, truncation=True, max_length=max_length,
                                    return_tensors="pt")  # fmt: skip
@@ -440,17 +415,13 @@ class _Inputs:
             plain: list[list[int]] = []
             for r, (off, text, prefix) in enumerate(zip(offsets, texts, prefixes, strict=True)):
                 pool[r, [k for k, (a, b) in enumerate(off) if b > a and a < len(prefix)]] = 0
-                plain.append(objective.positions(off, text, n_words) if objective else [])
-            targets = None
-            if objective is not None:
-                own = release.meta.get("plain_words")  # per-document plain sequences
-                targets = [objective.row_targets(own[i] if own else None) for i in idx]
+                plain.append(prefix_positions(off, text, n_words))
             return cls(enc["input_ids"], None, enc["attention_mask"], plain, pool, targets)
         if release.kind != "token_vectors":
             raise ValueError(f"Cannot train on a {release.kind!r} release here.")
         given = release.vectors or []
         vectors = [np.asarray(given[i], np.float32).reshape(-1, bb.dim) for i in idx]
-        if release.meta.get("space") == "hidden":
+        if release.space is Space.HIDDEN_STATES:
             # A split model's hidden states already hold every position, specials included.
             seqs = [v[:max_length] for v in vectors]
         else:
@@ -493,7 +464,7 @@ def _classifier(encoder: Any, dim: int, n_classes: int, n_virtual: int) -> Any:
             self.encoder = encoder
             self.head = torch.nn.Linear(dim, n_classes)
 
-        def forward(self, batch: dict[str, Any]) -> tuple[Any, Any]:
+        def forward(self, batch: dict[str, Any]) -> tuple[Any, Any, Any]:
             batch = dict(batch)
             pool = batch.pop("pool_mask", batch["attention_mask"])
             hidden = self.encoder(**batch).last_hidden_state
@@ -501,7 +472,7 @@ def _classifier(encoder: Any, dim: int, n_classes: int, n_virtual: int) -> Any:
                 hidden = hidden[:, n_virtual:]  # prompt tuning prepends the soft tokens
             mask = pool.unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
-            return self.head(pooled), hidden
+            return self.head(pooled), hidden, pooled
 
     return Classifier()
 
@@ -514,14 +485,13 @@ def _train_encoder(
     cfg: dict[str, Any],
     seed: int,
     progress: bool | None,
-    objective: Any,
+    objective: Objective | None,
     peft_config: Any,
 ) -> tuple[Any, dict[str, Any]]:
     import torch
 
     target = torch.from_numpy(np.searchsorted(classes, y).astype(np.int64))
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded_torch(seed) as generator:
         encoder = copy.deepcopy(bb.model)
         if peft_config is not None:
             import warnings
@@ -536,18 +506,23 @@ def _train_encoder(
                 p.requires_grad_(True)
         n_virtual = cfg["num_virtual_tokens"] if cfg["method"] == "prompt-tuning" else 0
         model = _classifier(encoder, bb.dim, len(classes), n_virtual)
-        rec_head = objective.head(bb.dim) if objective is not None else None
+        targets = inputs.targets or []
+        extra_head = objective.head(bb.dim, targets) if objective is not None else None
         params = [p for p in model.parameters() if p.requires_grad]
-        if rec_head is not None:
-            params += list(rec_head.parameters())
+        if extra_head is not None:
+            params += list(extra_head.parameters())
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         opt = torch.optim.AdamW(params, lr=cfg["lr"], weight_decay=0.01)
-        info = _loop(
-            model, inputs, target, cfg, seed, progress, opt,
-            extra=None if rec_head is None else (lambda h, rows: _rec_loss(
-                objective, rec_head, h, [inputs.plain[int(r)] for r in rows],
-                [(inputs.targets or [])[int(r)] for r in rows])),
-        )  # fmt: skip
+
+        def extra(hidden: Any, features: Any, rows: Any) -> Any:
+            picked = [int(r) for r in rows]
+            batch = TrainingBatch(hidden=hidden, features=features,
+                                  prefix_positions=[inputs.plain[r] for r in picked],
+                                  targets=[targets[r] for r in picked])  # fmt: skip
+            return objective.loss(batch, extra_head)  # type: ignore[union-attr]
+
+        info = _loop(model, inputs, target, cfg, generator, progress, opt,
+                     extra=None if extra_head is None else extra)  # fmt: skip
     model.eval()
     return model, info | {"trainable_params": int(trainable)}
 
@@ -573,8 +548,7 @@ def _train_top(
     from privaudit.resources import top_model_forward
 
     target = torch.from_numpy(np.searchsorted(classes, y).astype(np.int64))
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded_torch(seed) as generator:
         bert = copy.deepcopy(bb.model)
         for p in bert.parameters():
             p.requires_grad_(False)
@@ -595,17 +569,17 @@ def _train_top(
                 self.blocks = blocks
                 self.head = torch.nn.Linear(bb.dim, len(classes))
 
-            def forward(self, batch: dict[str, Any]) -> tuple[Any, Any]:
+            def forward(self, batch: dict[str, Any]) -> tuple[Any, Any, Any]:
                 mask = batch["attention_mask"]
                 hidden = top_model_forward(self.blocks, batch["inputs_embeds"], mask)
                 m = mask.unsqueeze(-1).to(hidden.dtype)
                 pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
-                return self.head(pooled), hidden
+                return self.head(pooled), hidden, pooled
 
         model = Top()
         params = [p for p in model.parameters() if p.requires_grad]
         opt = torch.optim.AdamW(params, lr=cfg["lr"], weight_decay=0.01)
-        info = _loop(model, inputs, target, cfg, seed, progress, opt)
+        info = _loop(model, inputs, target, cfg, generator, progress, opt)
     model.eval()
     trained = "lora" if lora is not None else cfg["method"]
     return model, info | {
@@ -616,39 +590,23 @@ def _train_top(
     }
 
 
-def _rec_loss(
-    objective: Any, head: Any, hidden: Any, plain: list[list[int]], targets: list[list[int]]
-) -> Any:
-    """RAPT's reconstruction loss over the first n plain positions of every row, n the fewest
-    any row of the batch kept (truncation can cut a prefix short)."""
-    import torch
-
-    n = min((len(p) for p in plain), default=0)
-    if n == 0:
-        return None
-    pos = torch.tensor([p[:n] for p in plain], dtype=torch.long)
-    at = hidden.gather(1, pos.unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))
-    target = torch.tensor([t[:n] for t in targets], dtype=torch.long)
-    return float(objective.weight) * objective.loss(at, head, target)
-
-
 def _loop(
     model: Any,
     inputs: Any,
     target: Any,
     cfg: dict[str, Any],
-    seed: int,
+    generator: Any,
     progress: bool | None,
     opt: Any,
     extra: Any = None,
 ) -> dict[str, Any]:
-    """Minibatch AdamW epochs with a tqdm bar that shows the running loss."""
+    """Minibatch AdamW epochs with a tqdm bar that shows the running loss; ``extra(hidden,
+    features, rows)`` is an objective's term added to the task loss (or None)."""
     import time
 
     import torch
     from tqdm.auto import tqdm
 
-    generator = torch.Generator().manual_seed(seed)
     n, bs = len(target), cfg["batch_size"]
     steps = cfg["epochs"] * math.ceil(n / bs)
     bar = tqdm(total=steps, desc=f"train {cfg['method']}", leave=False,
@@ -659,12 +617,13 @@ def _loop(
         order = torch.randperm(n, generator=generator)
         for start in range(0, n, bs):
             rows = order[start : start + bs]
-            logits, hidden = model(inputs.batch(rows) if hasattr(inputs, "batch") else inputs[rows])
+            out = model(inputs.batch(rows) if hasattr(inputs, "batch") else inputs[rows])
+            logits, hidden, features = out
             loss = torch.nn.functional.cross_entropy(logits, target[rows])
             if extra is not None:
-                rec = extra(hidden, rows)
-                if rec is not None:
-                    loss = loss + rec
+                term = extra(hidden, features, rows)
+                if term is not None:
+                    loss = loss + term
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -686,7 +645,7 @@ def _predict_encoder(model: Any, inputs: _Inputs, batch_size: int) -> np.ndarray
     with torch.inference_mode():
         for start in range(0, len(inputs), batch_size):
             rows = torch.arange(start, min(start + batch_size, len(inputs)))
-            logits, _ = model(inputs.batch(rows))
+            logits, _, _ = model(inputs.batch(rows))
             out.append(logits.argmax(1).numpy())
     return np.concatenate(out) if out else np.zeros(0, np.int64)
 
@@ -698,20 +657,19 @@ def _train_head(
     cfg: dict[str, Any],
     seed: int,
     progress: bool | None,
-    adversary: tuple[Any, np.ndarray] | None = None,
+    objective: tuple[Objective, list[Any]] | None = None,
 ) -> tuple[Any, dict[str, Any]]:
     """A one-hidden-layer classifier on pooled release vectors (standardised on train).
 
-    With CAPE's ``adversary`` (objective, attribute class per row), an adversarial head behind
-    gradient reversal reads the hidden layer as well, so the layer is pushed to drop the
-    attribute while the task head uses it (loss = L_task + L_adv, λ inside the reversal)."""
+    With a defense's ``objective`` (and its per-row targets) — CAPE's adversary behind
+    gradient reversal — the objective's head reads the hidden layer as well, so the layer is
+    pushed to drop the attribute while the task head uses it (loss = L_task + L_adv)."""
     import torch
 
     mean, std = x.mean(0), x.std(0) + 1e-6
     xs = torch.from_numpy(((x - mean) / std).astype(np.float32))
     target = torch.from_numpy(np.searchsorted(classes, y).astype(np.int64))
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded_torch(seed) as generator:
         trunk = torch.nn.Sequential(
             torch.nn.Linear(x.shape[1], 256), torch.nn.ReLU(), torch.nn.Dropout(0.1)
         )
@@ -723,24 +681,27 @@ def _train_head(
                 self.trunk, self.task = trunk, task
                 self.mean, self.std = mean, std
 
-            def forward(self, z: Any) -> tuple[Any, Any]:
+            def forward(self, z: Any) -> tuple[Any, Any, Any]:
                 h = self.trunk(z)
-                return self.task(h), h
+                return self.task(h), None, h
 
         model = Head()
         params = list(model.parameters())
         extra = None
-        if adversary is not None:
-            objective, attr = adversary
-            attr_t = torch.from_numpy(attr.astype(np.int64))
-            adv_head = objective.head(256, max(2, int(attr.max()) + 1))
-            params += list(adv_head.parameters())
+        if objective is not None:
+            obj, targets = objective
+            extra_head = obj.head(256, targets)
+            params += list(extra_head.parameters())
 
-            def extra(h: Any, rows: Any) -> Any:
-                return objective.loss(h, attr_t[rows], adv_head)
+            def extra(hidden: Any, features: Any, rows: Any) -> Any:
+                picked = [int(r) for r in rows]
+                batch = TrainingBatch(hidden=None, features=features,
+                                      prefix_positions=[[] for _ in picked],
+                                      targets=[targets[r] for r in picked])  # fmt: skip
+                return obj.loss(batch, extra_head)
 
         opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.01)
-        info = _loop(model, xs, target, cfg | {"epochs": max(cfg["epochs"], 10)}, seed,
+        info = _loop(model, xs, target, cfg | {"epochs": max(cfg["epochs"], 10)}, generator,
                      progress, opt, extra=extra)  # fmt: skip
     model.eval()
     return model, info | {"trainable_params": sum(p.numel() for p in model.parameters())}

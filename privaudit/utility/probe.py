@@ -7,11 +7,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from privaudit.api import Defense, Release, UtilityEvaluator
-from privaudit.registry import UTILITY
+from privaudit.api import Defense, Release, Space, UtilityEvaluator
+from privaudit.params import PositiveFloat, PositiveInt
 
 
-@UTILITY.register("probe")
 class Probe(UtilityEvaluator):
     """Utility as a service would get it from a frozen encoder and a linear classifier.
 
@@ -19,7 +18,7 @@ class Probe(UtilityEvaluator):
     last hidden states; pooled releases are used as they are, token-vector releases are
     mean-pooled), a logistic regression is fitted on those features and the released train
     labels, and accuracy (and macro-F1) is measured on the released test split. A public
-    plain-word prefix (RAPT's ``meta["n_plain_words"]``) is skipped before encoding: it serves
+    plain-word prefix (RAPT's ``plain_prefix``) is skipped before encoding: it serves
     only RAPT's reconstruction objective, which a frozen encoder does not train. It is the
     cheap stand-in for the papers' service-side fine-tuning (see the peft evaluators).
     """
@@ -27,7 +26,9 @@ class Probe(UtilityEvaluator):
     name: ClassVar[str] = "probe"
     metric: ClassVar[str] = "accuracy"
 
-    def __init__(self, backbone: str | None = None, max_length: int = 128, c: float = 1.0) -> None:
+    def __init__(
+        self, backbone: str | None = None, max_length: PositiveInt = 128, c: PositiveFloat = 1.0
+    ) -> None:
         self.backbone = backbone
         self.max_length = max_length
         self.c = c
@@ -42,14 +43,14 @@ class Probe(UtilityEvaluator):
                 release.content_texts(), max_length=self.max_length
             )
         vectors = [np.asarray(v, dtype=np.float32) for v in release.vectors or []]
-        if release.kind == "token_vectors" and release.meta.get("space") == "input_word_embeddings":
+        if release.space is Space.TOKEN_EMBEDDINGS:
             # The service continues the forward pass from the released input embeddings.
             return backbone(self.backbone).pooled_from_word_embeddings(
                 vectors, max_length=self.max_length
             )
-        if release.kind == "token_vectors" and release.meta.get("space") == "hidden":
+        if release.space is Space.HIDDEN_STATES:
             # A split model's hidden states: the service runs the top model from that layer.
-            return backbone(self.backbone).pooled_from_layer(vectors, int(release.meta["layer"]))
+            return backbone(self.backbone).pooled_from_layer(vectors, int(release.layer or 0))
         if release.kind == "token_vectors":
             vectors = [np.atleast_2d(v).mean(axis=0) for v in vectors]
         return np.stack(vectors) if vectors else np.zeros((0, 1), dtype=np.float32)

@@ -1,0 +1,140 @@
+"""Planning a grid: every component built (so every name and value is checked) before any
+work, and every defense point listed with its privacy level.
+
+A defense spec is built and fitted once; each privacy level is ``with_knob(value)`` of that
+fitted defense (calibrated levels come from :mod:`privaudit.audit.calibration`, cached in the
+result store). Keys hash what a result depends on, so a changed component recomputes only its
+own cells.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from privaudit.api import Defense
+from privaudit.params import ParamError
+from privaudit.registry import DEFENSES
+
+if TYPE_CHECKING:
+    from privaudit.audit.config import GridConfig
+    from privaudit.audit.store import ResultStore
+
+
+class Fitted(Protocol):
+    """What planning reads of the grid's context (:class:`privaudit.audit.cells.Context`)."""
+
+    fingerprint: str
+    bb: Any
+    train_texts: list[str]
+
+    def base(self, spec: int) -> Defense: ...
+
+
+@dataclass(frozen=True)
+class Point:
+    """One privacy level of one defense spec at one seed: privatized once, utility measured
+    once, then attacked by every attack. Picklable, so executors can ship it to workers."""
+
+    label: str
+    spec: int  # index into the config's defenses
+    defense: str
+    knob_value: float | None
+    target_rate: float | None
+    seed: int
+
+
+def build_component(
+    registry: Any, name: str, params: dict[str, Any], backbone: str | None, where: str
+) -> Any:
+    """``registry``'s ``name`` built with ``params`` (and the grid's backbone, where the class
+    declares one). A wrong name or value is one ``ValueError`` line that starts with ``where``
+    (the config field)."""
+    from privaudit.params import declared
+
+    cls = registry.get(name)
+    kwargs = dict(params)
+    if backbone is not None and "backbone" in declared(cls):
+        kwargs.setdefault("backbone", backbone)
+    try:
+        return cls(**kwargs)
+    except ParamError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+def stable_seed(*parts: object) -> np.random.SeedSequence:
+    """A seed sequence from the run seed and a cell's identity (stable across processes)."""
+    words = [zlib.crc32(json.dumps(p, sort_keys=True, default=str).encode()) for p in parts]
+    return np.random.SeedSequence(words)
+
+
+def cell_key(*parts: object) -> str:
+    blob = json.dumps(parts, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def fmt_params(params: dict[str, Any]) -> str:
+    return json.dumps(params, sort_keys=True, default=str)
+
+
+def identity(defense: Defense, corpus_fp: str, backbone_fp: str, seed: int) -> list[Any]:
+    """What a defense point's results depend on (component name, version, parameters, corpus,
+    backbone, seed): the base of every cell key."""
+    return [defense.name, defense.version, defense.params(), corpus_fp, backbone_fp, seed]
+
+
+def plan(config: GridConfig, ctx: Fitted, store: ResultStore | None = None) -> list[Point]:
+    """Every defense point of the grid, with calibrated knob values resolved (and cached).
+    Every level is built here (``with_knob`` checks its value), so a bad one fails now."""
+    points: list[Point] = []
+    for i, spec in enumerate(config.defenses):
+        base = ctx.base(i)
+        levels: list[tuple[float | None, float | None]] = [(None, None)]
+        if spec.knob_values:
+            levels = [(v, None) for v in spec.knob_values]
+        elif spec.target_rates:
+            fp = ctx.fingerprint, ctx.bb.fingerprint
+            key = cell_key("calibration", identity(base, *fp, config.seeds[0]), spec.target_rates)
+            cached = store.get(key) if store is not None else None
+            if cached is None:
+                levels = _calibrated_levels(
+                    base, spec.target_rates, ctx.train_texts, config.seeds[0]
+                )
+                if store is not None:
+                    store.put(key, {"kind": "calibration", "levels": levels})
+            else:
+                levels = [tuple(level) for level in cached["levels"]]  # type: ignore[misc]
+        for value, target in levels:
+            if value is not None:
+                try:
+                    base.with_knob(value)
+                except ValueError as exc:
+                    raise ValueError(f"defenses.{i}.knob_values: {exc}") from None
+            for seed in config.seeds:
+                points.append(Point(spec.display, i, spec.name, value, target, seed))
+    return points
+
+
+def _calibrated_levels(
+    defense: Defense, rates: list[float], texts: list[str], seed: int, n_docs: int = 150
+) -> list[tuple[float | None, float | None]]:
+    """Knob values reaching each target replacement rate on a seeded sample of ``texts``."""
+    from privaudit.audit.calibration import calibrate
+
+    rng = np.random.default_rng(seed)
+    sample = [texts[i] for i in sorted(rng.choice(len(texts), min(n_docs, len(texts)), False))]
+    out: list[tuple[float | None, float | None]] = []
+    known: dict[float, float] = {}
+    for rate in rates:
+        result = calibrate(defense, sample, target=rate, seed=seed, known=known)
+        out.append((result.solution, rate))
+    return out
+
+
+def build_defense(name: str, params: dict[str, Any], backbone: str | None) -> Defense:
+    return build_component(DEFENSES, name, params, backbone, f"defense {name!r}")

@@ -1,0 +1,209 @@
+"""The run directory: its layout, its column schema and its result store, in one place.
+
+Everything that reads or writes a run (the runner, the leaderboard, the report, the CLI) goes
+through :class:`RunDir`, so a file's name or a column is declared once::
+
+    RUN_DIR/
+      config.json          the validated grid
+      run.json             run facts and provenance (written at the start, updated at the end)
+      cells/<key>.json     the result store: one record per finished point or cell
+      results.csv/.parquet one row per (defense point, attack), columns COLUMNS
+      examples.json        a few original/released pairs per point (for report --show-examples)
+      pareto_<attack>.png, frontiers.png, leaderboard.{md,csv,html}, report.html
+
+Every file is written atomically (a temporary file, then a rename), so a reader or a crash
+never sees half a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: The results table's columns, in order.
+COLUMNS = [
+    "defense", "knob", "knob_value", "attack", "seed", "status", "reason",
+    "attack_metric", "attack_score", "empirical_privacy", "utility_metric", "utility",
+    "utility_macro_f1", "replacement_rate", "seconds", "privatize_seconds", "utility_seconds",
+    "attack_seconds", "guarantee", "defense_params", "attack_params", "utility_evaluator",
+    "corpus", "corpus_fingerprint", "backbone", "n_train", "n_test", "privaudit_version",
+    "cell_key", "target_rate", "label", "attack_baseline", "attack_macro_f1", "attack_details",
+    "n_words",
+]  # fmt: skip
+
+
+def json_default(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return str(value)
+
+
+def write_atomic(path: Path, write: Callable[[Path], Any]) -> Path:
+    """``write(tmp)`` then rename onto ``path``: readers never see half a file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def write_text(path: Path, text: str) -> Path:
+    return write_atomic(path, lambda p: p.write_text(text, encoding="utf-8"))
+
+
+def write_json(path: Path, data: Any) -> Path:
+    return write_text(path, json.dumps(data, indent=2, default=json_default))
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not valid JSON: {exc}.") from None
+
+
+class ResultStore:
+    """Finished records, one JSON file each under ``RUN_DIR/cells/``, written atomically:
+    a crash or ``kill -9`` loses at most the cells in flight. Point records hold a defense
+    point's utility; cell records an attack's rows. Failed records are kept (they appear in
+    the results) but do not count as finished."""
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        self.dir.mkdir(parents=True, exist_ok=True)
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        path = self.dir / f"{key}.json"
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+
+    def finished(self, key: str) -> dict[str, Any] | None:
+        record = self.get(key)
+        return record if record is not None and record.get("status") != "failed" else None
+
+    def put(self, key: str, record: dict[str, Any]) -> None:
+        path = self.dir / f"{key}.json"
+        write_text(path, json.dumps(record, default=json_default))
+
+
+class RunDir:
+    """A run directory: where each file lives and how it is read and written."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    # ---- layout -------------------------------------------------------------------------
+
+    @property
+    def config_json(self) -> Path:
+        return self.path / "config.json"
+
+    @property
+    def run_json(self) -> Path:
+        return self.path / "run.json"
+
+    @property
+    def results_csv(self) -> Path:
+        return self.path / "results.csv"
+
+    @property
+    def results_parquet(self) -> Path:
+        return self.path / "results.parquet"
+
+    @property
+    def examples_json(self) -> Path:
+        return self.path / "examples.json"
+
+    @property
+    def report_html(self) -> Path:
+        return self.path / "report.html"
+
+    @property
+    def frontiers_png(self) -> Path:
+        return self.path / "frontiers.png"
+
+    def pareto_png(self, attack: str) -> Path:
+        safe = attack.replace("[", "-").replace("]", "")
+        return self.path / f"pareto_{safe}.png"
+
+    def leaderboard(self, ext: str) -> Path:
+        return self.path / f"leaderboard.{ext}"
+
+    def store(self) -> ResultStore:
+        return ResultStore(self.path / "cells")
+
+    def create(self) -> RunDir:
+        self.path.mkdir(parents=True, exist_ok=True)
+        return self
+
+    # ---- reading ------------------------------------------------------------------------
+
+    def read_meta(self) -> dict[str, Any]:
+        """run.json (``{}`` when absent)."""
+        return _read_json(self.run_json) if self.run_json.is_file() else {}
+
+    def read_config(self) -> dict[str, Any] | None:
+        return _read_json(self.config_json) if self.config_json.is_file() else None
+
+    def read_examples(self) -> list[dict[str, Any]] | None:
+        return _read_json(self.examples_json) if self.examples_json.is_file() else None
+
+    def read_results(self) -> pd.DataFrame:
+        """The results table (parquet, else csv); a missing or empty table says what to do."""
+        import pandas as pd
+
+        if not self.path.is_dir():
+            raise FileNotFoundError(
+                f"{self.path} is not a directory. Pass a run directory written by `privaudit "
+                "run` (e.g. reports/<run-id>/)."
+            )
+        if self.results_parquet.is_file():
+            frame = pd.read_parquet(self.results_parquet)
+        elif self.results_csv.is_file():
+            frame = pd.read_csv(self.results_csv, keep_default_na=False, na_values=[""])
+        else:
+            raise FileNotFoundError(
+                f"{self.path} has no results.parquet or results.csv. Run a grid into it first "
+                f"(`privaudit run --run-dir {self.path}`), or pass the run directory that "
+                "`privaudit run` printed (reports/<run-id>/)."
+            )
+        if frame.empty:
+            raise ValueError(
+                f"The results table in {self.path} has no rows: the run was interrupted before "
+                "its first defense point finished. Re-run it (`privaudit run --run-dir ...`)."
+            )
+        return frame
+
+    # ---- writing ------------------------------------------------------------------------
+
+    def write_meta(self, meta: dict[str, Any]) -> Path:
+        return write_json(self.run_json, meta)
+
+    def write_config(self, config_json: str) -> Path:
+        return write_text(self.config_json, config_json)
+
+    def write_examples(self, examples: list[dict[str, Any]]) -> Path:
+        return write_text(self.examples_json, json.dumps(examples, indent=1))
+
+    def write_results(self, rows: list[dict[str, Any]]) -> pd.DataFrame:
+        """results.csv and results.parquet from ``rows`` (columns :data:`COLUMNS`)."""
+        import pandas as pd
+
+        frame = pd.DataFrame(rows, columns=COLUMNS)
+        write_atomic(self.results_csv, lambda p: frame.to_csv(p, index=False))
+        write_atomic(self.results_parquet, lambda p: frame.to_parquet(p, index=False))
+        return frame
