@@ -65,7 +65,7 @@ def test_laplace_kernel_scale_determinism_and_inf() -> None:
     state = rng.bit_generator.state
     assert not sample_laplace((4, 5), 0.0, rng).any()
     assert rng.bit_generator.state == state  # no noise, no randomness consumed
-    with pytest.raises(ValueError, match="Laplace scale"):
+    with pytest.raises(ValueError, match=r"scale=-1.0 is not allowed"):
         sample_laplace(3, -1.0, rng)
     with pytest.raises(TypeError, match=r"numpy\.random\.Generator"):
         sample_laplace(3, 1.0, 0)  # type: ignore[arg-type]
@@ -82,11 +82,11 @@ def test_minmax_normalise_bounds_and_constant_rows() -> None:
 @pytest.mark.parametrize(
     ("value", "error", "message"),
     [
-        (0, ValueError, "epsilon must be a positive number"),
-        (-1.0, ValueError, "epsilon must be a positive number"),
-        (math.nan, ValueError, "epsilon must be a positive number"),
-        ("1", TypeError, "epsilon must be a positive number, got str"),
-        (True, TypeError, "epsilon must be a positive number, got bool"),
+        (0, ValueError, "epsilon=0 is not allowed: Input should be greater than 0"),
+        (-1.0, ValueError, "epsilon=-1.0 is not allowed: Input should be greater than 0"),
+        (math.nan, ValueError, "epsilon=nan is not allowed"),
+        ("1", ValueError, "epsilon='1' is not allowed: Input should be a valid number"),
+        (True, ValueError, "epsilon=True is not allowed: Input should be a valid number"),
     ],
 )
 def test_check_epsilon_errors(value: object, error: type[Exception], message: str) -> None:
@@ -109,7 +109,7 @@ def test_cape_at_infinity_is_the_normalised_clean_representation(tiny) -> None:
     clean = tiny.pooled(TEXTS)
     np.testing.assert_array_equal(stacked(release), minmax_normalise(clean))
     np.testing.assert_allclose(stacked(release), manual_minmax(clean.astype(np.float64)), atol=1e-6)
-    assert release.meta["space"] == "pooled" and release.meta["defense"] == "cape"
+    assert release.space == "pooled" and release.meta["defense"] == "cape"
     assert release.meta["epsilon"] == math.inf and release.meta["backbone"] == TINY
 
 
@@ -233,12 +233,12 @@ def test_objective_head_loss_and_perturbation(tiny) -> None:
     assert (objective.attribute, objective.weight, objective.hidden) == ("age_bin", 0.7, 16)
     assert objective.epsilon == 2.0 and objective.sensitivity == 1.0
 
-    head = objective.head(tiny.dim, 3)
+    head = objective.adversary(tiny.dim, 3)
     pooled = torch.randn(8, tiny.dim, requires_grad=True)
     assert head(pooled).shape == (8, 3)
     # the reversal is the head's first layer: the input's gradient is −λ times the plain one
     labels = torch.tensor([0, 1, 2, 0, 1, 2, 0, 1])
-    loss = objective.loss(pooled, labels, head)
+    loss = objective.adversary_loss(pooled, labels, head)
     assert torch.isfinite(loss)
     loss.backward()
     reversed_grad = pooled.grad.clone()
@@ -258,7 +258,9 @@ def test_objective_head_loss_and_perturbation(tiny) -> None:
     assert torch.isfinite(x.grad).all()
     again = objective.perturb(x.detach(), torch.Generator().manual_seed(0))
     assert torch.equal(again, z.detach())
-    loss2 = objective.loss(x, labels.repeat(50), head, generator=torch.Generator().manual_seed(1))
+    loss2 = objective.adversary_loss(
+        x, labels.repeat(50), head, generator=torch.Generator().manual_seed(1)
+    )
     assert torch.isfinite(loss2)
     silent = AdversarialObjective("gender", 1.0, 4, math.inf)
     torch.testing.assert_close(silent.perturb(x.detach(), g), clean)
@@ -274,17 +276,17 @@ def test_objective_validation() -> None:
     assert CAPE().fit(train).training_objective().attribute == "gender"
     with pytest.raises(ValueError, match="does not carry"):
         CAPE(attribute="religion").fit(train).training_objective()
-    with pytest.raises(ValueError, match="adversary_weight"):
-        CAPE(adversary_weight=-1).training_objective()
-    with pytest.raises(ValueError, match="adversary_hidden"):
-        CAPE(adversary_hidden=0).training_objective()
+    with pytest.raises(ValueError, match="adversary_weight=-1 is not allowed"):
+        CAPE(adversary_weight=-1)
+    with pytest.raises(ValueError, match="adversary_hidden=0 is not allowed"):
+        CAPE(adversary_hidden=0)
     with pytest.raises(ValueError, match="at least 2"):
-        CAPE().training_objective().head(8, 1)
+        CAPE().training_objective().adversary(8, 1)
     with pytest.raises(ValueError, match="attribute labels"):
         import torch
 
         objective = CAPE().training_objective()
-        objective.loss(torch.zeros(4, 8), [0, 1], objective.head(8, 2))
+        objective.adversary_loss(torch.zeros(4, 8), [0, 1], objective.adversary(8, 2))
 
 
 # --- bad and odd input -----------------------------------------------------------------------
@@ -310,23 +312,24 @@ def test_bad_input_errors(cls) -> None:
         cls(backbone=TINY).privatize(["ok", 3], rng=rng)  # type: ignore[list-item]
     with pytest.raises(TypeError, match=r"numpy\.random\.Generator"):
         cls(backbone=TINY).privatize(TEXTS, rng=0)  # type: ignore[arg-type]
-    for eps in (0, -1.0, math.nan):
-        with pytest.raises(ValueError, match="epsilon must be a positive number"):
-            cls(epsilon=eps, backbone=TINY).privatize(TEXTS, rng=rng)
-    with pytest.raises(TypeError, match="epsilon must be a positive number, got str"):
-        cls(epsilon="1", backbone=TINY).privatize(TEXTS, rng=rng)
-    with pytest.raises(ValueError, match="sensitivity must be a positive finite number"):
-        cls(sensitivity=0.0, backbone=TINY).privatize(TEXTS, rng=rng)
-    with pytest.raises(ValueError, match="max_length"):
-        cls(max_length=1, backbone=TINY).privatize(TEXTS, rng=rng)
+    for eps in (0, -1.0, math.nan, "1"):
+        with pytest.raises(ValueError, match=r"parameter epsilon=.* is not allowed"):
+            cls(epsilon=eps, backbone=TINY)
+    for bad in (0.0, math.inf):
+        with pytest.raises(ValueError, match=r"sensitivity=.* is not allowed"):
+            cls(sensitivity=bad, backbone=TINY)
+    with pytest.raises(
+        ValueError, match=r"max_length=1 is not allowed: .*greater than or equal to 3"
+    ):
+        cls(max_length=1, backbone=TINY)
 
 
 @pytest.mark.parametrize("mu", [-0.1, 1.0, 1.5, math.nan])
 def test_dropout_outside_unit_interval(mu: float) -> None:
-    with pytest.raises(ValueError, match=r"dropout .* must be in \[0, 1\)"):
-        DPNR(dropout=mu, backbone=TINY).privatize(TEXTS, rng=np.random.default_rng(0))
-    with pytest.raises(ValueError, match="dropout"):
-        DPNR(dropout=mu).drop_words(TEXTS, np.random.default_rng(0))
+    with pytest.raises(
+        ValueError, match=r"dropout=.* is not allowed: .*declared: float >= 0 and < 1"
+    ):
+        DPNR(dropout=mu, backbone=TINY)
 
 
 def test_knob_sweep_keeps_parameters() -> None:
@@ -336,3 +339,26 @@ def test_knob_sweep_keeps_parameters() -> None:
         assert {k: v for k, v in swept.params().items() if k != "epsilon"} == {
             k: v for k, v in base.params().items() if k != "epsilon"
         }
+
+
+def test_adversary_through_the_objective_protocol(tiny) -> None:
+    """What a trainer calls: applies_to, targets, head, loss — no CAPE-specific method."""
+    import torch
+
+    from privaudit.api import Objective, Release, TrainingBatch
+
+    objective = CAPE(adversary_hidden=8).training_objective()
+    assert isinstance(objective, Objective)
+    pooled = Release("pooled_vectors", vectors=[np.zeros(4)] * 3)
+    assert objective.applies_to(pooled) is None
+    assert "pooled" in (objective.applies_to(Release("text", texts=["a"])) or "")
+    targets = objective.targets(pooled, [0, 2], {"gender": ["M", "F", "F"]})
+    assert targets == [1, 0]  # classes sorted by value: F=0, M=1
+    with pytest.raises(ValueError, match="needs the train split's 'gender' labels"):
+        objective.targets(pooled, [0], {})
+    head = objective.head(tiny.dim, targets)
+    features = torch.randn(2, tiny.dim)
+    batch = TrainingBatch(hidden=None, features=features, prefix_positions=[[], []],
+                          targets=targets)  # fmt: skip
+    loss = objective.loss(batch, head)
+    torch.testing.assert_close(loss, objective.adversary_loss(features, targets, head))

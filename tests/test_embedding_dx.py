@@ -25,11 +25,11 @@ def test_release_shapes_and_identity_at_infinity(tiny) -> None:
     for ids, vectors in zip(tiny.token_ids(TEXTS), release.vectors or [], strict=True):
         assert vectors.shape == (len(ids), tiny.dim)
         np.testing.assert_array_equal(vectors, tiny.embeddings[ids])
-    assert release.meta["space"] == "input_word_embeddings" and release.audit == {}
+    assert release.layer == 0 and release.space == "token_embeddings" and release.audit == {}
 
 
 def test_inversion_falls_with_noise(tiny) -> None:
-    attack = NNInversion(backbone=TINY).fit(Knowledge(backbone=TINY))
+    attack = NNInversion(backbone=TINY).fit(Knowledge(backbone=TINY), rng=np.random.default_rng(0))
     truth = tiny.token_ids(TEXTS * 5)
     scores = []
     for eta in (1e9, 300, 1):
@@ -48,7 +48,7 @@ def test_probe_continues_the_forward_pass(tiny) -> None:
 
 
 def test_bad_input() -> None:
-    with pytest.raises(ValueError, match="eta must be a positive number"):
-        EmbeddingDX(eta=-3, backbone=TINY).privatize(TEXTS, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="eta=-3 is not allowed: Input should be greater than 0"):
+        EmbeddingDX(eta=-3, backbone=TINY)
     with pytest.raises(TypeError, match="single string"):
         EmbeddingDX(backbone=TINY).privatize("text", rng=np.random.default_rng(0))  # type: ignore[arg-type]

@@ -125,13 +125,13 @@ def test_radius_cache_persists(tmp_path, monkeypatch) -> None:
 
 @pytest.mark.parametrize("bad", [-1.0, 0.0, float("nan"), -math.inf])
 def test_eta_must_be_positive(bad: float) -> None:
-    with pytest.raises(ValueError, match="positive"):
+    with pytest.raises(ValueError, match=r"check_eta parameter eta=.* greater than 0"):
         check_eta(bad)
 
 
 @pytest.mark.parametrize("bad", ["100", None, True, [1.0]])
 def test_eta_must_be_a_number(bad: object) -> None:
-    with pytest.raises(TypeError, match="eta must be a positive number"):
+    with pytest.raises(ValueError, match=r"parameter eta=.* is not allowed: .*valid number"):
         check_eta(bad)
 
 

@@ -88,18 +88,18 @@ def test_pooled_is_memoised_and_equal_to_a_fresh_encoding(tiny) -> None:
 
 
 def test_content_texts_skips_the_public_plain_prefix() -> None:
-    release = Release("text", texts=["p1 p2 real words", "p1 p2 more"], meta={"n_plain_words": 2})
+    release = Release("text", texts=["p1 p2 real words", "p1 p2 more"], plain_prefix=2)
     assert release.content_texts() == ["real words", "more"]
     assert Release("text", texts=["as is"]).content_texts() == ["as is"]
     for bad in (-1, 1.5, True, "2"):
-        with pytest.raises(ValueError, match="n_plain_words"):
-            Release("text", texts=["x"], meta={"n_plain_words": bad}).content_texts()
+        with pytest.raises(ValueError, match="plain_prefix"):
+            Release("text", texts=["x"], plain_prefix=bad)
     with pytest.raises(ValueError, match="no texts"):
         Release("pooled_vectors", vectors=[np.zeros(3)]).content_texts()
 
 
 def test_probe_encodes_a_release_without_its_plain_prefix() -> None:
     probe = Probe(backbone=TINY)
-    prefixed = Release("text", texts=["alpha beta the film was good"], meta={"n_plain_words": 2})
+    prefixed = Release("text", texts=["alpha beta the film was good"], plain_prefix=2)
     plain = Release("text", texts=["the film was good"])
     np.testing.assert_allclose(probe.features(prefixed), probe.features(plain))

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from privaudit.api import Knowledge
+from privaudit.api import Knowledge, TrainingBatch
 from privaudit.attacks.nn_inversion import NNInversion
 from privaudit.audit.scoring import replacement_rate, token_recovery
 from privaudit.defenses.pct2t import CATEGORIES, PCT2T, match_case, resolve_categories
@@ -111,7 +111,7 @@ def test_case_is_matched() -> None:
 
 def test_nn_inversion_on_pct2t_is_one_minus_rate_roughly(tiny) -> None:
     release = pct2t(300).privatize(TEXTS, rng=np.random.default_rng(0))
-    attack = NNInversion(backbone=TINY).fit(Knowledge(backbone=TINY))
+    attack = NNInversion(backbone=TINY).fit(Knowledge(backbone=TINY), rng=np.random.default_rng(0))
     recovery = token_recovery(tiny.token_ids(TEXTS), attack.attack(release.public()))
     rate = replacement_rate([release.audit])
     assert 0 < rate < 0.6
@@ -134,7 +134,7 @@ def test_rapt_prepends_a_fixed_plain_sequence() -> None:
     release = d.privatize(TEXTS[:2], rng=np.random.default_rng(0))
     for text, original in zip(release.texts or [], TEXTS, strict=False):
         assert text == " ".join(plain) + " " + original
-    assert release.meta["n_plain_words"] == 12
+    assert release.plain_prefix == 12 and release.content_texts() == TEXTS[:2]
     noisy = rapt(1.0, n_plain=12).privatize(TEXTS[:2], rng=np.random.default_rng(0))
     prefixes = [t.split()[:12] for t in noisy.texts or []]
     assert prefixes[0] != plain and prefixes[0] != prefixes[1]  # fresh noise per document
@@ -157,8 +157,8 @@ def test_rapt_per_document_plain_sequences() -> None:
     assert objective.row_targets(None) == objective.plain_targets
     with pytest.raises(ValueError, match="not in the objective"):
         objective.row_targets(["qqqzzz"])
-    with pytest.raises(ValueError, match="Unknown plain_sequence"):
-        rapt(plain_sequence="random").privatize(TEXTS, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="plain_sequence='random' is not allowed"):
+        rapt(plain_sequence="random")
     fixed = rapt(math.inf, n_plain=6).privatize(TEXTS[:3], rng=np.random.default_rng(0))
     assert "plain_words" not in fixed.meta
 
@@ -170,7 +170,7 @@ def test_rapt_empty_document_gets_only_the_prefix() -> None:
 
 def test_nn_inversion_skips_the_public_plain_prefix(tiny) -> None:
     release = rapt(math.inf, n_plain=8).privatize(TEXTS, rng=np.random.default_rng(0))
-    attack = NNInversion(backbone=TINY).fit(Knowledge(backbone=TINY))
+    attack = NNInversion(backbone=TINY).fit(Knowledge(backbone=TINY), rng=np.random.default_rng(0))
     assert token_recovery(tiny.token_ids(TEXTS), attack.attack(release.public())) >= 0.99
 
 
@@ -181,35 +181,50 @@ def test_reconstruction_objective_trains(tiny) -> None:
     objective = d.training_objective()
     assert len(objective.plain_targets) == 6 and objective.hidden == 96
     assert [objective.vocabulary[t] for t in objective.plain_targets] == d.plain_tokens()[0]
-    head = objective.head(tiny.dim)
-    hidden = torch.randn(3, 6, tiny.dim, requires_grad=True)
-    loss = objective.loss(hidden, head)
+    release = d.privatize(["fine", "good"], rng=np.random.default_rng(0))
+    assert objective.applies_to(release) is None
+    assert "plain-token prefix" in objective.applies_to(
+        pct2t(100).privatize(["x"], rng=np.random.default_rng(0))
+    )
+    targets = objective.targets(release, [0, 1], {})
+    assert targets == [objective.plain_targets] * 2
+    head = objective.head(tiny.dim, targets)
+    hidden = torch.randn(2, 9, tiny.dim, requires_grad=True)
+    positions = [[1, 2, 3, 4, 5, 6], [1, 2, 3, 5, 6, 7]]
+    batch = TrainingBatch(hidden=hidden, features=None, prefix_positions=positions, targets=targets)
+    loss = objective.loss(batch, head)
     loss.backward()
     assert loss.item() > 0 and hidden.grad is not None
-    text = d.privatize(["fine"], rng=np.random.default_rng(0)).texts[0]
-    enc = tiny.tokenizer(text, return_offsets_mapping=True)
-    positions = objective.positions(enc["offset_mapping"], text, 6)
-    assert len(positions) == 6 and positions[0] == 1  # right after [CLS]
+    # by hand: cross-entropy of the head at each row's plain positions against its targets
+    at = torch.stack([hidden[r, positions[r]] for r in range(2)])
+    expected = torch.nn.functional.cross_entropy(
+        head(at).reshape(-1, len(objective.vocabulary)), torch.tensor(targets).reshape(-1)
+    )
+    torch.testing.assert_close(loss, expected)
+    short = TrainingBatch(
+        hidden=hidden, features=None, prefix_positions=[[1, 2], []], targets=targets
+    )
+    assert objective.loss(short, head) is None  # a row whose prefix was truncated away
 
 
 def test_rapt_bad_parameters() -> None:
-    with pytest.raises(ValueError, match="n_plain must be a non-negative integer"):
-        rapt(n_plain=-1).privatize(TEXTS, rng=np.random.default_rng(0))
-    with pytest.raises(TypeError, match="reconstruction must be a bool"):
-        rapt(reconstruction="no").training_objective()
+    with pytest.raises(ValueError, match="n_plain=-1 is not allowed"):
+        rapt(n_plain=-1)
+    with pytest.raises(ValueError, match=r"reconstruction='no' is not allowed: .*valid boolean"):
+        rapt(reconstruction="no")
 
 
 def test_rapt_ablations() -> None:
     rng = np.random.default_rng(0)
     no_plain = rapt(n_plain=0)
     release = no_plain.privatize(TEXTS, rng=rng)
-    assert release.meta["n_plain_words"] == 0 and no_plain.training_objective() is None
+    assert release.plain_prefix == 0 and no_plain.training_objective() is None
     pct = pct2t(100).privatize(TEXTS, rng=np.random.default_rng(0))
     assert release.texts == pct.texts  # no plain tokens: the release is PCT2T's
     assert rapt(n_plain=4, reconstruction=False).training_objective() is None
     assert rapt(n_plain=4).training_objective() is not None
-    with pytest.raises(ValueError, match="Unknown plain-token sampler"):
-        rapt(sampler="zipf").privatize(TEXTS, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="sampler='zipf' is not allowed"):
+        rapt(sampler="zipf")
     with pytest.raises(ValueError, match="needs fit"):
         rapt(sampler="frequency").plain_tokens()
     fitted = rapt(sampler="frequency", n_plain=5).fit(TEXTS)

@@ -89,7 +89,8 @@ def test_rapt_plain_prefix_is_outside_the_pool_and_the_length_budget(tiny) -> No
     defense = DEFENSES.get("rapt")(backbone=TINY, eta=100.0, n_plain=6)
     release = defense.privatize(["good fast delivery " * 40, "bad"], rng=np.random.default_rng(0))
     objective = defense.training_objective()
-    inputs = _Inputs.build(tiny, release, np.arange(2), 16, objective)
+    targets = objective.targets(release, np.arange(2), {})
+    inputs = _Inputs.build(tiny, release, np.arange(2), 16, targets)
     for r, text in enumerate(release.texts):
         prefix = " ".join(text.split()[:6])
         n_prefix = len(tiny.tokenizer(prefix, add_special_tokens=False)["input_ids"])
@@ -101,7 +102,9 @@ def test_rapt_plain_prefix_is_outside_the_pool_and_the_length_budget(tiny) -> No
     # The long review keeps max_length (16) tokens of its own beside the prefix.
     assert int(inputs.pool[0].sum()) == 16  # [CLS] + 14 text pieces + [SEP]
     without = _Inputs.build(tiny, release, np.arange(2), 16, None)
-    assert without.plain == [[], []] and torch.equal(without.pool, inputs.pool)
+    # the prefix's positions are the release's (public), whether or not an objective reads them
+    assert without.plain == inputs.plain and without.targets is None
+    assert torch.equal(without.pool, inputs.pool) and inputs.targets == targets
     plain = _Inputs.build(tiny, Release("text", texts=["a b c"]), np.arange(1), 16, None)
     assert plain.pool is None and "pool_mask" not in plain.batch(torch.arange(1))
 
@@ -113,7 +116,9 @@ def test_rapt_per_document_targets_reach_the_loss(tiny) -> None:
                                    plain_sequence="per-document")  # fmt: skip
     release = defense.privatize(TEXTS[:4], rng=np.random.default_rng(0))
     objective = defense.training_objective()
-    inputs = _Inputs.build(tiny, release, np.arange(1, 4), 32, objective)
+    inputs = _Inputs.build(
+        tiny, release, np.arange(1, 4), 32, objective.targets(release, [1, 2, 3], {})
+    )
     own = release.meta["plain_words"]
     assert inputs.targets == [objective.row_targets(own[i]) for i in (1, 2, 3)]
     util = UTILITY.get("prompt-tuning")(**SMALL, num_virtual_tokens=4)
@@ -158,7 +163,7 @@ def test_split_model_releases_train_the_top_model(layer) -> None:
     full.evaluate_releases(*_split(train, test), rng=np.random.default_rng(0))
     assert full.last_info["trainable_params"] >= lora.last_info["trainable_params"]
     mixed = defense.privatize(TEXTS[36:], rng=rng)
-    mixed.meta["layer"] = 0
+    mixed.layer = 3 - layer  # hidden states of another split layer
     with pytest.raises(ValueError, match="one split layer"):
         lora.evaluate_releases(*_split(train, mixed), rng=np.random.default_rng(0))
 
@@ -166,18 +171,22 @@ def test_split_model_releases_train_the_top_model(layer) -> None:
 @pytest.mark.parametrize(
     ("params", "error", "message"),
     [
-        ({"method": "p-tuning"}, ValueError, "Unknown method 'p-tuning'"),
-        ({"profile": "huge"}, ValueError, "Unknown profile"),
-        ({"epochs": "3"}, (TypeError, ValueError), "epochs"),
-        ({"lr": -1.0}, ValueError, "lr"),
-        ({"lora_dropout": 1.5}, ValueError, "lora_dropout"),
-        ({"use_objective": "yes"}, TypeError, "use_objective"),
-        ({"progress": "on"}, TypeError, "progress"),
+        ({"method": "p-tuning"}, ValueError, "method='p-tuning' is not allowed: Input should be"),
+        ({"profile": "huge"}, ValueError, "profile='huge' is not allowed"),
+        ({"epochs": "3"}, ValueError, "epochs='3' is not allowed"),
+        ({"epochs": 0}, ValueError, "epochs=0 is not allowed"),
+        ({"lr": -1.0}, ValueError, "lr=-1.0 is not allowed"),
+        ({"lora_dropout": 1.5}, ValueError, "lora_dropout=1.5 is not allowed"),
+        ({"use_objective": "yes"}, ValueError, "use_objective='yes' is not allowed"),
+        ({"progress": "on"}, ValueError, "progress='on' is not allowed"),
     ],
 )
 def test_bad_parameters_fail_clearly(params, error, message) -> None:
+    """On construction: before any data is read."""
     with pytest.raises(error, match=message):
-        PeftUtility(**{**SMALL, **params}).evaluate_releases(*_text(), rng=np.random.default_rng(0))
+        PeftUtility(**{**SMALL, **params})
+    with pytest.raises(ValueError, match="prompt-tuning \\(PromptTuning\\) parameter"):
+        UTILITY.get("prompt-tuning")(epochs=0)
 
 
 def test_bad_inputs_fail_clearly() -> None:
@@ -276,3 +285,47 @@ def test_cape_trains_with_its_adversary() -> None:
     plain = UTILITY.get("lora")(**SMALL, use_objective=False)
     plain.evaluate_releases(*args, rng=np.random.default_rng(0), defense=defense)
     assert plain.last_info["objective"] is None
+
+
+class _CountingObjective:
+    """Not RAPT's, not CAPE's: any class with the four methods trains beside the task."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def applies_to(self, release: Release) -> str | None:
+        return None if release.kind == "pooled_vectors" else "pooled only"
+
+    def targets(self, release: Release, rows, attributes) -> list:
+        return [int(r) % 2 for r in rows]
+
+    def head(self, hidden_size: int, targets) -> torch.nn.Module:
+        self.module = torch.nn.Linear(hidden_size, 2)
+        return self.module
+
+    def loss(self, batch, head):
+        self.calls += 1
+        assert batch.hidden is None and len(batch.targets) == batch.features.shape[0]
+        target = torch.as_tensor(batch.targets)
+        return torch.nn.functional.cross_entropy(head(batch.features), target)
+
+
+def test_any_objective_trains_through_the_protocol() -> None:
+    class WithObjective:
+        objective = _CountingObjective()
+
+        def training_objective(self) -> _CountingObjective:
+            return self.objective
+
+    defense = WithObjective()
+    vectors = [np.random.default_rng(i).normal(size=8).astype(np.float32) for i in range(40)]
+    train = Release("pooled_vectors", vectors=vectors[:30])
+    test = Release("pooled_vectors", vectors=vectors[30:])
+    labels = [i % 2 for i in range(40)]
+    util = UTILITY.get("lora")(**SMALL)
+    before = defense.objective.module if hasattr(defense.objective, "module") else None
+    util.evaluate_releases(train, labels[:30], test, labels[30:], rng=np.random.default_rng(0),
+                           defense=defense)  # type: ignore[arg-type]  # fmt: skip
+    assert before is None and defense.objective.calls > 0
+    assert util.last_info["objective"] == "_CountingObjective"
+    assert defense.objective.module.weight.grad is not None  # its head was trained

@@ -41,7 +41,7 @@ def test_default_backbone_shape(real) -> None:
 def test_nn_inversion_on_none_and_t2t(real, corpus) -> None:
     texts = corpus.texts("test")[:80]
     truth = real.token_ids(texts)
-    attack = NNInversion().fit(Knowledge(white_box=True))
+    attack = NNInversion().fit(Knowledge(white_box=True), rng=np.random.default_rng(0))
     clean = NoDefense().privatize(texts, rng=np.random.default_rng(0))
     assert token_recovery(truth, attack.attack(clean.public())) >= 0.99
     rates, recoveries = [], []

@@ -98,7 +98,7 @@ def test_failures_and_inapplicable_pairs_are_rows(tmp_path) -> None:
     assert by.loc["exploding", "status"] == "failed"
     assert "RuntimeError: boom" in by.loc["exploding", "reason"]
     assert by.loc["pooled", "status"] == "n/a"
-    assert "pooled_vectors" in by.loc["pooled", "reason"]
+    assert "not pooled" in by.loc["pooled", "reason"]
     assert by.loc["none", "status"] == "ok"  # the grid went on
 
 

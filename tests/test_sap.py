@@ -29,7 +29,9 @@ def test_no_noise_equals_the_unsplit_model(tiny, layer: int) -> None:
     release = SAP(eta=math.inf, split_layer=layer, backbone=TINY).privatize(
         texts, rng=np.random.default_rng(0)
     )
-    assert release.meta["layer"] == layer
+    assert release.layer == layer and release.space == (
+        "token_embeddings" if layer == 0 else "hidden_states"
+    )
     np.testing.assert_allclose(
         Probe(backbone=TINY).features(release), tiny.pooled(texts), atol=1e-4
     )
@@ -43,7 +45,7 @@ def test_layer0_release_is_projected_embeddings(tiny) -> None:
     # Every released vector is exactly some vocabulary embedding (paper Eq. 4).
     assert np.isin(tiny.index.query(rows), tiny.candidate_ids).all()
     np.testing.assert_allclose(tiny.embeddings[tiny.index.query(rows)], rows)
-    attack = NNInversion(backbone=TINY).fit(Knowledge(backbone=TINY))
+    attack = NNInversion(backbone=TINY).fit(Knowledge(backbone=TINY), rng=np.random.default_rng(0))
     recovery = token_recovery(tiny.token_ids(TEXTS * 5), attack.attack(release.public()))
     assert recovery == pytest.approx(1 - replacement_rate([release.audit]), abs=1e-9)
 
@@ -56,8 +58,8 @@ def test_deeper_releases_are_noisy_hidden_states_and_not_nn_invertible(tiny) -> 
     assert clean.vectors[0].shape == noisy.vectors[0].shape == (7, tiny.dim)  # with CLS/SEP
     norms = np.linalg.norm(np.concatenate(noisy.vectors) - np.concatenate(clean.vectors), axis=1)
     assert norms.mean() == pytest.approx(tiny.dim / 50, rel=0.2)
-    reason = NNInversion().applicable("token_vectors", Knowledge(), noisy.meta)
-    assert reason is not None and "layer 1" in reason
+    reason = NNInversion().applicable(noisy, Knowledge())
+    assert reason is not None and "not hidden_states" in reason
 
 
 def test_noise_lowers_utility(corpus) -> None:
@@ -95,7 +97,11 @@ def test_cti_needs_fit_and_two_classes(corpus) -> None:
 
 @pytest.mark.parametrize(
     ("layer", "error", "message"),
-    [(3, ValueError, "outside 0..2"), (-1, ValueError, "outside"), (1.5, TypeError, "integer")],
+    [
+        (3, ValueError, "outside 0..2"),  # the backbone's depth: checked once it is loaded
+        (-1, ValueError, "split_layer=-1 is not allowed"),
+        (1.5, ValueError, "split_layer=1.5 is not allowed: Input should be a valid integer"),
+    ],
 )
 def test_bad_split_layer(layer, error, message) -> None:
     with pytest.raises(error, match=message):
@@ -103,8 +109,8 @@ def test_bad_split_layer(layer, error, message) -> None:
 
 
 def test_bad_input() -> None:
-    with pytest.raises(ValueError, match="eta must be a positive number"):
-        SAP(eta=float("nan"), backbone=TINY).privatize(TEXTS, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="eta=nan is not allowed"):
+        SAP(eta=float("nan"), backbone=TINY)
     with pytest.raises(TypeError, match="single string"):
         SAP(backbone=TINY).privatize("x", rng=np.random.default_rng(0))  # type: ignore[arg-type]
     long = SAP(eta=100, split_layer=1, backbone=TINY).privatize(

@@ -63,7 +63,7 @@ def test_kill_9_then_resume_loses_nothing_finished(reference, tmp_path) -> None:
     code = (
         "from privaudit.audit.config import load_config\n"
         "from privaudit.audit.runner import run_grid\n"
-        "import privaudit.audit.runner as r, time\n"
+        "import privaudit.audit.executors as r, time\n"
         "real = r.compute\n"
         "def slow(*a, **k):\n"
         "    out = real(*a, **k)\n"

@@ -89,8 +89,7 @@ def identity(defense: Defense, corpus_fp: str, backbone_fp: str, seed: int) -> l
 
 
 def plan(config: GridConfig, ctx: Fitted, store: ResultStore | None = None) -> list[Point]:
-    """Every defense point of the grid, with calibrated knob values resolved (and cached).
-    Every level is built here (``with_knob`` checks its value), so a bad one fails now."""
+    """Every defense point of the grid, with calibrated knob values resolved (and cached)."""
     points: list[Point] = []
     for i, spec in enumerate(config.defenses):
         base = ctx.base(i)
@@ -110,14 +109,20 @@ def plan(config: GridConfig, ctx: Fitted, store: ResultStore | None = None) -> l
             else:
                 levels = [tuple(level) for level in cached["levels"]]  # type: ignore[misc]
         for value, target in levels:
-            if value is not None:
-                try:
-                    base.with_knob(value)
-                except ValueError as exc:
-                    raise ValueError(f"defenses.{i}.knob_values: {exc}") from None
             for seed in config.seeds:
                 points.append(Point(spec.display, i, spec.name, value, target, seed))
     return points
+
+
+def check_levels(config: GridConfig, defenses: list[Defense]) -> None:
+    """Every configured knob value is one its defense's knob declaration allows (before any
+    work: ``with_knob`` checks the value)."""
+    for i, (spec, defense) in enumerate(zip(config.defenses, defenses, strict=True)):
+        for value in spec.knob_values or []:
+            try:
+                defense.with_knob(value)
+            except ValueError as exc:
+                raise ValueError(f"defenses.{i}.knob_values: {exc}") from None
 
 
 def _calibrated_levels(

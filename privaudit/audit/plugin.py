@@ -60,6 +60,7 @@ class UserDefense(Defense):
         self.knob = knob  # type: ignore[misc]
         self.options = options
         self._impl: Any = None
+        self._train: Any = None  # what fit() saw: a copy at another knob value refits on it
 
     def _load(self) -> Any:
         if self._impl is None:
@@ -75,6 +76,8 @@ class UserDefense(Defense):
                 ) from None
             if not callable(getattr(impl, "privatize", None)):
                 raise ValueError(f"{self.target} has no privatize(texts, rng) method.")
+            if self._train is not None and callable(getattr(impl, "fit", None)):
+                impl.fit(self._train)
             self._impl = impl
             # The user's own name and guarantee, where given, label the results.
             self.name = str(getattr(impl, "name", "") or cls.__name__)  # type: ignore[misc]
@@ -83,9 +86,8 @@ class UserDefense(Defense):
         return self._impl
 
     def fit(self, train: Any) -> UserDefense:
-        impl = self._load()
-        if callable(getattr(impl, "fit", None)):
-            impl.fit(train)
+        self._train, self._impl = train, None
+        self._load()
         return self
 
     def privatize(self, texts: Any, *, rng: np.random.Generator) -> Release:
@@ -118,7 +120,10 @@ class UserDefense(Defense):
     def with_knob(self, value: float) -> UserDefense:
         if self.knob is None:
             raise ValueError("This privatizer was given no knob; use --knob NAME=v1,v2,...")
-        return UserDefense(self.target, self.knob, **{**self.options, self.knob: value})
+        other = copy.copy(self)  # the user's name, guarantee and fit data stay
+        other.options = {**self.options, self.knob: value}
+        other._impl = None  # rebuilt (and refitted) with the new value on first use
+        return other
 
 
 @dataclass

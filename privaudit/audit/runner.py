@@ -19,7 +19,7 @@ from typing import Any
 from privaudit import __version__
 from privaudit.audit.cells import Context, Task, build_components, context_for
 from privaudit.audit.config import GridConfig
-from privaudit.audit.plan import Point, cell_key, fmt_params, plan
+from privaudit.audit.plan import Point, cell_key, check_levels, fmt_params, plan
 from privaudit.audit.store import ResultStore, RunDir
 
 
@@ -59,7 +59,8 @@ def run_grid(
     from privaudit.provenance import provenance
 
     config.check_names()
-    build_components(config)  # every parameter value checked before anything is written
+    defenses, _, _ = build_components(config)  # every value checked before anything is written
+    check_levels(config, defenses)
     spec = config.executor
     runner = make_executor(
         executor or spec.kind, jobs=jobs if jobs is not None else spec.jobs,

@@ -109,7 +109,8 @@ def pos_vocabulary(backbone_name: str | None, spacy_name: str | None = None) -> 
     name and version; categories are chosen at load time from the stored tags, so a changed
     backbone, pipeline or category set never serves a stale vocabulary.
     """
-    from privaudit.resources import backbone, cache_dir, spacy_pipeline
+    from privaudit.mechanisms.memo import cache_dir
+    from privaudit.resources import backbone, spacy_pipeline
 
     bb = backbone(backbone_name)
     nlp = spacy_pipeline(spacy_name)

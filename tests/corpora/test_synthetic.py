@@ -190,17 +190,18 @@ def test_leak_rate_scales_cues() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "error", "pattern"),
     [
-        ({"n_docs": 0}, ValueError, r"n_docs must be an int ≥ 10.*got 0"),
-        ({"n_docs": 9}, ValueError, r"n_docs must be an int ≥ 10.*got 9"),
-        ({"n_docs": "100"}, TypeError, r"n_docs must be an int ≥ 10.*got '100' of type str"),
-        ({"n_docs": 100.0}, TypeError, r"got 100\.0 of type float"),
-        ({"n_docs": True}, TypeError, r"n_docs must be an int"),
-        ({"leak_rate": 2}, ValueError, r"leak_rate must be a probability in \[0, 1\].*got 2"),
-        ({"leak_rate": -0.1}, ValueError, r"leak_rate must be a probability"),
+        ({"n_docs": 0}, ValueError, r"n_docs=0 is not allowed: .*\(declared: int >= 10\)"),
+        ({"n_docs": 9}, ValueError, r"n_docs=9 is not allowed"),
+        ({"n_docs": "100"}, ValueError, r"n_docs='100' is not allowed: .*valid integer"),
+        ({"n_docs": 100.0}, ValueError, r"n_docs=100\.0 is not allowed: .*valid integer"),
+        ({"n_docs": True}, ValueError, r"n_docs=True is not allowed"),
+        ({"nn_docs": 10}, ValueError, r"no parameter 'nn_docs'\. Did you mean 'n_docs'\?"),
+        ({"leak_rate": 2}, ValueError, r"leak_rate=2 is not allowed: .*float >= 0 and <= 1"),
+        ({"leak_rate": -0.1}, ValueError, r"leak_rate=-0\.1 is not allowed"),
         ({"split_fractions": (0.5, 0.5, 0.5)}, ValueError, r"summing to 1, got \(0\.5, 0\.5"),
         ({"split_fractions": (0.8, 0.2, 0.0)}, ValueError, r"three positive numbers"),
         ({"split_fractions": (0.5, 0.5)}, ValueError, r"three positive numbers"),
-        ({"seed": -1}, ValueError, r"seed must be a non-negative int"),
+        ({"seed": -1}, ValueError, r"seed=-1 is not allowed: .*int >= 0"),
     ],
 )
 def test_bad_arguments(kwargs: dict, error: type[Exception], pattern: str) -> None:
