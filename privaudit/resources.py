@@ -287,8 +287,10 @@ def backbone(name: str | None = None) -> Backbone:
                 intermediate_size=64,
                 max_position_embeddings=512,
             )
-            torch.manual_seed(0)
-            model = BertModel(config)
+            from privaudit.mechanisms.seeding import seeded_torch
+
+            with seeded_torch(0):  # the same random weights in every process
+                model = BertModel(config)
         else:
             model = AutoModel.from_pretrained(path)
     else:

@@ -16,6 +16,7 @@ from annotated_types import Ge, Le, MinLen, MultipleOf
 from privaudit.api import Defense, Release
 from privaudit.defenses._validate import check_rng, check_texts
 from privaudit.lexicon import MONTHS, PERSON_TITLES, WEEKDAYS
+from privaudit.mechanisms.seeding import seeded_torch
 from privaudit.resources import ner_pipeline
 
 if TYPE_CHECKING:
@@ -575,9 +576,11 @@ def _model_generator(name: str, rng: np.random.Generator) -> Callable[[str, str]
         pad = (
             tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         )
-        with torch.random.fork_rng(devices=[]), torch.inference_mode():  # leave global RNG be
-            # crc32, not hash(): str hashes change between processes.
-            torch.manual_seed(seed + zlib.crc32(f"{etype}|{original}".encode()))
+        # crc32, not hash(): str hashes change between processes.
+        with (
+            seeded_torch(seed + zlib.crc32(f"{etype}|{original}".encode())),
+            torch.inference_mode(),
+        ):
             ids = model.generate(
                 **enc, max_new_tokens=12, do_sample=True, top_p=0.9, pad_token_id=pad
             )

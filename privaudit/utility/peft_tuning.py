@@ -77,7 +77,7 @@ class PeftUtility(UtilityEvaluator):
     ``max_length``, and subsets ``max_train``/``max_test`` default to the ``profile``'s values
     (``quick`` or ``paper``; see :data:`PROFILES`).
 
-    RAPT's releases start with ``n_plain_words`` public plain words (``Release.meta``): the
+    RAPT's releases start with ``plain_prefix`` public plain words (a typed Release field): the
     service knows where they are, so the classifier's mean leaves them out and
     ``max_length`` budgets the user's text alone (the prefix gets its own room). Without
     this the 40-word prefix would fill half of every mean and push the review's end past
