@@ -22,6 +22,29 @@ app = typer.Typer(
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: Exit codes: 0 every cell ok or n/a; 2 a user error before any work; 3 the run finished but
+#: some cells failed (their reasons are in the summary and the report; --allow-failures: 0).
+EXIT_USAGE, EXIT_CELLS_FAILED = 2, 3
+
+
+def _version(value: bool) -> None:
+    if value:
+        from privaudit import __version__
+
+        typer.echo(f"privaudit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """Adversarial privacy auditing for text privatization: attack every defense, measure
+    utility, and plot the privacy-utility frontier."""
+
 
 def _user_errors(func: F) -> F:
     """Errors a user can cause end in one clear line and exit code 2, not a traceback."""
@@ -30,9 +53,11 @@ def _user_errors(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
+        except typer.Exit:  # a deliberate exit status (click's Exit is a RuntimeError)
+            raise
         except (ValueError, TypeError, RuntimeError, FileNotFoundError) as exc:
             typer.secho(f"Error: {exc}", fg=typer.colors.RED, err=True)
-            raise typer.Exit(2) from None
+            raise typer.Exit(EXIT_USAGE) from None
 
     return wrapper  # type: ignore[return-value]
 
@@ -134,11 +159,15 @@ def run(
     address: Annotated[
         str | None, typer.Option(help="Ray cluster: 'auto' or HOST:PORT (default: start one).")
     ] = None,
+    allow_failures: Annotated[
+        bool, typer.Option(help="Exit 0 even when some cells failed (default: exit 3).")
+    ] = False,
 ) -> None:
     """Run a grid: every defense at every privacy level against every attack, with utility.
 
     Every finished cell is stored as it finishes; re-running a config into the same
-    --run-dir (or --resume RUN_DIR) skips the finished ones."""
+    --run-dir (or --resume RUN_DIR) skips the finished ones. Exit status: 0 when every cell
+    is ok or n/a, 2 for an error before any work, 3 when some cells failed."""
     from privaudit.audit.config import load_config
     from privaudit.audit.runner import run_grid
 
@@ -156,6 +185,23 @@ def run(
     result = run_grid(cfg, reports_root=out, run_dir=run_dir, progress=progress,
                       executor=executor, jobs=jobs, address=address)  # fmt: skip
     _print_summary(result)
+    _exit_for_failures(result.frame, allow_failures)
+
+
+def _exit_for_failures(frame: Any, allow: bool) -> None:
+    """One line on the failed cells, then exit 3 (0 with --allow-failures)."""
+    failed = frame[frame["status"] == "failed"]
+    if failed.empty:
+        return
+    reasons = failed["reason"].astype(str).str.split(" at ").str[0].nunique()
+    typer.secho(
+        f"{len(failed)} of {len(frame)} cells failed ({reasons} distinct reason(s); see "
+        "above and the report's Failures section)."
+        + ("" if allow else " Exit status 3; --allow-failures exits 0."),
+        fg=typer.colors.RED, err=True,
+    )  # fmt: skip
+    if not allow:
+        raise typer.Exit(EXIT_CELLS_FAILED)
 
 
 def _print_summary(result: Any) -> None:

@@ -2,16 +2,35 @@
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+_LABEL_FORBIDDEN = re.compile(r"[/\\\x00-\x1f]")
+
+
+def _check_label(label: str | None) -> str | None:
+    """Labels name files (plots) and table rows: no path separators or control characters."""
+    if label is not None:
+        if not label.strip():
+            raise ValueError("a label must not be empty")
+        bad = _LABEL_FORBIDDEN.search(label)
+        if bad:
+            raise ValueError(
+                f"a label may not contain {bad.group()!r} (path separators and control "
+                f"characters name no file), got {label!r}"
+            )
+    return label
 
 
 class CorpusSpec(_Strict):
@@ -47,6 +66,8 @@ class DefenseSpec(_Strict):
         "on the corpus's train split before the grid runs (defenses with an eta-like knob)",
     )
 
+    _label = field_validator("label")(classmethod(lambda cls, v: _check_label(v)))
+
     @field_validator("target_rates")
     @classmethod
     def _rates(cls, values: list[float] | None) -> list[float] | None:
@@ -78,6 +99,8 @@ class AttackSpec(_Strict):
         description="name of this attack in results and plots (default: the attack's name); "
         "needed when one attack is listed twice with different parameters",
     )
+
+    _label = field_validator("label")(classmethod(lambda cls, v: _check_label(v)))
 
     def display(self) -> str:
         return self.label or self.name
@@ -113,7 +136,9 @@ class GridConfig(_Strict):
         description="utility evaluator name, or {name, params} (e.g. {name: lora, params: "
         "{profile: quick}})",
     )
-    seeds: list[int] = Field(default_factory=lambda: [0])
+    seeds: list[Annotated[int, Field(ge=0)]] = Field(
+        default_factory=lambda: [0], description="run seeds (non-negative integers)"
+    )
     executor: ExecutorSpec = Field(default_factory=ExecutorSpec)
 
     @field_validator("defenses", "attacks", "seeds")
@@ -275,22 +300,82 @@ def load_config(source: str | Path | dict[str, Any]) -> GridConfig:
         path = Path(source)
         if not path.is_file():
             raise ValueError(
-                f"{source!r} is neither a preset ({', '.join(PRESETS)}) nor a config file."
+                f"'{source}' is neither a preset ({', '.join(PRESETS)}) nor a config file."
             )
-        text = path.read_text(encoding="utf-8")
-        if path.suffix.lower() in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.safe_load(text) or {}
-        else:
-            data = json.loads(text)
+        data = _parse(path)
+    if not isinstance(data, dict):
+        raise ValueError(f"A grid config is a mapping of fields, got {type(data).__name__}.")
     try:
         return GridConfig.model_validate(data)
     except ValidationError as exc:
-        lines = [
-            f"{'.'.join(map(str, e['loc'])) or '(top level)'}: {e['msg']} (got {e.get('input')!r})"
-            for e in exc.errors()
-        ]
+        errors = exc.errors()
+        # ``attacks: [name | {name, ...}]``: drop the "not a string" branch of a mapping entry
+        mapped = {tuple(e["loc"][:2]) for e in errors if len(e["loc"]) > 3}
+        errors = [e for e in errors if not (e["loc"][-1:] == ("str",) and
+                                            tuple(e["loc"][:2]) in mapped)]  # fmt: skip
+        # a misspelt field is one error ("did you mean"), not also "the right one is missing"
+        suggested = {_suggestion(e) for e in errors if e["type"] == "extra_forbidden"}
+        errors = [
+            e for e in errors
+            if e["type"] != "missing" or (tuple(e["loc"][:-1]), e["loc"][-1]) not in suggested
+        ]  # fmt: skip
+        lines = [_error_line(e) for e in errors]
         if len(lines) == 1:
             raise ValueError(f"Invalid grid config: {lines[0]}") from None
         raise ValueError("Invalid grid config:\n  " + "\n  ".join(lines)) from None
+
+
+def _parse(path: Path) -> Any:
+    """A YAML or JSON file's data; a syntax error is one line with the file, line and column."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix.lower() in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            return yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            raise ValueError(f"{where}: invalid YAML: {problem}.") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}.") from None
+
+
+#: The model behind each config field that holds one, for did-you-mean on unknown keys.
+_SECTIONS: dict[str, type[BaseModel]] = {
+    "corpus": CorpusSpec, "defenses": DefenseSpec, "attacks": AttackSpec,
+    "utility": UtilitySpec, "executor": ExecutorSpec,
+}  # fmt: skip
+
+
+_MODEL_NAMES = {"AttackSpec", "UtilitySpec", "str"}
+
+
+def _known_here(loc: list[str]) -> list[str]:
+    model = _SECTIONS.get(loc[0], GridConfig) if len(loc) > 1 else GridConfig
+    return list(model.model_fields)
+
+
+def _suggestion(error: Any) -> tuple[tuple[Any, ...], str | None]:
+    """(where, the known field an unknown key is closest to)."""
+    loc = [str(part) for part in error["loc"] if str(part) not in _MODEL_NAMES]
+    close = difflib.get_close_matches(loc[-1], _known_here(loc), n=1, cutoff=0.6)
+    return tuple(error["loc"][:-1]), close[0] if close else None
+
+
+def _error_line(error: Any) -> str:
+    """One validation error as ``field: message (got value)``, with did-you-mean for an
+    unknown key."""
+    loc = [str(part) for part in error["loc"] if str(part) not in _MODEL_NAMES]
+    where = ".".join(loc) or "(top level)"
+    if error["type"] == "extra_forbidden":
+        known, close = _known_here(loc), _suggestion(error)[1]
+        hint = f" Did you mean {close!r}?" if close else ""
+        return f"{where}: unknown field.{hint} Allowed here: {', '.join(known)}"
+    if error["type"] == "missing":
+        return f"{where}: required field is missing"
+    msg, got = error["msg"].removeprefix("Value error, "), repr(error.get("input"))
+    return f"{where}: {msg}" if got in msg else f"{where}: {msg} (got {got})"

@@ -102,7 +102,10 @@ def run_grid(
     frame = rd.write_results(assemble(ctx, points, store))
     rd.write_examples(examples(ctx, points, store))
     rd.write_meta(meta | {"finished": True, "cells": total, "computed": total - done})
-    plots = write_outputs(frame, rd, ctx.chance)
+    plots, problems = write_outputs(frame, rd, ctx.chance)
+    if problems:  # the results are on disk; say what could not be drawn or written
+        rd.write_meta(meta | {"finished": True, "cells": total, "computed": total - done,
+                              "output_problems": problems})  # fmt: skip
     return RunResult(run_dir=rd.path, frame=frame, plots=plots, chance=ctx.chance)
 
 
@@ -168,22 +171,36 @@ def examples(ctx: Context, points: list[Point], store: ResultStore) -> list[dict
     return out
 
 
-def write_outputs(frame: Any, rd: RunDir, chance: float) -> list[Path]:
+def write_outputs(frame: Any, rd: RunDir, chance: float) -> tuple[list[Path], list[str]]:
     """Per-attack Pareto plots, the combined frontier figure, the leaderboard files and the
-    HTML report (the results are already on disk, so none of these can lose them)."""
+    HTML report. The results are already on disk; one output that cannot be made is recorded
+    (returned, and warned about) and every other one is still written, so ``--resume`` can
+    always finish."""
+    import warnings
+
     from privaudit.leaderboard.board import leaderboard, write_leaderboard
     from privaudit.leaderboard.pareto import plot_frontiers, plot_pareto
     from privaudit.leaderboard.report import write_report
 
-    plots = []
+    plots: list[Path] = []
+    problems: list[str] = []
+
+    def attempt(what: str, make: Any) -> None:
+        try:
+            made = make()
+        except Exception as exc:  # one bad plot must not cost the others
+            problems.append(f"{what}: {type(exc).__name__}: {exc}")
+            warnings.warn(f"privaudit could not write {problems[-1]}", stacklevel=2)
+            return
+        plots.extend(made if isinstance(made, list) else [made])
+
     ok = frame[frame["status"] == "ok"]
     for attack_name in sorted(ok["attack"].unique()):
-        sub = ok[ok["attack"] == attack_name]
-        path = rd.pareto_png(attack_name)
-        plot_pareto(sub, path, attack=attack_name, chance=chance)
-        plots.append(path)
+        sub, path = ok[ok["attack"] == attack_name], rd.pareto_png(attack_name)
+        attempt(path.name, lambda s=sub, p=path, a=attack_name: plot_pareto(
+            s, p, attack=a, chance=chance) or p)  # fmt: skip
     if len(ok):
-        plots.append(plot_frontiers(frame, rd.frontiers_png, chance=chance))
-        plots.extend(write_leaderboard(leaderboard(frame, chance), rd.path))
-    plots.append(write_report(rd.path))
-    return plots
+        attempt("frontiers.png", lambda: plot_frontiers(frame, rd.frontiers_png, chance=chance))
+        attempt("leaderboard", lambda: write_leaderboard(leaderboard(frame, chance), rd.path))
+    attempt("report.html", lambda: write_report(rd.path))
+    return plots, problems

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -137,8 +138,9 @@ class RunDir:
         return self.path / "frontiers.png"
 
     def pareto_png(self, attack: str) -> Path:
-        safe = attack.replace("[", "-").replace("]", "")
-        return self.path / f"pareto_{safe}.png"
+        """``pareto_<attack>.png``; any character a file name cannot safely hold becomes ``-``."""
+        safe = re.sub(r"[^A-Za-z0-9._=,+-]", "-", attack.replace("]", "")).strip("-.")
+        return self.path / f"pareto_{safe or 'attack'}.png"
 
     def leaderboard(self, ext: str) -> Path:
         return self.path / f"leaderboard.{ext}"

@@ -1,0 +1,117 @@
+"""Issue 15, first items: a dead run is not exit 0; config mistakes are one clear line before
+any work; one output that cannot be made never costs the others."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from privaudit.audit.config import PRESETS, load_config
+from privaudit.cli import EXIT_CELLS_FAILED, app
+
+runner = CliRunner()
+
+
+def _write(tmp_path, data: dict, name: str = "grid.yaml"):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def test_version() -> None:
+    from privaudit import __version__
+
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.output.strip() == f"privaudit {__version__}"
+
+
+def test_failed_cells_exit_3_unless_allowed(tmp_path) -> None:
+    data = {**PRESETS["smoke"], "defenses": [{"name": "tests.test_runner:Exploding"},
+                                             {"name": "none"}]}  # fmt: skip
+    path = _write(tmp_path, data)
+    failed = runner.invoke(app, ["run", "--config", str(path), "--run-dir", str(tmp_path / "a"),
+                                 "--no-progress"])  # fmt: skip
+    assert failed.exit_code == EXIT_CELLS_FAILED == 3, failed.output
+    assert "1 of 2 cells failed (1 distinct reason(s)" in failed.output
+    assert (tmp_path / "a" / "report.html").is_file()  # everything else is still written
+    allowed = runner.invoke(app, ["run", "--resume", str(tmp_path / "a"), "--no-progress",
+                                  "--allow-failures"])  # fmt: skip
+    assert allowed.exit_code == 0 and "--allow-failures" not in allowed.output.split("cells")[-1]
+    ok = runner.invoke(app, ["run", "--preset", "smoke", "--run-dir", str(tmp_path / "b"),
+                             "--no-progress"])  # fmt: skip
+    assert ok.exit_code == 0 and "cells failed" not in ok.output
+
+
+def test_malformed_yaml_is_one_line_with_file_line_column(tmp_path) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text("name: x\ndefenses: [\n  - {name: t2t\nattacks: [nn-inversion]\n")
+    result = runner.invoke(app, ["run", "--config", str(path)])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and f"{path}:3:3: invalid YAML:" in lines[0], result.output
+    bad_json = tmp_path / "broken.json"
+    bad_json.write_text('{"name": "x",\n "defenses": [}')
+    with pytest.raises(ValueError, match=rf"{bad_json}:2:15: invalid JSON"):
+        load_config(bad_json)
+
+
+def test_config_mistakes_name_field_value_and_fix(tmp_path) -> None:
+    missing = runner.invoke(app, ["run", "--config", str(tmp_path / "nope.yaml")])
+    assert missing.exit_code == 2 and "PosixPath" not in missing.output
+    assert f"'{tmp_path / 'nope.yaml'}' is neither a preset" in missing.output
+    smoke = PRESETS["smoke"]
+    cases = [
+        ({k: v for k, v in smoke.items() if k != "defenses"} | {"defences": smoke["defenses"]},
+         "defences: unknown field. Did you mean 'defenses'?"),
+        (smoke | {"defenses": [{"name": "t2t", "lable": "x"}]},
+         "defenses.0.lable: unknown field. Did you mean 'label'?"),
+        (smoke | {"seeds": [-1]}, "seeds.0: Input should be greater than or equal to 0 (got -1)"),
+        (smoke | {"attacks": [{"name": "nn-inversion", "label": "nn/white-box"}]},
+         "attacks.0.label: a label may not contain '/'"),
+        (smoke | {"defenses": [{"name": "t2t", "params": {"eta": "abc"}}]},
+         "defenses.0.params: t2t (T2T) parameter eta='abc' is not allowed"),
+        (smoke | {"corpus": {"name": "synthetic-reviews", "params": {"n_doc": 10}}},
+         "corpus.params: synthetic_reviews has no parameter 'n_doc'. Did you mean 'n_docs'?"),
+    ]  # fmt: skip
+    for i, (data, message) in enumerate(cases):
+        run_dir = tmp_path / f"r{i}"
+        result = runner.invoke(app, ["run", "--config", str(_write(tmp_path, data)),
+                                     "--run-dir", str(run_dir)])  # fmt: skip
+        assert result.exit_code == 2, (message, result.output)
+        assert message in result.output, result.output
+        assert len(result.output.strip().splitlines()) == 1, result.output
+        assert not (run_dir / "cells").exists()  # nothing was computed or written
+
+
+def test_one_failing_output_costs_nothing_else(tmp_path, monkeypatch) -> None:
+    from privaudit.audit.runner import run_grid
+    from privaudit.leaderboard import pareto
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no room on the canvas")
+
+    monkeypatch.setattr(pareto, "plot_frontiers", broken)
+    with pytest.warns(UserWarning, match="frontiers.png: RuntimeError: no room"):
+        result = run_grid(load_config("smoke"), run_dir=tmp_path / "r", progress=False)
+    meta = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert meta["finished"] and meta["output_problems"] == [
+        "frontiers.png: RuntimeError: no room on the canvas"
+    ]
+    for name in ("results.csv", "report.html", "leaderboard.md", "pareto_nn-inversion.png"):
+        assert (tmp_path / "r" / name).is_file(), name
+    assert not (tmp_path / "r" / "frontiers.png").exists()
+    assert result.plots  # the others are listed
+
+
+def test_plot_file_names_are_always_safe(tmp_path) -> None:
+    from privaudit.audit.store import RunDir
+
+    rd = RunDir(tmp_path)
+    assert rd.pareto_png("attribute-inference[gender]").name == (
+        "pareto_attribute-inference-gender.png"
+    )
+    assert rd.pareto_png("nn/white box").name == "pareto_nn-white-box.png"
+    assert rd.pareto_png("../..").parent == tmp_path
