@@ -162,6 +162,9 @@ def run(
     allow_failures: Annotated[
         bool, typer.Option(help="Exit 0 even when some cells failed (default: exit 3).")
     ] = False,
+    overwrite: Annotated[
+        bool, typer.Option(help="Let this config take over --run-dir from a run of another config.")
+    ] = False,
 ) -> None:
     """Run a grid: every defense at every privacy level against every attack, with utility.
 
@@ -183,7 +186,8 @@ def run(
         config, run_dir = saved, resume
     cfg = load_config(config if config is not None else preset)
     result = run_grid(cfg, reports_root=out, run_dir=run_dir, progress=progress,
-                      executor=executor, jobs=jobs, address=address)  # fmt: skip
+                      executor=executor, jobs=jobs, address=address,
+                      overwrite=overwrite)  # fmt: skip
     _print_summary(result)
     _exit_for_failures(result.frame, allow_failures)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 import yaml
 from typer.testing import CliRunner
@@ -83,7 +84,7 @@ def test_config_mistakes_name_field_value_and_fix(tmp_path) -> None:
         assert result.exit_code == 2, (message, result.output)
         assert message in result.output, result.output
         assert len(result.output.strip().splitlines()) == 1, result.output
-        assert not (run_dir / "cells").exists()  # nothing was computed or written
+        assert not run_dir.exists()  # nothing was computed or written
 
 
 def test_one_failing_output_costs_nothing_else(tmp_path, monkeypatch) -> None:
@@ -115,3 +116,32 @@ def test_plot_file_names_are_always_safe(tmp_path) -> None:
     )
     assert rd.pareto_png("nn/white box").name == "pareto_nn-white-box.png"
     assert rd.pareto_png("../..").parent == tmp_path
+
+
+def test_a_run_directory_is_never_silently_reused_by_another_config(tmp_path) -> None:
+    run_dir = str(tmp_path / "r")
+    first = runner.invoke(app, ["run", "--preset", "smoke", "--run-dir", run_dir, "--no-progress"])
+    assert first.exit_code == 0
+    other = {**PRESETS["smoke"], "defenses": [{"name": "none"}]}
+    path = _write(tmp_path, other)
+    refused = runner.invoke(app, ["run", "--config", str(path), "--run-dir", run_dir])
+    assert refused.exit_code == 2 and "holds a run of another config ('smoke')" in refused.output
+    assert "--resume" in refused.output and "--overwrite" in refused.output
+    assert json.loads((tmp_path / "r" / "config.json").read_text())["defenses"][1]["name"] == "t2t"
+    again = runner.invoke(app, ["run", "--preset", "smoke", "--run-dir", run_dir, "--no-progress"])
+    assert again.exit_code == 0  # the same config continues its own run
+    replaced = runner.invoke(app, ["run", "--config", str(path), "--run-dir", run_dir,
+                                   "--overwrite", "--no-progress"])  # fmt: skip
+    assert replaced.exit_code == 0
+    frame = pd.read_parquet(tmp_path / "r" / "results.parquet")
+    assert set(frame["defense"]) == {"none"}  # the new config's rows only
+    assert json.loads((tmp_path / "r" / "run.json").read_text())["computed"] == 0  # reused
+
+
+def test_failure_reasons_show_package_paths() -> None:
+    from privaudit.audit.cells import _package_path
+
+    assert _package_path("/opt/venv/lib/site-packages/privaudit/utility/probe.py") == (
+        "privaudit/utility/probe.py"
+    )
+    assert _package_path("/home/me/plugins/mine.py") == "mine.py"

@@ -45,14 +45,14 @@ def test_a_changed_component_recomputes_only_its_cells(reference, tmp_path) -> N
     run_grid(_smoke(), run_dir=run_dir, progress=False)
     first = _cells(run_dir)
     labelled = [{"name": "nn-inversion"}, {"name": "nn-inversion", "label": "nn-2"}]
-    result = run_grid(_smoke(attacks=labelled), run_dir=run_dir, progress=False)
+    result = run_grid(_smoke(attacks=labelled), run_dir=run_dir, progress=False, overwrite=True)
     meta = json.loads((run_dir / "run.json").read_text())
     assert meta["cells"] == 8 and meta["computed"] == 4  # only the new attack's cells
     assert all(_cells(run_dir)[name] == t for name, t in first.items())
     assert sorted(result.frame["attack"].unique()) == ["nn-2", "nn-inversion"]
     # A different utility evaluator setting recomputes utility, never the attack cells.
     util = {"name": "probe", "params": {"c": 0.5}}
-    after = run_grid(_smoke(utility=util), run_dir=run_dir, progress=False)
+    after = run_grid(_smoke(utility=util), run_dir=run_dir, progress=False, overwrite=True)
     assert json.loads((run_dir / "run.json").read_text())["computed"] == 0
     assert all(_cells(run_dir)[name] == t for name, t in first.items() if "cal" not in name)
     assert len(after.frame) == 4

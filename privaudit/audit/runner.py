@@ -46,13 +46,17 @@ def run_grid(
     executor: str | None = None,
     jobs: int | None = None,
     address: str | None = None,
+    overwrite: bool = False,
 ) -> RunResult:
     """Run every cell of ``config`` not already in ``run_dir``'s store; write
     ``results.csv``/``.parquet`` (after every point), Pareto plots and ``run.json``.
 
     Re-running a config into the same directory (``privaudit run --resume RUN_DIR``) skips
     every finished cell by its key; ``executor``/``jobs``/``address`` override the config's
-    ``executor`` block (``local`` with a process pool when ``jobs`` > 1, or ``ray``)."""
+    ``executor`` block (``local`` with a process pool when ``jobs`` > 1, or ``ray``). A
+    directory that holds a run of another config is refused unless ``overwrite``: then the
+    new config takes the directory (its tables, plots and report) and the store's cells,
+    keyed by content, are reused wherever they still apply."""
     from tqdm.auto import tqdm
 
     from privaudit.audit.executors import make_executor
@@ -70,6 +74,7 @@ def run_grid(
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         run_dir = Path(reports_root) / f"{stamp}-{config.name}"
     rd = RunDir(run_dir)
+    _claim(rd, config, overwrite)
     ctx = context_for(config)
     rd.create().write_config(config.model_dump_json(indent=2))
     store = rd.store()
@@ -107,6 +112,22 @@ def run_grid(
         rd.write_meta(meta | {"finished": True, "cells": total, "computed": total - done,
                               "output_problems": problems})  # fmt: skip
     return RunResult(run_dir=rd.path, frame=frame, plots=plots, chance=ctx.chance)
+
+
+def _claim(rd: RunDir, config: GridConfig, overwrite: bool) -> None:
+    """The same config continues a run in its directory; another one is refused (or, with
+    ``overwrite``, takes it over), so a finished grid is never silently replaced."""
+    import json
+
+    saved = rd.read_config() if rd.config_json.is_file() else None
+    if saved is None or saved == json.loads(config.model_dump_json()):
+        return
+    if not overwrite:
+        raise ValueError(
+            f"{rd.path} holds a run of another config ({saved.get('name')!r}); continue it "
+            f"with `privaudit run --resume {rd.path}`, choose another --run-dir, or pass "
+            "--overwrite to replace it (finished cells that still apply are reused)."
+        )
 
 
 def _describe(point: Point) -> str:
