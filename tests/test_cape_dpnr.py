@@ -356,9 +356,17 @@ def test_adversary_through_the_objective_protocol(tiny) -> None:
     assert targets == [1, 0]  # classes sorted by value: F=0, M=1
     with pytest.raises(ValueError, match="needs the train split's 'gender' labels"):
         objective.targets(pooled, [0], {})
+    with pytest.raises(ValueError, match="one value per released train document"):
+        objective.targets(pooled, [0, 2], {"gender": ["M", "F"]})
     head = objective.head(tiny.dim, targets)
     features = torch.randn(2, tiny.dim)
+    assert head(features).shape == (2, 2)
+    assert objective.head(tiny.dim, [0, 0])(features).shape == (2, 2)  # at least two classes
+    assert objective.head(tiny.dim, [0, 3])(features).shape == (2, 4)
     batch = TrainingBatch(hidden=None, features=features, prefix_positions=[[], []],
                           targets=targets)  # fmt: skip
     loss = objective.loss(batch, head)
     torch.testing.assert_close(loss, objective.adversary_loss(features, targets, head))
+    # by hand: the head behind the reversal is the identity forward, so plain cross-entropy
+    log_p = head[1:](features).log_softmax(-1)
+    torch.testing.assert_close(loss, -(log_p[0, targets[0]] + log_p[1, targets[1]]) / 2)

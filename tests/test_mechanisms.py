@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from privaudit.mechanisms import NearestNeighbourIndex, check_eta, sample_dx_noise
+from privaudit.params import ParamError
 
 
 def brute_force(matrix: np.ndarray, candidates: np.ndarray, queries: np.ndarray) -> np.ndarray:
@@ -142,6 +143,20 @@ def test_index_rejects_bad_shapes() -> None:
     with pytest.raises(ValueError, match="dimension"):
         index.query(np.zeros((2, 5)))
     assert index.query(np.zeros((0, 3))).shape == (0,)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((-1, 4, 1.0), "n=-1 is not allowed"),
+        ((3, 0, 1.0), "dim=0 is not allowed"),
+        ((3, 4, 0.0), "eta=0.0 is not allowed"),
+        ((3, 4, True), "eta=True is not allowed"),
+    ],
+)
+def test_dx_noise_arguments_are_declared(args: tuple, message: str) -> None:
+    with pytest.raises(ParamError, match=message):
+        sample_dx_noise(*args, np.random.default_rng(0))
 
 
 def test_per_row_eta() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -94,7 +95,9 @@ def test_unknown_category_is_explained() -> None:
     with pytest.raises(ValueError, match="Did you mean 'noun'"):
         resolve_categories(["nouns"])
     with pytest.raises(ValueError, match="Unknown POS category 'adjectiv'"):
-        pct2t(10, categories="adjectiv").privatize(TEXTS, rng=np.random.default_rng(0))
+        pct2t(10, categories="adjectiv")  # at construction, before any resource loads
+    with pytest.raises(ValueError, match="Unknown POS category 'nouns'"):
+        RAPT(categories=["nouns"])
     with pytest.raises(ValueError, match="at least one"):
         resolve_categories([])
     with pytest.raises(TypeError, match="names"):
@@ -154,6 +157,9 @@ def test_rapt_per_document_plain_sequences() -> None:
     assert again.texts == release.texts  # same seed, same output
     objective = d.training_objective()
     assert [objective.vocabulary[t] for t in objective.row_targets(own[1])] == own[1]
+    # targets(): each row's own public words, in the order of the rows asked for
+    picked = objective.targets(release, [2, 0], {})
+    assert [[objective.vocabulary[t] for t in row] for row in picked] == [own[2], own[0]]
     assert objective.row_targets(None) == objective.plain_targets
     with pytest.raises(ValueError, match="not in the objective"):
         objective.row_targets(["qqqzzz"])
@@ -195,12 +201,19 @@ def test_reconstruction_objective_trains(tiny) -> None:
     loss = objective.loss(batch, head)
     loss.backward()
     assert loss.item() > 0 and hidden.grad is not None
-    # by hand: cross-entropy of the head at each row's plain positions against its targets
+    # by hand: mean −log softmax of the head at each row's plain positions, at its targets
     at = torch.stack([hidden[r, positions[r]] for r in range(2)])
-    expected = torch.nn.functional.cross_entropy(
-        head(at).reshape(-1, len(objective.vocabulary)), torch.tensor(targets).reshape(-1)
-    )
+    log_p = head(at).log_softmax(-1)
+    expected = -torch.stack([log_p[r, k, targets[r][k]] for r in range(2) for k in range(6)]).mean()
     torch.testing.assert_close(loss, expected)
+    halved = dataclasses.replace(objective, weight=0.5).loss(batch, head)
+    torch.testing.assert_close(halved, 0.5 * expected)
+    # rows cut to different lengths: the first n = 2 positions of every row
+    cut = TrainingBatch(hidden=hidden, features=None, prefix_positions=[[1, 2, 3], [4, 5]],
+                        targets=targets)  # fmt: skip
+    log_p = head(torch.stack([hidden[0, [1, 2]], hidden[1, [4, 5]]])).log_softmax(-1)
+    expected = -torch.stack([log_p[r, k, targets[r][k]] for r in range(2) for k in range(2)])
+    torch.testing.assert_close(objective.loss(cut, head), expected.mean())
     short = TrainingBatch(
         hidden=hidden, features=None, prefix_positions=[[1, 2], []], targets=targets
     )

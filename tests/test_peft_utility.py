@@ -88,9 +88,7 @@ def test_rapt_plain_prefix_is_outside_the_pool_and_the_length_budget(tiny) -> No
 
     defense = DEFENSES.get("rapt")(backbone=TINY, eta=100.0, n_plain=6)
     release = defense.privatize(["good fast delivery " * 40, "bad"], rng=np.random.default_rng(0))
-    objective = defense.training_objective()
-    targets = objective.targets(release, np.arange(2), {})
-    inputs = _Inputs.build(tiny, release, np.arange(2), 16, targets)
+    inputs = _Inputs.build(tiny, release, np.arange(2), 16)
     for r, text in enumerate(release.texts):
         prefix = " ".join(text.split()[:6])
         n_prefix = len(tiny.tokenizer(prefix, add_special_tokens=False)["input_ids"])
@@ -101,26 +99,20 @@ def test_rapt_plain_prefix_is_outside_the_pool_and_the_length_budget(tiny) -> No
         assert len(inputs.plain[r]) == 6 and inputs.plain[r][0] == 1
     # The long review keeps max_length (16) tokens of its own beside the prefix.
     assert int(inputs.pool[0].sum()) == 16  # [CLS] + 14 text pieces + [SEP]
-    without = _Inputs.build(tiny, release, np.arange(2), 16, None)
-    # the prefix's positions are the release's (public), whether or not an objective reads them
-    assert without.plain == inputs.plain and without.targets is None
-    assert torch.equal(without.pool, inputs.pool) and inputs.targets == targets
-    plain = _Inputs.build(tiny, Release("text", texts=["a b c"]), np.arange(1), 16, None)
-    assert plain.pool is None and "pool_mask" not in plain.batch(torch.arange(1))
+    plain = _Inputs.build(tiny, Release("text", texts=["a b c"]), np.arange(1), 16)
+    assert plain.pool is None and plain.plain == [[]]
+    assert "pool_mask" not in plain.batch(torch.arange(1))
 
 
-def test_rapt_per_document_targets_reach_the_loss(tiny) -> None:
-    from privaudit.utility.peft_tuning import _Inputs
-
+def test_rapt_per_document_targets_reach_the_loss() -> None:
     defense = DEFENSES.get("rapt")(backbone=TINY, eta=100.0, n_plain=5,
                                    plain_sequence="per-document")  # fmt: skip
     release = defense.privatize(TEXTS[:4], rng=np.random.default_rng(0))
     objective = defense.training_objective()
-    inputs = _Inputs.build(
-        tiny, release, np.arange(1, 4), 32, objective.targets(release, [1, 2, 3], {})
-    )
     own = release.meta["plain_words"]
-    assert inputs.targets == [objective.row_targets(own[i]) for i in (1, 2, 3)]
+    assert objective.targets(release, [1, 2, 3], {}) == [
+        objective.row_targets(own[i]) for i in (1, 2, 3)
+    ]
     util = UTILITY.get("prompt-tuning")(**SMALL, num_virtual_tokens=4)
     test = defense.privatize(TEXTS[36:], rng=np.random.default_rng(1))
     train = defense.privatize(TEXTS[:36], rng=np.random.default_rng(1))
@@ -290,42 +282,83 @@ def test_cape_trains_with_its_adversary() -> None:
 class _CountingObjective:
     """Not RAPT's, not CAPE's: any class with the four methods trains beside the task."""
 
-    def __init__(self) -> None:
-        self.calls = 0
+    def __init__(self, kind: str) -> None:
+        self.kind, self.batches, self.heads = kind, [], []
 
     def applies_to(self, release: Release) -> str | None:
-        return None if release.kind == "pooled_vectors" else "pooled only"
+        return None if release.kind == self.kind else f"{self.kind} only"
 
     def targets(self, release: Release, rows, attributes) -> list:
         return [int(r) % 2 for r in rows]
 
     def head(self, hidden_size: int, targets) -> torch.nn.Module:
-        self.module = torch.nn.Linear(hidden_size, 2)
-        return self.module
+        head = torch.nn.Linear(hidden_size, 2)
+        self.heads.append((head, head.weight.detach().clone()))
+        return head
 
     def loss(self, batch, head):
-        self.calls += 1
-        assert batch.hidden is None and len(batch.targets) == batch.features.shape[0]
-        target = torch.as_tensor(batch.targets)
-        return torch.nn.functional.cross_entropy(head(batch.features), target)
+        self.batches.append(batch)
+        return torch.nn.functional.cross_entropy(head(batch.features), torch.tensor(batch.targets))
 
 
-def test_any_objective_trains_through_the_protocol() -> None:
-    class WithObjective:
-        objective = _CountingObjective()
+class _WithObjective:
+    """A stand-in defense: the trainer needs only ``training_objective()``."""
 
-        def training_objective(self) -> _CountingObjective:
-            return self.objective
+    def __init__(self, objective) -> None:
+        self.objective = objective
 
-    defense = WithObjective()
+    def training_objective(self):
+        return self.objective
+
+
+def _trained(objective: _CountingObjective, util) -> torch.nn.Module:
+    assert util.last_info["objective"] == type(objective).__name__
+    assert len(objective.heads) == 1 and objective.batches
+    head, before = objective.heads[0]
+    assert not torch.equal(head.weight.detach(), before)  # its head was trained
+    return head
+
+
+def test_any_objective_trains_through_the_protocol_on_pooled_vectors() -> None:
+    objective = _CountingObjective("pooled_vectors")
     vectors = [np.random.default_rng(i).normal(size=8).astype(np.float32) for i in range(40)]
     train = Release("pooled_vectors", vectors=vectors[:30])
     test = Release("pooled_vectors", vectors=vectors[30:])
     labels = [i % 2 for i in range(40)]
     util = UTILITY.get("lora")(**SMALL)
-    before = defense.objective.module if hasattr(defense.objective, "module") else None
     util.evaluate_releases(train, labels[:30], test, labels[30:], rng=np.random.default_rng(0),
-                           defense=defense)  # type: ignore[arg-type]  # fmt: skip
-    assert before is None and defense.objective.calls > 0
-    assert util.last_info["objective"] == "_CountingObjective"
-    assert defense.objective.module.weight.grad is not None  # its head was trained
+                           defense=_WithObjective(objective))  # fmt: skip
+    assert _trained(objective, util).in_features == 256  # the trunk's width
+    batch = objective.batches[0]
+    assert batch.hidden is None and batch.features.shape == (8, 256)
+    assert batch.prefix_positions == [[]] * 8 and len(batch.targets) == 8
+
+
+def test_any_objective_trains_through_the_protocol_on_text(tiny) -> None:
+    objective = _CountingObjective("text")
+    util = UTILITY.get("prompt-tuning")(**{**SMALL, "epochs": 1}, num_virtual_tokens=4)
+    util.evaluate_releases(*_text(), rng=np.random.default_rng(0),
+                           defense=_WithObjective(objective))  # fmt: skip
+    assert _trained(objective, util).in_features == tiny.dim
+    batch = objective.batches[0]
+    assert batch.hidden.shape[0] == 8 and batch.hidden.shape[2] == tiny.dim
+    assert batch.features.shape == (8, tiny.dim) and batch.prefix_positions == [[]] * 8
+    assert set(batch.targets) <= {0, 1}
+    # Not applicable to the release, or use_objective=False: the task loss alone.
+    for other, flag in ((_CountingObjective("pooled_vectors"), True), (objective, False)):
+        calls = len(other.batches)
+        off = UTILITY.get("prompt-tuning")(**{**SMALL, "epochs": 1}, num_virtual_tokens=4,
+                                           use_objective=flag)  # fmt: skip
+        off.evaluate_releases(*_text(), rng=np.random.default_rng(0), defense=_WithObjective(other))
+        assert off.last_info["objective"] is None and len(other.batches) == calls
+
+
+def test_an_objective_must_give_one_target_per_row() -> None:
+    objective = _CountingObjective("pooled_vectors")
+    objective.targets = lambda release, rows, attributes: [0]
+    pooled = Release("pooled_vectors", vectors=[np.zeros(4, np.float32)] * 12)
+    with pytest.raises(ValueError, match="one per row"):
+        UTILITY.get("lora")(**SMALL).evaluate_releases(
+            pooled, [0, 1] * 6, pooled, [0, 1] * 6, rng=np.random.default_rng(0),
+            defense=_WithObjective(objective),
+        )  # fmt: skip

@@ -10,7 +10,7 @@ import numpy as np
 
 from privaudit.defenses._validate import check_rng, check_texts
 from privaudit.mechanisms.batching import flatten
-from privaudit.mechanisms.noise import check_eta, sample_dx_noise
+from privaudit.mechanisms.noise import sample_dx_noise
 
 
 @dataclass
@@ -24,14 +24,15 @@ class TokenNoise:
 
 
 def token_noise(
-    texts: Sequence[str], eta: object, backbone_name: str | None, rng: np.random.Generator
+    texts: Sequence[str], eta: float, backbone_name: str | None, rng: np.random.Generator
 ) -> TokenNoise:
-    """Validate the inputs, tokenize, and draw one d_X noise vector per token (in order)."""
+    """Check the inputs, tokenize, and draw one d_X noise vector per token (in order); ``eta``
+    was checked by the defense's declaration."""
     from privaudit.resources import backbone
 
     texts = check_texts(texts)
     check_rng(rng)
-    value = check_eta(eta)
+    value = float(eta)
     bb = backbone(backbone_name)
     ids = bb.token_ids(texts)
     flat, bounds = flatten(ids)

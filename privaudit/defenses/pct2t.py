@@ -205,6 +205,7 @@ class PCT2T(Defense):
         backbone: str | None = None,
         spacy_model: str | None = None,
     ) -> None:
+        resolve_categories(categories)  # names the annotation cannot list: fail at construction
         self.eta = eta
         self.categories = categories
         self.backbone = backbone

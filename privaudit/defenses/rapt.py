@@ -10,7 +10,7 @@ import numpy as np
 
 from privaudit.api import Release, TrainingBatch
 from privaudit.defenses._validate import check_rng, check_texts
-from privaudit.defenses.pct2t import PCT2T, resolve_categories
+from privaudit.defenses.pct2t import PCT2T
 from privaudit.params import NonNegativeInt, PositiveFloat, PositiveInt
 
 
@@ -172,7 +172,6 @@ class RAPT(PCT2T):
     def _plain_distribution(self) -> tuple[list[str], list[str], np.ndarray | None]:
         """Candidate plain words, their categories, and the sampling probabilities (None:
         uniform)."""
-        resolve_categories(self.categories)
         words, cats = self._pool()
         if self.sampler == "uniform":
             return words, cats, None

@@ -36,16 +36,9 @@ def check_epsilon(epsilon: PositiveFloat) -> float:
 
 
 @checked
-def check_sensitivity(sensitivity: FinitePositiveFloat) -> float:
-    """An L1 sensitivity Δ (the bound of the released vector's change) as a float."""
-    return float(sensitivity)
-
-
-def laplace_scale(epsilon: float, sensitivity: float) -> float:
-    """The Laplace scale b = Δ/ε after validating both; 0.0 when ε is ``inf``."""
-    eps = check_epsilon(epsilon)
-    delta = check_sensitivity(sensitivity)
-    return 0.0 if math.isinf(eps) else delta / eps
+def laplace_scale(epsilon: PositiveFloat, sensitivity: FinitePositiveFloat) -> float:
+    """The Laplace scale b = Δ/ε (Δ the L1 sensitivity); 0.0 when ε is ``inf``."""
+    return 0.0 if math.isinf(epsilon) else float(sensitivity) / float(epsilon)
 
 
 @checked

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from privaudit.params import PositiveFloat, checked
+from privaudit.params import NonNegativeInt, PositiveFloat, PositiveInt, checked
 
 
 @checked
@@ -22,24 +22,23 @@ def check_eta(eta: PositiveFloat) -> float:
     return float(eta)
 
 
+@checked
 def sample_dx_noise(
-    n: int,
-    dim: int,
-    eta: float | np.ndarray,
+    n: NonNegativeInt,
+    dim: PositiveInt,
+    eta: PositiveFloat | np.ndarray,
     rng: np.random.Generator,
     *,
     dtype: type = np.float32,
 ) -> np.ndarray:
     """``n`` independent d_X noise vectors in R^dim, as an (n, dim) array.
 
-    ``eta`` is one value, or one value per row (a per-token budget, as SAP-CTI assigns);
-    ``inf`` entries get no noise. Draw order is fixed (directions, then magnitudes), so the same
-    generator state yields the same bytes. A scalar ``inf`` consumes no randomness.
+    ``eta`` is one value, or an array of one value per row (a per-token budget, as SAP-CTI
+    assigns); ``inf`` entries get no noise. Draw order is fixed (directions, then magnitudes),
+    so the same generator state yields the same bytes. A scalar ``inf`` consumes no randomness.
     """
-    if n < 0 or dim <= 0:
-        raise ValueError(f"Need n >= 0 and dim > 0, got n={n}, dim={dim}.")
     if np.ndim(eta) == 0:
-        value = check_eta(eta)
+        value = float(eta)
         if math.isinf(value) or n == 0:
             return np.zeros((n, dim), dtype=dtype)
         etas = np.full((n, 1), value)
@@ -47,7 +46,7 @@ def sample_dx_noise(
         etas = np.asarray(eta, dtype=float).reshape(-1, 1)
         if etas.shape[0] != n:
             raise ValueError(f"Got {etas.shape[0]} per-row eta values for {n} rows.")
-        if np.isnan(etas).any() or (etas <= 0).any():
+        if np.isnan(etas).any() or (etas <= 0).any():  # the array's values: an input check
             raise ValueError("Every per-row eta must be a positive number (inf = no noise).")
     directions = rng.standard_normal((n, dim))
     norms = np.linalg.norm(directions, axis=1, keepdims=True)

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, get_args
 
 import numpy as np
 
 from privaudit.api import Defense, Objective, Release, Space, TrainingBatch, UtilityEvaluator
-from privaudit.mechanisms.seeding import seeded_torch, torch_threads
+from privaudit.mechanisms.seeding import draw_seed, seeded_torch, torch_threads
 from privaudit.params import Fraction, NonNegativeFloat, PositiveFloat, PositiveInt
 
 Method = Literal["prompt-tuning", "prefix-tuning", "lora", "fine-tuning"]
@@ -177,6 +177,7 @@ class PeftUtility(UtilityEvaluator):
             "profile": self.profile,
             "num_virtual_tokens": int(virtual),
             "lr": float(self.lr if self.lr is not None else p.lr[self.method]),
+            "weight_decay": float(self.weight_decay),
             "epochs": int(self.epochs if self.epochs is not None else p.epochs),
             "batch_size": int(self.batch_size if self.batch_size is not None else p.batch_size),
             "max_length": int(self.max_length if self.max_length is not None else p.max_length),
@@ -220,35 +221,39 @@ class PeftUtility(UtilityEvaluator):
         if len(np.unique(y_fit)) < 2:
             raise ValueError("Training needs at least two classes in the training labels.")
         classes = np.unique(y_fit)
-        seed = int(rng.integers(2**31 - 1))
+        seed = draw_seed(rng)
         bb = backbone(self.backbone)
         objective = self._objective(defense, train)
-        targets = (
-            objective.targets(train, train_idx, train_attributes or {})
-            if objective is not None
-            else None
-        )
+        targets: list[Any] = []
+        if objective is not None:
+            targets = list(objective.targets(train, train_idx, train_attributes or {}))
+            if len(targets) != len(train_idx):
+                raise ValueError(
+                    f"{type(objective).__name__}.targets gave {len(targets)} targets for "
+                    f"{len(train_idx)} training documents; it must give one per row."
+                )
         with torch_threads(self.threads):
             if train.kind == "pooled_vectors":
                 data_fit = _vectors(train, train_idx)
                 data_eval = _vectors(test, test_idx)
-                extra = (objective, targets) if objective is not None else None
-                model, info = _train_head(data_fit, y_fit, classes, cfg, seed, self.progress, extra)
+                model, info = _train_head(
+                    data_fit, y_fit, classes, cfg, seed, self.progress, objective, targets
+                )
                 pred = classes[_predict_head(model, data_eval)]
             else:
-                inputs_fit = _Inputs.build(bb, train, train_idx, cfg["max_length"], targets)
-                inputs_eval = _Inputs.build(bb, test, test_idx, cfg["max_length"], None)
+                inputs_fit = _Inputs.build(bb, train, train_idx, cfg["max_length"])
+                inputs_eval = _Inputs.build(bb, test, test_idx, cfg["max_length"])
                 if layer is not None:
                     if self.lr is None and cfg["method"] != "fine-tuning":
                         cfg = cfg | {"lr": PROFILES[self.profile].lr["lora"]}  # LoRA on the top
                     model, info = _train_top(
                         bb, layer, inputs_fit, y_fit, classes, cfg, seed, self.progress,
-                        self._lora_config(range(layer, bb.n_layers)),
+                        objective, targets, self._lora_config(range(layer, bb.n_layers)),
                     )  # fmt: skip
                 else:
                     model, info = _train_encoder(
                         bb, inputs_fit, y_fit, classes, cfg, seed, self.progress, objective,
-                        self._peft_config(cfg),
+                        targets, self._peft_config(cfg),
                     )  # fmt: skip
                 pred = classes[_predict_encoder(model, inputs_eval, cfg["batch_size"])]
         self.last_info = cfg | info | {"objective": type(objective).__name__ if objective else None}
@@ -351,7 +356,7 @@ def _vectors(release: Release, idx: np.ndarray) -> np.ndarray:
     return np.stack([np.asarray(vectors[i], np.float32).reshape(-1) for i in idx])
 
 
-def prefix_positions(offsets: Sequence[tuple[int, int]], text: str, n_words: int) -> list[int]:
+def _prefix_positions(offsets: Sequence[tuple[int, int]], text: str, n_words: int) -> list[int]:
     """Token index of the first piece of each of the first ``n_words`` words of ``text`` (the
     release's public plain prefix), from a fast tokenizer's offset mapping (special tokens
     have offsets (0, 0)); words cut off by truncation have no position."""
@@ -372,28 +377,20 @@ def prefix_positions(offsets: Sequence[tuple[int, int]], text: str, n_words: int
 @dataclass
 class _Inputs:
     """Padded encoder inputs for one split: ids (text) or input embeddings (vectors), the
-    attention mask, and per row the plain-token positions (RAPT) when an objective asks."""
+    attention mask, and per row the token positions of the release's public plain prefix
+    (empty lists when it has none)."""
 
     ids: Any  # LongTensor (n, L) or None
     embeds: Any  # FloatTensor (n, L, dim) or None
     mask: Any  # LongTensor (n, L)
     plain: list[list[int]]
     pool: Any = None  # LongTensor (n, L): the positions the classifier pools; None = mask
-    targets: list[Any] | None = None  # per row, the objective's target (RAPT: V_r indices)
 
     def __len__(self) -> int:
         return int(self.mask.shape[0])
 
     @classmethod
-    def build(
-        cls,
-        bb: Any,
-        release: Release,
-        idx: np.ndarray,
-        max_length: int,
-        targets: list[Any] | None,
-    ) -> _Inputs:
-        """``targets``: the objective's per-row targets of these rows (None: no objective)."""
+    def build(cls, bb: Any, release: Release, idx: np.ndarray, max_length: int) -> _Inputs:
         import torch
 
         if release.kind == "text":
@@ -415,8 +412,8 @@ class _Inputs:
             plain: list[list[int]] = []
             for r, (off, text, prefix) in enumerate(zip(offsets, texts, prefixes, strict=True)):
                 pool[r, [k for k, (a, b) in enumerate(off) if b > a and a < len(prefix)]] = 0
-                plain.append(prefix_positions(off, text, n_words))
-            return cls(enc["input_ids"], None, enc["attention_mask"], plain, pool, targets)
+                plain.append(_prefix_positions(off, text, n_words))
+            return cls(enc["input_ids"], None, enc["attention_mask"], plain, pool)
         if release.kind != "token_vectors":
             raise ValueError(f"Cannot train on a {release.kind!r} release here.")
         given = release.vectors or []
@@ -486,6 +483,7 @@ def _train_encoder(
     seed: int,
     progress: bool | None,
     objective: Objective | None,
+    targets: list[Any],
     peft_config: Any,
 ) -> tuple[Any, dict[str, Any]]:
     import torch
@@ -506,23 +504,12 @@ def _train_encoder(
                 p.requires_grad_(True)
         n_virtual = cfg["num_virtual_tokens"] if cfg["method"] == "prompt-tuning" else 0
         model = _classifier(encoder, bb.dim, len(classes), n_virtual)
-        targets = inputs.targets or []
-        extra_head = objective.head(bb.dim, targets) if objective is not None else None
         params = [p for p in model.parameters() if p.requires_grad]
-        if extra_head is not None:
-            params += list(extra_head.parameters())
-        trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-        opt = torch.optim.AdamW(params, lr=cfg["lr"], weight_decay=0.01)
-
-        def extra(hidden: Any, features: Any, rows: Any) -> Any:
-            picked = [int(r) for r in rows]
-            batch = TrainingBatch(hidden=hidden, features=features,
-                                  prefix_positions=[inputs.plain[r] for r in picked],
-                                  targets=[targets[r] for r in picked])  # fmt: skip
-            return objective.loss(batch, extra_head)  # type: ignore[union-attr]
-
-        info = _loop(model, inputs, target, cfg, generator, progress, opt,
-                     extra=None if extra_head is None else extra)  # fmt: skip
+        trainable = sum(p.numel() for p in params)
+        # The objective's head right after the classifier: the seeded draws keep their order.
+        extra = _objective_term(objective, targets, inputs.plain, bb.dim, params)
+        opt = torch.optim.AdamW(params, lr=cfg["lr"], weight_decay=cfg["weight_decay"])
+        info = _loop(model, inputs, target, cfg, generator, progress, opt, extra=extra)
     model.eval()
     return model, info | {"trainable_params": int(trainable)}
 
@@ -536,11 +523,14 @@ def _train_top(
     cfg: dict[str, Any],
     seed: int,
     progress: bool | None,
+    objective: Objective | None,
+    targets: list[Any],
     lora: Any,
 ) -> tuple[Any, dict[str, Any]]:
     """SAP's service side: the top model (encoder layers ``layer``..n-1) continues from the
     released hidden states; LoRA on those layers (every weight of them for fine-tuning; only
-    the head when ``layer`` is the last), a linear head on the mean of the outputs."""
+    the head when ``layer`` is the last), a linear head on the mean of the outputs. A
+    defense's objective reads the top model's output states and that mean."""
     import warnings
 
     import torch
@@ -578,16 +568,47 @@ def _train_top(
 
         model = Top()
         params = [p for p in model.parameters() if p.requires_grad]
-        opt = torch.optim.AdamW(params, lr=cfg["lr"], weight_decay=0.01)
-        info = _loop(model, inputs, target, cfg, generator, progress, opt)
+        trainable = sum(p.numel() for p in params)
+        extra = _objective_term(objective, targets, inputs.plain, bb.dim, params)
+        opt = torch.optim.AdamW(params, lr=cfg["lr"], weight_decay=cfg["weight_decay"])
+        info = _loop(model, inputs, target, cfg, generator, progress, opt, extra=extra)
     model.eval()
     trained = "lora" if lora is not None else cfg["method"]
     return model, info | {
-        "trainable_params": int(sum(p.numel() for p in params)),
+        "trainable_params": int(trainable),
         "top_model": f"{trained} on layers {layer}..{bb.n_layers - 1}"
         if layer < bb.n_layers
         else "head only (the release is the last layer)",
     }
+
+
+def _objective_term(
+    objective: Objective | None,
+    targets: Sequence[Any],
+    positions: Sequence[list[int]],
+    hidden_size: int,
+    params: list[Any],
+) -> Callable[[Any, Any, Any], Any] | None:
+    """The defense objective's term for :func:`_loop` (None without an objective): builds its
+    head for features of ``hidden_size`` (call it where the seeded draws expect it), adds the
+    head's parameters to ``params``, and per minibatch hands the objective a TrainingBatch of
+    the rows' token states, features, plain-prefix positions and targets."""
+    if objective is None:
+        return None
+    head = objective.head(hidden_size, targets)
+    params += list(head.parameters())
+
+    def term(hidden: Any, features: Any, rows: Any) -> Any:
+        picked = [int(r) for r in rows]
+        batch = TrainingBatch(
+            hidden=hidden,
+            features=features,
+            prefix_positions=[list(positions[r]) for r in picked],
+            targets=[targets[r] for r in picked],
+        )
+        return objective.loss(batch, head)
+
+    return term
 
 
 def _loop(
@@ -657,11 +678,12 @@ def _train_head(
     cfg: dict[str, Any],
     seed: int,
     progress: bool | None,
-    objective: tuple[Objective, list[Any]] | None = None,
+    objective: Objective | None = None,
+    targets: Sequence[Any] = (),
 ) -> tuple[Any, dict[str, Any]]:
     """A one-hidden-layer classifier on pooled release vectors (standardised on train).
 
-    With a defense's ``objective`` (and its per-row targets) — CAPE's adversary behind
+    With a defense's ``objective`` (and its per-row ``targets``) — CAPE's adversary behind
     gradient reversal — the objective's head reads the hidden layer as well, so the layer is
     pushed to drop the attribute while the task head uses it (loss = L_task + L_adv)."""
     import torch
@@ -687,24 +709,14 @@ def _train_head(
 
         model = Head()
         params = list(model.parameters())
-        extra = None
-        if objective is not None:
-            obj, targets = objective
-            extra_head = obj.head(256, targets)
-            params += list(extra_head.parameters())
-
-            def extra(hidden: Any, features: Any, rows: Any) -> Any:
-                picked = [int(r) for r in rows]
-                batch = TrainingBatch(hidden=None, features=features,
-                                      prefix_positions=[[] for _ in picked],
-                                      targets=[targets[r] for r in picked])  # fmt: skip
-                return obj.loss(batch, extra_head)
-
-        opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.01)
+        trainable = sum(p.numel() for p in params)
+        # The objective reads the trunk's output (256 wide), what the task head reads.
+        extra = _objective_term(objective, targets, [[] for _ in range(len(xs))], 256, params)
+        opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=cfg["weight_decay"])
         info = _loop(model, xs, target, cfg | {"epochs": max(cfg["epochs"], 10)}, generator,
                      progress, opt, extra=extra)  # fmt: skip
     model.eval()
-    return model, info | {"trainable_params": sum(p.numel() for p in model.parameters())}
+    return model, info | {"trainable_params": int(trainable)}
 
 
 def _predict_head(model: Any, x: np.ndarray) -> np.ndarray:

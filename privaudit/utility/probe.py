@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from privaudit.api import Defense, Release, Space, UtilityEvaluator
+from privaudit.mechanisms.seeding import draw_seed
 from privaudit.params import PositiveFloat, PositiveInt
 
 
@@ -76,7 +77,7 @@ class Probe(UtilityEvaluator):
             raise ValueError("Each released document needs exactly one label.")
         if len(np.unique(y_train)) < 2:
             raise ValueError("The probe needs at least two classes in the training labels.")
-        seed = int(rng.integers(2**31 - 1))
+        seed = draw_seed(rng)
         clf = make_pipeline(
             StandardScaler(),
             LogisticRegression(C=self.c, max_iter=2000, random_state=seed),
