@@ -194,12 +194,15 @@ def run(
 
 def _exit_for_failures(frame: Any, allow: bool) -> None:
     """One line on the failed cells, then exit 3 (0 with --allow-failures)."""
+    from privaudit.audit.store import cell_counts
+
     failed = frame[frame["status"] == "failed"]
     if failed.empty:
         return
     reasons = failed["reason"].astype(str).str.split(" at ").str[0].nunique()
+    counts = cell_counts(frame)
     typer.secho(
-        f"{len(failed)} of {len(frame)} cells failed ({reasons} distinct reason(s); see "
+        f"{counts['failed']} of {counts['all']} cells failed ({reasons} distinct reason(s); see "
         "above and the report's Failures section)."
         + ("" if allow else " Exit status 3; --allow-failures exits 0."),
         fg=typer.colors.RED, err=True,
@@ -213,7 +216,9 @@ def _print_summary(result: Any) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    from privaudit.audit.store import cell_counts
     from privaudit.leaderboard.board import leaderboard
+    from privaudit.params import shown
 
     frame = result.frame
     console = Console(width=max(110, Console().width))
@@ -231,7 +236,9 @@ def _print_summary(result: Any) -> None:
                 return str(x)
 
         for _, row in frame.iterrows():
-            knob = f"{row['knob']}={row['knob_value']:g}" if isinstance(row["knob"], str) else "-"
+            knob = (
+                f"{row['knob']}={shown(row['knob_value'])}" if isinstance(row["knob"], str) else "-"
+            )
             table.add_row(
                 Text(row["label"]), knob, Text(row["attack"]), row["status"],
                 fmt(row["empirical_privacy"]), fmt(row["utility"]),
@@ -243,10 +250,10 @@ def _print_summary(result: Any) -> None:
             f"failed: {row['label']} × {row['attack']}: {row['reason']}",
             soft_wrap=True, markup=False, style="yellow",
         )  # fmt: skip
-    na = frame[frame["status"] == "n/a"]
-    if len(na):
-        typer.echo(f"{len(na)} of {len(frame)} cells are n/a (the attack cannot read the "
-                   "release); the report lists the reasons.")  # fmt: skip
+    counts = cell_counts(frame)
+    if counts["n/a"]:
+        typer.echo(f"{counts['n/a']} of {counts['all']} cells are n/a (the attack cannot read "
+                   "the release); the report lists the reasons.")  # fmt: skip
     typer.echo(f"majority-class accuracy (chance): {result.chance:.3f}")
     if (frame["status"] == "ok").any():
         _print_board(leaderboard(frame, result.chance), "leaderboard (this run)")

@@ -17,6 +17,7 @@ import difflib
 import importlib
 import importlib.util
 import sys
+import traceback
 from collections.abc import Callable, Iterator
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -42,19 +43,63 @@ def load_object(spec: str) -> Any:
             raise ValueError(f"Cannot import {path} as a Python module.")
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[mod_name] = module
-        module_spec.loader.exec_module(module)
+        try:
+            module_spec.loader.exec_module(module)
+        except Exception as exc:  # the user's file: its line, not importlib's traceback
+            del sys.modules[mod_name]
+            raise ValueError(_import_failure(spec, str(path), exc)) from None
     else:
         try:
             module = importlib.import_module(module_part)
-        except ImportError as exc:
+        except ModuleNotFoundError as exc:
+            missing = exc.name or ""
+            if not (module_part == missing or module_part.startswith(f"{missing}.")):
+                raise ValueError(_import_failure(spec, None, exc)) from None
             raise ValueError(
                 f"Cannot import module {module_part!r} (from {spec!r}): {exc}. "
                 "Check the name and that its package is installed."
             ) from exc
+        except Exception as exc:  # a syntax or import error inside the module itself
+            raise ValueError(_import_failure(spec, None, exc)) from None
     try:
         return getattr(module, attr)
     except AttributeError:
         raise ValueError(f"Module {module_part!r} has no attribute {attr!r}.") from None
+
+
+def _import_failure(spec: str, path: str | None, exc: BaseException) -> str:
+    """One line for a plugin that fails to import: file, line, the error, what to do.
+
+    The line is the one in the user's file (``path``, else the first file the import ran),
+    found from the SyntaxError itself or the deepest traceback frame in that file."""
+    where, code = "", ""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        where = f"{exc.filename}:{exc.lineno}" + (f":{exc.offset}" if exc.offset else "")
+        code = (exc.text or "").strip()
+        error = f"SyntaxError: {exc.msg}"
+    else:
+        # importlib's and this module's frames say nothing about the user's file.
+        skip = (Path(__file__), Path(importlib.__file__).parent)
+        frames = [
+            f
+            for f in traceback.extract_tb(exc.__traceback__)
+            if not f.filename.startswith("<")
+            and Path(f.filename) != skip[0]
+            and skip[1] not in Path(f.filename).parents
+        ]
+        target = path or (frames[0].filename if frames else None)
+        mine = [f for f in frames if target and Path(f.filename) == Path(target)]
+        frame = mine[-1] if mine else (frames[-1] if frames else None)
+        if frame is not None:
+            where, code = f"{frame.filename}:{frame.lineno}", (frame.line or "").strip()
+        error = f"{type(exc).__name__}: {exc}"
+    shown = f" ({code})" if code else ""
+    hint = (
+        "install the missing package or fix the import"
+        if isinstance(exc, ImportError)
+        else "fix the file"
+    )
+    return f"Cannot import plugin {spec!r}: {where or '?'}: {error}{shown}; {hint} and rerun."
 
 
 class Registry(Generic[T]):

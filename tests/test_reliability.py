@@ -145,3 +145,55 @@ def test_failure_reasons_show_package_paths() -> None:
         "privaudit/utility/probe.py"
     )
     assert _package_path("/home/me/plugins/mine.py") == "mine.py"
+
+
+def test_knob_values_show_four_significant_digits_and_keep_the_exact_value(tmp_path) -> None:
+    from privaudit.params import shown
+
+    assert shown(105.16591384263059) == "105.2" and shown(100.0) == "100" and shown(0.5) == "0.5"
+    exact = 105.16591384263059
+    data = {**PRESETS["smoke"], "defenses": [{"name": "t2t", "knob_values": [exact]}]}
+    result = runner.invoke(app, ["run", "--config", str(_write(tmp_path, data)), "--run-dir",
+                                 str(tmp_path / "r"), "--no-progress"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "eta=105.2" in result.output and "105.166" not in result.output
+    html = (tmp_path / "r" / "report.html").read_text()
+    assert ">105.2<" in html and "105.166" not in html
+    assert pd.read_parquet(tmp_path / "r" / "results.parquet")["knob_value"].iloc[0] == exact
+
+
+def test_a_plan_that_fails_leaves_no_empty_run_directory(tmp_path, monkeypatch) -> None:
+    from privaudit.audit import runner as grid_runner
+
+    def failing_plan(*args, **kwargs):
+        raise ValueError("defenses.0: fitting failed")
+
+    monkeypatch.setattr(grid_runner, "plan", failing_plan)
+    with pytest.raises(ValueError, match="fitting failed"):
+        grid_runner.run_grid(load_config("smoke"), run_dir=tmp_path / "r", progress=False)
+    assert not (tmp_path / "r").exists()
+    kept = tmp_path / "mine"
+    kept.mkdir()  # a directory the user made is theirs: never removed
+    with pytest.raises(ValueError, match="fitting failed"):
+        grid_runner.run_grid(load_config("smoke"), run_dir=kept, progress=False)
+    assert kept.is_dir()
+
+
+def test_progress_bar_terminal_and_report_count_cells_alike(tmp_path) -> None:
+    from privaudit.audit.store import cell_counts
+
+    data = {**PRESETS["smoke"], "defenses": [{"name": "none"}, {"name": "cape",
+                                                                "knob_values": [10]}],
+            "attacks": ["nn-inversion", "attribute-inference"]}  # fmt: skip
+    result = runner.invoke(app, ["run", "--config", str(_write(tmp_path, data)), "--run-dir",
+                                 str(tmp_path / "r"), "--no-progress"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    frame = pd.read_parquet(tmp_path / "r" / "results.parquet")
+    meta = json.loads((tmp_path / "r" / "run.json").read_text())
+    counts = cell_counts(frame)
+    # 2 points x 2 attacks; attribute inference gives a row per attribute
+    assert meta["cells"] == counts["all"] == 4 and len(frame) > 4
+    assert counts["n/a"] == 1  # nn-inversion cannot read cape's pooled vectors
+    assert "1 of 4 cells are n/a" in result.output
+    html = (tmp_path / "r" / "report.html").read_text()
+    assert f"4: {counts['ok']} ok, 1 n/a, 0 failed ({len(frame)} result rows)" in html

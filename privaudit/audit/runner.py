@@ -11,6 +11,7 @@ after every defense point, so an interruption never loses finished cells.
 from __future__ import annotations
 
 import math
+import shutil
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,6 +22,7 @@ from privaudit.audit.cells import Context, Task, build_components, context_for
 from privaudit.audit.config import GridConfig
 from privaudit.audit.plan import Point, cell_key, check_levels, fmt_params, plan
 from privaudit.audit.store import ResultStore, RunDir
+from privaudit.params import shown
 
 
 @dataclass
@@ -76,13 +78,19 @@ def run_grid(
     rd = RunDir(run_dir)
     _claim(rd, config, overwrite)
     ctx = context_for(config)
+    fresh = not rd.path.exists()
     rd.create().write_config(config.model_dump_json(indent=2))
     store = rd.store()
     meta = {"chance_accuracy": ctx.chance, "corpus_sizes": ctx.corpus.sizes(),
             "backbone": ctx.bb.name, "finished": False,
             "provenance": provenance()}  # fmt: skip
-    rd.write_meta(meta)  # leaderboards can read a run that is cut short
-    points = plan(config, ctx, store)
+    try:
+        rd.write_meta(meta)  # leaderboards can read a run that is cut short
+        points = plan(config, ctx, store)  # fits defenses, calibrates rates: can still fail
+    except BaseException:
+        if fresh and not any(store.dir.iterdir()):
+            shutil.rmtree(rd.path, ignore_errors=True)  # a failed plan leaves no empty run
+        raise
 
     tasks, done = [], 0
     for point in points:
@@ -131,7 +139,7 @@ def _claim(rd: RunDir, config: GridConfig, overwrite: bool) -> None:
 
 
 def _describe(point: Point) -> str:
-    return point.label + (f" {point.knob_value:g}" if point.knob_value is not None else "")
+    return point.label + (f" {shown(point.knob_value)}" if point.knob_value is not None else "")
 
 
 def assemble(ctx: Context, points: list[Point], store: ResultStore) -> list[dict[str, Any]]:
@@ -177,6 +185,7 @@ def assemble(ctx: Context, points: list[Point], store: ResultStore) -> list[dict
                 rows.append(common | row | {
                     "seconds": seconds if row["status"] == "ok" else math.nan,
                     "cell_key": cell_key(key, target) if target else key,
+                    "cell": key,  # one (point, attack) cell may hold a row per target
                 })  # fmt: skip
     return rows
 

@@ -37,8 +37,24 @@ COLUMNS = [
     "attack_seconds", "guarantee", "defense_params", "attack_params", "utility_evaluator",
     "corpus", "corpus_fingerprint", "backbone", "n_train", "n_test", "privaudit_version",
     "cell_key", "target_rate", "label", "attack_baseline", "attack_macro_f1", "attack_details",
-    "n_words",
+    "n_words", "cell",
 ]  # fmt: skip
+
+
+def cell_counts(frame: Any) -> dict[str, int]:
+    """Cells (what the progress bar counts: one per point and attack) by status, and
+    ``"all"``; a cell with a row per target (attribute inference) counts once, as failed when
+    any of its rows failed, else n/a when all are."""
+    if frame.empty:
+        return {"all": 0, "ok": 0, "n/a": 0, "failed": 0}
+    cell = frame["cell_key"]  # runs written before the "cell" column: one row, one cell
+    if "cell" in frame:
+        cell = frame["cell"].where(frame["cell"].notna(), cell)
+    status = frame["status"].groupby(cell).agg(
+        lambda s: "failed" if (s == "failed").any() else ("n/a" if (s == "n/a").all() else "ok")
+    )
+    counts = status.value_counts()
+    return {"all": len(status)} | {k: int(counts.get(k, 0)) for k in ("ok", "n/a", "failed")}
 
 
 def json_default(value: Any) -> Any:

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from privaudit.params import shown
+
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.axes import Axes
@@ -154,7 +156,7 @@ def pareto_figure(frame: pd.DataFrame, *, attack: str, chance: float | None = No
         for _, row in agg.iterrows():
             if np.isfinite(row["knob_value"]):
                 ax.annotate(
-                    f"{knob}={row['knob_value']:g}",
+                    f"{knob}={shown(row['knob_value'])}",
                     (row["empirical_privacy"], row["utility"]),
                     textcoords="offset points", xytext=(4, 5), fontsize=7,
                     color=line.get_color(),

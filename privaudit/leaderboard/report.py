@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from privaudit.audit.store import RunDir, write_text
+from privaudit.audit.store import RunDir, cell_counts, write_text
 from privaudit.leaderboard.board import (
     HYPERVOLUME_DEFINITION,
     TABLE_CSS,
@@ -99,10 +99,12 @@ def _fmt(value: Any, spec: str = ".3f") -> str:
 
 
 def _summary(run_dir: Path, frame: pd.DataFrame, meta: dict[str, Any]) -> str:
-    counts = frame["status"].value_counts()
+    counts = cell_counts(frame)  # as the progress bar and the terminal count them
     facts = {
         "run directory": str(run_dir.resolve()),
-        "cells": ", ".join(f"{counts.get(s, 0)} {s}" for s in ("ok", "n/a", "failed")),
+        "cells": f"{counts['all']}: "
+        + ", ".join(f"{counts[s]} {s}" for s in ("ok", "n/a", "failed"))
+        + (f" ({len(frame)} result rows)" if len(frame) != counts["all"] else ""),
         "defense labels": str(frame["label"].nunique()),
         "attacks": str(frame["attack"].nunique()),
         "chance (majority-class accuracy)": _fmt(meta.get("chance_accuracy")),
@@ -152,7 +154,7 @@ def _cells_section(frame: pd.DataFrame) -> str:
             [
                 str(r["label"]),
                 str(r["knob"]) if isinstance(r["knob"], str) else "—",
-                _fmt(r["knob_value"], "g"),
+                _fmt(r["knob_value"], ".4g"),
                 _fmt(r["seed"], "g"),
                 str(attack),
                 str(r["status"]),
@@ -203,7 +205,7 @@ def _examples_section(run_dir: Path, show_examples: bool) -> str:
     ):
         raise ValueError(f"{path} must be a JSON list of objects with the keys {', '.join(keys)}.")
     rows = [
-        [str(e["defense"]), _fmt(e["knob_value"], "g"), str(e["original"]), str(e["released"])]
+        [str(e["defense"]), _fmt(e["knob_value"], ".4g"), str(e["original"]), str(e["released"])]
         for e in examples
     ]
     return html_table(
