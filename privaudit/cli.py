@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from enum import StrEnum
 from functools import wraps
 from pathlib import Path
@@ -23,8 +24,12 @@ app = typer.Typer(
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: Exit codes: 0 every cell ok or n/a; 2 a user error before any work; 3 the run finished but
-#: some cells failed (their reasons are in the summary and the report; --allow-failures: 0).
-EXIT_USAGE, EXIT_CELLS_FAILED = 2, 3
+#: some cells failed (their reasons are in the summary and the report; --allow-failures: 0);
+#: 4 the disk (or quota) is full: finished cells are kept, free space and --resume; 130 Ctrl-C
+#: and 143 SIGTERM (128 + the signal, as a shell reports it): the run stopped cleanly, its
+#: workers ended, finished cells kept, and the --resume command is printed.
+EXIT_USAGE, EXIT_CELLS_FAILED, EXIT_DISK_FULL = 2, 3, 4
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
 
 
 def _version(value: bool) -> None:
@@ -55,7 +60,26 @@ def _user_errors(func: F) -> F:
             return func(*args, **kwargs)
         except typer.Exit:  # a deliberate exit status (click's Exit is a RuntimeError)
             raise
-        except (ValueError, TypeError, RuntimeError, FileNotFoundError) as exc:
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM during a run (Interrupted)
+            from privaudit.audit.executors import Interrupted
+
+            message = str(exc) if isinstance(exc, Interrupted) else "Interrupted."
+            typer.secho(message, fg=typer.colors.YELLOW, err=True)
+            code = exc.exit_code if isinstance(exc, Interrupted) else EXIT_INTERRUPTED
+            raise typer.Exit(code) from None
+        except OSError as exc:
+            from privaudit.audit.store import DiskFull, is_disk_full
+
+            if not is_disk_full(exc):
+                if isinstance(exc, FileNotFoundError):
+                    typer.secho(f"Error: {exc}", fg=typer.colors.RED, err=True)
+                    raise typer.Exit(EXIT_USAGE) from None
+                raise
+            if not isinstance(exc, DiskFull):  # not one of our writes: name what it could
+                exc = DiskFull(Path(exc.filename or "a file"))
+            typer.secho(f"Error: {exc}", fg=typer.colors.RED, err=True)
+            raise typer.Exit(EXIT_DISK_FULL) from None
+        except (ValueError, TypeError, RuntimeError) as exc:
             typer.secho(f"Error: {exc}", fg=typer.colors.RED, err=True)
             raise typer.Exit(EXIT_USAGE) from None
 
@@ -76,6 +100,47 @@ def _parse_params(items: list[str] | None) -> dict[str, Any]:
         except json.JSONDecodeError:
             params[key] = value
     return params
+
+
+MAP_HELP = (
+    "Corpus parameters, merged over the config's corpus.params: "
+    "'path=reviews.csv,text=review,label=stars,attributes=gender|age' (see docs/usage.md)."
+)
+
+
+def _corpus_params(spec: str | None, items: list[str] | None = None) -> dict[str, Any]:
+    """Corpus parameters from ``--map`` (one compact mapping) and ``--corpus-param key=value``
+    (repeatable, values parsed as JSON where possible); the latter win on a shared key."""
+    from privaudit.corpora.files import parse_mapping
+
+    params: dict[str, Any] = {}
+    if spec is not None:
+        try:
+            params.update(parse_mapping(spec))
+        except ValueError as exc:
+            raise ValueError(f"--map: {exc}") from None
+    for item in items or []:
+        if "=" not in item.strip("="):
+            raise ValueError(f"--corpus-param expects key=value, got {item!r}.")
+        params.update(_parse_params([item]))
+    return params
+
+
+@contextmanager
+def _warnings_as_lines() -> Iterator[None]:
+    """Warnings while a command works (rows a corpus dropped, a header it did not read) as
+    one ``Warning:`` line each, not a source excerpt."""
+    import warnings
+
+    def show(message: Any, *args: Any, **kwargs: Any) -> None:
+        typer.secho(f"Warning: {message}", fg=typer.colors.YELLOW, err=True)
+
+    previous = warnings.showwarning
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = previous
 
 
 class Listing(StrEnum):
@@ -165,12 +230,22 @@ def run(
     overwrite: Annotated[
         bool, typer.Option(help="Let this config take over --run-dir from a run of another config.")
     ] = False,
+    map_: Annotated[str | None, typer.Option("--map", help=MAP_HELP)] = None,
+    show_examples: Annotated[
+        bool,
+        typer.Option(
+            "--show-examples",
+            help="Keep a few original/released texts per point in the run directory "
+            "(examples.json, for `report --show-examples`); by default it holds no corpus text.",
+        ),
+    ] = False,
 ) -> None:
     """Run a grid: every defense at every privacy level against every attack, with utility.
 
     Every finished cell is stored as it finishes; re-running a config into the same
     --run-dir (or --resume RUN_DIR) skips the finished ones. Exit status: 0 when every cell
-    is ok or n/a, 2 for an error before any work, 3 when some cells failed."""
+    is ok or n/a, 2 for an error before any work, 3 when some cells failed, 4 when the disk
+    is full, 130 on Ctrl-C and 143 on SIGTERM (both print the --resume command)."""
     from privaudit.audit.config import load_config
     from privaudit.audit.runner import run_grid
 
@@ -178,16 +253,20 @@ def run(
         saved = resume / "config.json"
         if not saved.is_file():
             raise ValueError(f"{resume} has no config.json: is it a privaudit run directory?")
-        if config is not None or run_dir is not None:
+        if config is not None or run_dir is not None or map_ is not None:
             raise ValueError(
                 "--resume takes its config and directory from the run; drop "
-                "--config/--run-dir (or use them without --resume)."
+                "--config/--run-dir/--map (or use them without --resume)."
             )
         config, run_dir = saved, resume
     cfg = load_config(config if config is not None else preset)
-    result = run_grid(cfg, reports_root=out, run_dir=run_dir, progress=progress,
-                      executor=executor, jobs=jobs, address=address,
-                      overwrite=overwrite)  # fmt: skip
+    cfg.corpus.params.update(_corpus_params(map_))
+    if show_examples:  # an output choice: no cell key changes, so --resume may add it
+        cfg = cfg.model_copy(update={"show_examples": True})
+    with _warnings_as_lines():
+        result = run_grid(cfg, reports_root=out, run_dir=run_dir, progress=progress,
+                          executor=executor, jobs=jobs, address=address,
+                          overwrite=overwrite)  # fmt: skip
     _print_summary(result)
     _exit_for_failures(result.frame, allow_failures)
 
@@ -275,7 +354,10 @@ def privatize(
         list[str] | None, typer.Option(help="Extra defense parameter key=value (repeatable).")
     ] = None,
 ) -> None:
-    """Privatize standard input, one document per line, to standard output."""
+    """Privatize standard input, one document per line, to standard output.
+
+    Input is read as UTF-8; bytes that are not valid UTF-8 are replaced with U+FFFD (the
+    replacement character) and one warning on standard error names the lines."""
     import numpy as np
 
     from privaudit.audit.plan import build_defense
@@ -283,7 +365,7 @@ def privatize(
     obj = build_defense(defense, _parse_params(param), backbone)
     if knob is not None:
         obj = obj.with_knob(knob)
-    lines = [line.rstrip("\r\n") for line in sys.stdin]
+    lines = _read_stdin_lines()
     release = obj.privatize(lines, rng=np.random.default_rng(seed))
     if release.kind != "text":
         raise ValueError(
@@ -291,6 +373,28 @@ def privatize(
         )
     for text in release.texts or []:
         sys.stdout.write(text.replace("\n", " ") + "\n")
+
+
+def _read_stdin_lines() -> list[str]:
+    """Standard input as UTF-8 lines, undecodable bytes replaced (U+FFFD) with one warning:
+    one bad byte must not cost the whole batch (a strict decode, or surrogates, would)."""
+    lines, bad = [], []
+    for number, raw in enumerate(sys.stdin.buffer, start=1):
+        raw = raw.rstrip(b"\r\n")
+        try:
+            lines.append(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            lines.append(raw.decode("utf-8", errors="replace"))
+            bad.append(number)
+    if bad:
+        more = f" and {len(bad) - 10} more" if len(bad) > 10 else ""
+        shown = ", ".join(map(str, bad[:10])) + more
+        typer.secho(
+            f"Warning: stdin line(s) {shown} are not valid UTF-8; their undecodable bytes were "
+            "replaced with U+FFFD (\ufffd). Convert the file to UTF-8 (e.g. iconv) to keep them.",
+            fg=typer.colors.YELLOW, err=True,
+        )  # fmt: skip
+    return lines
 
 
 @app.command()
@@ -303,18 +407,44 @@ def calibrate(
     values: Annotated[
         str | None, typer.Option(help="Comma-separated knob values to measure.")
     ] = None,
-    corpus: Annotated[str, typer.Option(help="Corpus to measure on.")] = "synthetic-reviews",
+    corpus: Annotated[
+        str | None,
+        typer.Option(help="Corpus to measure on (default: --config's, else synthetic-reviews)."),
+    ] = None,
     n_docs: Annotated[int, typer.Option(help="Documents sampled from its train split.")] = 150,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
     backbone: Annotated[str | None, typer.Option(help="Model name or path.")] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(help="A grid config (or preset name): its corpus and backbone are used."),
+    ] = None,
+    corpus_param: Annotated[
+        list[str] | None, typer.Option(help="A corpus parameter key=value (repeatable).")
+    ] = None,
+    map_: Annotated[str | None, typer.Option("--map", help=MAP_HELP)] = None,
 ) -> None:
-    """Map the privacy knob to the measured replacement rate (or solve for a target rate)."""
+    """Map the privacy knob to the measured replacement rate (or solve for a target rate).
+
+    The corpus is given as in a grid: --config GRID.yaml (its corpus and backbone), or
+    --corpus NAME with --map / --corpus-param for its parameters (e.g. --corpus file
+    --map path=reviews.csv,text=review,label=stars)."""
     from rich.console import Console
     from rich.table import Table
 
     from privaudit.audit.calibration import calibrate as run_calibration
     from privaudit.audit.calibration import sample_texts
+    from privaudit.audit.config import load_config
     from privaudit.audit.plan import build_defense
+    from privaudit.params import ParamError
+
+    params: dict[str, Any] = {}
+    if config is not None:
+        grid_cfg = load_config(config)
+        if corpus is None or corpus == grid_cfg.corpus.name:
+            corpus, params = grid_cfg.corpus.name, dict(grid_cfg.corpus.params)
+        backbone = backbone if backbone is not None else grid_cfg.backbone
+    corpus = corpus or "synthetic-reviews"
+    params.update(_corpus_params(map_, corpus_param))
 
     grid = None
     if values:
@@ -325,7 +455,14 @@ def calibrate(
                 f"--values expects numbers separated by commas, got {values!r}."
             ) from None
     obj = build_defense(defense, {}, backbone)
-    texts = sample_texts(corpus, n_docs=n_docs, seed=seed)
+    try:
+        with _warnings_as_lines():
+            texts = sample_texts(corpus, n_docs=n_docs, seed=seed, params=params)
+    except ParamError as exc:
+        raise ValueError(
+            f"--corpus {corpus}: {exc} Give corpus parameters with --map key=value,... or "
+            "--corpus-param key=value, or use a grid's corpus with --config GRID.yaml."
+        ) from None
     result = run_calibration(obj, texts, values=grid, target=rate, seed=seed)
     table = Table(title=f"{result.defense}: {result.knob} → replacement rate ({len(texts)} docs)")
     table.add_column(result.knob, justify="right")
@@ -403,20 +540,26 @@ def audit(
     out: Annotated[Path, typer.Option(help="Where run directories are created.")] = Path("reports"),
     run_dir: Annotated[Path | None, typer.Option(help="Write into this directory.")] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    map_: Annotated[str | None, typer.Option("--map", help=MAP_HELP)] = None,
 ) -> None:
     """Audit your privatizer: conformance checks, then every applicable attack and the
     utility evaluator at each knob value, beside the built-in defenses; writes the report."""
     from privaudit.audit.plugin import audit as run_audit
 
-    result = run_audit(
-        target, knob=knob, params=_parse_params(param),
-        preset=config if config is not None else preset,
-        compare=[c.strip() for c in compare.split(",") if c.strip()], label=label,
-        run_dir=run_dir, reports_root=out, progress=progress,
-    )  # fmt: skip
+    with _warnings_as_lines():
+        result = run_audit(
+            target, knob=knob, params=_parse_params(param),
+            preset=config if config is not None else preset,
+            compare=[c.strip() for c in compare.split(",") if c.strip()], label=label,
+            run_dir=run_dir, reports_root=out, progress=progress,
+            corpus_params=_corpus_params(map_),
+        )  # fmt: skip
     typer.echo("Conformance checks:")
     for check in result.checks:
         typer.echo(f"  {check.line()}")
+    for check in result.warnings:  # e.g. an identity privatizer: the grid ran, but look
+        typer.secho(f"WARNING: {result.label} {check.detail}", fg=typer.colors.YELLOW,
+                    bold=True, err=True)  # fmt: skip
     if result.failed:
         raise ValueError(
             f"{len(result.failed)} conformance check(s) failed; fix the privatizer and rerun "
@@ -473,9 +616,13 @@ def report(
     ] = None,
 ) -> None:
     """Write one self-contained HTML report (leaderboard, plots, cells, failures) for a run."""
-    from privaudit.leaderboard.report import write_report
+    from privaudit.audit.store import RunDir
+    from privaudit.leaderboard.report import no_examples, write_report
 
-    typer.echo(str(write_report(run_dir, show_examples=show_examples, out=out)))
+    path = write_report(run_dir, show_examples=show_examples, out=out)
+    if show_examples and not RunDir(run_dir).examples_json.is_file():
+        typer.secho(no_examples(run_dir), fg=typer.colors.YELLOW, err=True)
+    typer.echo(str(path))
 
 
 def main() -> None:  # pragma: no cover

@@ -174,6 +174,12 @@ def checked(func: Callable[..., Any]) -> Callable[..., Any]:
             unknown = sorted(set(kwargs) - set(declared(func)))
             if unknown:
                 validate_params(func, {unknown[0]: kwargs[unknown[0]]})
+            missing = [n for n in _required(sig)[len(args) :] if n not in kwargs]
+            if missing:  # e.g. the corpus `file` without its `path`
+                raise ParamError(
+                    f"{func.__name__}() needs the parameter {missing[0]!r}, which was not "
+                    f"given; it takes {', '.join(declared(func))}."
+                ) from None
             raise ParamError(
                 f"{func.__name__}() takes {', '.join(declared(func))}; got {len(args)} "
                 f"positional and {sorted(kwargs)}."
@@ -182,6 +188,15 @@ def checked(func: Callable[..., Any]) -> Callable[..., Any]:
         return func(*args, **kwargs)
 
     return wrapper
+
+
+def _required(sig: inspect.Signature) -> list[str]:
+    """The parameters without a default, in order (``self`` and ``*args`` aside)."""
+    return [
+        n for n, p in sig.parameters.items()
+        if p.default is p.empty and n not in ("self", "cls")
+        and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]  # fmt: skip
 
 
 def declared_arguments(sig: inspect.Signature, arguments: Mapping[str, Any]) -> dict[str, Any]:

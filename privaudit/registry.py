@@ -209,6 +209,8 @@ BUILTINS: dict[Registry[Any], dict[str, str]] = {
         "attribute-inference": "privaudit.attacks.attribute_inference:AttributeInference",
         "ner": "privaudit.attacks.ner:NERAttack",
         "has-deanonymization": "privaudit.attacks.has_deanonymization:HaSDeanonymization",
+        "bow-inversion": "privaudit.attacks.bow_inversion:BowInversion",
+        "geia": "privaudit.attacks.geia:GEIA",
     },
     CORPORA: {
         "synthetic-reviews": "privaudit.corpora.synthetic:synthetic_reviews",

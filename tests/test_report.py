@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -116,20 +117,49 @@ def test_report_tolerates_interrupted_and_failed_runs(tmp_path: Path) -> None:
 # ---- a real browser ------------------------------------------------------------------------
 
 
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
 def _chromium() -> str:
+    """The Chromium executable; missing, these tests skip locally but fail in CI (CI=true),
+    where .ci/run installs it, so a green CI has opened the report in a real browser."""
     exe = shutil.which("chromium")
     if exe is None:
-        pytest.skip("chromium is not installed (Debian: apt-get install chromium)")
+        install = "Debian: apt-get install --no-install-recommends chromium"
+        if _in_ci():
+            pytest.fail(
+                f"chromium is not installed and CI=true ({install}; .ci/run does it as root)"
+            )
+        pytest.skip(f"chromium is not installed ({install})")
     return exe
 
 
 def _browser(exe: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     profile = tmp_path / "chromium-profile"  # never the user's own profile
+    # No sandbox (root in a container), and nothing that would reach the network.
     command = [
-        exe, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}",
-        "--no-first-run", *args,
+        exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        f"--user-data-dir={profile}", *args,
     ]  # fmt: skip
     return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_missing_chromium_fails_in_ci_and_skips_locally(monkeypatch) -> None:
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI=true"):
+        _chromium()
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception):
+        _chromium()
+
+
+def test_ci_installs_chromium() -> None:
+    script = (Path(__file__).parents[1] / ".ci" / "run").read_text(encoding="utf-8")
+    assert "apt-get install" in script and "chromium" in script
+    assert 'export CI="${CI:-true}"' in script
 
 
 def test_report_renders_in_chromium(run_dir: Path, tmp_path: Path) -> None:

@@ -84,6 +84,7 @@ class Context:
             CORPORA, config.corpus.name, config.corpus.params, None, "corpus.params"
         )
         corpus = corpus.subset(config.corpus.limits, np.random.default_rng(config.seeds[0]))
+        corpus.check_labels()  # a one-class split would fail only after every cell ran
         self.corpus = corpus
         self.fingerprint = corpus.fingerprint()
         self.bb = load_backbone(config.backbone)
@@ -160,8 +161,7 @@ def compute(ctx: Context, task: Task, on_record: Any = None) -> list[tuple[str, 
 
     point = task.point
     defense = ctx.defense(point)
-    seq = stable_seed(point.seed, defense.name, defense.params())
-    rng_train, rng_test, rng_utility, rng_query = (np.random.default_rng(s) for s in seq.spawn(4))
+    rng_train, rng_test, rng_utility, rng_query = _point_streams(point, defense)
     try:
         t0 = time.perf_counter()
         rel_train = defense.privatize(ctx.train_texts, rng=rng_train)
@@ -187,8 +187,9 @@ def compute(ctx: Context, task: Task, on_record: Any = None) -> list[tuple[str, 
                 "privatize_seconds": privatize_s,
                 "utility_seconds": time.perf_counter() - t0,
                 "n_words": ctx.n_words,
-                "examples": _examples(ctx.test_texts, rel_test),
             }
+            if ctx.config.show_examples:  # corpus text is stored only when asked for
+                utility["examples"] = _examples(ctx.test_texts, rel_test)
             emit(task.point_key, utility)
     except Exception as exc:  # a failing defense point must not end the grid
         for label, key in task.attack_keys.items():
@@ -231,6 +232,21 @@ def compute(ctx: Context, task: Task, on_record: Any = None) -> list[tuple[str, 
         except Exception as exc:
             emit(key, {"kind": "cell", "status": "failed", "rows": [_failed(label, attack, exc)]})
     return out
+
+
+def _point_streams(point: Point, defense: Defense) -> list[np.random.Generator]:
+    """The point's train, test, utility and attacker-query streams (same point, same draws)."""
+    seq = stable_seed(point.seed, defense.name, defense.params())
+    return [np.random.default_rng(s) for s in seq.spawn(4)]
+
+
+def point_examples(ctx: Context, point: Point) -> list[dict[str, str]]:
+    """The point's (original, released) pairs, for a run that asks for examples after its
+    cells were computed without them: the test release is drawn again from the point's own
+    stream, so the pairs are the ones the cells were scored on."""
+    defense = ctx.defense(point)
+    rng_test = _point_streams(point, defense)[1]
+    return _examples(ctx.test_texts, defense.privatize(ctx.test_texts, rng=rng_test))
 
 
 def _examples(texts: list[str], release: Release, n: int = 3) -> list[dict[str, str]]:

@@ -140,6 +140,12 @@ class GridConfig(_Strict):
         default_factory=lambda: [0], description="run seeds (non-negative integers)"
     )
     executor: ExecutorSpec = Field(default_factory=ExecutorSpec)
+    show_examples: bool = Field(
+        default=False,
+        description="keep a few original/released text pairs per point in the run directory "
+        "(examples.json) for `report --show-examples`; off by default, so the run directory "
+        "holds no corpus text. An output option: it changes no cell key and no result",
+    )
 
     @field_validator("defenses", "attacks", "seeds")
     @classmethod

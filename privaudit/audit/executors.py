@@ -6,14 +6,24 @@
   pools are not forked); each worker builds the grid's context once and gets
   ``cores // jobs`` torch threads. A point's cells are persisted when the point returns.
 - ``ray``: each point is a Ray task on an existing cluster (``address="auto"`` or
-  ``HOST:PORT``) or, with no address, on a local Ray instance started for the run. Needs the
-  optional extra ``privaudit[ray]``.
+  ``HOST:PORT``) or, with no address, on a local Ray instance started for the run, offline:
+  no usage stats, no cloud-metadata probe, bound to the loopback address. Needs the optional
+  extra ``privaudit[ray]``.
+
+A run's processes end with it: :func:`guard_run` makes SIGTERM stop the driver as Ctrl-C does
+(:class:`Interrupted`, naming the ``--resume`` command); an interrupted pool's workers are
+terminated; and a worker whose driver died (``kill -9``) exits by itself within a second.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import threading
+import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from privaudit.audit.cells import compute, context_for
@@ -27,12 +37,69 @@ Put = Callable[[str, dict[str, Any]], None]
 Records = list[tuple[str, dict[str, Any]]]
 EXECUTORS = ("local", "ray")
 
+#: How often a worker checks that its driver is alive (seconds).
+PARENT_POLL_S = 0.5
+
+
+class Interrupted(KeyboardInterrupt):
+    """A run stopped by Ctrl-C (SIGINT) or SIGTERM. Finished cells are in the store; the
+    message names the command that continues the run. A KeyboardInterrupt, so code that
+    handles Ctrl-C handles SIGTERM alike."""
+
+    def __init__(self, run_dir: Path, signum: int) -> None:
+        super().__init__(run_dir, signum)
+        self.run_dir, self.signum = Path(run_dir), signum
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal number, as a shell reports it: 130 for Ctrl-C, 143 for SIGTERM."""
+        return 128 + self.signum
+
+    def __str__(self) -> str:
+        name = signal.Signals(self.signum).name
+        if not (self.run_dir / "config.json").is_file():  # stopped before the run began
+            return f"Interrupted ({name}) before the run started; nothing was kept."
+        return (
+            f"Interrupted ({name}); finished cells are kept. Continue with: "
+            f"privaudit run --resume {self.run_dir}"
+        )
+
+
+@contextlib.contextmanager
+def guard_run(run_dir: Path) -> Iterator[None]:
+    """Within: SIGTERM raises :class:`Interrupted` (as Ctrl-C does, so the executor's cleanup
+    runs and no worker is left behind), Ctrl-C becomes :class:`Interrupted` too, and a full
+    disk (:class:`~privaudit.audit.store.DiskFull`) learns the run directory to resume. The
+    previous SIGTERM handler is restored on the way out."""
+    from privaudit.audit.store import DiskFull
+
+    def on_term(signum: int, frame: Any) -> None:
+        # A second SIGTERM while cleaning up gets the previous behaviour (by default: exit).
+        signal.signal(signal.SIGTERM, previous)
+        raise Interrupted(run_dir, signum)
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, on_term) if main else None
+    try:
+        yield
+    except Interrupted:
+        raise
+    except KeyboardInterrupt:
+        raise Interrupted(run_dir, signal.SIGINT) from None
+    except DiskFull as exc:
+        exc.run_dir = Path(run_dir)
+        raise
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
+
 
 class LocalExecutor:
     @checked
     def __init__(self, jobs: PositiveInt = 1) -> None:
         self.jobs = jobs
         self._pool: Any = None
+        self._futures: list[Any] = []
 
     def run(
         self, config: GridConfig, ctx: Context, tasks: list[Task], put: Put
@@ -48,10 +115,11 @@ class LocalExecutor:
         threads = max(1, (os.cpu_count() or 1) // self.jobs)
         self._pool = ProcessPoolExecutor(
             max_workers=self.jobs, mp_context=multiprocessing.get_context("spawn"),
-            initializer=_init_worker, initargs=(threads,),
+            initializer=_init_worker, initargs=(threads, os.getpid()),
         )  # fmt: skip
         payload = config.model_dump_json()
         futures = {self._pool.submit(work, payload, task): task for task in tasks}
+        self._futures = list(futures)
         for future in as_completed(futures):
             records = future.result()
             for key, record in records:
@@ -59,9 +127,24 @@ class LocalExecutor:
             yield futures[future], records
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        """Shut the pool down. When the run was cut short (Ctrl-C, SIGTERM, an error), the
+        workers are terminated: a point in flight would otherwise keep computing, and keep
+        its memory, after the driver has gone."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        cut_short = any(not f.done() for f in self._futures)
+        # The pool's own handle on its processes (private, and gone after shutdown): the
+        # public API cannot stop a task that is running.
+        workers = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=not cut_short, cancel_futures=True)
+        if cut_short:
+            for proc in workers:
+                proc.terminate()
+            for proc in workers:
+                proc.join(timeout=5)
+                if proc.is_alive():
+                    proc.kill()
 
 
 class RayExecutor:
@@ -84,10 +167,13 @@ class RayExecutor:
         ray = self.ray
         if not ray.is_initialized():
             if self.address:
-                ray.init(address=self.address, log_to_driver=False)
+                with _env(RAY_OFFLINE_ENV):  # this driver reports no usage
+                    ray.init(address=self.address, log_to_driver=False)
             else:
                 cpus = max(self.jobs, 1) if self.jobs > 1 else None
-                ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+                # Every process of the instance is started here and inherits this environment.
+                if True:
+                    ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
             self._started = True
         remote = ray.remote(num_cpus=1)(work)
         payload = config.model_dump_json()
@@ -107,6 +193,57 @@ class RayExecutor:
             self._started = False
 
 
+#: Ray's usage statistics off (they are on by default for ``ray.init``).
+RAY_OFFLINE_ENV = {"RAY_USAGE_STATS_ENABLED": "0"}
+#: A local instance: loopback only. Without this Ray finds its node address by a UDP
+#: ``connect`` to 8.8.8.8 (in the driver and in each agent), meant for multi-node clusters.
+RAY_LOCAL_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+
+
+@contextlib.contextmanager
+def _env(values: dict[str, str]) -> Iterator[None]:
+    """Set environment variables the user has not set themselves, and restore them after."""
+    added = {k: v for k, v in values.items() if k not in os.environ}
+    os.environ.update(added)
+    try:
+        yield
+    finally:
+        for key in added:
+            os.environ.pop(key, None)
+
+
+@contextlib.contextmanager
+def _local_instance(ray: Any) -> Iterator[None]:
+    """Start a local Ray instance that contacts nothing outside this machine (Ray 2.x):
+
+    - no API server (the dashboard process): with ``include_dashboard=False`` Ray still starts
+      it for one module, usage statistics, which asks the cloud-metadata endpoints
+      (169.254.169.254, metadata.google.internal) which cloud it runs on even when usage
+      statistics are off (``UsageStatsHead.run``). A grid needs no dashboard, and Ray treats
+      "no API server" as a dashboard that did not start, which it allows when none was asked
+      for;
+    - the driver's node address is the loopback one (what :data:`RAY_LOCAL_ENV` tells the
+      processes started here; the driver read that setting when it imported Ray).
+
+    Both are Ray internals: where a Ray version moves them, the instance starts as usual and
+    the offline test (tests/test_lifecycle.py) reports the connection."""
+    private = getattr(ray, "_private", None)
+    patches = [
+        (getattr(private, "services", None), "start_api_server", lambda *a, **k: (None, None)),
+        (getattr(private, "ray_constants", None), "ENABLE_RAY_CLUSTER", False),
+    ]
+    saved = []
+    for module, name, value in patches:
+        if module is not None and hasattr(module, name):
+            saved.append((module, name, getattr(module, name)))
+            setattr(module, name, value)
+    try:
+        yield
+    finally:
+        for module, name, value in saved:
+            setattr(module, name, value)
+
+
 def make_executor(
     kind: str, *, jobs: int = 1, address: str | None = None
 ) -> LocalExecutor | RayExecutor:
@@ -119,12 +256,23 @@ def make_executor(
     raise ValueError(f"Unknown executor {kind!r}; use one of {', '.join(EXECUTORS)}.")
 
 
-def _init_worker(threads: int) -> None:
+def _init_worker(threads: int, driver: int) -> None:
     import torch
 
     torch.set_num_threads(threads)
     # Workers' own bars would interleave with the driver's; the driver shows the cells.
     os.environ["TQDM_DISABLE"] = "1"
+    # Ctrl-C reaches the whole process group: the driver handles it and ends the workers.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_exit_with, args=(driver,), daemon=True, name="driver-watch").start()
+
+
+def _exit_with(driver: int) -> None:
+    """Exit this worker when its driver is gone (``kill -9``: no cleanup ran there). Polling
+    the parent pid is portable; an orphan is re-parented, so the pid changes."""
+    while os.getppid() == driver:
+        time.sleep(PARENT_POLL_S)
+    os._exit(1)
 
 
 def work(config_json: str, task: Task) -> Records:

@@ -7,7 +7,9 @@ audit
 1. wraps it as a defense (:class:`UserDefense`; plain strings become a text release);
 2. runs conformance checks (:func:`conformance`): one output per input, the same output for
    the same seed, empty and non-ASCII text, and speed; any failure stops the audit before a
-   grid is spent on a broken privatizer, with one line per check saying what was wrong;
+   grid is spent on a broken privatizer, with one line per check saying what was wrong. A
+   privatizer that changes no word at some knob value passes with a warning (the leaderboard
+   then ranks it below any real defense it ties with, and its notes say why);
 3. runs a grid: the user's privatizer at each knob value, the undefended baseline and the
    built-in defenses to compare with (``t2t`` and ``pct2t`` by default) at the preset's
    privacy levels, every applicable attack and the preset's utility evaluator; the run ends
@@ -17,6 +19,7 @@ audit
 from __future__ import annotations
 
 import copy
+import difflib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,7 +99,15 @@ class UserDefense(Defense):
         out = self._load().privatize(list(texts), rng=rng)
         if isinstance(out, Release):
             release = out
-        elif isinstance(out, (list, tuple)) and all(isinstance(t, str) for t in out):
+        elif isinstance(out, (list, tuple)):
+            bad = next((i for i, t in enumerate(out) if not isinstance(t, str)), None)
+            if bad is not None:
+                value = out[bad]
+                item = "None" if value is None else f"{value!r:.40} ({type(value).__name__})"
+                raise TypeError(
+                    f"{self.target}.privatize returned a {type(out).__name__} whose item {bad} "
+                    f"is {item}; return a list of strings (one per input) or a privaudit Release."
+                )
             release = Release("text", texts=list(out))
         else:
             raise TypeError(
@@ -108,6 +119,12 @@ class UserDefense(Defense):
                 f"{self.target}.privatize returned {len(release)} outputs for {len(texts)} "
                 "inputs; it must return exactly one per input, in order."
             )
+        if release.kind == "text" and "replaced" not in release.audit:
+            # The runner's replacement rate: 0 tells the leaderboard the text went out unchanged.
+            masks = [
+                changed_words(a, b) for a, b in zip(texts, release.content_texts(), strict=True)
+            ]
+            release.audit = {**release.audit, "replaced": masks}
         return release
 
     def params(self) -> dict[str, Any]:
@@ -126,14 +143,58 @@ class UserDefense(Defense):
         return other
 
 
+def changed_words(original: str, released: str) -> np.ndarray:
+    """Per whitespace-split word of ``original``: True unless it survives, in order, in
+    ``released`` (a word-level diff; a user's privatizer reports no mask of its own)."""
+    words = original.split()
+    kept = np.zeros(len(words), dtype=bool)
+    matcher = difflib.SequenceMatcher(None, words, released.split(), autojunk=False)
+    for block in matcher.get_matching_blocks():
+        kept[block.a : block.a + block.size] = True
+    return ~kept
+
+
 @dataclass
 class Check:
     name: str
     passed: bool
     detail: str
+    warn: bool = False  # passed, but the user should look (e.g. nothing was changed)
 
     def line(self) -> str:
-        return f"[{'pass' if self.passed else 'FAIL'}] {self.name}: {self.detail}"
+        status = "FAIL" if not self.passed else "WARN" if self.warn else "pass"
+        return f"[{status}] {self.name}: {self.detail}"
+
+
+CHANGES_TEXT = "changes the text"
+
+
+def identity_check(levels: dict[str, Defense], texts: list[str] | None = None) -> Check | None:
+    """Warn when a text privatizer returns every check text word for word at some level
+    (``levels``: a description such as ``"p=0.2"`` → the defense at that level); None when
+    the releases are not text, or privatizing fails (the other checks report that)."""
+    texts = list(texts or _CHECK_TEXTS)
+    unchanged = []
+    for shown, defense in levels.items():
+        try:
+            release = defense.privatize(texts, rng=np.random.default_rng(3))
+        except Exception:
+            return None
+        if release.kind != "text":
+            return None
+        if [t.split() for t in release.content_texts()] == [t.split() for t in texts]:
+            unchanged.append(shown)
+    if not unchanged:
+        return Check(CHANGES_TEXT, True, f"{len(texts)} check texts changed")
+    where = f" at {', '.join(u for u in unchanged if u)}" if any(unchanged) else ""
+    every = len(unchanged) == len(levels)
+    return Check(
+        CHANGES_TEXT, True, warn=True,
+        detail=f"IDENTITY: every word of the {len(texts)} check texts came back unchanged"
+        f"{where}{' (every knob value)' if every and where else ''}; those releases are the "
+        "original texts and protect nothing. Check that privatize() returns the privatized "
+        "texts; the leaderboard ranks it below any defense it ties with.",
+    )  # fmt: skip
 
 
 def conformance(
@@ -162,6 +223,9 @@ def conformance(
                                 "same seed, same output" if same else "two calls with "
                                 "default_rng(0) gave different outputs; draw all randomness "
                                 "from the rng argument"))  # fmt: skip
+        identity = identity_check({"": defense}, texts)
+        if identity is not None:
+            checks.append(identity)
     odd = {"empty text": ["", "ok"], "non-ASCII text": ["Zoë's café in Zürich — 東京 ✓", "ok"]}
     for name, sample in odd.items():
         out = attempt(name, lambda s=sample: defense.privatize(s, rng=np.random.default_rng(1)))
@@ -192,6 +256,10 @@ class AuditResult:
     label: str = ""
     failed: list[Check] = field(default_factory=list)
 
+    @property
+    def warnings(self) -> list[Check]:
+        return [c for c in self.checks if c.passed and c.warn]
+
 
 def parse_knob(spec: str | None) -> tuple[str | None, list[float]]:
     """``"eta=10,50,100"`` → ``("eta", [10.0, 50.0, 100.0])``."""
@@ -221,10 +289,12 @@ def audit(
     reports_root: str | Path = "reports",
     progress: bool = True,
     min_speed: float = MIN_WORDS_PER_SECOND,
+    corpus_params: dict[str, Any] | None = None,
 ) -> AuditResult:
     """Check, then benchmark, the privatizer ``target`` at each value of ``knob``
     (``"NAME=v1,v2"``); ``compare`` names the built-in defenses drawn beside it (their
-    privacy levels from ``preset``, else from the quick preset)."""
+    privacy levels from ``preset``, else from the quick preset); ``corpus_params`` are merged
+    over the grid's ``corpus.params``."""
     from privaudit.audit.config import PRESETS, load_config
     from privaudit.audit.runner import run_grid
 
@@ -236,12 +306,20 @@ def audit(
     probe.fit([])
     checks = conformance(probe, min_speed=min_speed)
     failed = [c for c in checks if not c.passed]
+    if knob_name is not None and not failed:
+        # Identity at any knob value, not only the middle one the checks ran at.
+        levels = {f"{knob_name}={v:g}": probe.with_knob(v) for v in values}
+        identity = identity_check(levels)
+        checks = [c for c in checks if c.name != CHANGES_TEXT]
+        if identity is not None:
+            checks.append(identity)
     shown = label or probe.name
     if failed:
         return AuditResult(checks, None, shown, failed)
 
     base = load_config(preset)
     data = base.model_dump()
+    data["corpus"]["params"].update(corpus_params or {})  # --map: merged over the grid's
     quick = {d["name"]: d for d in PRESETS["quick"]["defenses"]}
     from_preset = {d["name"]: d for d in data["defenses"]}
     defenses = [{"name": "none"}]

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from privaudit import __version__
-from privaudit.audit.cells import Context, Task, build_components, context_for
+from privaudit.audit.cells import Context, Task, build_components, context_for, point_examples
 from privaudit.audit.config import GridConfig
 from privaudit.audit.plan import Point, cell_key, check_levels, fmt_params, plan
-from privaudit.audit.store import ResultStore, RunDir
+from privaudit.audit.store import DiskFull, ResultStore, RunDir
 from privaudit.params import shown
 
 
@@ -58,11 +58,12 @@ def run_grid(
     ``executor`` block (``local`` with a process pool when ``jobs`` > 1, or ``ray``). A
     directory that holds a run of another config is refused unless ``overwrite``: then the
     new config takes the directory (its tables, plots and report) and the store's cells,
-    keyed by content, are reused wherever they still apply."""
-    from tqdm.auto import tqdm
+    keyed by content, are reused wherever they still apply.
 
-    from privaudit.audit.executors import make_executor
-    from privaudit.provenance import provenance
+    SIGTERM stops the run as Ctrl-C does: the workers are ended and
+    :class:`~privaudit.audit.executors.Interrupted` names the ``--resume`` command; a full
+    disk is :class:`~privaudit.audit.store.DiskFull`. Finished cells are kept either way."""
+    from privaudit.audit.executors import guard_run, make_executor
 
     config.check_names()
     defenses, _, _ = build_components(config)  # every value checked before anything is written
@@ -77,11 +78,22 @@ def run_grid(
         run_dir = Path(reports_root) / f"{stamp}-{config.name}"
     rd = RunDir(run_dir)
     _claim(rd, config, overwrite)
+    with guard_run(rd.path):
+        return _execute(config, rd, runner, progress)
+
+
+def _execute(config: GridConfig, rd: RunDir, runner: Any, progress: bool) -> RunResult:
+    """The run in its claimed directory: plan, compute every unfinished cell, write outputs."""
+    from tqdm.auto import tqdm
+
+    from privaudit.provenance import provenance
+
     ctx = context_for(config)
     fresh = not rd.path.exists()
     rd.create().write_config(config.model_dump_json(indent=2))
     store = rd.store()
     meta = {"chance_accuracy": ctx.chance, "corpus_sizes": ctx.corpus.sizes(),
+            "corpus_dropped": ctx.corpus.dropped(),
             "backbone": ctx.bb.name, "finished": False,
             "provenance": provenance()}  # fmt: skip
     try:
@@ -113,7 +125,10 @@ def run_grid(
         runner.close()
 
     frame = rd.write_results(assemble(ctx, points, store))
-    rd.write_examples(examples(ctx, points, store))
+    if config.show_examples:
+        rd.write_examples(examples(ctx, points, store))
+    else:  # no corpus text in the run directory unless asked for
+        rd.forget_examples([ctx.keys(p)[0] for p in points])
     rd.write_meta(meta | {"finished": True, "cells": total, "computed": total - done})
     plots, problems = write_outputs(frame, rd, ctx.chance)
     if problems:  # the results are on disk; say what could not be drawn or written
@@ -128,7 +143,9 @@ def _claim(rd: RunDir, config: GridConfig, overwrite: bool) -> None:
     import json
 
     saved = rd.read_config() if rd.config_json.is_file() else None
-    if saved is None or saved == json.loads(config.model_dump_json()):
+    # show_examples only chooses what is kept (no key, no result): it may change on --resume.
+    ours = json.loads(config.model_dump_json())
+    if saved is None or _sans_examples(saved) == _sans_examples(ours):
         return
     if not overwrite:
         raise ValueError(
@@ -136,6 +153,10 @@ def _claim(rd: RunDir, config: GridConfig, overwrite: bool) -> None:
             f"with `privaudit run --resume {rd.path}`, choose another --run-dir, or pass "
             "--overwrite to replace it (finished cells that still apply are reused)."
         )
+
+
+def _sans_examples(config: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in config.items() if k != "show_examples"}
 
 
 def _describe(point: Point) -> str:
@@ -192,11 +213,15 @@ def assemble(ctx: Context, points: list[Point], store: ResultStore) -> list[dict
 
 def examples(ctx: Context, points: list[Point], store: ResultStore) -> list[dict[str, Any]]:
     """A few original/released pairs per point, for ``report --show-examples`` (the report
-    hides them by default)."""
+    hides them by default); a point computed before examples were asked for draws its test
+    release again (a point that failed has none)."""
     out = []
     for point in points:
-        record = store.get(ctx.keys(point)[0]) or {}
-        for ex in record.get("examples", []):
+        record = store.get(ctx.keys(point)[0])
+        if record is None:
+            continue
+        pairs = record["examples"] if "examples" in record else point_examples(ctx, point)
+        for ex in pairs:
             out.append({"defense": point.label, "knob_value": point.knob_value, **ex})
     return out
 
@@ -218,6 +243,8 @@ def write_outputs(frame: Any, rd: RunDir, chance: float) -> tuple[list[Path], li
     def attempt(what: str, make: Any) -> None:
         try:
             made = make()
+        except DiskFull:  # no other output would fit either: stop, say so, resume later
+            raise
         except Exception as exc:  # one bad plot must not cost the others
             problems.append(f"{what}: {type(exc).__name__}: {exc}")
             warnings.warn(f"privaudit could not write {problems[-1]}", stacklevel=2)

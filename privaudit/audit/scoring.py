@@ -200,6 +200,86 @@ def text_similarity(
     }
 
 
+def word_set_scores(
+    originals: Sequence[str],
+    guesses: Sequence[Iterable[str]],
+    entities: Sequence[Sequence[dict[str, Any]]] = (),
+) -> dict[str, float]:
+    """Song & Raghunathan's bag-of-words inversion score: per document the set of its words
+    (:func:`privaudit.mechanisms.words.words`) against the predicted set, micro-averaged.
+    ``precision``/``recall``/``f1`` leave stop words out of both sets (the headline);
+    ``*_all`` count them; ``entity_word_recovery`` is the fraction of the documents'
+    named-entity content words (a set per document) that the guesses contain."""
+    from privaudit.mechanisms.words import entity_words, stop_words, words
+
+    if len(guesses) != len(originals):
+        raise ValueError(
+            f"The attack returned {len(guesses)} documents for {len(originals)} victims."
+        )
+    stop = stop_words()
+    truth_sets = [set(words(t)) for t in originals]
+    guess_sets = [{str(w) for w in g} for g in guesses]
+    pairs = list(zip(truth_sets, guess_sets, strict=True))
+    content = _multiset_prf((Counter(t - stop), Counter(g - stop)) for t, g in pairs)
+    every = _multiset_prf((Counter(t), Counter(g)) for t, g in pairs)
+    found = total = 0
+    for ents, guess in zip(entities, guess_sets, strict=False):
+        wanted = entity_words(list(ents))
+        total += len(wanted)
+        found += len(wanted & guess)
+    return content | {
+        "precision_all": every["precision"],
+        "recall_all": every["recall"],
+        "f1_all": every["f1"],
+        "entity_word_recovery": found / total if total else float("nan"),
+    }
+
+
+def generation_scores(
+    originals: Sequence[str],
+    decoded: Sequence[str],
+    entities: Sequence[Sequence[dict[str, Any]]] = (),
+) -> dict[str, float]:
+    """GEIA's measures of a decoded text against its original, on
+    :func:`privaudit.mechanisms.words.words` (case, accents and punctuation set aside):
+    ``f1``/``precision``/``recall`` of the word multisets (micro-averaged), ``rouge_l``
+    (mean ROUGE-L F-measure, Google's ``rouge-score``), ``exact`` (fraction decoded word for
+    word) and ``entity_recovery`` (fraction of the victims' entity strings whose words appear
+    contiguously in the decoded text)."""
+    from rouge_score import rouge_scorer
+
+    from privaudit.mechanisms.words import normalise, words
+
+    if len(decoded) != len(originals):
+        raise ValueError(
+            f"The attack returned {len(decoded)} documents for {len(originals)} victims."
+        )
+    truth_words = [words(t) for t in originals]
+    guess_words = [words(str(t)) for t in decoded]
+    prf = _multiset_prf(
+        (Counter(t), Counter(g)) for t, g in zip(truth_words, guess_words, strict=True)
+    )
+    scorer = rouge_scorer.RougeScorer(["rougeL"])
+    rouge = [
+        scorer.score(normalise(o), normalise(str(d)))["rougeL"].fmeasure
+        for o, d in zip(originals, decoded, strict=True)
+    ]
+    exact = [t == g for t, g in zip(truth_words, guess_words, strict=True)]
+    found = total = 0
+    for ents, guess in zip(entities, guess_words, strict=False):
+        padded = f" {' '.join(guess)} "
+        for e in ents:
+            wanted = " ".join(words(str(e.get("text", ""))))
+            if wanted:
+                total += 1
+                found += int(f" {wanted} " in padded)
+    return prf | {
+        "rouge_l": float(np.mean(rouge)) if rouge else float("nan"),
+        "exact": float(np.mean(exact)) if exact else float("nan"),
+        "entity_recovery": found / total if total else float("nan"),
+    }
+
+
 def score_attributes(
     truth: Mapping[str, Sequence[Any]], predictions: Predictions
 ) -> dict[str, dict[str, float]]:
@@ -341,6 +421,46 @@ def _score_attribute_accuracy(
     return rows
 
 
+def _score_word_set_f1(
+    predictions: Predictions, truth: Truth, details: dict[str, Any], release: Release | None
+) -> list[dict[str, Any]]:
+    _expect(predictions, "tokens", "word_set_f1")
+    vocabulary = list(predictions.meta.get("vocabulary", []))
+
+    def bag(ids: Iterable[int]) -> set[str]:
+        return {vocabulary[int(i)] for i in ids}
+
+    n = len(truth.texts)
+    s = word_set_scores(truth.texts, [bag(t) for t in predictions.tokens or []], truth.entities)
+    details |= {k: s[k] for k in ("precision", "recall", "f1_all", "entity_word_recovery")}
+    baseline = float("nan")
+    if "baseline_tokens" in predictions.meta:  # the aux's most frequent words, for everyone
+        guess = bag(predictions.meta["baseline_tokens"])
+        b = word_set_scores(truth.texts, [guess] * n, truth.entities)
+        baseline = b["f1"]
+        details |= {
+            "baseline_f1_all": b["f1_all"],
+            "baseline_entity_word_recovery": b["entity_word_recovery"],
+            "baseline_size": len(guess),
+        }
+    return [_row(s["f1"], 1.0 - s["f1"], details, baseline)]
+
+
+def _score_generation(
+    predictions: Predictions, truth: Truth, details: dict[str, Any], release: Release | None
+) -> list[dict[str, Any]]:
+    _expect(predictions, "texts", "generation_f1")
+    s = generation_scores(truth.texts, predictions.texts or [], truth.entities)
+    details |= {k: s[k] for k in ("precision", "recall", "rouge_l", "exact", "entity_recovery")}
+    baseline = float("nan")
+    if "baseline_text" in predictions.meta:  # the decoder's output with no conditioning
+        prior = [str(predictions.meta["baseline_text"])] * len(truth.texts)
+        b = generation_scores(truth.texts, prior, truth.entities)
+        baseline = b["f1"]
+        details |= {f"baseline_{k}": b[k] for k in ("rouge_l", "exact", "entity_recovery")}
+    return [_row(s["f1"], 1.0 - s["f1"], details, baseline)]
+
+
 METRICS: dict[str, Scorer] = {
     "token_recovery": _score_token_recovery,
     "token_f1": _score_token_f1,
@@ -348,6 +468,8 @@ METRICS: dict[str, Scorer] = {
     "entity_f1": _score_entity_f1,
     "text_similarity": _score_text_similarity,
     "attribute_accuracy": _score_attribute_accuracy,
+    "word_set_f1": _score_word_set_f1,
+    "generation_f1": _score_generation,
 }
 
 

@@ -8,15 +8,18 @@ through :class:`RunDir`, so a file's name or a column is declared once::
       run.json             run facts and provenance (written at the start, updated at the end)
       cells/<key>.json     the result store: one record per finished point or cell
       results.csv/.parquet one row per (defense point, attack), columns COLUMNS
-      examples.json        a few original/released pairs per point (for report --show-examples)
+      examples.json        a few original/released pairs per point, only when the run asked
+                           for them (show_examples); otherwise no corpus text is stored
       pareto_<attack>.png, frontiers.png, leaderboard.{md,csv,html}, report.html
 
 Every file is written atomically (a temporary file, then a rename), so a reader or a crash
-never sees half a file.
+never sees half a file; a full disk is :class:`DiskFull`, naming the file, with nothing
+half-written left behind.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -65,12 +68,43 @@ def json_default(value: Any) -> Any:
     return str(value)
 
 
+class DiskFull(OSError):
+    """A write ran out of disk space (or quota). ``path`` is the file that was being written;
+    ``run_dir`` is set by the runner, so the message can name the ``--resume`` command."""
+
+    def __init__(self, path: Path, run_dir: Path | None = None) -> None:
+        super().__init__(errno.ENOSPC, "No space left on device", str(path))
+        self.path, self.run_dir = path, run_dir
+
+    def __str__(self) -> str:
+        then = (
+            f"privaudit run --resume {self.run_dir}"
+            if self.run_dir is not None
+            else "the command again"
+        )
+        return f"the disk is full writing {self.path}; free space and run {then}"
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """ENOSPC/EDQUOT, also when a library (pyarrow) wraps it without an errno."""
+    if not isinstance(exc, OSError):
+        return False
+    return exc.errno in (errno.ENOSPC, errno.EDQUOT) or "No space left on device" in str(exc)
+
+
 def write_atomic(path: Path, write: Callable[[Path], Any]) -> Path:
-    """``write(tmp)`` then rename onto ``path``: readers never see half a file."""
+    """``write(tmp)`` then rename onto ``path``: readers never see half a file, and a failed
+    write (a full disk included: :class:`DiskFull`) leaves the previous file, or none."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         write(tmp)
         os.replace(tmp, path)
+    except DiskFull:
+        raise
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise DiskFull(path) from exc
+        raise
     finally:
         tmp.unlink(missing_ok=True)
     return path
@@ -216,6 +250,17 @@ class RunDir:
 
     def write_examples(self, examples: list[dict[str, Any]]) -> Path:
         return write_text(self.examples_json, json.dumps(examples, indent=1))
+
+    def forget_examples(self, point_keys: list[str]) -> None:
+        """Remove every stored example text (``examples.json`` and the ``examples`` of these
+        point records): a run that did not ask for examples keeps no corpus text, even in a
+        directory an earlier run with ``show_examples`` wrote."""
+        self.examples_json.unlink(missing_ok=True)
+        store = self.store()
+        for key in point_keys:
+            record = store.get(key)
+            if record is not None and "examples" in record:
+                store.put(key, {k: v for k, v in record.items() if k != "examples"})
 
     def write_results(self, rows: list[dict[str, Any]]) -> pd.DataFrame:
         """results.csv and results.parquet from ``rows`` (columns :data:`COLUMNS`)."""

@@ -27,6 +27,15 @@ SPLITS = ("train", "test", "aux")
 COLUMNS = ("text", "label", "attributes", "entities", "author")
 
 
+def describe_dropped(info: dict[str, Any]) -> str:
+    """A loader's dropped-row counts (``rows_read``, ``dropped_rows``, ``dropped``: reason →
+    count) in words: ``dropped 12 of 80 rows: 3 with an empty text, 9 with a missing label``."""
+    reasons = ", ".join(f"{n} {why}" for why, n in (info.get("dropped") or {}).items() if n)
+    total = info.get("rows_read")
+    head = f"dropped {info.get('dropped_rows', 0)}" + (f" of {total}" if total is not None else "")
+    return f"{head} rows" + (f": {reasons}" if reasons else "")
+
+
 @dataclass
 class Corpus:
     name: str
@@ -79,6 +88,51 @@ class Corpus:
 
     def sizes(self) -> dict[str, int]:
         return {k: len(v) for k, v in self.splits.items()}
+
+    def dropped(self) -> dict[str, Any]:
+        """The rows the loader read and dropped, and why (for run.json and the report); empty
+        for a corpus whose loader drops nothing."""
+        keys = ("rows_read", "dropped_rows", "dropped")
+        return {k: self.info[k] for k in keys if k in self.info}
+
+    def check_labels(self) -> None:
+        """Fail in one line, before any work, when the label column cannot make a utility task:
+        one class overall, or one class in the train or test split (the probe cannot be trained,
+        the chance level is 1)."""
+        column = (self.info.get("columns") or {}).get("label", "label")
+        fix = (
+            "map another label column (corpus.params.label, --map label=<column>) or derive "
+            "classes with label_map or label_threshold"
+        )
+        labels = {s: self.labels(s) for s in ("train", "test")}
+        overall = np.unique(np.concatenate(list(labels.values())))
+        if len(overall) < 2:
+            only = self.label_names[overall[0]] if len(overall) else None
+            raise ValueError(
+                f"Corpus {self.name!r}: label column {column!r} has a single class ({only!r}) in "
+                f"all {sum(map(len, labels.values()))} train and test documents; a utility task "
+                f"needs at least two: {fix}."
+            )
+        split_by = str(self.info.get("split", ""))
+        for split, y in labels.items():
+            present = np.unique(y)
+            if len(present) < 2:
+                what = (
+                    f"a single class ({self.label_names[present[0]]!r} for all {len(y)} "
+                    f"documents) in label column {column!r}"
+                    if len(present)
+                    else "no documents"
+                )
+                more = (
+                    f"put documents of another class in it ({split_by})"
+                    if split_by.startswith("column")
+                    else f"give it more documents (corpus.limits.{split}, corpus.params.splits) "
+                    "or another corpus.params.seed"
+                )
+                raise ValueError(
+                    f"Corpus {self.name!r}: the {split} split has {what}, so utility and the "
+                    f"chance level are undefined; {more}, or {fix}."
+                )
 
     def subset(self, limits: dict[str, int | None], rng: np.random.Generator) -> Corpus:
         """At most ``limits[split]`` documents per split, drawn without replacement."""

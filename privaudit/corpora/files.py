@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privaudit.corpora.base import SPLITS, Corpus
+from privaudit.corpora.base import SPLITS, Corpus, describe_dropped
 from privaudit.params import NonNegativeInt, checked
 
 if TYPE_CHECKING:
@@ -57,6 +57,7 @@ _SPLIT_COL = "__privaudit_split__"  # internal column carrying given split names
 HF_AUX_FRACTION = 0.25  # share of the hub's train split moved to aux when none is mapped there
 
 ColumnRef = str | int
+LabelValue = str | int | float | bool  # a cell value as a config writes it
 
 
 # --------------------------------------------------------------------------------------------
@@ -195,6 +196,83 @@ def _read(path: Path, fmt: str, header: bool) -> pd.DataFrame:
         ) from exc
 
 
+def _positions(refs: Sequence[Any]) -> list[int]:
+    """The column references given as 0-based positions (ints; not booleans)."""
+    return [int(r) for r in refs if isinstance(r, numbers.Integral) and not isinstance(r, bool)]
+
+
+def _key(value: Any) -> str:
+    """A cell or a configured value as compared by ``where``/``label_map``/header detection:
+    its plain string form, so a YAML ``4``, a CSV's ``4`` and a float column's ``4.0`` agree."""
+    return str(_plain(value)).strip()
+
+
+def _is_number(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, numbers.Number):
+        return not _missing(value)
+    try:
+        return math.isfinite(float(str(value)))
+    except ValueError:
+        return False
+
+
+def _first_row_is_data(df: pd.DataFrame) -> str | None:
+    """Why a csv read without a header starts with a record rather than column names (or None):
+    a number atop a column of numbers, or a value that recurs further down its own column (a
+    label, an attribute). A header of ``0..n-1`` (pandas' default names) is a header."""
+    first = df.iloc[0].tolist()
+    if [_key(v) for v in first] == [str(i) for i in range(len(first))]:
+        return None
+    rest = df.iloc[1:]
+    for j, cell in enumerate(first):
+        if _missing(cell):
+            continue
+        column = [v for v in rest.iloc[:, j].tolist() if not _missing(v)]
+        if not column:
+            continue
+        # Name the signal, not the row: its text column is a private document.
+        if _is_number(cell) and all(_is_number(v) for v in column):
+            return f"column {j} starts with the number {_key(cell)!r} atop numbers"
+        if _key(cell) in {_key(v) for v in column}:
+            return f"column {j} starts with {_key(cell)!r}, a value it holds again further down"
+    return None
+
+
+def _read_with_header(
+    path: Path, fmt: str, header: bool | None, refs: Sequence[Any]
+) -> tuple[pd.DataFrame, bool]:
+    """Read the file and settle ``header``. ``None`` means a header row, except that a csv/tsv
+    whose columns are given as positions and whose first row reads as data is read without
+    one (with a warning): its first row is a document, never silently a list of names."""
+    if fmt not in ("csv", "tsv"):
+        return _read(path, fmt, True), True
+    if header is not None:
+        return _read(path, fmt, header), header
+    if not _positions(refs):
+        return _read(path, fmt, True), True
+    raw = _read(path, fmt, False)
+    why = _first_row_is_data(raw) if len(raw) > 1 else None
+    if why:
+        _say(
+            f"{path.name}: columns are given as positions and the first row reads as data, "
+            f"not names ({why}), so the file is read without a header row; set header: true "
+            "(--map header=true) if that row is a header."
+        )
+        return raw, False
+    return _read(path, fmt, True), True
+
+
+def _say(message: str) -> None:
+    """Warn once per run: in the process that loads the corpus for the run, not again in each
+    worker process that rebuilds it (they load the same file)."""
+    import multiprocessing
+
+    if multiprocessing.parent_process() is None:
+        warnings.warn(message, UserWarning, stacklevel=3)
+
+
 def _resolve(df: pd.DataFrame, ref: ColumnRef, header: bool) -> Any | None:
     """The DataFrame column a user reference points at, or None."""
     cols = list(df.columns)
@@ -311,7 +389,10 @@ def _check_columns(
             if not header
             else "pass header=False (--map header=false) if the file has no header row"
         )
-        example = ",".join(f"{r.split('=')[0].split('[')[0]}=<column>" for r in missing)
+        roles_missing = [r.split("=")[0].split("[")[0] for r in missing]
+        example = ",".join(
+            f"{r}=<column>:<value>" if r == "where" else f"{r}=<column>" for r in roles_missing
+        )
         call = "load_hf(name, " if source.startswith("hf:") else "load_file(path, "
         raise ValueError(
             f"{source}: column(s) not found for {', '.join(missing)}. Available columns: {cols}. "
@@ -333,6 +414,44 @@ def _label_index(values: list[Any], order: Sequence[str] | None) -> tuple[list[i
     return [index[v] for v in values], [str(v) for v in ordered]
 
 
+def _where_match(values: list[Any], wanted: Any) -> np.ndarray:
+    """Rows whose cell equals ``wanted`` (or one of a list of values), compared as strings."""
+    options = wanted if isinstance(wanted, (list, tuple, set)) else [wanted]
+    keys = {_key(w) for w in options}
+    return np.array([not _missing(v) and _key(v) in keys for v in values], dtype=bool)
+
+
+def _derive_labels(
+    values: dict[int, Any],
+    label_map: Mapping[Any, Any] | None,
+    threshold: float | None,
+    order: Sequence[str] | None,
+    source: str,
+    column: Any,
+) -> dict[int, Any]:
+    """Row → derived label: ``label_map``'s value (rows it does not map are left out), or
+    ``>=t``/``<t`` against ``threshold``. A hub ClassLabel is matched by class name or index."""
+    out: dict[int, Any] = {}
+    if label_map is not None:
+        lookup = {_key(k): v for k, v in label_map.items()}
+        for i, value in values.items():
+            forms = [_key(order[int(value)]), _key(value)] if order is not None else [_key(value)]
+            hit = next((f for f in forms if f in lookup), None)
+            if hit is not None:
+                out[i] = _plain(lookup[hit])
+        return out
+    assert threshold is not None
+    for i, value in values.items():
+        if not _is_number(value):
+            raise ValueError(
+                f"{source}: label_threshold={threshold:g} needs numbers in label column "
+                f"{column!r}, but row {i} holds {value!r}; map the values with label_map "
+                "instead, or drop such rows with where."
+            )
+        out[i] = f">={threshold:g}" if float(value) >= threshold else f"<{threshold:g}"
+    return out
+
+
 def _corpus_from_frame(
     df: pd.DataFrame,
     *,
@@ -349,9 +468,19 @@ def _corpus_from_frame(
     seed: int,
     label_order: Sequence[str] | None = None,
     info: dict[str, Any] | None = None,
+    label_map: Mapping[Any, Any] | None = None,
+    label_threshold: float | None = None,
+    where: Mapping[ColumnRef, Any] | None = None,
 ) -> Corpus:
     import datasets
 
+    if label_map is not None and label_threshold is not None:
+        raise ValueError(
+            f"{source}: give label_map or label_threshold, not both (label_map={dict(label_map)!r}"
+            f", label_threshold={label_threshold!r})."
+        )
+    if label_map is not None and not label_map:
+        raise ValueError(f"{source}: label_map is empty; map at least two label values.")
     if len(df) == 0:
         raise ValueError(f"{source} has a header but no rows; there is nothing to audit.")
     attr_map = _attribute_map(attributes, df, header)
@@ -363,21 +492,54 @@ def _corpus_from_frame(
         "split_column": split_column,
     }
     roles.update({f"attributes[{n}]": ref for n, ref in attr_map.items()})
+    roles.update({f"where[{k}]": k for k in where or {}})
     cols = _check_columns(df, roles, header, source)
+
+    # Each row is counted once, under the first rule that drops it: where, then an empty
+    # text, a missing label, then a label that label_map does not map.
+    dropped: dict[str, int] = {}
+    selected = np.ones(len(df), dtype=bool)
+    for ref, wanted in (where or {}).items():
+        match = _where_match(df[cols[f"where[{ref}]"]].tolist(), wanted)
+        dropped[f"not matching where {ref}"] = int((selected & ~match).sum())
+        selected &= match
+        if not selected.any():
+            seen = sorted({_key(v) for v in df[cols[f"where[{ref}]"]].tolist()})
+            raise ValueError(
+                f"{source}: where {dict(where or {})!r} keeps no rows; column "
+                f"{cols[f'where[{ref}]']!r} holds {seen[:10]}{' ...' if len(seen) > 10 else ''}."
+            )
 
     texts_raw = df[cols["text"]].tolist()
     labels_raw = [_plain(v) for v in df[cols["label"]].tolist()]
-    empty = [_missing(t) or not str(t).strip() for t in texts_raw]
+    empty = [
+        bool(s) and (_missing(t) or not str(t).strip())
+        for s, t in zip(selected, texts_raw, strict=True)
+    ]
     # Hub ClassLabel uses -1 for "no label" (e.g. GLUE test splits).
     no_label = [
-        not e and (_missing(lab) or (label_order is not None and int(lab) < 0))
-        for e, lab in zip(empty, labels_raw, strict=True)
+        s and not e and (_missing(lab) or (label_order is not None and int(lab) < 0))
+        for s, e, lab in zip(selected, empty, labels_raw, strict=True)
     ]
-    keep = [i for i in range(len(df)) if not (empty[i] or no_label[i])]
+    usable = [i for i in range(len(df)) if selected[i] and not (empty[i] or no_label[i])]
+    dropped["with an empty text"] = int(sum(empty))
+    dropped["with a missing label"] = int(sum(no_label))
+    if label_map is not None or label_threshold is not None:
+        derived = _derive_labels(
+            {i: labels_raw[i] for i in usable}, label_map, label_threshold, label_order,
+            source, cols["label"],
+        )  # fmt: skip
+        dropped["with a label not in label_map"] = len(usable) - len(derived)
+        labels_raw = [derived.get(i) for i in range(len(df))]
+        label_order = None  # the derived values are the classes now
+        keep = [i for i in usable if i in derived]
+    else:
+        keep = usable
     if not keep:
         raise ValueError(
-            f"{source}: no usable rows — all {len(df)} have an empty text or a missing label "
-            f"(text column {cols['text']!r}, label column {cols['label']!r})."
+            f"{source}: no usable rows — all {len(df)} were dropped ("
+            + ", ".join(f"{n} {why}" for why, n in dropped.items() if n)
+            + f"; text column {cols['text']!r}, label column {cols['label']!r})."
         )
     label_ids, label_names = _label_index([labels_raw[i] for i in keep], label_order)
 
@@ -433,11 +595,16 @@ def _corpus_from_frame(
                 role: _plain(c) if isinstance(c, (int, np.integer)) else str(c)
                 for role, c in cols.items()
             },
+            "rows_read": len(df),
             "dropped_rows": len(df) - len(keep),
+            "dropped": {why: n for why, n in dropped.items() if n},
             "dropped_empty_text": int(sum(empty)),
             "dropped_missing_label": int(sum(no_label)),
+            "header": header,
         }
     )
+    if info["dropped_rows"]:
+        _say(f"{source}: {describe_dropped(info)}.")
     return Corpus(
         name=name,
         splits=splits,
@@ -473,11 +640,10 @@ def _warn_author_overlap(
     straddling = sum(len(s) > 1 for s in seen.values())
     if straddling:
         info["authors_across_splits"] = straddling
-        warnings.warn(
+        _say(
             f"{source}: {straddling} author(s) appear in more than one split, so the attacker's "
             "aux data is not author-disjoint from the victims; drop split_column to split by "
-            "author instead.",
-            stacklevel=3,
+            "author instead."
         )
 
 
@@ -495,21 +661,42 @@ def load_file(
     attributes: Sequence[ColumnRef] | Mapping[str, ColumnRef] = (),
     entities: ColumnRef | None = None,
     author: ColumnRef | None = None,
-    header: bool = True,
+    header: bool | None = None,
     fmt: str | None = None,
     split_column: ColumnRef | None = None,
     splits: Sequence[float] = (0.6, 0.2, 0.2),
     seed: NonNegativeInt = 0,
     name: str | None = None,
+    label_map: Mapping[LabelValue, str | int] | None = None,
+    label_threshold: float | None = None,
+    where: Mapping[ColumnRef, LabelValue | Sequence[LabelValue]] | None = None,
 ) -> Corpus:
     """Load a corpus from a csv / tsv / jsonl / json / parquet file.
 
-    Columns are named (or, with ``header=False`` or anywhere, given as 0-based positions).
+    Columns are named, or given as 0-based positions (``text=0, label=1``).
     ``attributes`` lists attribute columns, or maps attribute names to columns
-    (``{"gender": 2, "age_bin": 3}`` for a header-less TP-UK style file). Labels are the label
-    column's distinct values, sorted, as ``0..k-1``. Rows with an empty text or a missing label
-    are dropped and counted in ``info["dropped_rows"]``. Without ``split_column`` the split is a
-    seeded random one by author (by document without an ``author`` column).
+    (``{"gender": 2, "age_bin": 3}`` for a header-less TP-UK style file).
+
+    ``header`` (csv/tsv): ``True`` reads the first row as column names, ``False`` as a
+    document. Left at ``None``, the first row is a header, unless columns are given as
+    positions and that row reads as data (a number atop a numeric column, or a value that
+    recurs in its own column, such as a label): then the file is read without a header and a
+    warning says so. A row is never dropped silently to serve as names.
+
+    Deriving the label and choosing rows (each dropped row is counted under its reason):
+
+    - ``where={"location": "united_kingdom"}`` keeps the rows whose column equals the value, or
+      one of a list of values (``{"location": ["uk", "ie"]}``); several columns must all match.
+    - ``label_map={1: "negative", 2: "negative", 4: "positive", 5: "positive"}`` replaces
+      label values (compared as text, so ``4``, ``"4"`` and ``4.0`` agree); rows whose value
+      it does not map (3 stars) are dropped.
+    - ``label_threshold=4`` makes a numeric label binary: ``>=4`` and ``<4``.
+
+    Labels are then the distinct values, sorted, as ``0..k-1``. Rows with an empty text or a
+    missing label are dropped too. ``info`` holds ``rows_read``, ``dropped_rows`` and
+    ``dropped`` (reason → count), and a warning states them when any row was dropped. Without
+    ``split_column`` the split is a seeded random one by author (by document without an
+    ``author`` column).
     """
     path = Path(path).expanduser()
     if not path.is_file():
@@ -518,7 +705,9 @@ def load_file(
     if path.stat().st_size == 0:
         raise ValueError(f"{path} is empty (0 bytes); there is nothing to audit.")
     fractions = check_fractions(splits)
-    df = _read(path, fmt, header)
+    refs = [text, label, entities, author, split_column, *(where or {})]
+    refs += list(attributes.values()) if isinstance(attributes, Mapping) else list(attributes)
+    df, header = _read_with_header(path, fmt, header, refs)
     return _corpus_from_frame(
         df,
         name=name or path.name.split(".")[0],
@@ -533,6 +722,9 @@ def load_file(
         fractions=fractions,
         seed=int(seed),
         info={"format": fmt},
+        label_map=label_map,
+        label_threshold=label_threshold,
+        where=where,
     )
 
 
@@ -564,13 +756,18 @@ def load_hf(
     attributes: Sequence[ColumnRef] | Mapping[str, ColumnRef] = (),
     split_map: Mapping[str, str] | None = None,
     seed: NonNegativeInt = 0,
+    label_map: Mapping[LabelValue, str | int] | None = None,
+    label_threshold: float | None = None,
+    where: Mapping[ColumnRef, LabelValue | Sequence[LabelValue]] | None = None,
 ) -> Corpus:
     """Load a corpus from the Hugging Face Hub (needs the hub to be reachable).
 
     ``split_map`` maps hub split names to ``train``/``test``/``aux`` (default: train → train,
     test → test, or validation → test when there is no test split). When no split maps to
     ``aux``, a seeded :data:`HF_AUX_FRACTION` of the train rows becomes ``aux``. Hub datasets have
-    no authors, so each document is its own author.
+    no authors, so each document is its own author. ``where``, ``label_map`` and
+    ``label_threshold`` choose rows and derive the label as in :func:`load_file` (a ClassLabel
+    column is matched by class name or index).
     """
     import datasets
     import pandas as pd
@@ -639,6 +836,9 @@ def load_hf(
         seed=seed,
         label_order=label_order,
         info={"hub_splits": dict(split_map), "config": config},
+        label_map=label_map,
+        label_threshold=label_threshold,
+        where=where,
     )
 
 
@@ -646,7 +846,7 @@ def load_hf(
 # Command-line mapping strings
 # --------------------------------------------------------------------------------------------
 
-_LIST_KEYS = {"attributes", "splits", "split_map"}
+_LIST_KEYS = {"attributes", "splits", "split_map", "label_map", "where"}
 _INT = re.compile(r"\d+")
 _FLOAT = re.compile(r"\d*\.\d+|\d+\.\d*")
 
@@ -666,8 +866,10 @@ def parse_mapping(spec: str) -> dict[str, Any]:
 
     ``,`` separates entries, ``=`` a key from its value, ``|`` list items; all-digit values become
     ints (column positions), ``true``/``false`` booleans, decimals floats. ``attributes``,
-    ``splits`` and ``split_map`` are always lists; items written ``name:column`` make a dict
-    (``attributes=gender:2|age_bin:3``, ``split_map=validation:test``).
+    ``splits``, ``split_map``, ``label_map`` and ``where`` are always lists; items written
+    ``name:column`` make a dict (``attributes=gender:2|age_bin:3``, ``split_map=validation:test``,
+    ``label_map=1:neg|2:neg|4:pos|5:pos``); ``where`` collects a column named twice into a list
+    of values (``where=location:uk|location:ie``).
     """
     if not isinstance(spec, str):
         raise TypeError(f"A column mapping must be a string, got {type(spec).__name__}.")
@@ -701,12 +903,17 @@ def parse_mapping(spec: str) -> dict[str, Any]:
         if not all(items):
             raise ValueError(f"Empty list item in {key}={value!r}; separate items with single '|'.")
         if any(":" in item for item in items):
-            pairs = {}
+            pairs: dict[Any, Any] = {}
             for item in items:
                 k, _, v = (s.strip() for s in item.partition(":"))
                 if not k or (":" in item and not v):
                     raise ValueError(f"Bad item {item!r} in {key}={value!r}; write name:column.")
-                pairs[k] = _scalar(v if v else k)
+                ref, val = _scalar(k) if key == "where" else k, _scalar(v if v else k)
+                if key == "where" and ref in pairs:  # a column named twice: one of its values
+                    prev = pairs[ref]
+                    pairs[ref] = [*(prev if isinstance(prev, list) else [prev]), val]
+                else:
+                    pairs[ref] = val
             out[key] = pairs
         else:
             out[key] = [_scalar(item) for item in items]

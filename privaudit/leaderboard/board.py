@@ -30,8 +30,11 @@ HYPERVOLUME_DEFINITION = (
     "level contributes nothing; privacy is clipped to [0, 1]. For attacks whose privacy is a "
     "reconstruction MSE (embedding_mse), privacy is first divided by the largest MSE observed "
     "for that attack across all defenses. Seeds are averaged before frontiers are taken. Rank "
-    "1 is the largest hypervolume (ties share the smallest rank); the overall rank orders the "
-    "mean rank over the attacks a defense was scored on. The undefended `none` is not ranked."
+    "1 is the largest hypervolume (ties share the smallest rank, except that a defense whose "
+    "releases equal the originals, replacement rate 0 at every point, ranks below a defense "
+    "that changed the text and has the same score); the overall rank orders the mean rank over "
+    "the attacks a defense was scored on, with the same tie rule. The undefended `none` is not "
+    "ranked."
 )
 
 # Column -> header of the overall table, in display order.
@@ -201,18 +204,56 @@ def leaderboard(frame: pd.DataFrame, chance: float) -> Leaderboard:
                 }
             )
     per_attack = pd.DataFrame(rows)
+    identity = identity_labels(frame)
+    for label in sorted(identity - {NONE}):
+        notes.append(
+            f"{label} changed no word at any privacy level (replacement rate 0): its releases "
+            "are the original texts, so it protects nothing; it ranks below any defense it ties "
+            "with."
+        )
     ranked = per_attack["label"] != NONE
     # Rounded so that float noise in equal areas cannot break a tie.
     score = per_attack["hypervolume"].round(12).where(ranked)
-    per_attack["rank"] = (
-        score.groupby(per_attack["attack"]).rank(method="min", ascending=False).astype("Int64")
-    )
-    overall = _overall(frame, per_attack, notes)
+    same = per_attack["label"].isin(identity)
+    per_attack["rank"] = pd.concat(
+        [_ranks(-score[idx], same[idx]) for idx in per_attack.groupby("attack").groups.values()]
+    ).reindex(per_attack.index)
+    overall = _overall(frame, per_attack, notes, identity)
     notes.append(f"Chance level (majority-class accuracy): {chance:.4g}.")
     return Leaderboard(overall=overall, per_attack=per_attack, chance=chance, notes=tuple(notes))
 
 
-def _overall(frame: pd.DataFrame, per_attack: pd.DataFrame, notes: list[str]) -> pd.DataFrame:
+def identity_labels(frame: pd.DataFrame) -> set[str]:
+    """Labels whose releases equal the originals: the undefended ``none``, and any defense whose
+    every point with a measured replacement rate changed nothing (rate 0). Vector releases and
+    results without the column have no rate (NaN), so they are never counted here."""
+    labelled = with_labels(frame)
+    found = set(labelled.loc[labelled["defense"] == NONE, "label"])
+    if "replacement_rate" in labelled.columns:
+        rate = labelled["replacement_rate"].astype(float)
+        measured = labelled[np.isfinite(rate)].groupby("label")["replacement_rate"]
+        found |= {str(label) for label, top in measured.max().items() if top == 0.0}
+    return found
+
+
+def _ranks(cost: pd.Series, identity: pd.Series) -> pd.Series:
+    """Rank 1 = smallest ``cost``; equal costs share the smallest rank, except that an identity
+    defense (``identity`` True) ranks below a real one of equal cost, so doing nothing never
+    wins a tie. NaN cost (the unranked ``none``) gets no rank."""
+    import pandas as pd
+
+    c, same = cost.to_numpy(float), identity.to_numpy(bool)
+    ok = np.isfinite(c)
+    ranks = [
+        1 + int(np.sum(ok & ((c < c[i]) | ((c == c[i]) & ~same & same[i])))) if ok[i] else pd.NA
+        for i in range(len(c))
+    ]
+    return pd.Series(ranks, index=cost.index, dtype="Int64")
+
+
+def _overall(
+    frame: pd.DataFrame, per_attack: pd.DataFrame, notes: list[str], identity: set[str]
+) -> pd.DataFrame:
     """One row per label: mean rank, attacks scored, mean hypervolume, utility, guarantee, cost."""
     import pandas as pd
 
@@ -235,7 +276,8 @@ def _overall(frame: pd.DataFrame, per_attack: pd.DataFrame, notes: list[str]) ->
         defenses = labelled.groupby("label")["defense"].first()
         overall["defense"] = overall["defense"].fillna(defenses)
         notes.append(f"No ok cell, so not ranked: {', '.join(unscored)} (see the failures).")
-    overall["rank"] = overall["mean_rank"].round(12).rank(method="min").astype("Int64")
+    overall["is_identity"] = overall.index.isin(list(identity))
+    overall["rank"] = _ranks(overall["mean_rank"].round(12), overall["is_identity"])
     # Utility does not depend on the attack: any row of a defense point carries it.
     util = labelled[np.isfinite(labelled["utility"].astype(float))]
     util = util.groupby(["label", "knob_value"], dropna=False)["utility"].mean()
@@ -258,7 +300,8 @@ def _overall(frame: pd.DataFrame, per_attack: pd.DataFrame, notes: list[str]) ->
     overall = overall.reset_index()
     overall["is_none"] = overall["label"] == NONE
     overall = overall.sort_values(
-        ["is_none", "rank", "mean_hypervolume", "label"], ascending=[True, True, False, True]
+        ["is_none", "rank", "is_identity", "mean_hypervolume", "label"],
+        ascending=[True, True, True, False, True],
     )
     return overall[list(OVERALL_HEADERS)].reset_index(drop=True)
 

@@ -205,9 +205,16 @@ def plot_pareto(frame: Any, path: str | Path, *, attack: str, chance: float | No
     """One panel: empirical privacy (x) vs utility (y), a line per defense through its privacy
     levels (labelled with the knob value), the undefended point marked with a star and a dashed
     line at its utility, and the majority-class chance level dotted."""
-    path = Path(path)
-    pareto_figure(frame, attack=attack, chance=chance).savefig(path)
-    return path
+    return save_figure(pareto_figure(frame, attack=attack, chance=chance), Path(path))
+
+
+def save_figure(fig: Any, path: Path) -> Path:
+    """Save atomically (a temporary file, then a rename): a crash or a full disk never leaves
+    a truncated image. The format follows ``path``'s suffix (the temporary name has none)."""
+    from privaudit.audit.store import write_atomic
+
+    fmt = path.suffix.lstrip(".").lower() or "png"
+    return write_atomic(path, lambda tmp: fig.savefig(tmp, format=fmt))
 
 
 def label_styles(labels: list[str]) -> dict[str, tuple[Any, str]]:
@@ -317,6 +324,4 @@ def _frontier_panel(
 
 def plot_frontiers(frame: pd.DataFrame, path: str | Path, *, chance: float | None) -> Path:
     """Save one figure with a Pareto-frontier panel per attack (see :func:`frontier_figure`)."""
-    path = Path(path)
-    frontier_figure(frame, chance=chance).savefig(path)
-    return path
+    return save_figure(frontier_figure(frame, chance=chance), Path(path))

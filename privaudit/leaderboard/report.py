@@ -117,6 +117,10 @@ def _summary(run_dir: Path, frame: pd.DataFrame, meta: dict[str, Any]) -> str:
             facts[name] = ", ".join(str(v) for v in sorted(frame[col].dropna().unique(), key=str))
     if "corpus_sizes" in meta:
         facts["corpus sizes"] = ", ".join(f"{k} {v}" for k, v in meta["corpus_sizes"].items())
+    if (meta.get("corpus_dropped") or {}).get("dropped_rows"):  # rows the loader left out
+        from privaudit.corpora.base import describe_dropped
+
+        facts["corpus rows"] = describe_dropped(meta["corpus_dropped"])
     rows = [[k, v] for k, v in facts.items()]
     return html_table(Table(headers=[], rows=rows), numeric_from=99)
 
@@ -188,6 +192,15 @@ def _grouped_reasons(frame: pd.DataFrame, status: str) -> str:
     return html_table(Table(["cells", "reason", "defense × attack"], rows), numeric_from=0)
 
 
+def no_examples(run_dir: str | Path) -> str:
+    """What to do when a run kept no examples (runs keep no corpus text unless asked)."""
+    return (
+        f"{run_dir} kept no examples (runs store no corpus text unless asked); to keep them, "
+        f"run `privaudit run --resume {run_dir} --show-examples`, then "
+        f"`privaudit report {run_dir} --show-examples`."
+    )
+
+
 def _examples_section(run_dir: Path, show_examples: bool) -> str:
     if not show_examples:
         return _note(
@@ -198,7 +211,7 @@ def _examples_section(run_dir: Path, show_examples: bool) -> str:
     path = rd.examples_json
     examples = rd.read_examples()
     if examples is None:
-        return _note(f"No examples.json in {run_dir}; there is nothing to show.")
+        return _note(no_examples(run_dir))
     keys = ("defense", "knob_value", "original", "released")
     if not isinstance(examples, list) or not all(
         isinstance(e, dict) and set(keys) <= set(e) for e in examples

@@ -1,0 +1,404 @@
+"""Shared frame of the sentence-embedding inversions (``bow-inversion``, ``geia``).
+
+**Features** — one vector per document, whatever the release (one function for the attacker's
+aux release and the victims'):
+
+- ``text`` → re-encoded by the attacker with the *public* backbone's pooled encoder
+  (:meth:`Backbone.pooled`: attention-masked mean of the last hidden states, ``max_length``
+  128, as the probe encodes; RAPT's public plain-word prefix skipped), the attacker owning that
+  encoder;
+- ``token_vectors`` (input word-embedding space or hidden states of layer k) → mean over the
+  document's token vectors;
+- ``pooled_vectors`` → as released.
+
+Every row is then standardised on its own (zero mean and unit variance across its coordinates;
+CAPE and DPNR min-max normalise each pooled row before noising it, an affine map this undoes),
+and each coordinate with the mean and spread of the aux release the model was trained on.
+Empty documents give zero rows.
+
+**Clean features** (pre-training): what the release's space holds for the attacker's aux texts
+*without* any privatization, computed with the public backbone: ``text`` and ``pooled`` →
+:meth:`Backbone.pooled`; input word embeddings → the mean of the WordPiece ids' embeddings;
+hidden states after layer k → the mean of :meth:`Backbone.hidden_at_layer`. A release the
+backbone cannot reproduce (another dimension) has no clean pre-training: an adaptive attacker
+then trains on the queried release alone.
+
+**Aux split** — the first ``max_aux`` aux texts, split into a training part and a held-out part
+(``val_fraction`` of the documents) by a permutation seeded from the texts' digest: the same
+split in every cell of a run, so the shared pre-training never sees the held-out documents on
+which thresholds and early stopping are tuned. Victims are never used for any choice.
+
+**Pre-training cache** — :data:`PRETRAINED`, an in-process LRU memo keyed by a BLAKE2b digest
+of the attack's name and version, every parameter that shapes the pre-trained model, the
+backbone's name and fingerprint, the release space, layer and dimension, and the aux texts and
+split (:func:`privaudit.mechanisms.memo.digest`): a change to any of them is a miss, so it is
+never stale. Its seed is drawn from that digest, so the pre-trained model is a pure function of
+the key and every cell of a run (each defense point, each seed) shares it; the per-cell ``rng``
+drives the fine-tuning. Hits are deep copies. Nothing is written to disk (the model is trained
+on the user's aux text; the project keeps nothing of a user's corpus on disk).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Self
+
+import numpy as np
+
+from privaudit.api import ALL_SPACES, Attack, Knowledge, Predictions, Release, Space
+from privaudit.mechanisms.memo import digest
+from privaudit.mechanisms.seeding import torch_threads
+
+if TYPE_CHECKING:
+    from privaudit.resources import Backbone
+
+_EPS = 1e-6
+
+
+# -------------------------------------------------------------------------------------------
+# Features
+# -------------------------------------------------------------------------------------------
+
+
+def release_features(bb: Backbone, release: Release, *, name: str) -> np.ndarray:
+    """One row per document (see the module docstring), before any standardisation."""
+    if not isinstance(release, Release):
+        raise TypeError(f"{name} attacks a Release, got {type(release).__name__}.")
+    if release.kind == "text":
+        texts = list(release.texts or [])
+        bad = [i for i, t in enumerate(texts) if not isinstance(t, str)]
+        if bad:
+            raise TypeError(
+                f"Released document {bad[0]} is a {type(texts[bad[0]]).__name__}, not a string."
+            )
+        content = release.content_texts()
+        out = np.zeros((len(content), bb.dim), dtype=np.float32)
+        full = [i for i, t in enumerate(content) if t.strip()]
+        if full:
+            out[full] = bb.pooled([content[i] for i in full])
+        return out
+    rows = []
+    for d, v in enumerate(release.vectors or []):
+        arr = np.asarray(v, dtype=np.float32)
+        if arr.dtype.kind not in "fiu":
+            raise TypeError(f"Released document {d} is not numeric (dtype {arr.dtype}).")
+        if release.kind == "pooled_vectors":
+            arr = arr.reshape(-1)
+        elif arr.size == 0:
+            arr = np.zeros(0, np.float32)
+        else:
+            arr = np.atleast_2d(arr).mean(axis=0) if arr.ndim <= 2 else None
+            if arr is None:
+                raise ValueError(f"Released document {d} has vectors of {np.ndim(v)} dimensions.")
+        rows.append(arr)
+    dims = {len(r) for r in rows if len(r)}
+    if len(dims) > 1:
+        raise ValueError(f"The released vectors mix dimensions {sorted(dims)}.")
+    dim = dims.pop() if dims else 0
+    out = np.zeros((len(rows), dim), dtype=np.float32)
+    for i, r in enumerate(rows):
+        if len(r):
+            out[i] = r
+    if not np.all(np.isfinite(out)):
+        raise ValueError(f"{name} got released vectors with NaN or infinite values.")
+    return out
+
+
+def clean_features(
+    bb: Backbone, texts: Sequence[str], space: Space, layer: int | None
+) -> np.ndarray | None:
+    """The aux texts' features in ``space`` without privatization, or None when the public
+    backbone cannot produce that space (a hidden layer it does not have)."""
+    texts = list(texts)
+    if space in (Space.TEXT, Space.POOLED):
+        return release_features(bb, Release("text", texts=texts), name="clean")
+    if space is Space.TOKEN_EMBEDDINGS:
+        out = np.zeros((len(texts), bb.dim), dtype=np.float32)
+        for i, ids in enumerate(bb.token_ids(texts)):
+            if len(ids):
+                out[i] = bb.embeddings[ids].mean(axis=0)
+        return out
+    if layer is None or not 1 <= int(layer) <= bb.n_layers:
+        return None
+    states = bb.hidden_at_layer(texts, int(layer))
+    return np.stack([s.mean(axis=0) if len(s) else np.zeros(bb.dim, np.float32) for s in states])
+
+
+def standardise_rows(x: np.ndarray) -> np.ndarray:
+    """Each row to zero mean and unit variance across its coordinates (zero rows stay zero)."""
+    x = np.asarray(x, dtype=np.float32)
+    if x.shape[1] == 0:
+        return x
+    centred = x - x.mean(axis=1, keepdims=True)
+    return (centred / (centred.std(axis=1, keepdims=True) + _EPS)).astype(np.float32)
+
+
+@dataclass
+class Scaler:
+    """Per-coordinate standardisation with the statistics of one (row-standardised) release."""
+
+    mean: np.ndarray
+    std: np.ndarray
+
+    @classmethod
+    def fit(cls, x: np.ndarray) -> Scaler:
+        return cls(mean=x.mean(axis=0), std=x.std(axis=0) + _EPS)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray((x - self.mean) / self.std, dtype=np.float32)
+
+
+# -------------------------------------------------------------------------------------------
+# Aux texts, split, pre-training cache
+# -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class AuxSplit:
+    """The attacker's aux texts and which of them train (``fit``) or are held out (``val``)."""
+
+    texts: list[str]
+    fit: np.ndarray  # indices into texts
+    val: np.ndarray
+
+    @property
+    def key(self) -> str:
+        return digest([*self.texts, self.fit, self.val])
+
+
+def aux_split(
+    knowledge: Knowledge, *, max_aux: int | None, val_fraction: float, name: str
+) -> AuxSplit:
+    """The first ``max_aux`` aux texts and their fixed train/held-out split."""
+    if knowledge.aux is None:
+        raise ValueError(f"{name} needs the attacker's auxiliary split (Knowledge.aux).")
+    aux = knowledge.aux
+    if "text" not in getattr(aux, "column_names", []):
+        raise ValueError(f"{name} needs an aux split with a 'text' column.")
+    if max_aux is not None and len(aux) > max_aux:
+        aux = aux.select(range(max_aux))
+    texts = [str(t) for t in aux["text"]]
+    if len(texts) < 4:
+        raise ValueError(
+            f"{name} got {len(texts)} aux documents: it learns the inversion from the "
+            "attacker's own aux texts and holds some out to tune itself, so give it more "
+            "(a few hundred)."
+        )
+    n_val = min(max(round(val_fraction * len(texts)), 1), len(texts) - 2)
+    seed = int(digest(texts)[:8], 16)
+    order = np.random.default_rng(seed).permutation(len(texts))
+    return AuxSplit(texts=texts, fit=np.sort(order[n_val:]), val=np.sort(order[:n_val]))
+
+
+class PretrainCache:
+    """A small in-process LRU memo of pre-trained states (deep copies in and out)."""
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self._entries: OrderedDict[str, Any] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: str, compute: Callable[[], Any]) -> Any:
+        if key in self._entries:
+            self._entries.move_to_end(key)
+            self.hits += 1
+            return copy.deepcopy(self._entries[key])
+        self.misses += 1
+        value = compute()
+        self._entries[key] = copy.deepcopy(value)
+        while len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+        return value
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.hits = self.misses = 0
+
+
+#: The pre-trained models of this process, shared by every cell of a run.
+PRETRAINED = PretrainCache()
+
+
+# -------------------------------------------------------------------------------------------
+# The frame
+# -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Format:
+    """What the attacker learns of a release's format: container, space, layer, dimension."""
+
+    kind: str
+    space: Space
+    layer: int | None
+    dim: int
+
+
+class SentenceInversion(Attack):
+    """Common frame of the sentence-embedding inversions: every release kind read as one
+    vector per document; pre-training on clean aux features (cached) and, when ``adaptive``,
+    fine-tuning on the aux release queried through the mechanism.
+
+    Subclasses declare ``adaptive``, ``max_aux``, ``val_fraction``, ``backbone``, ``threads``
+    and implement :meth:`_train` (from a pre-trained state or from scratch) and
+    :meth:`_predict`; ``_finetune_only`` names the parameters the pre-training ignores.
+    """
+
+    accepts: ClassVar[frozenset[Space]] = ALL_SPACES
+    needs_white_box: ClassVar[bool] = False
+    needs_query: ClassVar[bool] = True
+    needs_aux: ClassVar[bool] = True
+    _finetune_only: ClassVar[frozenset[str]] = frozenset(
+        {"adaptive", "epochs", "threads", "progress"}
+    )
+    adaptive: bool
+    max_aux: int | None
+    val_fraction: float
+    backbone: str | None
+    threads: int | None
+    _backbone: str | None = None
+    _aux: AuxSplit | None = None
+    _state: Any = None
+    _format: Format | None = None
+    _settings: dict[str, Any]
+
+    # -- hooks -------------------------------------------------------------------------------
+
+    def _train(
+        self,
+        bb: Backbone,
+        aux: AuxSplit,
+        x: np.ndarray,
+        state: Any | None,
+        rng: np.random.Generator,
+        *,
+        pretraining: bool,
+    ) -> Any:
+        """Train on row-standardised features ``x`` of every aux text (``aux.fit`` rows train,
+        ``aux.val`` rows are held out): from ``state`` (a pre-trained one) or from scratch;
+        ``pretraining`` says which budget applies. Returns the new state."""
+        raise NotImplementedError
+
+    def _predict(self, bb: Backbone, state: Any, x: np.ndarray) -> Predictions:
+        """Predictions for the victims' row-standardised features ``x`` (at least one row)."""
+        raise NotImplementedError
+
+    # -- fit / attack ------------------------------------------------------------------------
+
+    def fit(self, knowledge: Knowledge, *, rng: np.random.Generator) -> Self:
+        if not isinstance(knowledge, Knowledge):
+            raise TypeError(f"fit() takes a Knowledge, got {type(knowledge).__name__}.")
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}.")
+        self._backbone = self.backbone if self.backbone is not None else knowledge.backbone
+        self._state, self._format, self._settings = None, None, {}
+        bb = self._load_backbone()  # first load sets torch's thread count: do it outside
+        self._aux = aux_split(
+            knowledge, max_aux=self.max_aux, val_fraction=float(self.val_fraction), name=self.name
+        )
+        if not self.adaptive:
+            return self  # pre-trained on clean features when the release's format is seen
+        if knowledge.query_mechanism is None:
+            raise ValueError(
+                f"{self.name} (adaptive) needs query access to the mechanism "
+                "(Knowledge.query_mechanism) to privatize its aux text at the victims' privacy "
+                "level; pass adaptive=False for the attacker trained on clean embeddings only."
+            )
+        release = knowledge.query(self._aux.texts)
+        x = standardise_rows(release_features(bb, release, name=self.name))
+        fmt = Format(release.kind, release.space, release.layer, int(x.shape[1]))
+        if fmt.dim == 0:
+            raise ValueError(
+                f"{self.name}: the mechanism released empty vectors for every aux text."
+            )
+        with torch_threads(self.threads):
+            base = self._pretrained(bb, fmt)
+            self._state = self._train(bb, self._aux, x, base, rng, pretraining=base is None)
+        self._format = fmt
+        self._settings["pretrained"] = base is not None
+        return self
+
+    def attack(self, release: Release) -> Predictions:
+        if self._aux is None:
+            raise ValueError(f"{self.name} is not fitted: call fit(knowledge) before attack().")
+        if not isinstance(release, Release):
+            raise TypeError(f"{self.name} attacks a Release, got {type(release).__name__}.")
+        if len(release) == 0:
+            raise ValueError(f"{self.name} got a release with no documents: nothing to attack.")
+        bb = self._load_backbone()
+        x = standardise_rows(release_features(bb, release, name=self.name))
+        fmt = Format(release.kind, release.space, release.layer, int(x.shape[1]))
+        with torch_threads(self.threads):
+            if not self.adaptive and self._format != fmt:
+                state = self._pretrained(bb, fmt)
+                if state is None:
+                    raise ValueError(
+                        f"{self.name} (adaptive=False) trains on clean embeddings that the "
+                        f"public backbone {bb.name!r} computes, but this {release.space} "
+                        f"release (dimension {fmt.dim}, layer {fmt.layer}) is not in a space "
+                        "it can reproduce; use adaptive=True."
+                    )
+                self._state, self._format = state, fmt
+                self._settings["pretrained"] = True
+            if fmt != self._format:
+                raise ValueError(
+                    f"{self.name} was fitted on a {self._format.kind!r} aux release "
+                    f"({self._format.space}, dimension {self._format.dim}) but is attacking a "
+                    f"{release.kind!r} one ({release.space}, dimension {fmt.dim}); query the "
+                    "same mechanism the victims used."
+                )
+            predictions = self._predict(bb, self._state, x)
+        settings = dict(predictions.meta.get("settings", {}))
+        predictions.meta["settings"] = (
+            self._settings
+            | settings
+            | {
+                "adaptive": bool(self.adaptive),
+                "n_aux_docs": len(self._aux.texts),
+                "n_heldout_docs": len(self._aux.val),
+            }
+        )
+        return predictions
+
+    # -- pre-training ------------------------------------------------------------------------
+
+    def _pretrained(self, bb: Backbone, fmt: Format) -> Any | None:
+        """The state pre-trained on clean aux features of ``fmt``'s space (cached), or None
+        when the public backbone cannot produce that space."""
+        from privaudit.params import declared
+
+        aux = self._aux
+        assert aux is not None
+        if fmt.space is Space.HIDDEN_STATES and not (
+            fmt.layer is not None and 1 <= fmt.layer <= bb.n_layers
+        ):
+            return None
+        if fmt.dim != bb.dim:
+            return None
+        params = {
+            k: getattr(self, k)
+            for k in declared(type(self))
+            if k not in self._finetune_only and k != "backbone"
+        }
+        space = Space.POOLED if fmt.space is Space.TEXT else fmt.space  # the same clean space
+        key = digest(
+            [self.name, self.version, sorted(params.items()), bb.name, bb.fingerprint,
+             str(space), fmt.layer, fmt.dim, aux.key]
+        )  # fmt: skip
+
+        def compute() -> Any:
+            clean = clean_features(bb, aux.texts, space, fmt.layer)
+            assert clean is not None
+            seed_rng = np.random.default_rng(int(key[:12], 16))
+            return self._train(bb, aux, standardise_rows(clean), None, seed_rng, pretraining=True)
+
+        return PRETRAINED.get(key, compute)
+
+    def _load_backbone(self) -> Backbone:
+        from privaudit.resources import backbone
+
+        return backbone(self._backbone if self._backbone is not None else self.backbone)
