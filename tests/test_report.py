@@ -94,7 +94,8 @@ def test_report_shows_no_original_text_unless_asked(run_dir: Path, tmp_path: Pat
 def test_report_examples_errors_and_absence(run_dir: Path) -> None:
     (run_dir / "examples.json").unlink()
     page = write_report(run_dir, show_examples=True).read_text()
-    assert "No examples.json" in page
+    assert "kept no examples" in page  # and what to rerun to keep them
+    assert f"privaudit run --resume {run_dir} --show-examples" in page
     (run_dir / "examples.json").write_text(json.dumps([{"defense": "A"}]))
     with pytest.raises(ValueError, match="keys defense, knob_value, original, released"):
         write_report(run_dir, show_examples=True)

@@ -41,6 +41,7 @@ on the user's aux text; the project keeps nothing of a user's corpus on disk).
 from __future__ import annotations
 
 import copy
+import re
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -163,6 +164,12 @@ class AuxSplit:
     texts: list[str]
     fit: np.ndarray  # indices into texts
     val: np.ndarray
+    extra: int = 0  # trailing texts that are sentences of training documents (pre-training)
+
+    @property
+    def fit_docs(self) -> np.ndarray:
+        """The training documents, without the extra sentences."""
+        return self.fit[self.fit < len(self.texts) - self.extra]
 
     @property
     def key(self) -> str:
@@ -191,6 +198,26 @@ def aux_split(
     seed = int(digest(texts)[:8], 16)
     order = np.random.default_rng(seed).permutation(len(texts))
     return AuxSplit(texts=texts, fit=np.sort(order[n_val:]), val=np.sort(order[:n_val]))
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def with_sentences(aux: AuxSplit) -> AuxSplit:
+    """``aux`` plus, as extra training texts, the sentences of each training document that
+    has more than one (the held-out documents stay as they are)."""
+    extra: list[str] = []
+    for i in aux.fit:
+        parts = [p for p in _SENTENCE_END.split(aux.texts[i].strip()) if p]
+        if len(parts) > 1:
+            extra.extend(parts)
+    n = len(aux.texts)
+    return AuxSplit(
+        texts=[*aux.texts, *extra],
+        fit=np.concatenate([aux.fit, np.arange(n, n + len(extra))]),
+        val=aux.val,
+        extra=len(extra),
+    )
 
 
 class PretrainCache:
@@ -224,6 +251,73 @@ PRETRAINED = PretrainCache()
 
 
 # -------------------------------------------------------------------------------------------
+# The adapter: any release's features → the clean pooled space
+# -------------------------------------------------------------------------------------------
+
+#: Ridge strengths tried on the held-out aux (times the mean squared singular value).
+ALPHAS = np.geomspace(1e-3, 1e2, 11)
+
+
+@dataclass
+class Adapter:
+    """An affine map from a release's row-standardised features into the clean pooled space
+    (row-standardised), ``y = y_mean + (x - x_mean) @ weight``."""
+
+    x_mean: np.ndarray
+    y_mean: np.ndarray
+    weight: np.ndarray  # (d_in, d_out)
+    alpha: float | None = None  # the chosen ridge strength (None: the prior alone)
+    val_mse: float | None = None
+
+    @classmethod
+    def identity(cls, dim: int) -> Adapter:
+        zero = np.zeros(dim, np.float32)
+        return cls(zero, zero, np.eye(dim, dtype=np.float32))
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        out = self.y_mean + (np.asarray(x, np.float32) - self.x_mean) @ self.weight
+        return np.ascontiguousarray(out, dtype=np.float32)
+
+
+def fit_adapter(
+    source: np.ndarray, target: np.ndarray, aux: AuxSplit, *, identity_prior: bool
+) -> Adapter:
+    """Ridge regression from ``source`` to ``target`` rows on the aux training documents,
+    shrunk towards the identity (``identity_prior``: the release lives in the target space)
+    or towards zero; the strength (or the prior alone) chosen by held-out mean squared
+    error."""
+    x_fit, y_fit = source[aux.fit].astype(np.float64), target[aux.fit].astype(np.float64)
+    x_mean, y_mean = x_fit.mean(axis=0), y_fit.mean(axis=0)
+    x = x_fit - x_mean
+    d_in, d_out = source.shape[1], target.shape[1]
+    prior = np.eye(d_in, d_out) if identity_prior else np.zeros((d_in, d_out))
+    residual = (y_fit - y_mean) - x @ prior
+    u, sv, vt = np.linalg.svd(x, full_matrices=False)
+    projected = u.T @ residual
+    x_val = source[aux.val].astype(np.float64) - x_mean
+    y_val = target[aux.val].astype(np.float64)
+
+    def mse(weight: np.ndarray) -> float:
+        return float(np.mean((y_mean + x_val @ weight - y_val) ** 2))
+
+    best = (mse(prior), None, prior)
+    scale = float(np.mean(sv**2)) if len(sv) else 1.0
+    for alpha in ALPHAS * scale:
+        weight = prior + vt.T @ ((sv / (sv**2 + alpha))[:, None] * projected)
+        err = mse(weight)
+        if err < best[0]:
+            best = (err, float(alpha), weight)
+    err, alpha, weight = best
+    return Adapter(
+        x_mean=x_mean.astype(np.float32),
+        y_mean=y_mean.astype(np.float32),
+        weight=weight.astype(np.float32),
+        alpha=alpha,
+        val_mse=err,
+    )
+
+
+# -------------------------------------------------------------------------------------------
 # The frame
 # -------------------------------------------------------------------------------------------
 
@@ -238,14 +332,23 @@ class Format:
     dim: int
 
 
+@dataclass
+class Pretrained:
+    """The cached pre-training: the subclass's state and the clean pooled aux features."""
+
+    state: Any
+    clean: np.ndarray  # (n_aux, dim) row-standardised pooled embeddings of every aux text
+
+
 class SentenceInversion(Attack):
     """Common frame of the sentence-embedding inversions: every release kind read as one
-    vector per document; pre-training on clean aux features (cached) and, when ``adaptive``,
-    fine-tuning on the aux release queried through the mechanism.
+    vector per document and mapped into the clean pooled space; a model pre-trained there on
+    clean aux embeddings (cached); when ``adaptive``, the map and a brief fine-tuning learnt on
+    the aux release queried through the mechanism.
 
-    Subclasses declare ``adaptive``, ``max_aux``, ``val_fraction``, ``backbone``, ``threads``
-    and implement :meth:`_train` (from a pre-trained state or from scratch) and
-    :meth:`_predict`; ``_finetune_only`` names the parameters the pre-training ignores.
+    Subclasses declare ``adaptive``, ``epochs`` (fine-tuning), ``max_aux``, ``val_fraction``,
+    ``backbone``, ``threads`` and implement :meth:`_train` and :meth:`_predict`;
+    ``_finetune_only`` names the parameters the pre-training ignores.
     """
 
     accepts: ClassVar[frozenset[Space]] = ALL_SPACES
@@ -256,6 +359,7 @@ class SentenceInversion(Attack):
         {"adaptive", "epochs", "threads", "progress"}
     )
     adaptive: bool
+    epochs: int
     max_aux: int | None
     val_fraction: float
     backbone: str | None
@@ -263,6 +367,7 @@ class SentenceInversion(Attack):
     _backbone: str | None = None
     _aux: AuxSplit | None = None
     _state: Any = None
+    _adapter: Adapter | None = None
     _format: Format | None = None
     _settings: dict[str, Any]
 
@@ -275,16 +380,14 @@ class SentenceInversion(Attack):
         x: np.ndarray,
         state: Any | None,
         rng: np.random.Generator,
-        *,
-        pretraining: bool,
     ) -> Any:
-        """Train on row-standardised features ``x`` of every aux text (``aux.fit`` rows train,
-        ``aux.val`` rows are held out): from ``state`` (a pre-trained one) or from scratch;
-        ``pretraining`` says which budget applies. Returns the new state."""
+        """Train on features ``x`` of every aux text in the clean pooled space (``aux.fit``
+        rows train, ``aux.val`` rows are held out): pre-train from scratch when ``state`` is
+        None, else fine-tune ``state`` for ``epochs``. Returns the new state."""
         raise NotImplementedError
 
     def _predict(self, bb: Backbone, state: Any, x: np.ndarray) -> Predictions:
-        """Predictions for the victims' row-standardised features ``x`` (at least one row)."""
+        """Predictions for the victims' features ``x`` in the clean pooled space."""
         raise NotImplementedError
 
     # -- fit / attack ------------------------------------------------------------------------
@@ -295,13 +398,13 @@ class SentenceInversion(Attack):
         if not isinstance(rng, np.random.Generator):
             raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}.")
         self._backbone = self.backbone if self.backbone is not None else knowledge.backbone
-        self._state, self._format, self._settings = None, None, {}
+        self._state, self._adapter, self._format, self._settings = None, None, None, {}
         bb = self._load_backbone()  # first load sets torch's thread count: do it outside
         self._aux = aux_split(
             knowledge, max_aux=self.max_aux, val_fraction=float(self.val_fraction), name=self.name
         )
         if not self.adaptive:
-            return self  # pre-trained on clean features when the release's format is seen
+            return self  # the clean model, mapped when the release's format is seen
         if knowledge.query_mechanism is None:
             raise ValueError(
                 f"{self.name} (adaptive) needs query access to the mechanism "
@@ -316,10 +419,10 @@ class SentenceInversion(Attack):
                 f"{self.name}: the mechanism released empty vectors for every aux text."
             )
         with torch_threads(self.threads):
-            base = self._pretrained(bb, fmt)
-            self._state = self._train(bb, self._aux, x, base, rng, pretraining=base is None)
-        self._format = fmt
-        self._settings["pretrained"] = base is not None
+            base = self._pretrained(bb)
+            adapter = fit_adapter(x, base.clean, self._aux, identity_prior=_same_space(fmt, bb))
+            self._state = self._train(bb, self._aux, adapter(x), base.state, rng)
+        self._adapter, self._format = adapter, fmt
         return self
 
     def attack(self, release: Release) -> Predictions:
@@ -334,67 +437,85 @@ class SentenceInversion(Attack):
         fmt = Format(release.kind, release.space, release.layer, int(x.shape[1]))
         with torch_threads(self.threads):
             if not self.adaptive and self._format != fmt:
-                state = self._pretrained(bb, fmt)
-                if state is None:
-                    raise ValueError(
-                        f"{self.name} (adaptive=False) trains on clean embeddings that the "
-                        f"public backbone {bb.name!r} computes, but this {release.space} "
-                        f"release (dimension {fmt.dim}, layer {fmt.layer}) is not in a space "
-                        "it can reproduce; use adaptive=True."
-                    )
-                self._state, self._format = state, fmt
-                self._settings["pretrained"] = True
+                self._state, self._adapter = self._clean_adapted(bb, fmt)
+                self._format = fmt
             if fmt != self._format:
+                assert self._format is not None
                 raise ValueError(
                     f"{self.name} was fitted on a {self._format.kind!r} aux release "
                     f"({self._format.space}, dimension {self._format.dim}) but is attacking a "
                     f"{release.kind!r} one ({release.space}, dimension {fmt.dim}); query the "
                     "same mechanism the victims used."
                 )
-            predictions = self._predict(bb, self._state, x)
+            assert self._adapter is not None
+            predictions = self._predict(bb, self._state, self._adapter(x))
         settings = dict(predictions.meta.get("settings", {}))
-        predictions.meta["settings"] = (
-            self._settings
-            | settings
-            | {
-                "adaptive": bool(self.adaptive),
-                "n_aux_docs": len(self._aux.texts),
-                "n_heldout_docs": len(self._aux.val),
-            }
-        )
+        adapter = self._adapter
+        predictions.meta["settings"] = settings | {
+            "adaptive": bool(self.adaptive),
+            "n_aux_docs": len(self._aux.texts),
+            "n_heldout_docs": len(self._aux.val),
+            "adapter_alpha": adapter.alpha,
+            "adapter_val_mse": None if adapter.val_mse is None else round(adapter.val_mse, 4),
+        }
         return predictions
 
     # -- pre-training ------------------------------------------------------------------------
 
-    def _pretrained(self, bb: Backbone, fmt: Format) -> Any | None:
-        """The state pre-trained on clean aux features of ``fmt``'s space (cached), or None
-        when the public backbone cannot produce that space."""
+    def _clean_adapted(self, bb: Backbone, fmt: Format) -> tuple[Any, Adapter]:
+        """The non-adaptive attacker: the clean pre-trained model, and a map into its space
+        learnt from clean aux features of the release's space (the identity when the release
+        is text or pooled vectors of the backbone's dimension)."""
+        aux = self._aux
+        assert aux is not None
+        base = self._pretrained(bb)
+        if _same_space(fmt, bb):
+            return base.state, Adapter.identity(fmt.dim)
+        clean = clean_features(bb, aux.texts, fmt.space, fmt.layer)
+        if clean is None or clean.shape[1] != fmt.dim:
+            raise ValueError(
+                f"{self.name} (adaptive=False) maps the release into the clean embedding space "
+                f"with clean aux features that the public backbone {bb.name!r} computes, but "
+                f"this {fmt.space} release (dimension {fmt.dim}, layer {fmt.layer}) is not in a "
+                "space it can reproduce; use adaptive=True."
+            )
+        return base.state, fit_adapter(standardise_rows(clean), base.clean, aux,
+                                       identity_prior=False)  # fmt: skip
+
+    def _pretrained(self, bb: Backbone) -> Pretrained:
+        """The model pre-trained on clean pooled aux embeddings (cached, see the module
+        docstring)."""
         from privaudit.params import declared
 
         aux = self._aux
         assert aux is not None
-        if fmt.space is Space.HIDDEN_STATES and not (
-            fmt.layer is not None and 1 <= fmt.layer <= bb.n_layers
-        ):
-            return None
-        if fmt.dim != bb.dim:
-            return None
         params = {
             k: getattr(self, k)
             for k in declared(type(self))
             if k not in self._finetune_only and k != "backbone"
         }
-        space = Space.POOLED if fmt.space is Space.TEXT else fmt.space  # the same clean space
         key = digest(
-            [self.name, self.version, sorted(params.items()), bb.name, bb.fingerprint,
-             str(space), fmt.layer, fmt.dim, aux.key]
-        )  # fmt: skip
+            [self.name, self.version, sorted(params.items()), bb.name, bb.fingerprint, aux.key]
+        )
 
-        def compute() -> Any:
-            clean = clean_features(bb, aux.texts, space, fmt.layer)
-            assert clean is not None
+        def compute() -> Pretrained:
+            clean = standardise_rows(
+                release_features(bb, Release("text", texts=aux.texts), name=self.name)
+            )
             seed_rng = np.random.default_rng(int(key[:12], 16))
-            return self._train(bb, aux, standardise_rows(clean), None, seed_rng, pretraining=True)
+            if not getattr(self, "sentences", False):
+                return Pretrained(self._train(bb, aux, clean, None, seed_rng), clean)
+            more = with_sentences(aux)
+            extra = more.texts[len(aux.texts) :]
+            x = np.concatenate(
+                [
+                    clean,
+                    standardise_rows(
+                        release_features(bb, Release("text", texts=extra), name=self.name)
+                    ),
+                ]
+            )
+            return Pretrained(self._train(bb, more, x, None, seed_rng), clean)
 
         return PRETRAINED.get(key, compute)
 
@@ -402,3 +523,9 @@ class SentenceInversion(Attack):
         from privaudit.resources import backbone
 
         return backbone(self._backbone if self._backbone is not None else self.backbone)
+
+
+def _same_space(fmt: Format, bb: Backbone) -> bool:
+    """Whether the release is in the clean pooled space itself (text re-encoded, or pooled
+    vectors of the backbone's dimension): then the map starts from the identity."""
+    return fmt.space in (Space.TEXT, Space.POOLED) and fmt.dim == bb.dim

@@ -15,13 +15,15 @@ from privaudit.api import Predictions
 from privaudit.attacks._pairs import train
 from privaudit.attacks._sentence import AuxSplit, Scaler, SentenceInversion
 from privaudit.mechanisms.words import stop_words, words
-from privaudit.params import Fraction, NonNegativeFloat, PositiveInt
+from privaudit.params import Fraction, NonNegativeFloat, NonNegativeInt, PositiveInt
 
 if TYPE_CHECKING:
     from privaudit.resources import Backbone
 
 #: Decision thresholds tried on the held-out aux documents.
-THRESHOLDS = np.unique(np.round(np.r_[np.geomspace(0.002, 0.02, 8), np.arange(0.02, 0.99, 0.02)], 4))
+THRESHOLDS = np.unique(
+    np.round(np.r_[np.geomspace(0.002, 0.02, 8), np.arange(0.02, 0.99, 0.02)], 4)
+)
 
 
 @dataclass
@@ -103,11 +105,12 @@ class BowInversion(SentenceInversion):
         adaptive: bool = True,
         hidden: PositiveInt = 512,
         pretrain_epochs: PositiveInt = 60,
-        epochs: PositiveInt = 15,
+        epochs: NonNegativeInt = 15,
         lr: NonNegativeFloat = 1e-3,
         weight_decay: NonNegativeFloat = 1e-4,
         batch_size: PositiveInt = 32,
         dropout: Fraction = 0.2,
+        sentences: bool = True,
         max_words: PositiveInt | None = 5000,
         max_aux: PositiveInt | None = 1000,
         val_fraction: Annotated[float, Gt(0), Lt(0.5)] = 0.2,
@@ -123,6 +126,7 @@ class BowInversion(SentenceInversion):
         self.weight_decay = weight_decay
         self.batch_size = batch_size
         self.dropout = dropout
+        self.sentences = sentences
         self.max_words = max_words
         self.max_aux = max_aux
         self.val_fraction = val_fraction
@@ -142,13 +146,14 @@ class BowInversion(SentenceInversion):
         x: np.ndarray,
         state: _State | None,
         rng: np.random.Generator,
-        *,
-        pretraining: bool,
     ) -> _State:
         import torch
 
+        pretraining = state is None
         if state is None:
             state = self._new_state(aux, x.shape[1])
+        elif not self.epochs:
+            return state
         vocab = state.vocabulary
         index = {w: i for i, w in enumerate(vocab)}
         bags = [set(words(t)) for t in aux.texts]
@@ -158,7 +163,9 @@ class BowInversion(SentenceInversion):
                 i = index.get(w)
                 if i is not None:
                     y[d, i] = 1.0
-        scaler = Scaler.fit(x[aux.fit])
+        # Pre-training fixes the scaling; fine-tuning reads features already mapped into the
+        # clean space, so it keeps it.
+        scaler = Scaler.fit(x[aux.fit]) if pretraining else state.scaler
         xs = scaler(x)
         x_fit = torch.from_numpy(xs[aux.fit])
         y_fit = torch.from_numpy(y[aux.fit])
@@ -219,7 +226,7 @@ class BowInversion(SentenceInversion):
         """Vocabulary (aux training words, most frequent first when capped) and the
         no-information baseline, tuned on the held-out aux."""
         stop = stop_words()
-        df = Counter(w for i in aux.fit for w in set(words(aux.texts[i])))
+        df = Counter(w for i in aux.fit_docs for w in set(words(aux.texts[i])))
         if not df:
             raise ValueError(f"{self.name}: the aux training texts contain no words.")
         ranked = sorted(df, key=lambda w: (-df[w], w))

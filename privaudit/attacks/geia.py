@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
@@ -14,7 +15,7 @@ from annotated_types import Gt, Lt
 from privaudit.api import Predictions
 from privaudit.attacks._pairs import train
 from privaudit.attacks._sentence import AuxSplit, Scaler, SentenceInversion
-from privaudit.params import Fraction, NonNegativeFloat, PositiveInt
+from privaudit.params import Fraction, NonNegativeFloat, NonNegativeInt, PositiveInt
 
 if TYPE_CHECKING:
     import torch
@@ -106,11 +107,13 @@ class GEIA(SentenceInversion):
         n_embd: PositiveInt = 128,
         prefix_len: PositiveInt = 4,
         pretrain_epochs: PositiveInt = 40,
-        epochs: PositiveInt = 4,
+        epochs: NonNegativeInt = 1,
         lr: NonNegativeFloat = 2e-3,
         weight_decay: NonNegativeFloat = 0.01,
         batch_size: PositiveInt = 32,
         dropout: Fraction = 0.1,
+        word_dropout: Fraction = 0.0,
+        sentences: bool = True,
         max_tokens: PositiveInt = 64,
         max_aux: PositiveInt | None = 1000,
         val_fraction: Annotated[float, Gt(0), Lt(0.5)] = 0.1,
@@ -129,6 +132,8 @@ class GEIA(SentenceInversion):
         self.weight_decay = weight_decay
         self.batch_size = batch_size
         self.dropout = dropout
+        self.word_dropout = word_dropout
+        self.sentences = sentences
         self.max_tokens = max_tokens
         self.max_aux = max_aux
         self.val_fraction = val_fraction
@@ -148,8 +153,6 @@ class GEIA(SentenceInversion):
         x: np.ndarray,
         state: _State | None,
         rng: np.random.Generator,
-        *,
-        pretraining: bool,
     ) -> _State:
         import torch
 
@@ -157,6 +160,9 @@ class GEIA(SentenceInversion):
             raise ValueError(
                 f"{self.name}: n_embd={self.n_embd} must be a multiple of n_head={self.n_head}."
             )
+        pretraining = state is None
+        if state is not None and not self.epochs:
+            return state
         ids = [row[: int(self.max_tokens)] for row in bb.token_ids(aux.texts)]
         if state is None:
             seen = np.unique(np.concatenate([ids[i] for i in aux.fit] + [np.zeros(0, np.int64)]))
@@ -170,7 +176,9 @@ class GEIA(SentenceInversion):
             )
         lookup = _lookup(state.vocab_ids, bb.embeddings.shape[0])
         seqs, lengths = _sequences([lookup[row] for row in ids])
-        scaler = Scaler.fit(x[aux.fit])
+        # Pre-training fixes the scaling; fine-tuning reads features already mapped into the
+        # clean space, so it keeps it.
+        scaler = Scaler.fit(x[aux.fit]) if pretraining else state.scaler
         xs = torch.from_numpy(scaler(x))
         fit_rows = torch.from_numpy(aux.fit)
         val_rows = torch.from_numpy(aux.val)
@@ -186,7 +194,10 @@ class GEIA(SentenceInversion):
             return self._build(dim, n_vocab)
 
         def batch_loss(model: torch.nn.Module, rows: torch.Tensor) -> torch.Tensor:
-            return _loss(model, xs[rows], seqs[rows], lengths[rows], int(self.prefix_len))
+            return _loss(
+                model, xs[rows], seqs[rows], lengths[rows], int(self.prefix_len),
+                float(self.word_dropout) if model.training else 0.0,
+            )  # fmt: skip
 
         def validate(model: torch.nn.Module) -> float:
             return -float(batch_loss(model, val_rows))
@@ -235,12 +246,14 @@ class GEIA(SentenceInversion):
             eos_token_id=EOS,
             tie_word_embeddings=True,
         )
-        return torch.nn.ModuleDict(
-            {
-                "proj": torch.nn.Linear(dim, int(self.prefix_len) * int(self.n_embd)),
-                "lm": GPT2LMHeadModel(config),
-            }
-        )
+        parts = {
+            "proj": torch.nn.Linear(dim, int(self.prefix_len) * int(self.n_embd)),
+            "lm": GPT2LMHeadModel(config),
+        }
+        # The prefix on the scale of GPT-2's input embeddings (std 0.02).
+        torch.nn.init.normal_(parts["proj"].weight, std=0.02 / math.sqrt(dim))
+        torch.nn.init.zeros_(parts["proj"].bias)
+        return torch.nn.ModuleDict(parts)
 
     # ---------------------------------------------------------------------------------------
     # Attacking
@@ -295,10 +308,17 @@ def _sequences(rows: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _loss(
-    model: Any, x: torch.Tensor, seqs: torch.Tensor, lengths: torch.Tensor, prefix: int
+    model: Any,
+    x: torch.Tensor,
+    seqs: torch.Tensor,
+    lengths: torch.Tensor,
+    prefix: int,
+    word_dropout: float = 0.0,
 ) -> torch.Tensor:
     """Teacher-forced next-token cross-entropy: the prefix and [BOS] + text predict text +
-    [EOS]; padding is masked out of attention and loss."""
+    [EOS]; padding is masked out of attention and loss. ``word_dropout``: that fraction of
+    the input tokens after [BOS] is replaced by [UNK] (the targets are not), so the decoder
+    must lean on the conditioning rather than on its own history."""
     import torch
 
     width = int(lengths.max())
@@ -306,6 +326,10 @@ def _loss(
     steps = torch.arange(width - 1)[None, :]
     valid = steps < (lengths[:, None] - 1)
     labels[~valid] = -100
+    if word_dropout > 0:
+        drop = torch.rand(inputs.shape) < word_dropout  # the seeded global RNG (train())
+        drop[:, 0] = False
+        inputs = inputs.masked_fill(drop, UNK)
     lm = model["lm"]
     n = len(x)
     head = model["proj"](x).view(n, prefix, -1)

@@ -134,17 +134,17 @@ class LocalExecutor:
         if pool is None:
             return
         cut_short = any(not f.done() for f in self._futures)
-        # The pool's own handle on its processes (private, and gone after shutdown): the
-        # public API cannot stop a task that is running.
+        # The pool's own handles (private): the public API cannot stop a running task.
         workers = list((getattr(pool, "_processes", None) or {}).values())
+        manager = getattr(pool, "_executor_manager_thread", None)
         pool.shutdown(wait=not cut_short, cancel_futures=True)
-        if cut_short:
+        if cut_short:  # a worker holds nothing to clean up: the driver writes every file
             for proc in workers:
-                proc.terminate()
+                proc.kill()
             for proc in workers:
                 proc.join(timeout=5)
-                if proc.is_alive():
-                    proc.kill()
+            if manager is not None:  # it sees the workers gone and closes the pool's queues
+                manager.join(timeout=5)
 
 
 class RayExecutor:
@@ -172,7 +172,7 @@ class RayExecutor:
             else:
                 cpus = max(self.jobs, 1) if self.jobs > 1 else None
                 # Every process of the instance is started here and inherits this environment.
-                if True:
+                with _env(RAY_OFFLINE_ENV | RAY_LOCAL_ENV), _local_instance(ray):
                     ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
             self._started = True
         remote = ray.remote(num_cpus=1)(work)
@@ -262,8 +262,15 @@ def _init_worker(threads: int, driver: int) -> None:
     torch.set_num_threads(threads)
     # Workers' own bars would interleave with the driver's; the driver shows the cells.
     os.environ["TQDM_DISABLE"] = "1"
-    # Ctrl-C reaches the whole process group: the driver handles it and ends the workers.
+    # tqdm's default lock is a process-shared semaphore, which a worker ended mid-point would
+    # leave behind ("leaked semaphore" at exit); a worker's bars need only a thread lock.
+    from tqdm import tqdm
+
+    tqdm.set_lock(threading.RLock())
+    # Ctrl-C, and `timeout`'s SIGTERM, reach the whole process group: the driver handles
+    # them and ends the workers, so a run stops one way however it is signalled.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     threading.Thread(target=_exit_with, args=(driver,), daemon=True, name="driver-watch").start()
 
 
