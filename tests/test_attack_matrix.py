@@ -19,6 +19,8 @@ ATTACK_PARAMS: dict[str, dict] = {
     "mlp-inversion": {"epochs": 2},
     "ae-inversion": {"epochs": 2},
     "optimization-inversion": {"steps": 5, "max_docs": 3},
+    "bow-inversion": {"hidden": 32, "pretrain_epochs": 3, "epochs": 2},
+    "geia": {"n_layer": 1, "n_head": 2, "n_embd": 32, "pretrain_epochs": 1, "max_tokens": 16},
 }
 DEFENSE_PARAMS: dict[str, dict] = {"rapt": {"n_plain": 4}}
 
@@ -50,7 +52,9 @@ MUST_RUN = {
     ("has-label", "has-deanonymization"), ("has-generative", "has-deanonymization"),
     ("sap", "optimization-inversion"), ("sap-k1", "optimization-inversion"),
     ("embedding-dx", "mlp-inversion"), ("cape", "attribute-inference"),
-    ("dpnr", "attribute-inference"),
+    ("dpnr", "attribute-inference"), ("cape", "bow-inversion"), ("dpnr", "geia"),
+    ("sap-k1", "bow-inversion"), ("sap-k1", "geia"), ("embedding-dx", "geia"),
+    ("has-label", "bow-inversion"), ("t2t", "geia"),
 }  # fmt: skip
 MUST_BE_NA = {
     ("t2t", "has-deanonymization"), ("sap-k1", "nn-inversion"), ("sap-k1", "mlp-inversion"),

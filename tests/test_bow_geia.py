@@ -124,12 +124,43 @@ def test_every_release_kind_is_attacked_and_scored(cls, label) -> None:
         )
 
 
+NOUNS = ["food", "room", "phone", "book", "staff", "service", "shoes", "laptop", "chair", "hotel"]
+ADJS = ["great", "awful", "lovely", "broken", "perfect", "dreadful", "superb", "useless", "noisy"]
+NAMES = ["Anna", "Brian", "Chloe", "Dev", "Elena", "Farid", "Grace", "Hamish"]
+
+
+def obvious_reviews(n: int, seed: int) -> tuple[list[str], list[list[dict]]]:
+    """Short reviews whose content words (and the named reviewer) the tiny random BERT's
+    pooled vector can carry: its 32 dimensions cannot hold the synthetic corpus's vocabulary."""
+    rng = np.random.default_rng(seed)
+    texts, entities = [], []
+    for _ in range(n):
+        name = str(rng.choice(NAMES))
+        parts = [
+            f"the {rng.choice(NOUNS)} was {rng.choice(ADJS)}" for _ in range(rng.integers(1, 3))
+        ]
+        texts.append(f"{name} said " + " and ".join(parts) + ".")
+        entities.append([{"text": name, "type": "PERSON"}])
+    return texts, entities
+
+
 def test_bow_beats_its_baseline_on_undefended_text() -> None:
-    # Measured: F1 (content words) about 0.3 against a baseline of about 0.1.
-    pred = run(BowInversion, NoDefense(), pretrain_epochs=60, hidden=128)
-    row = score_predictions(pred, truth(), BowInversion.metric)[0]
-    assert row["attack_score"] > row["attack_baseline"] + 0.05
-    assert row["attack_details"]["entity_word_recovery"] >= 0.0
+    aux_texts, _ = obvious_reviews(200, seed=0)
+    texts, entities = obvious_reviews(100, seed=1)
+    defense = NoDefense()
+    k = knowledge(defense, aux=datasets.Dataset.from_dict({"text": aux_texts}))
+    attack = BowInversion(backbone=TINY, **FAST[BowInversion])
+    pred = attack.fit(k, rng=np.random.default_rng(0)).attack(
+        defense.privatize(texts, rng=np.random.default_rng(2))
+    )
+    row = score_predictions(pred, Truth(tokens=[], texts=texts, entities=entities), "word_set_f1")[
+        0
+    ]
+    details = row["attack_details"]
+    # Measured: F1 0.73 against 0.28 for the aux's most frequent words; names 0.4 vs 0.
+    assert row["attack_score"] > row["attack_baseline"] + 0.25
+    assert details["f1_all"] > details["baseline_f1_all"] + 0.2
+    assert details["entity_word_recovery"] > details["baseline_entity_word_recovery"] + 0.1
 
 
 @pytest.mark.parametrize("cls", CLASSES)
@@ -166,13 +197,15 @@ def test_pretraining_is_cached_by_content(cls) -> None:
     run(cls, NoDefense(), pretrain_epochs=FAST[cls]["pretrain_epochs"] + 1)  # a new model
     assert PRETRAINED.misses == 2
     aux = corpus().split("aux").select(range(40))  # other aux texts: a miss
-    cls(backbone=TINY, **FAST[cls]).fit(knowledge(NoDefense(), aux=aux), rng=np.random.default_rng(0))
+    cls(backbone=TINY, **FAST[cls]).fit(
+        knowledge(NoDefense(), aux=aux), rng=np.random.default_rng(0)
+    )
     assert PRETRAINED.misses == 3
 
 
 @pytest.mark.parametrize("cls", CLASSES)
 def test_bad_inputs_say_what_is_wrong(cls) -> None:
-    with pytest.raises(ParamError, match="did you mean|not a parameter|unknown|takes"):
+    with pytest.raises(ParamError, match="Did you mean 'epochs'"):
         cls(epochz=3)
     with pytest.raises(ParamError):
         cls(adaptive="yes")

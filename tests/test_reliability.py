@@ -197,3 +197,16 @@ def test_progress_bar_terminal_and_report_count_cells_alike(tmp_path) -> None:
     assert "1 of 4 cells are n/a" in result.output
     html = (tmp_path / "r" / "report.html").read_text()
     assert f"4: {counts['ok']} ok, 1 n/a, 0 failed ({len(frame)} result rows)" in html
+
+
+def test_a_run_written_before_a_new_config_field_still_resumes(tmp_path) -> None:
+    run_dir = tmp_path / "r"
+    first = runner.invoke(app, ["run", "--preset", "smoke", "--run-dir", str(run_dir),
+                                "--no-progress"])  # fmt: skip
+    assert first.exit_code == 0, first.output
+    saved = json.loads((run_dir / "config.json").read_text())
+    del saved["executor"]  # as an older privaudit wrote it: a field with a default missing
+    (run_dir / "config.json").write_text(json.dumps(saved))
+    again = runner.invoke(app, ["run", "--resume", str(run_dir), "--no-progress"])
+    assert again.exit_code == 0, again.output
+    assert json.loads((run_dir / "run.json").read_text())["computed"] == 0

@@ -12,30 +12,45 @@ aux release and the victims'):
 - ``pooled_vectors`` → as released.
 
 Every row is then standardised on its own (zero mean and unit variance across its coordinates;
-CAPE and DPNR min-max normalise each pooled row before noising it, an affine map this undoes),
-and each coordinate with the mean and spread of the aux release the model was trained on.
+CAPE and DPNR min-max normalise each pooled row before noising it, an affine map this undoes).
 Empty documents give zero rows.
 
-**Clean features** (pre-training): what the release's space holds for the attacker's aux texts
-*without* any privatization, computed with the public backbone: ``text`` and ``pooled`` →
-:meth:`Backbone.pooled`; input word embeddings → the mean of the WordPiece ids' embeddings;
-hidden states after layer k → the mean of :meth:`Backbone.hidden_at_layer`. A release the
-backbone cannot reproduce (another dimension) has no clean pre-training: an adaptive attacker
-then trains on the queried release alone.
+**One clean space** — the model (MLP or decoder) is pre-trained once on the *clean* pooled
+embeddings of the attacker's aux texts (:meth:`Backbone.pooled`, no privatization), and every
+release is first mapped into that space by an :class:`Adapter`: a ridge regression from the
+release's features to the clean pooled features of the same aux texts, shrunk towards the
+identity when the release already lives there (text, pooled vectors of the backbone's
+dimension) and towards zero otherwise (token vectors, hidden states, another dimension), its
+strength chosen on the held-out aux. For the undefended text the map is exactly the identity;
+for a noisy release it is the attacker's best linear denoiser.
+
+- **Adaptive** (the default): the adapter is fitted on the aux release queried through the
+  mechanism at the victims' privacy level, then the pre-trained model is fine-tuned briefly on
+  that mapped aux release (subclasses' ``epochs``; 0 = the adapter alone).
+- **Non-adaptive** (``adaptive=False``; needs no queries): the clean model alone; a release in
+  another space is mapped with an adapter fitted on clean aux features of *that* space, which
+  the attacker computes with the public backbone (mean input embeddings of the WordPiece ids,
+  or the mean of :meth:`Backbone.hidden_at_layer`).
+
+**Pre-training data** — the aux training documents and, with ``sentences`` (subclasses), each
+of their sentences as an extra (embedding, text) pair: several times more pairs from the same
+aux text, which the small models need; held-out documents stay whole.
 
 **Aux split** — the first ``max_aux`` aux texts, split into a training part and a held-out part
 (``val_fraction`` of the documents) by a permutation seeded from the texts' digest: the same
 split in every cell of a run, so the shared pre-training never sees the held-out documents on
-which thresholds and early stopping are tuned. Victims are never used for any choice.
+which thresholds, ridge strengths and early stopping are tuned. Victims are never used for
+any choice.
 
 **Pre-training cache** — :data:`PRETRAINED`, an in-process LRU memo keyed by a BLAKE2b digest
-of the attack's name and version, every parameter that shapes the pre-trained model, the
-backbone's name and fingerprint, the release space, layer and dimension, and the aux texts and
-split (:func:`privaudit.mechanisms.memo.digest`): a change to any of them is a miss, so it is
-never stale. Its seed is drawn from that digest, so the pre-trained model is a pure function of
-the key and every cell of a run (each defense point, each seed) shares it; the per-cell ``rng``
-drives the fine-tuning. Hits are deep copies. Nothing is written to disk (the model is trained
-on the user's aux text; the project keeps nothing of a user's corpus on disk).
+of the attack's name and version, every parameter that shapes the pre-trained model (all but
+``adaptive``, ``epochs``, ``threads``, ``progress``), the backbone's name and fingerprint, and
+the aux texts and split (:func:`privaudit.mechanisms.memo.digest`): a change to any of them is
+a miss, so it is never stale. Its seed is drawn from that digest, so the pre-trained model is
+a pure function of the key and every cell of a run (every defense point and release kind,
+every seed, adaptive or not) shares it; the per-cell ``rng`` drives the fine-tuning. Hits are
+deep copies. Nothing is written to disk (the model is trained on the user's aux text; the
+project keeps nothing of a user's corpus on disk).
 """
 
 from __future__ import annotations

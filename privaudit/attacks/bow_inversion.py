@@ -63,17 +63,20 @@ class BowInversion(SentenceInversion):
     vocabulary is the words of the aux training documents (at most ``max_words``, the most
     frequent by document count); a victim word outside it can only be missed.
 
-    Training (adaptive, the default): the MLP Linear(d, ``hidden``) → ReLU →
+    Training (:mod:`privaudit.attacks._sentence`): the MLP Linear(d, ``hidden``) → ReLU →
     Dropout(``dropout``) → Linear(``hidden``, V), BCE-with-logits on the multi-hot word sets,
-    AdamW (``lr``, ``weight_decay``), minibatches of ``batch_size`` documents, is
+    AdamW (``lr``, ``weight_decay``), minibatches of ``batch_size`` texts, is
 
-    1. pre-trained for ``pretrain_epochs`` on *clean* aux features (no privatization), once per
-       run and release space, cached by content (:data:`privaudit.attacks._sentence.PRETRAINED`);
-    2. fine-tuned for ``epochs`` on the aux release queried through the mechanism at the
-       victims' privacy level (the per-cell ``rng`` seeds dropout and shuffling).
+    1. pre-trained for ``pretrain_epochs`` on the *clean* pooled embeddings of the aux
+       training documents (and, with ``sentences``, of each of their sentences), once per run,
+       cached by content (:data:`privaudit.attacks._sentence.PRETRAINED`);
+    2. adaptive (the default): the release's features are mapped into that clean space by a
+       ridge map learnt on the aux release queried through the mechanism at the victims'
+       privacy level, and the MLP is fine-tuned for ``epochs`` on that mapped aux release (the
+       per-cell ``rng`` seeds dropout and shuffling).
 
-    ``adaptive=False`` is the non-adaptive attacker: the clean pre-trained model alone, applied
-    to the release. Both keep the weights of the epoch with the best held-out F1 (a
+    ``adaptive=False`` is the non-adaptive attacker: the clean pre-trained model alone (no
+    queries). Both keep the weights of the epoch with the best held-out F1 (a
     ``val_fraction`` of the aux documents, never trained on), on which the decision thresholds
     are then tuned: one for content words (best F1 without stop words), then one for stop words
     (best F1 with them). Victims are never used for a choice.
@@ -88,11 +91,12 @@ class BowInversion(SentenceInversion):
     fixed set of words an attacker can guess without the release.
 
     Deviations: the paper's MLC reads the full vocabulary of a large training corpus; ours is
-    the aux vocabulary (a few hundred documents on the quick grid). Pre-training on clean
-    embeddings then fine-tuning through the mechanism is our affordable form of the adaptive
-    attacker (one pre-training per run instead of one full training per defense point);
-    thresholds tuned on held-out aux rather than fixed at 0.5; a small MLP and few epochs for
-    a CPU budget (seconds per cell).
+    the aux vocabulary (a few hundred documents on the quick grid), so we add the aux
+    sentences as training pairs. Pre-training on clean embeddings, then a ridge map and a brief
+    fine-tuning through the mechanism, is our affordable form of the adaptive attacker (one
+    pre-training per run instead of one full training per defense point); thresholds tuned on
+    held-out aux rather than fixed at 0.5; a small MLP and few epochs for a CPU budget (seconds
+    per cell).
     """
 
     name: ClassVar[str] = "bow-inversion"
@@ -106,7 +110,7 @@ class BowInversion(SentenceInversion):
         hidden: PositiveInt = 512,
         pretrain_epochs: PositiveInt = 60,
         epochs: NonNegativeInt = 15,
-        lr: NonNegativeFloat = 1e-3,
+        lr: NonNegativeFloat = 2e-3,
         weight_decay: NonNegativeFloat = 1e-4,
         batch_size: PositiveInt = 32,
         dropout: Fraction = 0.2,

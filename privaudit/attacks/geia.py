@@ -71,13 +71,17 @@ class GEIA(SentenceInversion):
     can learn to emit no other token, so this loses nothing and makes the softmax 25 times
     smaller.
 
-    Training (adaptive, the default): pre-trained for ``pretrain_epochs`` on *clean* aux
-    embeddings (no privatization), once per run and release space, cached by content
-    (:data:`privaudit.attacks._sentence.PRETRAINED`); then fine-tuned for ``epochs`` on the
-    aux release queried through the mechanism at the victims' privacy level (the per-cell
-    ``rng`` seeds dropout and shuffling). Both keep the weights of the epoch with the lowest
-    loss on the held-out aux documents (``val_fraction``, never trained on).
-    ``adaptive=False`` is the non-adaptive attacker: the clean pre-trained decoder alone.
+    Training (:mod:`privaudit.attacks._sentence`): pre-trained for ``pretrain_epochs`` on the
+    *clean* pooled embeddings of the aux training documents (and, with ``sentences``, of each
+    of their sentences), once per run, cached by content
+    (:data:`privaudit.attacks._sentence.PRETRAINED`); with ``word_dropout`` of the teacher-forced
+    input tokens replaced by [UNK] so that the decoder leans on the conditioning (Bowman et
+    al.'s word dropout). Adaptive (the default): the release's features are mapped into the
+    clean space by a ridge map learnt on the aux release queried through the mechanism at the
+    victims' privacy level, and the decoder is fine-tuned for ``epochs`` on that mapped aux
+    release (the per-cell ``rng`` seeds dropout and shuffling). Both keep the weights of the
+    epoch with the lowest loss on the held-out aux documents (``val_fraction``, never trained
+    on). ``adaptive=False`` is the non-adaptive attacker: the clean pre-trained decoder alone.
 
     Metric (``generation_f1``, :func:`privaudit.audit.scoring.generation_scores`): word F1 of
     the decoded text against the original (the headline; empirical privacy 1 − F1), ROUGE-L,
@@ -90,8 +94,10 @@ class GEIA(SentenceInversion):
     initialised one); no pretrained generator is available offline, so the decoder is
     randomly initialised and small (two layers, width 128: it must train in seconds on two
     CPU cores, on a few hundred aux texts), with the vocabulary restricted as above; greedy
-    decoding (the paper also uses beam search and sampling); pre-training on clean embeddings
-    then a brief fine-tuning through the mechanism is our affordable adaptive attacker.
+    decoding (the paper also uses beam search and sampling); the aux sentences as extra
+    training pairs and word dropout, since a few hundred aux texts are all the decoder
+    learns language from; pre-training on clean embeddings, then a ridge map and a brief
+    fine-tuning through the mechanism, is our affordable adaptive attacker.
     """
 
     name: ClassVar[str] = "geia"
@@ -106,13 +112,13 @@ class GEIA(SentenceInversion):
         n_head: PositiveInt = 4,
         n_embd: PositiveInt = 128,
         prefix_len: PositiveInt = 4,
-        pretrain_epochs: PositiveInt = 40,
+        pretrain_epochs: PositiveInt = 10,
         epochs: NonNegativeInt = 1,
         lr: NonNegativeFloat = 2e-3,
         weight_decay: NonNegativeFloat = 0.01,
         batch_size: PositiveInt = 32,
         dropout: Fraction = 0.1,
-        word_dropout: Fraction = 0.0,
+        word_dropout: Fraction = 0.25,
         sentences: bool = True,
         max_tokens: PositiveInt = 64,
         max_aux: PositiveInt | None = 1000,

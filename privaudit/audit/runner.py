@@ -143,9 +143,15 @@ def _claim(rd: RunDir, config: GridConfig, overwrite: bool) -> None:
     import json
 
     saved = rd.read_config() if rd.config_json.is_file() else None
+    if saved is None:
+        return
+    try:  # through the model: a field added since (with its default) is no difference
+        theirs = json.loads(GridConfig.model_validate(saved).model_dump_json())
+    except ValueError:
+        theirs = saved
     # show_examples only chooses what is kept (no key, no result): it may change on --resume.
     ours = json.loads(config.model_dump_json())
-    if saved is None or _sans_examples(saved) == _sans_examples(ours):
+    if _sans_examples(theirs) == _sans_examples(ours):
         return
     if not overwrite:
         raise ValueError(
