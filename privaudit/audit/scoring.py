@@ -242,13 +242,15 @@ def generation_scores(
 ) -> dict[str, float]:
     """GEIA's measures of a decoded text against its original, on
     :func:`privaudit.mechanisms.words.words` (case, accents and punctuation set aside):
-    ``f1``/``precision``/``recall`` of the word multisets (micro-averaged), ``rouge_l``
+    ``precision``/``recall``/``f1`` of the word multisets without stop words (micro-averaged;
+    the headline, as :func:`word_set_scores`': the templates a decoder learns weigh less),
+    ``*_all`` with them, ``rouge_l``
     (mean ROUGE-L F-measure, Google's ``rouge-score``), ``exact`` (fraction decoded word for
     word) and ``entity_recovery`` (fraction of the victims' entity strings whose words appear
     contiguously in the decoded text)."""
     from rouge_score import rouge_scorer
 
-    from privaudit.mechanisms.words import normalise, words
+    from privaudit.mechanisms.words import normalise, stop_words, words
 
     if len(decoded) != len(originals):
         raise ValueError(
@@ -256,15 +258,19 @@ def generation_scores(
         )
     truth_words = [words(t) for t in originals]
     guess_words = [words(str(t)) for t in decoded]
-    prf = _multiset_prf(
-        (Counter(t), Counter(g)) for t, g in zip(truth_words, guess_words, strict=True)
+    pairs = list(zip(truth_words, guess_words, strict=True))
+    prf = _multiset_prf((Counter(t), Counter(g)) for t, g in pairs)
+    stop = stop_words()
+    content = _multiset_prf(
+        (Counter(w for w in t if w not in stop), Counter(w for w in g if w not in stop))
+        for t, g in pairs
     )
     scorer = rouge_scorer.RougeScorer(["rougeL"])
     rouge = [
         scorer.score(normalise(o), normalise(str(d)))["rougeL"].fmeasure
         for o, d in zip(originals, decoded, strict=True)
     ]
-    exact = [t == g for t, g in zip(truth_words, guess_words, strict=True)]
+    exact = [t == g for t, g in pairs]
     found = total = 0
     for ents, guess in zip(entities, guess_words, strict=False):
         padded = f" {' '.join(guess)} "
@@ -273,7 +279,10 @@ def generation_scores(
             if wanted:
                 total += 1
                 found += int(f" {wanted} " in padded)
-    return prf | {
+    return content | {
+        "precision_all": prf["precision"],
+        "recall_all": prf["recall"],
+        "f1_all": prf["f1"],
         "rouge_l": float(np.mean(rouge)) if rouge else float("nan"),
         "exact": float(np.mean(exact)) if exact else float("nan"),
         "entity_recovery": found / total if total else float("nan"),
@@ -451,13 +460,14 @@ def _score_generation(
 ) -> list[dict[str, Any]]:
     _expect(predictions, "texts", "generation_f1")
     s = generation_scores(truth.texts, predictions.texts or [], truth.entities)
-    details |= {k: s[k] for k in ("precision", "recall", "rouge_l", "exact", "entity_recovery")}
+    keys = ("precision", "recall", "f1_all", "rouge_l", "exact", "entity_recovery")
+    details |= {k: s[k] for k in keys}
     baseline = float("nan")
     if "baseline_text" in predictions.meta:  # the decoder's output with no conditioning
         prior = [str(predictions.meta["baseline_text"])] * len(truth.texts)
         b = generation_scores(truth.texts, prior, truth.entities)
         baseline = b["f1"]
-        details |= {f"baseline_{k}": b[k] for k in ("rouge_l", "exact", "entity_recovery")}
+        details |= {f"baseline_{k}": b[k] for k in keys[2:]}
     return [_row(s["f1"], 1.0 - s["f1"], details, baseline)]
 
 
