@@ -275,6 +275,8 @@ PRESETS = _Presets({
             "attribute-inference",
             "ner",
             "has-deanonymization",
+            "bow-inversion",
+            "geia",
         ],
         "utility": {"name": "prompt-tuning", "params": {"profile": "paper"}},
         "seeds": [0, 1, 2],

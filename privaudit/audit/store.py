@@ -53,9 +53,10 @@ def cell_counts(frame: Any) -> dict[str, int]:
     cell = frame["cell_key"]  # runs written before the "cell" column: one row, one cell
     if "cell" in frame:
         cell = frame["cell"].where(frame["cell"].notna(), cell)
-    status = frame["status"].groupby(cell).agg(
-        lambda s: "failed" if (s == "failed").any() else ("n/a" if (s == "n/a").all() else "ok")
-    )
+    def worst(s: pd.Series) -> str:
+        return "failed" if (s == "failed").any() else ("n/a" if (s == "n/a").all() else "ok")
+
+    status = frame["status"].groupby(cell).agg(worst)
     counts = status.value_counts()
     return {"all": len(status)} | {k: int(counts.get(k, 0)) for k in ("ok", "n/a", "failed")}
 
