@@ -53,6 +53,7 @@ def cell_counts(frame: Any) -> dict[str, int]:
     cell = frame["cell_key"]  # runs written before the "cell" column: one row, one cell
     if "cell" in frame:
         cell = frame["cell"].where(frame["cell"].notna(), cell)
+
     def worst(s: pd.Series) -> str:
         return "failed" if (s == "failed").any() else ("n/a" if (s == "n/a").all() else "ok")
 
