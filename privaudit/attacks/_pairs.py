@@ -74,8 +74,9 @@ class AuxPairs:
     meta: dict[str, Any] = field(default_factory=dict)  # the aux release's public meta
 
 
-def released_tokens(bb: Backbone, release: Release, *, name: str) -> ReleasedTokens:
-    """The released token vectors and ids of each document (see the module docstring)."""
+def checked_release(release: object, *, name: str) -> Release:
+    """``release`` itself, after checking that it is a Release whose texts (a text release's)
+    are strings: what every attack reads first."""
     if not isinstance(release, Release):
         raise TypeError(f"{name} attacks a Release, got {type(release).__name__}.")
     if release.kind == "text":
@@ -85,6 +86,13 @@ def released_tokens(bb: Backbone, release: Release, *, name: str) -> ReleasedTok
             raise TypeError(
                 f"Released document {bad[0]} is a {type(texts[bad[0]]).__name__}, not a string."
             )
+    return release
+
+
+def released_tokens(bb: Backbone, release: Release, *, name: str) -> ReleasedTokens:
+    """The released token vectors and ids of each document (see the module docstring)."""
+    checked_release(release, name=name)
+    if release.kind == "text":
         texts = release.content_texts()
         ids = bb.token_ids(texts)
         return ReleasedTokens(vectors=[bb.embeddings[i] for i in ids], ids=ids)

@@ -65,6 +65,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 import numpy as np
 
 from privaudit.api import ALL_SPACES, Attack, Knowledge, Predictions, Release, Space
+from privaudit.attacks._pairs import checked_release
 from privaudit.mechanisms.memo import digest
 from privaudit.mechanisms.seeding import torch_threads
 
@@ -81,15 +82,8 @@ _EPS = 1e-6
 
 def release_features(bb: Backbone, release: Release, *, name: str) -> np.ndarray:
     """One row per document (see the module docstring), before any standardisation."""
-    if not isinstance(release, Release):
-        raise TypeError(f"{name} attacks a Release, got {type(release).__name__}.")
+    checked_release(release, name=name)
     if release.kind == "text":
-        texts = list(release.texts or [])
-        bad = [i for i, t in enumerate(texts) if not isinstance(t, str)]
-        if bad:
-            raise TypeError(
-                f"Released document {bad[0]} is a {type(texts[bad[0]]).__name__}, not a string."
-            )
         content = release.content_texts()
         out = np.zeros((len(content), bb.dim), dtype=np.float32)
         full = [i for i, t in enumerate(content) if t.strip()]
