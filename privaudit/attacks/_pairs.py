@@ -74,11 +74,13 @@ class AuxPairs:
     meta: dict[str, Any] = field(default_factory=dict)  # the aux release's public meta
 
 
-def checked_release(release: object, *, name: str) -> Release:
-    """``release`` itself, after checking that it is a Release whose texts (a text release's)
-    are strings: what every attack reads first."""
+def checked_release(release: object, *, name: str, nonempty: bool = False) -> Release:
+    """``release`` itself, after checking that it is a Release (with documents, when
+    ``nonempty``) whose texts (a text release's) are strings: what every attack reads first."""
     if not isinstance(release, Release):
         raise TypeError(f"{name} attacks a Release, got {type(release).__name__}.")
+    if nonempty and len(release) == 0:
+        raise ValueError(f"{name} got a release with no documents: nothing to attack.")
     if release.kind == "text":
         texts = list(release.texts or [])
         bad = [i for i, t in enumerate(texts) if not isinstance(t, str)]
@@ -302,10 +304,7 @@ class PairInversion(Attack):
     def attack(self, release: Release) -> Predictions:
         if self._model is None:
             raise ValueError(f"{self.name} is not fitted: call fit(knowledge) before attack().")
-        if not isinstance(release, Release):
-            raise TypeError(f"{self.name} attacks a Release, got {type(release).__name__}.")
-        if len(release) == 0:
-            raise ValueError(f"{self.name} got a release with no documents: nothing to attack.")
+        checked_release(release, name=self.name, nonempty=True)
         if release.kind != self._kind:
             raise ValueError(
                 f"{self.name} was fitted on a {self._kind!r} aux release but is attacking a "

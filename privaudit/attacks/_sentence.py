@@ -447,10 +447,7 @@ class SentenceInversion(Attack):
     def attack(self, release: Release) -> Predictions:
         if self._aux is None:
             raise ValueError(f"{self.name} is not fitted: call fit(knowledge) before attack().")
-        if not isinstance(release, Release):
-            raise TypeError(f"{self.name} attacks a Release, got {type(release).__name__}.")
-        if len(release) == 0:
-            raise ValueError(f"{self.name} got a release with no documents: nothing to attack.")
+        checked_release(release, name=self.name, nonempty=True)
         bb = self._load_backbone()
         x = standardise_rows(release_features(bb, release, name=self.name))
         fmt = Format(release.kind, release.space, release.layer, int(x.shape[1]))
