@@ -354,9 +354,16 @@ class UtilityEvaluator(Component):
     The runner privatizes each split once and calls :meth:`evaluate_releases` (so attacks and
     utility see the same release); ``defense`` is passed for evaluators that train with a
     defense's service-side objective. :meth:`evaluate` is the one-call convenience.
+
+    The result maps measures to values: the headline ``metric`` (``balanced_accuracy``:
+    chance is 1/K whatever the class balance), ``accuracy`` and ``macro_f1`` beside it, and,
+    for the runner's per-document outcomes and intervals, ``predictions`` (one label per
+    scored test document), ``test_indices`` (which test documents, when not all) and
+    ``objective`` (``applied``, ``none`` or ``not applied: <reason>``). An evaluator that
+    returns only ``accuracy`` still works: its points carry no interval.
     """
 
-    metric: ClassVar[str] = "accuracy"
+    metric: ClassVar[str] = "balanced_accuracy"
 
     def evaluate_releases(
         self,
@@ -368,7 +375,7 @@ class UtilityEvaluator(Component):
         rng: np.random.Generator,
         defense: Defense | None = None,
         train_attributes: Mapping[str, Sequence[Any]] | None = None,
-    ) -> dict[str, float]:
+    ) -> dict[str, Any]:
         """Utility of training on ``train`` and testing on ``test``. ``train_attributes``
         (private attribute name → one value per train document) is for trainers whose
         defense objective needs them (CAPE's adversary); other evaluators ignore it."""
@@ -384,7 +391,7 @@ class UtilityEvaluator(Component):
         *,
         rng: np.random.Generator,
         train_attributes: Mapping[str, Sequence[Any]] | None = None,
-    ) -> dict[str, float]:
+    ) -> dict[str, Any]:
         train = defense.privatize(train_texts, rng=rng)
         test = defense.privatize(test_texts, rng=rng)
         return self.evaluate_releases(

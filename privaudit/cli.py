@@ -333,8 +333,10 @@ def _print_summary(result: Any) -> None:
     if counts["n/a"]:
         typer.echo(f"{counts['n/a']} of {counts['all']} cells are n/a (the attack cannot read "
                    "the release); the report lists the reasons.")  # fmt: skip
-    typer.echo(f"majority-class accuracy (chance): {result.chance:.3f}")
-    if (frame["status"] == "ok").any():
+    typer.echo(f"chance level of the utility metric: {result.chance:.3f}")
+    if result.board is not None:
+        _print_board(result.board, "leaderboard (this run)")
+    elif (frame["status"] == "ok").any():
         _print_board(leaderboard(frame, result.chance), "leaderboard (this run)")
     typer.echo("Wrote:")  # plain echo: paths must stay whole and copyable
     for path in [result.run_dir / "results.csv", result.run_dir / "results.parquet", *result.plots]:
@@ -490,7 +492,7 @@ def _print_board(board: Any, title: str) -> None:
     console = Console(width=max(110, Console().width))
     table = Table(title=title)
     short = {
-        "mean hypervolume": "mean HV",
+        "mean family rank": "mean rank",
         "best utility": "best util.",
         "s / 1k words": "s/1k words",
     }
@@ -508,6 +510,19 @@ def _print_board(board: Any, title: str) -> None:
     for row in overall.rows:
         table.add_row(*(Text(row[k]) for k in order))  # Text: has[mode=x] is not markup
     console.print(table)
+    keep = ("rank", "rank interval", "defense", "worst-case HV", "HV interval", "holds rank",
+            "strongest attack")  # fmt: skip
+    for name, fam in board.tables().items():
+        if not name.startswith("family "):
+            continue
+        cols = [fam.headers.index(h) for h in keep]
+        sub = Table(title=f"{name[len('family ') :]}: worst-case privacy", title_justify="left")
+        for k in cols:
+            sub.add_column(fam.headers[k], justify="left" if k in (2, 7) else "right",
+                           no_wrap=True)  # fmt: skip
+        for row in fam.rows:
+            sub.add_row(*(Text(row[k]) for k in cols))
+        console.print(sub)
     for note in board.notes:
         console.print(f"- {note}", soft_wrap=True, markup=False)
 
@@ -580,20 +595,21 @@ def leaderboard_cmd(
     ] = None,
     chance: Annotated[
         float | None,
-        typer.Option(help="Majority-class accuracy, if the runs have no run.json (interrupted)."),
+        typer.Option(help="The utility chance level, if the runs have no run.json."),
     ] = None,
 ) -> None:
-    """Rank defenses by the hypervolume of their privacy-utility frontiers, per attack."""
+    """Rank defenses per attack family by worst-case privacy-utility hypervolume, with
+    bootstrap intervals and rank stability."""
     import warnings
 
-    from privaudit.leaderboard.board import leaderboard, merge_runs, write_leaderboard
+    from privaudit.leaderboard.board import leaderboard, load_runs, write_leaderboard
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        frame, level = merge_runs(run_dirs, chance=chance)
+        runs = load_runs(run_dirs, chance=chance)
     for warning in caught:  # one readable line each, not a warnings.warn source excerpt
         typer.secho(f"Warning: {warning.message}", fg=typer.colors.YELLOW, err=True)
-    board = leaderboard(frame, level)
+    board = leaderboard(runs.frame, runs.chance, outcomes=runs.outcomes, bootstrap=runs.bootstrap)
     _print_board(board, f"privaudit leaderboard ({len(run_dirs)} run(s))")
     typer.echo("Wrote:")
     for path in write_leaderboard(board, out if out is not None else run_dirs[0]):

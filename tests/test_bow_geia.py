@@ -105,8 +105,9 @@ def test_every_release_kind_is_attacked_and_scored(cls, label) -> None:
     release = victims(defense)
     pred = run(cls, defense)
     rows = score_predictions(pred, truth(), cls.metric, release)
-    assert len(rows) == 1
-    row = rows[0]
+    assert [r["target"] for r in rows] == ["", "entities"]  # the synthetic corpus has entities
+    row, entities = rows
+    assert entities["family"] == "entity" and 0.0 <= entities["attack_score"] <= 1.0
     assert 0.0 <= row["attack_score"] <= 1.0
     assert math.isclose(row["empirical_privacy"], 1.0 - row["attack_score"])
     assert 0.0 <= row["attack_baseline"] <= 1.0
@@ -198,7 +199,7 @@ def test_non_adaptive_needs_no_queries(cls) -> None:
         attack.fit(knowledge(defense, query_mechanism=None), rng=np.random.default_rng(0))
         pred = attack.attack(victims(defense))
         assert pred.meta["settings"]["adaptive"] is False
-        assert len(score_predictions(pred, truth(), cls.metric)) == 1
+        assert len(score_predictions(pred, truth(), cls.metric)) == 2  # headline, entities
 
 
 @pytest.mark.parametrize("cls", CLASSES)

@@ -253,12 +253,17 @@ def test_leaderboard_ranks() -> None:
         assert per.loc[key, "rank"] == rank, key
     assert per.loc[("a1", "B"), "n_frontier"] == 2
     overall = board.overall.set_index("label")
-    # A: (2 + 1) / 2, B: (1 + 2) / 2 tie at rank 1; C: (3 + 2) / 2.
-    assert overall.loc["A", "mean_rank"] == overall.loc["B", "mean_rank"] == 1.5
-    assert overall.loc["C", "mean_rank"] == 2.5
-    assert overall["rank"].tolist()[:3] == [1, 1, 3]
-    assert overall.loc["A", "n_attacks"] == 2
-    assert overall.loc["A", "mean_hypervolume"] == pytest.approx((0.25 + 1.0) / 2)
+    # One family (text): the worst case over a1 and a2, normalised against none (its score
+    # is 1 on both, no baseline = 0, so normalised = privacy); a point's utility is its first
+    # row's. A: min(.5, 1) = .5 at .75 -> .5·.5 = .25; B: (min(.8, .5) = .5, .6) and
+    # (min(.4, .9) = .4, .8) -> (.5 − .4)·.2 + .4·.6 = .26; C: min(.2, .5) = .2 at .55 -> .02.
+    fam = board.families.set_index("label")
+    assert fam.loc["A", "hypervolume"] == pytest.approx(0.25)
+    assert fam.loc["B", "hypervolume"] == pytest.approx(0.26)
+    assert fam.loc["C", "hypervolume"] == pytest.approx(0.02)
+    assert overall.index.tolist()[:3] == ["B", "A", "C"]
+    assert overall["rank"].tolist()[:3] == [1, 2, 3]
+    assert overall.loc["A", "families"] == "1 of 1"
     assert overall.loc["B", "guarantee"] == "B guarantee"
     # A point's utility is the mean over its rows (here they differ by attack): B knob 2.
     assert overall.loc["B", "best_utility"] == pytest.approx((0.8 + 0.45) / 2)
@@ -297,22 +302,25 @@ def test_leaderboard_cost_counts_each_defense_point_once() -> None:
     board = leaderboard(no_words, chance=0.5)
     assert math.isnan(board.overall.loc[0, "s_per_1k_words"])
     assert any("n_words" in note for note in board.notes)
-    assert board.tables()["overall"].rows[0][-1] == "—"
+    overall = board.tables()["overall"]
+    assert overall.rows[0][overall.headers.index("s / 1k words")] == "—"
 
 
-def test_leaderboard_keeps_unscored_defenses_and_notes_uneven_attack_sets() -> None:
+def test_leaderboard_keeps_unranked_defenses_with_the_reason() -> None:
     rows = [
         *ranked_rows(),
-        cell("D", 1, "a1", 0.9, 0.9),  # D is n/a on a2
+        cell("D", 1, "a1", 0.9, 0.9),  # D is n/a on a2: the family is what reads it
         cell("D", 1, "a2", 0.0, 0.9, status="n/a", reason="cannot read vectors"),
         cell("E", 1, "a1", 0.0, 0.9, status="failed", reason="boom"),
     ]
     board = leaderboard(table(rows), chance=0.5)
     overall = board.overall.set_index("label")
-    assert overall.loc["D", "n_attacks"] == 1
-    assert overall.loc["E", "n_attacks"] == 0 and pd.isna(overall.loc["E", "rank"])
-    assert any("different numbers of attacks" in note and "D 1" in note for note in board.notes)
-    assert any("E" in note and "No ok cell" in note for note in board.notes)
+    fam = board.families.set_index("label")
+    assert fam.loc["D", "rank"] == 1 and fam.loc["D", "complete"]  # n/a is no threat
+    assert not fam.loc["E", "complete"] and pd.isna(fam.loc["E", "rank"])
+    assert "a1 failed at eta=1" in fam.loc["E", "reason"]
+    assert pd.isna(overall.loc["E", "rank"]) and overall.loc["E", "families"] == "0 of 1"
+    assert any("Not ranked overall" in note and "E" in note for note in board.notes)
     wide = board.tables()["per attack"]
     d_row = next(row for row in wide.rows if row[0] == "D")
     assert d_row[2] == "—"  # never scored on a2
@@ -332,11 +340,15 @@ def test_write_leaderboard(tmp_path: Path) -> None:
     paths = write_leaderboard(board, tmp_path / "lb")
     assert [p.name for p in paths] == ["leaderboard.md", "leaderboard.csv", "leaderboard.html"]
     md = paths[0].read_text()
-    assert "| rank | defense |" in md and "Hypervolume:" in md
+    assert "| rank | defense |" in md and "Worst-case hypervolume:" in md
+    assert "## Family: text (worst-case privacy)" in md
+    assert "## Utility at matched privacy: text" in md
     assert "| B | 0.320 (1) | 0.000 (2) |" in md
     csv = pd.read_csv(paths[1])
     assert list(csv.columns[:2]) == ["rank", "label"]
-    assert {"hypervolume[a1]", "rank[a2]"} <= set(csv.columns)
+    assert {"hypervolume[a1]", "rank[a2]", "hypervolume[text]", "rank_ci_low[text]"} <= set(
+        csv.columns
+    )
     page = paths[2].read_text()
     assert page.startswith("<!doctype html>") and "<table>" in page
     assert "x&lt;y&gt;" in page and "x<y>" not in page

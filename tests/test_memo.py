@@ -7,7 +7,8 @@ import pytest
 
 from privaudit.api import Release
 from privaudit.mechanisms import NearestNeighbourIndex
-from privaudit.mechanisms.memo import ContentMemo, digest
+from privaudit.mechanisms import memo as memo_module
+from privaudit.mechanisms.memo import ContentMemo, charged_seconds, digest
 from privaudit.utility.probe import Probe
 
 from .conftest import TINY
@@ -103,3 +104,102 @@ def test_probe_encodes_a_release_without_its_plain_prefix() -> None:
     prefixed = Release("text", texts=["alpha beta the film was good"], plain_prefix=2)
     plain = Release("text", texts=["the film was good"])
     np.testing.assert_allclose(probe.features(prefixed), probe.features(plain))
+
+
+# --- charged cost: what a memo hit saved is charged to the point that used it (item 6e) -------
+
+
+class _Clock:
+    """A fake ``time`` for the memo: ``perf_counter`` returns ``now``, advanced by hand."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
+    fake = _Clock()
+    monkeypatch.setattr(memo_module, "time", fake)
+    return fake
+
+
+def _costly(clock: _Clock, seconds: float, value: float = 1.0):
+    def compute() -> np.ndarray:
+        clock.now += seconds
+        return np.full(2, value)
+
+    return compute
+
+
+def test_a_hit_inside_the_block_charges_the_miss_compute_time(clock: _Clock) -> None:
+    memo = ContentMemo()
+    with charged_seconds() as first:
+        memo.get("enc", _costly(clock, 18.0))  # a miss: its time is measured, not charged
+    assert (first.seconds, first.hits) == (0.0, 0)
+    assert memo.seconds("enc") == 18.0 and memo.seconds("other") is None
+    with charged_seconds() as second:
+        clock.now += 0.016
+        memo.get("enc", _costly(clock, 18.0))  # a hit: charged what the miss took
+        memo.get("enc", _costly(clock, 18.0))
+    assert (second.seconds, second.hits) == (36.0, 2)
+
+
+def test_nothing_is_charged_outside_a_block(clock: _Clock) -> None:
+    memo = ContentMemo()
+    memo.get("a", _costly(clock, 5.0))
+    memo.get("a", _costly(clock, 5.0))  # a hit with no block open: charged to nobody
+    with charged_seconds() as block:
+        pass
+    memo.get("a", _costly(clock, 5.0))  # after the block: not its hit
+    assert (block.seconds, block.hits) == (0.0, 0)
+    assert memo_module._open_charges == []
+
+
+def test_nested_blocks_each_see_the_hits_inside_them(clock: _Clock) -> None:
+    one, two = ContentMemo(), ContentMemo()
+    one.get("a", _costly(clock, 2.0))
+    two.get("b", _costly(clock, 3.0))
+    with charged_seconds() as outer:
+        one.get("a", _costly(clock, 2.0))
+        with charged_seconds() as inner:
+            two.get("b", _costly(clock, 3.0))  # any memo's hit counts
+        with pytest.raises(RuntimeError), charged_seconds() as failed:
+            one.get("a", _costly(clock, 2.0))
+            raise RuntimeError  # a block left by an exception is closed all the same
+    assert (inner.seconds, inner.hits) == (3.0, 1)
+    assert (failed.seconds, failed.hits) == (2.0, 1)
+    assert (outer.seconds, outer.hits) == (7.0, 3)
+    assert memo_module._open_charges == []
+
+
+def test_an_entry_built_on_a_hit_stores_the_full_cost(clock: _Clock) -> None:
+    base, derived = ContentMemo(), ContentMemo()
+    base.get("enc", _costly(clock, 18.0))
+
+    def on_top() -> np.ndarray:
+        clock.now += 1.0
+        return base.get("enc", _costly(clock, 18.0)) + 1  # a hit: 18 s saved
+
+    with charged_seconds() as block:
+        derived.get("noised", on_top)
+    assert block.seconds == 18.0  # the inner hit, charged to the open block
+    assert derived.seconds("noised") == 19.0  # 1 s measured + 18 s it reused
+    with charged_seconds() as later:
+        derived.get("noised", on_top)
+    assert later.seconds == 19.0
+
+
+def test_every_cape_level_is_charged_its_encoding(tiny) -> None:
+    from privaudit.registry import DEFENSES
+
+    texts = [f"a charged-cost sentence number {i}" for i in range(6)]
+    cape = DEFENSES.get("cape")(backbone=TINY, epsilon=3.0)
+    with charged_seconds() as first:
+        cape.privatize(texts, rng=np.random.default_rng(0))
+    with charged_seconds() as second:
+        cape.with_knob(10.0).privatize(texts, rng=np.random.default_rng(0))
+    assert (first.hits, first.seconds) == (0, 0.0)  # it encoded them: measured wall time
+    assert second.hits == 1 and second.seconds > 0.0  # it reused them: charged the encoding

@@ -40,8 +40,11 @@ def test_every_method_trains_and_is_deterministic(method) -> None:
     info = dict(util.last_info)
     again = util.evaluate_releases(*_text(), rng=np.random.default_rng(3))
     assert first == again
-    assert set(first) == {"accuracy", "macro_f1"}
+    assert set(first) == {"balanced_accuracy", "accuracy", "macro_f1", "predictions",
+                          "test_indices", "objective"}  # fmt: skip
     assert 0.0 <= first["macro_f1"] <= first["accuracy"] + 1e-9 <= 1.0 + 1e-9
+    assert 0.0 <= first["balanced_accuracy"] <= 1.0 and first["objective"] == "none"
+    assert len(first["predictions"]) == len(first["test_indices"]) == 12
     assert info["method"] == method and info["examples_per_second"] > 0
     assert np.isfinite(info["final_loss"])
 
@@ -74,11 +77,17 @@ def test_rapt_trains_with_its_reconstruction_objective() -> None:
     rng = np.random.default_rng(0)
     train, test = defense.privatize(TEXTS[:36], rng=rng), defense.privatize(TEXTS[36:], rng=rng)
     with_rec = UTILITY.get("prompt-tuning")(**SMALL, num_virtual_tokens=4)
-    with_rec.evaluate_releases(*_split(train, test), rng=np.random.default_rng(0), defense=defense)
+    applied = with_rec.evaluate_releases(
+        *_split(train, test), rng=np.random.default_rng(0), defense=defense
+    )
     assert with_rec.last_info["objective"] == "PlainTokenReconstruction"
+    assert applied["objective"] == "applied"
     without = UTILITY.get("prompt-tuning")(**SMALL, num_virtual_tokens=4, use_objective=False)
-    without.evaluate_releases(*_split(train, test), rng=np.random.default_rng(0), defense=defense)
+    off = without.evaluate_releases(
+        *_split(train, test), rng=np.random.default_rng(0), defense=defense
+    )
     assert without.last_info["objective"] is None
+    assert off["objective"] == "not applied: use_objective=False"
     # The reconstruction term adds to the task loss (same seed, same batches).
     assert with_rec.last_info["final_loss"] > without.last_info["final_loss"]
 
@@ -126,8 +135,10 @@ def test_other_defenses_add_no_objective() -> None:
     rng = np.random.default_rng(0)
     train, test = defense.privatize(TEXTS[:36], rng=rng), defense.privatize(TEXTS[36:], rng=rng)
     util = UTILITY.get("lora")(**SMALL)
-    util.evaluate_releases(*_split(train, test), rng=np.random.default_rng(0), defense=defense)
-    assert util.last_info["objective"] is None
+    result = util.evaluate_releases(
+        *_split(train, test), rng=np.random.default_rng(0), defense=defense
+    )
+    assert util.last_info["objective"] is None and result["objective"] == "none"
 
 
 @pytest.mark.parametrize(("name", "params"), [("embedding-dx", {"eta": 50.0}), ("dpnr", {})])
@@ -268,15 +279,17 @@ def test_cape_trains_with_its_adversary() -> None:
     gender = ["F" if i % 3 else "M" for i in range(36)]
     util = UTILITY.get("lora")(**SMALL)
     args = (*_split(train, test),)
-    util.evaluate_releases(
+    result = util.evaluate_releases(
         *args, rng=np.random.default_rng(0), defense=defense, train_attributes={"gender": gender}
     )
     assert util.last_info["objective"] == "AdversarialObjective"
+    assert result["objective"] == "applied"
     with pytest.raises(ValueError, match="'gender' labels"):
         util.evaluate_releases(*args, rng=np.random.default_rng(0), defense=defense)
     plain = UTILITY.get("lora")(**SMALL, use_objective=False)
-    plain.evaluate_releases(*args, rng=np.random.default_rng(0), defense=defense)
+    result = plain.evaluate_releases(*args, rng=np.random.default_rng(0), defense=defense)
     assert plain.last_info["objective"] is None
+    assert result["objective"] == "not applied: use_objective=False"
 
 
 class _CountingObjective:
@@ -345,12 +358,19 @@ def test_any_objective_trains_through_the_protocol_on_text(tiny) -> None:
     assert batch.features.shape == (8, tiny.dim) and batch.prefix_positions == [[]] * 8
     assert set(batch.targets) <= {0, 1}
     # Not applicable to the release, or use_objective=False: the task loss alone.
-    for other, flag in ((_CountingObjective("pooled_vectors"), True), (objective, False)):
+    cases = (
+        (_CountingObjective("pooled_vectors"), True, "not applied: pooled_vectors only"),
+        (objective, False, "not applied: use_objective=False"),
+    )
+    for other, flag, label in cases:
         calls = len(other.batches)
         off = UTILITY.get("prompt-tuning")(**{**SMALL, "epochs": 1}, num_virtual_tokens=4,
                                            use_objective=flag)  # fmt: skip
-        off.evaluate_releases(*_text(), rng=np.random.default_rng(0), defense=_WithObjective(other))
+        result = off.evaluate_releases(
+            *_text(), rng=np.random.default_rng(0), defense=_WithObjective(other)
+        )
         assert off.last_info["objective"] is None and len(other.batches) == calls
+        assert result["objective"] == label
 
 
 def test_an_objective_must_give_one_target_per_row() -> None:

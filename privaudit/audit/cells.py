@@ -5,7 +5,20 @@ once, measures utility on them, and hands the *public* test release (victims) to
 Attacks learn only from what their threat model grants (the backbone, query access to the
 mechanism on the attacker's own ``aux`` split, the ``aux`` labels); the runner alone holds the
 truth and scores predictions. An inapplicable pair is a record with status ``n/a`` and the
-reason; a failing cell one with status ``failed`` and the error, and the grid goes on.
+reason, and so is a cell whose truth cannot judge the attack's metric
+(:class:`privaudit.audit.scoring.NotScorable`: it ran, so its ``attack_seconds`` are kept); a
+failing cell is one with status ``failed`` and the error, and the grid goes on.
+
+Records: each ``ok`` attack row carries its ``family``, its per-document ``outcome`` and
+``baseline_outcome`` (:meth:`privaudit.audit.outcomes.Outcome.to_record`, or None), from which
+every interval is computed without re-running. The point record carries ``utility`` (the
+evaluator's balanced accuracy, the headline; plain accuracy when an evaluator reports only
+that), ``utility_accuracy``, ``utility_macro_f1``, ``utility_metric``, ``utility_outcome``
+(the per-document outcome of the balanced accuracy, when the evaluator returned its
+predictions), ``objective`` (whether the defense's service-side objective was applied) and
+``privatize_seconds``: the measured time of the two privatize calls plus what the content
+memos saved inside them (:func:`privaudit.mechanisms.memo.charged_seconds`), so each point is
+charged the full cost of producing its release whatever point ran before it.
 
 Randomness: every point's streams (train release, test release, utility, attacker queries) and
 every attack cell's ``rng`` are spawned from the run seed and the cell's identity, so the same
@@ -27,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privaudit.api import Attack, Defense, Knowledge, Release
+from privaudit.audit.outcomes import Outcome
 from privaudit.audit.plan import (
     Point,
     build_component,
@@ -35,7 +49,14 @@ from privaudit.audit.plan import (
     identity,
     stable_seed,
 )
-from privaudit.audit.scoring import Truth, replacement_rate, score_predictions
+from privaudit.audit.scoring import (
+    NotScorable,
+    Truth,
+    family_of,
+    replacement_rate,
+    score_predictions,
+)
+from privaudit.mechanisms.memo import charged_seconds
 from privaudit.registry import ATTACKS, CORPORA, DEFENSES, UTILITY
 
 if TYPE_CHECKING:
@@ -91,15 +112,23 @@ class Context:
         self.train_texts, self.test_texts = corpus.texts("train"), corpus.texts("test")
         self.y_train, self.y_test = corpus.labels("train"), corpus.labels("test")
         self.n_words = sum(len(t.split()) for t in [*self.train_texts, *self.test_texts])
+        tokens = self.bb.token_ids(self.test_texts)
+        pieces, ends = _token_layout(self.bb, self.test_texts, tokens)
+        aux_counts = (
+            _aux_token_counts(self.bb, corpus.texts("aux"))
+            if "aux" in corpus.splits
+            else np.zeros(0, np.int64)
+        )
         self.truth = Truth(  # the runner's ground truth; attacks never see it
-            tokens=self.bb.token_ids(self.test_texts),
+            tokens=tokens,
             attributes={a: corpus.attribute("test", a) for a in corpus.attribute_names},
             texts=list(self.test_texts),
             entities=corpus.entities("test"),
             embeddings=self.bb.embeddings,
-            frequent_token=_most_frequent_token(self.bb, corpus.texts("aux"))
-            if "aux" in corpus.splits
-            else None,
+            frequent_token=_most_frequent_token(aux_counts),
+            mean_embedding=_mean_embedding(self.bb, aux_counts),
+            piece_positions=pieces,
+            token_ends=ends,
         )
         self.aux = corpus.splits.get("aux")
         y = self.y_test
@@ -164,9 +193,10 @@ def compute(ctx: Context, task: Task, on_record: Any = None) -> list[tuple[str, 
     rng_train, rng_test, rng_utility, rng_query = _point_streams(point, defense)
     try:
         t0 = time.perf_counter()
-        rel_train = defense.privatize(ctx.train_texts, rng=rng_train)
-        rel_test = defense.privatize(ctx.test_texts, rng=rng_test)
-        privatize_s = time.perf_counter() - t0
+        with charged_seconds() as charged:  # what memoised work saved is still this point's
+            rel_train = defense.privatize(ctx.train_texts, rng=rng_train)
+            rel_test = defense.privatize(ctx.test_texts, rng=rng_test)
+        privatize_s = time.perf_counter() - t0 + charged.seconds
         if task.cached_utility is not None:
             utility = dict(task.cached_utility)
         else:
@@ -179,8 +209,7 @@ def compute(ctx: Context, task: Task, on_record: Any = None) -> list[tuple[str, 
             utility = {
                 "kind": "point",
                 "status": "ok",
-                "utility": util.get(ev.metric, math.nan),
-                "utility_macro_f1": util.get("macro_f1", math.nan),
+                **_utility_fields(util, ev.metric, ctx.y_test),
                 "replacement_rate": replacement_rate([rel_train.audit, rel_test.audit])
                 if defense.name != "none"
                 else 0.0,
@@ -208,30 +237,102 @@ def compute(ctx: Context, task: Task, on_record: Any = None) -> list[tuple[str, 
                 "attack_params": fmt_params(attack.params())}  # fmt: skip
         reason = attack.applicable(public, knowledge)
         if reason is not None:
-            emit(key, {"kind": "cell", "status": "n/a",
-                       "rows": [base | {"status": "n/a", "reason": reason}]})  # fmt: skip
+            row = base | _family(attack) | {"status": "n/a", "reason": reason}
+            emit(key, {"kind": "cell", "status": "n/a", "rows": [row]})
             continue
         rng_attack = np.random.default_rng(
             stable_seed(point.seed, defense.name, defense.params(), "attack", label)
         )
+        t0 = time.perf_counter()
         try:
-            t0 = time.perf_counter()
             predictions = attack.fit(knowledge, rng=rng_attack).attack(public)
-            scored = score_predictions(predictions, ctx.truth, attack.metric, public)
+            try:
+                scored = score_predictions(predictions, ctx.truth, attack.metric, public)
+            except NotScorable as exc:  # the attack ran; the truth cannot judge it
+                row = base | _family(attack) | {
+                    "status": "n/a", "reason": str(exc),
+                    "attack_seconds": time.perf_counter() - t0,
+                }  # fmt: skip
+                emit(key, {"kind": "cell", "status": "n/a", "rows": [row]})
+                continue
             attack_s = time.perf_counter() - t0
-            rows = []
-            for result in scored:
-                target = result.pop("target")
-                result["attack_details"] = fmt_params(result.get("attack_details", {}))
-                rows.append(base | result | {
-                    "attack": f"{label}[{target}]" if target else label,
-                    "status": "ok", "reason": "", "attack_seconds": attack_s,
-                    "target": target or "",
-                })  # fmt: skip
-            emit(key, {"kind": "cell", "status": "ok", "rows": rows})
+            rows = [_scored_row(base, label, result, attack_s) for result in scored]
+            status = "ok" if any(r["status"] == "ok" for r in rows) else "n/a"
+            emit(key, {"kind": "cell", "status": status, "rows": rows})
         except Exception as exc:
             emit(key, {"kind": "cell", "status": "failed", "rows": [_failed(label, attack, exc)]})
     return out
+
+
+def _scored_row(
+    base: dict[str, Any], label: str, result: dict[str, Any], attack_s: float
+) -> dict[str, Any]:
+    """One record row from a scorer's row: JSON-ready details and outcomes, the attack's label
+    with its target (``attribute-inference[gender]``, ``geia[entities]``), and its status
+    (``ok``, or ``n/a`` with the scorer's reason for a target the truth cannot judge)."""
+    result = dict(result)
+    target = result.pop("target", "") or ""
+    status = result.pop("status", "ok")
+    result["attack_details"] = fmt_params(result.get("attack_details", {}))
+    if status == "ok":
+        outcome = result.pop("outcome")
+        baseline = result.pop("baseline_outcome", None)
+        result["outcome"] = outcome.to_record()
+        result["baseline_outcome"] = None if baseline is None else baseline.to_record()
+    return base | result | {
+        "attack": f"{label}[{target}]" if target else label,
+        "status": status, "reason": result.get("reason", ""), "attack_seconds": attack_s,
+        "target": target,
+    }  # fmt: skip
+
+
+def _family(attack: Attack) -> dict[str, str]:
+    """The family of an attack's row that has no target yet (an n/a or failed cell)."""
+    return {"family": family_of(attack.metric)}
+
+
+def _utility_fields(util: dict[str, Any], metric: str, y_test: Any) -> dict[str, Any]:
+    """The point record's utility fields from an evaluator's answer (see the module
+    docstring). The headline is balanced accuracy; an evaluator that reports neither it nor
+    its predictions (a user's plugin) gives its own metric, else plain accuracy, with no
+    outcome. When both the evaluator's balanced accuracy and its predictions are given they
+    must agree (the intervals are computed from the predictions)."""
+    outcome = None
+    predictions = util.get("predictions")
+    if predictions is not None:
+        # An evaluator may score a subset of the test split (peft's max_test): it says which.
+        indices = [int(i) for i in util.get("test_indices", range(len(y_test)))]
+        if len(predictions) != len(indices) or any(not 0 <= i < len(y_test) for i in indices):
+            raise ValueError(
+                f"The utility evaluator returned {len(predictions)} predictions for "
+                f"{len(indices)} test documents (of {len(y_test)}); return one prediction "
+                "per test document, or test_indices naming the ones scored."
+            )
+        outcome = Outcome.classes(
+            [int(y_test[i]) for i in indices], [int(p) for p in predictions],
+            "balanced_accuracy", docs=indices,
+        )  # fmt: skip
+    if "balanced_accuracy" in util or outcome is not None:
+        used = "balanced_accuracy"
+        value = float(util.get("balanced_accuracy", math.nan))
+        if outcome is not None:
+            if math.isfinite(value) and abs(value - outcome.value()) > 1e-9:
+                raise ValueError(
+                    f"The utility evaluator reported balanced accuracy {value:.6f}, but its "
+                    f"predictions give {outcome.value():.6f}."
+                )
+            value = outcome.value()
+    else:
+        used = metric if metric in util else "accuracy"
+        value = float(util.get(used, math.nan))
+    return {
+        "utility": value,
+        "utility_accuracy": float(util.get("accuracy", math.nan)),
+        "utility_macro_f1": float(util.get("macro_f1", math.nan)),
+        "utility_metric": used,
+        "utility_outcome": None if outcome is None else outcome.to_record(),
+        "objective": util.get("objective"),
+    }
 
 
 def _point_streams(point: Point, defense: Defense) -> list[np.random.Generator]:
@@ -257,9 +358,50 @@ def _examples(texts: list[str], release: Release, n: int = 3) -> list[dict[str, 
     return [{"original": o, "released": r} for o, r in pairs]
 
 
-def _most_frequent_token(bb: Any, texts: list[str]) -> int | None:
-    counts = np.bincount(np.concatenate([np.asarray(t, np.int64) for t in bb.token_ids(texts)]))
-    return int(counts.argmax()) if counts.size else None
+def _token_layout(
+    bb: Any, texts: list[str], tokens: list[np.ndarray]
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per text, the piece position ([UNK] counted, specials not) and the character end of
+    each token of ``tokens`` (``bb.token_ids(texts)``): what the scorer needs to cut a
+    victim's truth where a truncated release ends. Empty lists when the tokenizer gives no
+    offsets or its pieces do not reproduce ``tokens`` (then truncated releases cut tokens by
+    count and leave texts whole)."""
+    if not texts:
+        return [], []
+    try:
+        enc = bb.tokenizer(
+            list(texts), add_special_tokens=False, truncation=False, verbose=False,
+            return_offsets_mapping=True,
+        )  # fmt: skip
+    except (NotImplementedError, TypeError, ValueError):  # a slow tokenizer has no offsets
+        return [], []
+    unk = bb.tokenizer.unk_token_id
+    pieces, ends = [], []
+    for ids, offsets, want in zip(enc["input_ids"], enc["offset_mapping"], tokens, strict=True):
+        keep = [p for p, i in enumerate(ids) if i != unk]
+        if [ids[p] for p in keep] != np.asarray(want).tolist():
+            return [], []
+        pieces.append(np.asarray(keep, dtype=np.int64))
+        ends.append(np.asarray([offsets[p][1] for p in keep], dtype=np.int64))
+    return pieces, ends
+
+
+def _aux_token_counts(bb: Any, texts: list[str]) -> np.ndarray:
+    """How often each backbone token occurs in the aux texts."""
+    ids = [np.asarray(t, np.int64) for t in bb.token_ids(texts)]
+    return np.bincount(np.concatenate([np.zeros(0, np.int64), *ids]), minlength=0)
+
+
+def _most_frequent_token(counts: np.ndarray) -> int | None:
+    return int(counts.argmax()) if counts.size and counts.sum() else None
+
+
+def _mean_embedding(bb: Any, counts: np.ndarray) -> np.ndarray | None:
+    """The aux tokens' mean input embedding (the least-squares constant guess)."""
+    if not counts.size or not counts.sum():
+        return None
+    emb = np.asarray(bb.embeddings[: len(counts)], np.float64)
+    return (counts @ emb / counts.sum()).astype(np.float32)
 
 
 def _memoized_query(defense: Defense, rng: np.random.Generator) -> Any:
@@ -284,6 +426,7 @@ def _failed(label: str, attack: Attack, exc: BaseException) -> dict[str, Any]:
         "attack": label,
         "attack_metric": attack.metric,
         "attack_params": fmt_params(attack.params()),
+        **_family(attack),
         "status": "failed",
         "reason": f"{type(exc).__name__}: {exc}{where}",
     }

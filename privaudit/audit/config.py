@@ -123,6 +123,16 @@ class ExecutorSpec(_Strict):
     address: str | None = None
 
 
+class BootstrapSpec(_Strict):
+    """The run's confidence intervals: percentile bootstrap over test documents, one set of
+    ``resamples`` resamples per run (seeded by ``seed``) shared by every cell, so that two
+    defenses' scores on a resample are paired. An output option: no cell key depends on it."""
+
+    resamples: int = Field(default=1000, ge=10, le=100_000, description="bootstrap resamples")
+    level: float = Field(default=0.95, gt=0, lt=1, description="interval coverage")
+    seed: int = Field(default=0, ge=0, description="seed of the run's resample indices")
+
+
 class GridConfig(_Strict):
     name: str = "custom"
     corpus: CorpusSpec = Field(default_factory=CorpusSpec)
@@ -145,6 +155,10 @@ class GridConfig(_Strict):
         description="keep a few original/released text pairs per point in the run directory "
         "(examples.json) for `report --show-examples`; off by default, so the run directory "
         "holds no corpus text. An output option: it changes no cell key and no result",
+    )
+    bootstrap: BootstrapSpec = Field(
+        default_factory=BootstrapSpec,
+        description="confidence intervals: {resamples, level, seed} (an output option)",
     )
 
     @field_validator("defenses", "attacks", "seeds")

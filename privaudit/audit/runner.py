@@ -21,7 +21,7 @@ from privaudit import __version__
 from privaudit.audit.cells import Context, Task, build_components, context_for, point_examples
 from privaudit.audit.config import GridConfig
 from privaudit.audit.plan import Point, cell_key, check_levels, fmt_params, plan
-from privaudit.audit.store import DiskFull, ResultStore, RunDir
+from privaudit.audit.store import COLUMNS, DiskFull, ResultStore, RunDir
 from privaudit.params import shown
 
 
@@ -30,7 +30,8 @@ class RunResult:
     run_dir: Path
     frame: Any  # pandas.DataFrame
     plots: list[Path] = field(default_factory=list)
-    chance: float = float("nan")
+    chance: float = float("nan")  # the chance level of the headline utility
+    board: Any = None  # the run's Leaderboard (None when it could not be computed)
 
 
 def _evaluator_label(evaluator: Any) -> str:
@@ -92,7 +93,10 @@ def _execute(config: GridConfig, rd: RunDir, runner: Any, progress: bool) -> Run
     fresh = not rd.path.exists()
     rd.create().write_config(config.model_dump_json(indent=2))
     store = rd.store()
-    meta = {"chance_accuracy": ctx.chance, "corpus_sizes": ctx.corpus.sizes(),
+    meta = {"chance_accuracy": ctx.chance, "chance_level": chance_level(ctx),
+            "utility_metric": ctx.evaluator.metric,
+            "bootstrap": config.bootstrap.model_dump(),
+            "corpus_sizes": ctx.corpus.sizes(),
             "corpus_dropped": ctx.corpus.dropped(),
             "backbone": ctx.bb.name, "finished": False,
             "provenance": provenance()}  # fmt: skip
@@ -119,22 +123,34 @@ def _execute(config: GridConfig, rd: RunDir, runner: Any, progress: bool) -> Run
         for task, records in runner.run(config, ctx, tasks, store.put):
             bar.update(sum(1 for _, r in records if r["kind"] == "cell"))
             bar.set_postfix_str(_describe(task.point))
-            rd.write_results(assemble(ctx, points, store))
+            rd.write_results(*results_table(ctx, points, store))
     finally:
         bar.close()
         runner.close()
 
-    frame = rd.write_results(assemble(ctx, points, store))
+    frame = rd.write_results(*results_table(ctx, points, store))
     if config.show_examples:
         rd.write_examples(examples(ctx, points, store))
     else:  # no corpus text in the run directory unless asked for
         rd.forget_examples([ctx.keys(p)[0] for p in points])
     rd.write_meta(meta | {"finished": True, "cells": total, "computed": total - done})
-    plots, problems = write_outputs(frame, rd, ctx.chance)
+    level = chance_level(ctx)
+    plots, problems, board = write_outputs(frame, rd, level)
     if problems:  # the results are on disk; say what could not be drawn or written
         rd.write_meta(meta | {"finished": True, "cells": total, "computed": total - done,
                               "output_problems": problems})  # fmt: skip
-    return RunResult(run_dir=rd.path, frame=frame, plots=plots, chance=ctx.chance)
+    return RunResult(run_dir=rd.path, frame=frame, plots=plots, chance=level, board=board)
+
+
+def chance_level(ctx: Context) -> float:
+    """The headline utility of guessing without the text: 1/K (K test classes) for balanced
+    accuracy, whatever the imbalance; the majority-class share for plain accuracy."""
+    import numpy as np
+
+    if ctx.evaluator.metric == "balanced_accuracy":
+        k = len(np.unique(ctx.y_test))
+        return 1.0 / k if k else math.nan
+    return ctx.chance
 
 
 def _claim(rd: RunDir, config: GridConfig, overwrite: bool) -> None:
@@ -149,9 +165,10 @@ def _claim(rd: RunDir, config: GridConfig, overwrite: bool) -> None:
         theirs = json.loads(GridConfig.model_validate(saved).model_dump_json())
     except ValueError:
         theirs = saved
-    # show_examples only chooses what is kept (no key, no result): it may change on --resume.
+    # Output options choose what is kept or how it is summarised (no key, no result): they
+    # may change on --resume.
     ours = json.loads(config.model_dump_json())
-    if _sans_examples(theirs) == _sans_examples(ours):
+    if _sans_outputs(theirs) == _sans_outputs(ours):
         return
     if not overwrite:
         raise ValueError(
@@ -161,18 +178,46 @@ def _claim(rd: RunDir, config: GridConfig, overwrite: bool) -> None:
         )
 
 
-def _sans_examples(config: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in config.items() if k != "show_examples"}
+OUTPUT_OPTIONS = ("show_examples", "bootstrap")
+
+
+def _sans_outputs(config: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in config.items() if k not in OUTPUT_OPTIONS}
 
 
 def _describe(point: Point) -> str:
     return point.label + (f" {shown(point.knob_value)}" if point.knob_value is not None else "")
 
 
-def assemble(ctx: Context, points: list[Point], store: ResultStore) -> list[dict[str, Any]]:
-    """The result rows of ``points`` from the store, in grid order; unfinished cells are
-    absent."""
+def results_table(ctx: Context, points: list[Point], store: ResultStore) -> tuple[Any, Any]:
+    """The results table (rows of :func:`assemble` with intervals and normalised privacy,
+    :func:`privaudit.leaderboard.stats.annotate`) and the outcomes table behind it."""
+    import pandas as pd
+
+    from privaudit.leaderboard.stats import Bootstrap, annotate, run_stats
+
+    rows, outcomes = assemble(ctx, points, store)
+    frame = pd.DataFrame(rows).reindex(columns=COLUMNS)
+    if frame.empty:
+        return frame, outcomes.to_frame()
+    spec = ctx.config.bootstrap
+    boot = Bootstrap(resamples=spec.resamples, level=spec.level, seed=spec.seed)
+    stats = run_stats(frame, outcomes, boot, n_test=len(ctx.test_texts))
+    return annotate(stats).reindex(columns=COLUMNS), outcomes.to_frame()
+
+
+def assemble(
+    ctx: Context, points: list[Point], store: ResultStore
+) -> tuple[list[dict[str, Any]], Any]:
+    """The result rows of ``points`` from the store, in grid order (unfinished cells are
+    absent), and their per-document outcomes (:class:`privaudit.leaderboard.stats.Outcomes`:
+    each row's attack and baseline outcome by ``cell_key``, each point's utility outcome by
+    its key, the ``point`` column)."""
+    from privaudit.audit.outcomes import Outcome
+    from privaudit.leaderboard.stats import Outcomes
+
     rows = []
+    found: dict[tuple[str, str], Outcome] = {}
     for point in points:
         defense = ctx.defense(point)
         point_key, cells = ctx.keys(point)
@@ -196,10 +241,15 @@ def assemble(ctx: Context, points: list[Point], store: ResultStore) -> list[dict
             "n_test": len(ctx.test_texts),
             "n_words": ctx.n_words,
             "privaudit_version": __version__,
+            "point": point_key,
         }
-        for field_ in ("utility", "utility_macro_f1", "replacement_rate", "privatize_seconds",
-                       "utility_seconds"):  # fmt: skip
+        for field_ in ("utility", "utility_macro_f1", "utility_accuracy", "replacement_rate",
+                       "privatize_seconds", "utility_seconds"):  # fmt: skip
             common[field_] = utility.get(field_, math.nan)
+        common["utility_metric"] = utility.get("utility_metric", common["utility_metric"])
+        common["objective"] = utility.get("objective")
+        if utility.get("utility_outcome"):
+            found[(point_key, "utility")] = Outcome.from_record(utility["utility_outcome"])
         for key in cells.values():
             record = store.get(key)
             if record is None:
@@ -207,14 +257,19 @@ def assemble(ctx: Context, points: list[Point], store: ResultStore) -> list[dict
             for row in record["rows"]:
                 row = dict(row)
                 target = row.pop("target", "")
+                row_key = cell_key(key, target) if target else key
+                for what in ("attack", "baseline"):
+                    kept = row.pop("outcome" if what == "attack" else "baseline_outcome", None)
+                    if kept:
+                        found[(row_key, what)] = Outcome.from_record(kept)
                 seconds = (common["privatize_seconds"] + common["utility_seconds"]
                            + row.get("attack_seconds", math.nan))  # fmt: skip
                 rows.append(common | row | {
                     "seconds": seconds if row["status"] == "ok" else math.nan,
-                    "cell_key": cell_key(key, target) if target else key,
+                    "cell_key": row_key,
                     "cell": key,  # one (point, attack) cell may hold a row per target
                 })  # fmt: skip
-    return rows
+    return rows, Outcomes(found)
 
 
 def examples(ctx: Context, points: list[Point], store: ResultStore) -> list[dict[str, Any]]:
@@ -232,15 +287,21 @@ def examples(ctx: Context, points: list[Point], store: ResultStore) -> list[dict
     return out
 
 
-def write_outputs(frame: Any, rd: RunDir, chance: float) -> tuple[list[Path], list[str]]:
-    """Per-attack Pareto plots, the combined frontier figure, the leaderboard files and the
-    HTML report. The results are already on disk; one output that cannot be made is recorded
-    (returned, and warned about) and every other one is still written, so ``--resume`` can
-    always finish."""
+def write_outputs(frame: Any, rd: RunDir, chance: float) -> tuple[list[Path], list[str], Any]:
+    """Per-attack Pareto plots, the combined frontier figure, the leaderboard (from the run
+    directory's results and outcomes) with its worst-case family figure, and the HTML report.
+    The results are already on disk; one output that cannot be made is recorded (returned,
+    and warned about) and every other one is still written, so ``--resume`` can always
+    finish. Returns the plots, the problems and the leaderboard (None if it failed)."""
     import warnings
 
-    from privaudit.leaderboard.board import leaderboard, write_leaderboard
-    from privaudit.leaderboard.pareto import plot_frontiers, plot_pareto
+    from privaudit.leaderboard.board import leaderboard, load_runs, write_leaderboard
+    from privaudit.leaderboard.pareto import (
+        plot_families,
+        plot_frontiers,
+        plot_pareto,
+        run_styles,
+    )
     from privaudit.leaderboard.report import write_report
 
     plots: list[Path] = []
@@ -258,12 +319,25 @@ def write_outputs(frame: Any, rd: RunDir, chance: float) -> tuple[list[Path], li
         plots.extend(made if isinstance(made, list) else [made])
 
     ok = frame[frame["status"] == "ok"]
+    styles = run_styles(frame)  # one colour and marker per defense in every figure
     for attack_name in sorted(ok["attack"].unique()):
         sub, path = ok[ok["attack"] == attack_name], rd.pareto_png(attack_name)
         attempt(path.name, lambda s=sub, p=path, a=attack_name: plot_pareto(
-            s, p, attack=a, chance=chance) or p)  # fmt: skip
+            s, p, attack=a, chance=chance, styles=styles) or p)  # fmt: skip
+    boards: list[Any] = []
+
+    def board() -> list[Path]:
+        runs = load_runs([rd.path], chance=chance)
+        boards.append(leaderboard(runs.frame, chance, outcomes=runs.outcomes,
+                                  bootstrap=runs.bootstrap))  # fmt: skip
+        return write_leaderboard(boards[0], rd.path)
+
     if len(ok):
-        attempt("frontiers.png", lambda: plot_frontiers(frame, rd.frontiers_png, chance=chance))
-        attempt("leaderboard", lambda: write_leaderboard(leaderboard(frame, chance), rd.path))
+        attempt("frontiers.png", lambda: plot_frontiers(
+            frame, rd.frontiers_png, chance=chance, styles=styles))  # fmt: skip
+        attempt("leaderboard", board)
+        if boards and not boards[0].points.empty:
+            attempt("families.png", lambda: plot_families(
+                boards[0].points, rd.families_png, chance=chance, styles=styles))  # fmt: skip
     attempt("report.html", lambda: write_report(rd.path))
-    return plots, problems
+    return plots, problems, boards[0] if boards else None

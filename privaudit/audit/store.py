@@ -8,9 +8,12 @@ through :class:`RunDir`, so a file's name or a column is declared once::
       run.json             run facts and provenance (written at the start, updated at the end)
       cells/<key>.json     the result store: one record per finished point or cell
       results.csv/.parquet one row per (defense point, attack), columns COLUMNS
+      outcomes.parquet     the per-document outcomes behind every score (key, what, reducer,
+                           k, docs, stats), for intervals and rank stability
       examples.json        a few original/released pairs per point, only when the run asked
                            for them (show_examples); otherwise no corpus text is stored
-      pareto_<attack>.png, frontiers.png, leaderboard.{md,csv,html}, report.html
+      pareto_<attack>.png, frontiers.png, families.png (worst case per attack family),
+      leaderboard.{md,csv,html}, report.html
 
 Every file is written atomically (a temporary file, then a rename), so a reader or a crash
 never sees half a file; a full disk is :class:`DiskFull`, naming the file, with nothing
@@ -40,7 +43,10 @@ COLUMNS = [
     "attack_seconds", "guarantee", "defense_params", "attack_params", "utility_evaluator",
     "corpus", "corpus_fingerprint", "backbone", "n_train", "n_test", "privaudit_version",
     "cell_key", "target_rate", "label", "attack_baseline", "attack_macro_f1", "attack_details",
-    "n_words", "cell",
+    "n_words", "cell", "point", "family", "utility_accuracy", "objective",
+    "normalised_privacy", "utility_ci_low", "utility_ci_high", "attack_score_ci_low",
+    "attack_score_ci_high", "empirical_privacy_ci_low", "empirical_privacy_ci_high",
+    "normalised_privacy_ci_low", "normalised_privacy_ci_high",
 ]  # fmt: skip
 
 
@@ -178,6 +184,10 @@ class RunDir:
         return self.path / "results.parquet"
 
     @property
+    def outcomes_parquet(self) -> Path:
+        return self.path / "outcomes.parquet"
+
+    @property
     def examples_json(self) -> Path:
         return self.path / "examples.json"
 
@@ -188,6 +198,10 @@ class RunDir:
     @property
     def frontiers_png(self) -> Path:
         return self.path / "frontiers.png"
+
+    @property
+    def families_png(self) -> Path:
+        return self.path / "families.png"
 
     def pareto_png(self, attack: str) -> Path:
         """``pareto_<attack>.png``; any character a file name cannot safely hold becomes ``-``."""
@@ -209,6 +223,12 @@ class RunDir:
     def read_meta(self) -> dict[str, Any]:
         """run.json (``{}`` when absent)."""
         return _read_json(self.run_json) if self.run_json.is_file() else {}
+
+    def read_outcomes(self) -> pd.DataFrame | None:
+        """outcomes.parquet (None for a run written before outcomes were stored)."""
+        import pandas as pd
+
+        return pd.read_parquet(self.outcomes_parquet) if self.outcomes_parquet.is_file() else None
 
     def read_config(self) -> dict[str, Any] | None:
         return _read_json(self.config_json) if self.config_json.is_file() else None
@@ -264,11 +284,16 @@ class RunDir:
             if record is not None and "examples" in record:
                 store.put(key, {k: v for k, v in record.items() if k != "examples"})
 
-    def write_results(self, rows: list[dict[str, Any]]) -> pd.DataFrame:
-        """results.csv and results.parquet from ``rows`` (columns :data:`COLUMNS`)."""
+    def write_results(
+        self, rows: list[dict[str, Any]] | pd.DataFrame, outcomes: pd.DataFrame | None = None
+    ) -> pd.DataFrame:
+        """results.csv and results.parquet from ``rows`` (columns :data:`COLUMNS`), and
+        outcomes.parquet when ``outcomes`` are given."""
         import pandas as pd
 
-        frame = pd.DataFrame(rows, columns=COLUMNS)
+        frame = pd.DataFrame(rows).reindex(columns=COLUMNS)
+        if outcomes is not None:
+            write_atomic(self.outcomes_parquet, lambda p: outcomes.to_parquet(p, index=False))
         write_atomic(self.results_csv, lambda p: frame.to_csv(p, index=False))
         write_atomic(self.results_parquet, lambda p: frame.to_parquet(p, index=False))
         return frame

@@ -4,11 +4,21 @@ Every function takes the runner's results table (one row per defense point × at
 ``privaudit.audit.runner.COLUMNS``). Only rows with ``status == "ok"`` and finite privacy and
 utility enter a frontier; seeds are averaged per (attack, label, knob value) first, so a
 frontier is drawn through mean points, not through the luckiest seed.
+
+Every figure of a run draws a defense label with the same colour and marker: pass the same
+``styles`` mapping (:func:`run_styles` of the whole results table) to each figure function.
+``none`` (the undefended release) is always black. Where the table has confidence-interval
+columns (:data:`CI_COLUMNS`), every point gets thin error bars in its label's colour; tables
+without them (older runs) plot without. Knob labels beside the points are placed greedily so
+that none overlaps another or leaves the axes (a label with no free spot is left out).
 """
 
 from __future__ import annotations
 
 import math
+import textwrap
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,15 +29,37 @@ from privaudit.params import shown
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.axes import Axes
+    from matplotlib.backend_bases import RendererBase
     from matplotlib.figure import Figure
+    from matplotlib.text import Annotation
+    from matplotlib.transforms import Bbox
 
 NONE = "none"  # the undefended baseline's defense name and default label
 
+# Percentile-bootstrap interval bounds the runner writes beside privacy and utility. seed_means
+# carries them through (NaN when the results have none): with several seeds, each bound is the
+# mean of the per-seed bounds (seeds without a bound are left out of that mean).
+CI_COLUMNS = [
+    "empirical_privacy_ci_low", "empirical_privacy_ci_high", "utility_ci_low", "utility_ci_high",
+]  # fmt: skip
+
 # Columns seed_means() / frontier() return, in order.
 POINT_COLUMNS = [
-    "attack", "label", "defense", "knob", "knob_value", "empirical_privacy", "utility",
+    "attack", "label", "defense", "knob", "knob_value",
+    "empirical_privacy", "empirical_privacy_ci_low", "empirical_privacy_ci_high",
+    "utility", "utility_ci_low", "utility_ci_high",
     "n_seeds", "attack_metric", "utility_metric", "guarantee", "on_frontier",
 ]  # fmt: skip
+
+# The x axis of family_figure (wrapped to the panel's width when drawn).
+FAMILY_PRIVACY_LABEL = (
+    "worst-case normalised privacy (1 = attacker at its no-information baseline, "
+    "0 = as against the undefended text)"
+)
+
+# (colour, marker) of a label; NONE_STYLE is the undefended release's, in every figure.
+Style = tuple[Any, str]
+NONE_STYLE: Style = ("black", "*")
 
 
 def pareto_mask(privacy: np.ndarray, utility: np.ndarray) -> np.ndarray:
@@ -61,7 +93,9 @@ def seed_means(frame: pd.DataFrame) -> pd.DataFrame:
 
     One row per (attack, label, knob value) with the columns of :data:`POINT_COLUMNS`;
     ``on_frontier`` marks the points no other point *of the same label and attack* dominates.
-    Raises ``ValueError`` when the table has no usable ok row.
+    The interval bounds of :data:`CI_COLUMNS` are averaged over seeds like the values (each
+    bound the mean of the per-seed bounds; NaN when the results have no such column, as older
+    runs do). Raises ``ValueError`` when the table has no usable ok row.
     """
     import pandas as pd
 
@@ -87,9 +121,11 @@ def seed_means(frame: pd.DataFrame) -> pd.DataFrame:
     ):  # fmt: skip
         if col not in ok.columns:
             ok[col] = ok["label"] if col == "defense" else default
+    for col in CI_COLUMNS:
+        ok[col] = pd.to_numeric(ok[col], errors="coerce") if col in ok.columns else math.nan
     keys = ["attack", "label", "knob_value"]
     grouped = ok.groupby(keys, dropna=False, sort=True)
-    points = grouped[["empirical_privacy", "utility"]].mean()
+    points = grouped[["empirical_privacy", "utility", *CI_COLUMNS]].mean()
     points["n_seeds"] = grouped.size()
     firsts = grouped[["defense", "knob", "attack_metric", "utility_metric", "guarantee"]].first()
     points = points.join(firsts).reset_index()
@@ -122,21 +158,269 @@ def privacy_axis_label(attack: str | None, metric: str) -> str:
     return f"empirical privacy{against} (1 − {metric})"
 
 
-def pareto_figure(frame: pd.DataFrame, *, attack: str, chance: float | None = None) -> Figure:
-    """The one-attack figure :func:`plot_pareto` saves (rows of one attack, status ok)."""
+# ---- styles ------------------------------------------------------------------------------
+
+
+def label_styles(labels: Iterable[str]) -> dict[str, Style]:
+    """A fixed (colour, marker) per defense label, so a defense looks the same in every panel.
+
+    Styles follow the sorted set of ``labels``: build them once from *every* label of a run
+    (:func:`run_styles`) and pass the mapping to each figure, or a label's colour depends on
+    which other labels a figure happens to show. ``none`` always gets :data:`NONE_STYLE`.
+    """
+    from matplotlib import colormaps
+
+    names = sorted({str(label) for label in labels} - {NONE})
+    cmap = colormaps["tab10" if len(names) <= 10 else "tab20"]
+    markers = "osD^v<>phX8P"
+    styles: dict[str, Style] = {
+        name: (cmap(i % cmap.N), markers[i % len(markers)]) for i, name in enumerate(names)
+    }
+    styles[NONE] = NONE_STYLE
+    return styles
+
+
+def run_styles(frame: pd.DataFrame) -> dict[str, Style]:
+    """:func:`label_styles` over every label of a run's results table (any status), the one
+    mapping that every plot of that run should be given."""
+    labels = with_labels(frame)["label"] if len(frame) else []
+    return label_styles(labels)
+
+
+def _styles_for(labels: Iterable[str], styles: Mapping[str, Style] | None) -> dict[str, Style]:
+    """``styles`` completed for ``labels``: given styles are kept as they are; a label they
+    lack (a caller's mistake) gets one from the styles of all labels seen, so it is drawn."""
+    labels = [str(label) for label in labels]
+    if styles is None:
+        return label_styles(labels)
+    missing = set(labels) - set(styles)
+    if not missing:
+        return {**styles, NONE: styles.get(NONE, NONE_STYLE)}
+    return {**label_styles([*styles, *labels]), **styles}
+
+
+# ---- error bars and knob labels ----------------------------------------------------------
+
+
+def _error_bars(
+    ax: Axes,
+    table: pd.DataFrame,
+    *,
+    x: str,
+    y: str,
+    colour: Any,
+    alpha: float = 0.5,
+    zorder: float = 1.5,
+) -> None:
+    """Thin horizontal and vertical bars from ``{x,y}_ci_low`` to ``{x,y}_ci_high`` for each
+    row where both bounds are finite; nothing when the table has no such columns. A bound on
+    the wrong side of its point (possible when per-seed bounds are averaged) is drawn at the
+    point rather than as a negative length."""
+    for axis, col in (("x", x), ("y", y)):
+        lo_col, hi_col = f"{col}_ci_low", f"{col}_ci_high"
+        if lo_col not in table.columns or hi_col not in table.columns or not len(table):
+            continue
+        xs = table[x].to_numpy(float)
+        ys = table[y].to_numpy(float)
+        lo = table[lo_col].to_numpy(float)
+        hi = table[hi_col].to_numpy(float)
+        centre = xs if axis == "x" else ys
+        keep = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(xs) & np.isfinite(ys)
+        if not keep.any():
+            continue
+        err = np.vstack(
+            [np.clip(centre[keep] - lo[keep], 0, None), np.clip(hi[keep] - centre[keep], 0, None)]
+        )
+        ax.errorbar(
+            xs[keep], ys[keep], **{f"{axis}err": err}, fmt="none", ecolor=colour,
+            elinewidth=0.8, capsize=0, alpha=alpha, zorder=zorder, label="_nolegend_",
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class KnobLabel:
+    """A text to write beside the data point (x, y) of an axes; ``group`` (the defense label)
+    decides the order of placement (see :func:`place_labels`)."""
+
+    x: float
+    y: float
+    text: str
+    colour: Any
+    group: str = ""
+
+
+def _round_robin(labels: Sequence[KnobLabel]) -> list[KnobLabel]:
+    """The labels taken in turn from each group (groups in order of first appearance), so in a
+    crowded plot every defense gets some of the free spots, not the first one all of them."""
+    groups: dict[str, list[KnobLabel]] = {}
+    for lab in labels:
+        groups.setdefault(lab.group, []).append(lab)
+    queues = list(groups.values())
+    longest = max((len(q) for q in queues), default=0)
+    return [q[i] for i in range(longest) for q in queues if i < len(q)]
+
+
+# Offsets (points) of a label's anchor from its point, tried in order, with the alignment that
+# keeps the text on that side: above right first, then the other corners, sides, and farther.
+_NEAR: tuple[tuple[float, float, str, str], ...] = (
+    (4, 4, "left", "bottom"), (4, -4, "left", "top"), (-4, 4, "right", "bottom"),
+    (-4, -4, "right", "top"), (0, 6, "center", "bottom"), (0, -6, "center", "top"),
+    (6, 0, "left", "center"), (-6, 0, "right", "center"),
+)  # fmt: skip
+_OFFSETS: tuple[tuple[float, float, str, str], ...] = tuple(
+    (dx * r, dy * r, ha, va) for r in (1.0, 2.0) for dx, dy, ha, va in _NEAR
+)
+
+
+def _renderer(fig: Figure) -> RendererBase:
+    """The figure's Agg renderer (attaching an Agg canvas to a bare Figure if need be)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = fig.canvas
+    if not isinstance(canvas, FigureCanvasAgg):
+        canvas = FigureCanvasAgg(fig)
+    return canvas.get_renderer()
+
+
+def _freeze(ax: Axes, renderer: RendererBase) -> list[Bbox]:
+    """Fix the axes' limits and its legend's spot, so that the labels placed next measure
+    against what will be drawn; returns the legend's box (an obstacle), if any."""
+    ax.set_xlim(ax.get_xlim())
+    ax.set_ylim(ax.get_ylim())
+    legend = ax.get_legend()
+    if legend is None:
+        return []
+    box = legend.get_window_extent(renderer)  # where "best" puts it, before any label exists
+    corner = ax.transAxes.inverted().transform((box.x0, box.y0))
+    legend.set_loc((float(corner[0]), float(corner[1])))
+    return [legend.get_window_extent(renderer)]
+
+
+def place_labels(
+    ax: Axes,
+    labels: Sequence[KnobLabel],
+    *,
+    markers: Sequence[tuple[float, float]] = (),
+    obstacles: Sequence[Bbox] = (),
+    fontsize: float = 7.0,
+) -> list[Annotation]:
+    """Write each label beside its point where it fits, greedily, in display coordinates.
+
+    Labels are taken in turn from each ``group`` (:func:`_round_robin`); for each, the offsets
+    of :data:`_OFFSETS` are tried, and the first whose text box lies inside the axes and
+    overlaps no label placed before it (nor an ``obstacles`` box, such as the legend) wins.
+    Spots that also keep clear of every data point (``markers``, plus the labels' own points)
+    are preferred. A label with no such spot is dropped, never drawn outside the axes or over
+    another. Call it after the figure's layout is final (after ``tight_layout``): the boxes are
+    measured with the figure's renderer at that moment.
+    """
+    if not labels:
+        return []
+    fig = ax.get_figure()
+    assert fig is not None
+    renderer = _renderer(fig)  # type: ignore[arg-type]
+    frame = ax.get_window_extent(renderer)
+    pad = 1.0  # pixels kept between boxes and from the axes' edge
+    radius = 3.0 * fig.dpi / 72.0  # a marker's half-width, in pixels
+    from matplotlib.transforms import Bbox
+
+    points = [*markers, *((lab.x, lab.y) for lab in labels)]
+    marker_boxes = [
+        Bbox.from_extents(px - radius, py - radius, px + radius, py + radius)
+        for px, py in ax.transData.transform(np.asarray(points, float).reshape(-1, 2))
+        if np.isfinite(px) and np.isfinite(py)
+    ]
+    taken = [*obstacles]
+    drawn: list[Annotation] = []
+
+    def fits(box: Bbox, avoid: list[Bbox]) -> bool:
+        inside = (
+            box.x0 >= frame.x0 + pad
+            and box.x1 <= frame.x1 - pad
+            and box.y0 >= frame.y0 + pad
+            and box.y1 <= frame.y1 - pad
+        )
+        return inside and not any(box.padded(pad).overlaps(other) for other in avoid)
+
+    for lab in _round_robin(labels):
+        if not (np.isfinite(lab.x) and np.isfinite(lab.y)):
+            continue
+        px, py = ax.transData.transform((lab.x, lab.y))
+        if not frame.contains(px, py):
+            continue
+        ann = ax.annotate(
+            lab.text, (lab.x, lab.y), xytext=_OFFSETS[0][:2], textcoords="offset points",
+            fontsize=fontsize, color=lab.colour, ha=_OFFSETS[0][2], va=_OFFSETS[0][3],
+        )  # fmt: skip
+        chosen: Bbox | None = None
+        for avoid in ([*taken, *marker_boxes], taken):
+            for dx, dy, ha, va in _OFFSETS:
+                ann.xyann = (dx, dy)
+                ann.set_horizontalalignment(ha)
+                ann.set_verticalalignment(va)
+                box = ann.get_window_extent(renderer)
+                if fits(box, avoid):
+                    chosen = box
+                    break
+            if chosen is not None:
+                break
+        if chosen is None:
+            ann.remove()
+            continue
+        taken.append(chosen)
+        drawn.append(ann)
+    return drawn
+
+
+def _knob_text(knob: Any, value: float) -> str:
+    """``eta=105.2``: the knob's name (when known) and its value to 4 significant digits."""
+    return f"{knob}={shown(value)}" if isinstance(knob, str) and knob else shown(value)
+
+
+def _xs_for_limits(frame: pd.DataFrame) -> np.ndarray:
+    """Privacy values (and interval tops) that the x axis must show."""
+    cols = ["empirical_privacy", "empirical_privacy_ci_high"]
+    parts = [frame[c].to_numpy(float) for c in cols if c in frame.columns]
+    xs = np.concatenate(parts) if parts else np.array([])
+    return xs[np.isfinite(xs)]
+
+
+# ---- the per-attack figure ---------------------------------------------------------------
+
+
+def pareto_figure(
+    frame: pd.DataFrame,
+    *,
+    attack: str,
+    chance: float | None = None,
+    styles: Mapping[str, Style] | None = None,
+) -> Figure:
+    """The one-attack figure :func:`plot_pareto` saves (rows of one attack, status ok).
+
+    ``styles``: the run's label styles (:func:`run_styles` of the *whole* results table), so
+    a defense has the colour and marker it has in every other figure of the run; without
+    them, styles are made from this frame's labels alone.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     # A bare Figure (no pyplot) needs no global backend state and no plt.close().
     fig = Figure(figsize=(7.0, 5.0), dpi=120)
+    FigureCanvasAgg(fig)
     ax = fig.subplots()
     frame = with_labels(frame) if len(frame) else frame
     metric = str(frame["attack_metric"].iloc[0]) if len(frame) else "attack"
     utility_metric = str(frame["utility_metric"].iloc[0]) if len(frame) else "utility"
-    markers = "osD^v<>phX"
     by = "label" if "label" in frame.columns else "defense"
-    for k, (name, group) in enumerate(sorted(frame.groupby(by), key=lambda g: g[0])):
+    styles = _styles_for(frame[by].astype(str) if len(frame) else [], styles)
+    values = ["empirical_privacy", "utility", *(c for c in CI_COLUMNS if c in frame.columns)]
+    knob_labels: list[KnobLabel] = []
+    markers: list[tuple[float, float]] = []
+    for name, group in sorted(frame.groupby(by), key=lambda g: str(g[0])):
+        name = str(name)
+        colour, marker = styles[name]
         agg = (
-            group.groupby("knob_value", dropna=False)[["empirical_privacy", "utility"]]
+            group.groupby("knob_value", dropna=False)[values]
             .mean()
             .reset_index()
             .sort_values("empirical_privacy")
@@ -145,22 +429,25 @@ def pareto_figure(frame: pd.DataFrame, *, attack: str, chance: float | None = No
             x, y = agg["empirical_privacy"].iloc[0], agg["utility"].iloc[0]
             ax.axhline(y, color="0.35", ls="--", lw=1)
             ax.scatter(
-                [x], [y], marker="*", s=260, color="black", zorder=5, label="none (undefended)"
+                [x], [y], marker=marker, s=260, color=colour, zorder=5, label="none (undefended)"
             )
+            _error_bars(ax, agg.head(1), x="empirical_privacy", y="utility", colour=colour)
+            markers.append((float(x), float(y)))
             continue
-        line = ax.plot(
-            agg["empirical_privacy"], agg["utility"], marker=markers[k % len(markers)],
+        ax.plot(
+            agg["empirical_privacy"], agg["utility"], marker=marker, color=colour,
             lw=1.6, ms=6, label=name,
-        )[0]  # fmt: skip
-        knob = group["knob"].iloc[0]
+        )  # fmt: skip
+        _error_bars(ax, agg, x="empirical_privacy", y="utility", colour=colour)
+        knob = group["knob"].iloc[0] if "knob" in group.columns else None
         for _, row in agg.iterrows():
             if np.isfinite(row["knob_value"]):
-                ax.annotate(
-                    f"{knob}={shown(row['knob_value'])}",
-                    (row["empirical_privacy"], row["utility"]),
-                    textcoords="offset points", xytext=(4, 5), fontsize=7,
-                    color=line.get_color(),
-                )  # fmt: skip
+                text = _knob_text(knob, float(row["knob_value"]))
+                knob_labels.append(
+                    KnobLabel(
+                        float(row["empirical_privacy"]), float(row["utility"]), text, colour, name
+                    )
+                )
     has_baseline = "attack_baseline" in frame.columns and frame["attack_baseline"].notna().any()
     guessers = {
         "accuracy": "majority-guess attacker",
@@ -181,13 +468,14 @@ def pareto_figure(frame: pd.DataFrame, *, attack: str, chance: float | None = No
             1.0 - base["attack_baseline"], base["utility"], s=30, facecolors="none",
             edgecolors="0.55", label="the release as is (no attack)", zorder=1,
         )  # fmt: skip
+        markers.extend(zip(1.0 - base["attack_baseline"], base["utility"], strict=True))
     if chance is not None and np.isfinite(chance):
-        ax.axhline(chance, color="0.6", ls=":", lw=1, label="majority class")
+        ax.axhline(chance, color="0.6", ls=":", lw=1, label="chance")
     ax.set_xlabel(privacy_axis_label(attack, metric))
     if metric == "embedding_mse":
         ax.set_xlim(left=0.0)
     else:
-        xs = frame["empirical_privacy"].dropna()
+        xs = _xs_for_limits(frame) if len(frame) else np.array([])
         if has_baseline:  # keep the guess line / as-is markers in view
             xs = np.concatenate([xs, 1.0 - frame["attack_baseline"].dropna()])
         top = float(xs.max()) if len(xs) else 1.0
@@ -198,14 +486,25 @@ def pareto_figure(frame: pd.DataFrame, *, attack: str, chance: float | None = No
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
+    legend_box = _freeze(ax, _renderer(fig))
+    place_labels(ax, knob_labels, markers=markers, obstacles=legend_box)
     return fig
 
 
-def plot_pareto(frame: Any, path: str | Path, *, attack: str, chance: float | None = None) -> Path:
+def plot_pareto(
+    frame: Any,
+    path: str | Path,
+    *,
+    attack: str,
+    chance: float | None = None,
+    styles: Mapping[str, Style] | None = None,
+) -> Path:
     """One panel: empirical privacy (x) vs utility (y), a line per defense through its privacy
     levels (labelled with the knob value), the undefended point marked with a star and a dashed
-    line at its utility, and the majority-class chance level dotted."""
-    return save_figure(pareto_figure(frame, attack=attack, chance=chance), Path(path))
+    line at its utility, and the chance level of the utility metric dotted. Pass the run's
+    ``styles`` (:func:`run_styles`) so colours agree with the run's other figures."""
+    fig = pareto_figure(frame, attack=attack, chance=chance, styles=styles)
+    return save_figure(fig, Path(path))
 
 
 def save_figure(fig: Any, path: Path) -> Path:
@@ -217,51 +516,30 @@ def save_figure(fig: Any, path: Path) -> Path:
     return write_atomic(path, lambda tmp: fig.savefig(tmp, format=fmt))
 
 
-def label_styles(labels: list[str]) -> dict[str, tuple[Any, str]]:
-    """A fixed (colour, marker) per defense label, so a defense looks the same in every panel."""
-    from matplotlib import colormaps
-
-    names = sorted(set(labels) - {NONE})
-    cmap = colormaps["tab10" if len(names) <= 10 else "tab20"]
-    markers = "osD^v<>phX8P"
-    return {name: (cmap(i % cmap.N), markers[i % len(markers)]) for i, name in enumerate(names)}
+# ---- the combined figure -----------------------------------------------------------------
 
 
-def frontier_figure(frame: pd.DataFrame, *, chance: float | None = None) -> Figure:
-    """The combined figure of :func:`plot_frontiers` (in the style of RAPT Figs. 7 and 10).
-
-    One panel per attack in a grid; in each, one line per defense label through its frontier
-    points, its dominated points faint, the undefended utility dashed, the chance level dotted,
-    and one legend for the whole figure.
-    """
-    from matplotlib.figure import Figure
+def _shared_legend(
+    fig: Figure,
+    handles: dict[str, Any],
+    styles: Mapping[str, Style],
+) -> None:
+    """One legend for a multi-panel figure, below the panels; the layout leaves room for it."""
     from matplotlib.lines import Line2D
 
-    points = seed_means(frame)
-    attacks = sorted(points["attack"].unique())
-    styles = label_styles(points["label"].tolist())
-    ncols = min(3, len(attacks))
-    nrows = math.ceil(len(attacks) / ncols)
-    # At least 6.4 inches wide, so a one-panel figure still has room for the shared legend.
-    fig = Figure(figsize=(max(6.4, 4.6 * ncols), 3.7 * nrows + 0.9), dpi=110)
-    axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
-    none_all = with_labels(frame)
-    none_all = none_all[
-        (none_all["label"] == NONE) & np.isfinite(none_all["utility"].astype(float))
-    ]
-    handles: dict[str, Any] = {}
-    for ax, attack in zip(axes, attacks, strict=False):
-        sub = points[points["attack"] == attack]
-        _frontier_panel(ax, sub, attack, styles, handles, none_all, chance)
-    for ax in axes[len(attacks) :]:
-        ax.set_axis_off()  # the grid's spare cells
-    order = [name for name in sorted(styles) if name in handles]
+    order = [name for name in sorted(styles) if name in handles and name != NONE]
     legend = [handles[name] for name in order]
     if NONE in handles:
+        # The undefended release: its utility dashed across each panel, its point a star.
+        colour, marker = styles.get(NONE, NONE_STYLE)
         order.append("none (undefended)")
-        legend.append(handles[NONE])
+        legend.append(
+            Line2D(
+                [], [], color="0.2", ls="--", lw=1.1, marker=marker, ms=9, mfc=colour, mec=colour
+            )
+        )
     if "chance" in handles:
-        order.append("majority class")
+        order.append("chance")
         legend.append(handles["chance"])
     legend.append(Line2D([], [], color="0.5", marker="o", ls="", alpha=0.3))
     order.append("dominated point")
@@ -271,6 +549,52 @@ def frontier_figure(frame: pd.DataFrame, *, chance: float | None = None) -> Figu
     # Leave room at the bottom for the shared legend: about a quarter inch per legend row.
     bottom = (0.25 + 0.25 * math.ceil(len(order) / ncol)) / fig.get_figheight()
     fig.tight_layout(rect=(0, bottom, 1, 1))
+
+
+def _panel_grid(fig: Figure, n: int) -> np.ndarray:
+    """``n`` panels in a grid of at most 3 columns; spare cells are switched off."""
+    ncols = min(3, n)
+    nrows = math.ceil(n / ncols)
+    axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
+    for ax in axes[n:]:
+        ax.set_axis_off()
+    return axes[:n]
+
+
+def frontier_figure(
+    frame: pd.DataFrame,
+    *,
+    chance: float | None = None,
+    styles: Mapping[str, Style] | None = None,
+) -> Figure:
+    """The combined figure of :func:`plot_frontiers` (in the style of RAPT Figs. 7 and 10).
+
+    One panel per attack in a grid; in each, one line per defense label through its frontier
+    points, its dominated points faint, the undefended utility dashed, the chance level dotted,
+    and one legend for the whole figure. Styles come from every label of ``frame`` (or the
+    given ``styles``), so a label looks the same in every panel.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    points = seed_means(frame)
+    attacks = sorted(points["attack"].unique())
+    styles = _styles_for(points["label"], styles if styles is not None else run_styles(frame))
+    ncols = min(3, len(attacks))
+    nrows = math.ceil(len(attacks) / ncols)
+    # At least 6.4 inches wide, so a one-panel figure still has room for the shared legend.
+    fig = Figure(figsize=(max(6.4, 4.6 * ncols), 3.7 * nrows + 0.9), dpi=110)
+    FigureCanvasAgg(fig)
+    axes = _panel_grid(fig, len(attacks))
+    none_all = with_labels(frame)
+    none_all = none_all[
+        (none_all["label"] == NONE) & np.isfinite(none_all["utility"].astype(float))
+    ]
+    handles: dict[str, Any] = {}
+    for ax, attack in zip(axes, attacks, strict=True):
+        sub = points[points["attack"] == attack]
+        _frontier_panel(ax, sub, attack, styles, handles, none_all, chance)
+    _shared_legend(fig, handles, styles)
     return fig
 
 
@@ -278,7 +602,7 @@ def _frontier_panel(
     ax: Axes,
     sub: pd.DataFrame,
     attack: str,
-    styles: dict[str, tuple[Any, str]],
+    styles: Mapping[str, Style],
     handles: dict[str, Any],
     none_rows: pd.DataFrame,
     chance: float | None,
@@ -288,18 +612,20 @@ def _frontier_panel(
     for label, group in sub.groupby("label", sort=True):
         if label == NONE:
             continue
-        colour, marker = styles[label]
+        colour, marker = styles[str(label)]
         dominated = group[~group["on_frontier"]]
         ax.scatter(
             dominated["empirical_privacy"], dominated["utility"], color=colour, marker=marker,
             s=18, alpha=0.25, linewidths=0,
         )  # fmt: skip
+        _error_bars(ax, dominated, x="empirical_privacy", y="utility", colour=colour, alpha=0.2)
         front = group[group["on_frontier"]].sort_values("empirical_privacy")
         (line,) = ax.plot(
             front["empirical_privacy"], front["utility"], color=colour, marker=marker,
             lw=1.6, ms=5,
         )  # fmt: skip
-        handles.setdefault(label, line)
+        _error_bars(ax, front, x="empirical_privacy", y="utility", colour=colour)
+        handles.setdefault(str(label), line)
     # The undefended utility: this attack's none point, else none's utility from any row.
     own = sub[sub["label"] == NONE]
     none_utility = (
@@ -311,6 +637,12 @@ def _frontier_panel(
     )
     if np.isfinite(none_utility):
         handles[NONE] = ax.axhline(none_utility, color="0.2", ls="--", lw=1.1)
+    if len(own):
+        colour, marker = styles[NONE]
+        ax.scatter(
+            own["empirical_privacy"], own["utility"], marker=marker, s=90, color=colour, zorder=5
+        )
+        _error_bars(ax, own, x="empirical_privacy", y="utility", colour=colour)
     if chance is not None and np.isfinite(chance):
         handles["chance"] = ax.axhline(chance, color="0.6", ls=":", lw=1)
     ax.set_xlabel(privacy_axis_label(None, metric), fontsize=8)
@@ -322,6 +654,143 @@ def _frontier_panel(
     ax.grid(alpha=0.3)
 
 
-def plot_frontiers(frame: pd.DataFrame, path: str | Path, *, chance: float | None) -> Path:
+def plot_frontiers(
+    frame: pd.DataFrame,
+    path: str | Path,
+    *,
+    chance: float | None,
+    styles: Mapping[str, Style] | None = None,
+) -> Path:
     """Save one figure with a Pareto-frontier panel per attack (see :func:`frontier_figure`)."""
-    return save_figure(frontier_figure(frame, chance=chance), Path(path))
+    return save_figure(frontier_figure(frame, chance=chance, styles=styles), Path(path))
+
+
+# ---- the worst-case figure, one panel per attack family ----------------------------------
+
+# Columns family_figure reads; the interval columns may be missing or NaN (no error bars).
+FAMILY_COLUMNS = ["family", "label", "knob_value", "privacy", "utility", "on_frontier"]
+
+
+def _family_order(family: str) -> tuple[int, str]:
+    """text first, then entity, then the attribute families by name, then anything else."""
+    rank = {"text": 0, "entity": 1}.get(family, 2 if family.startswith("attribute") else 3)
+    return rank, family
+
+
+def family_figure(
+    points: pd.DataFrame,
+    *,
+    chance: float | None,
+    styles: Mapping[str, Style] | None = None,
+) -> Figure:
+    """The leaderboard's worst-case view: one panel per attack family (column ``family``).
+
+    ``points`` has one row per (family, label, knob value) with ``privacy`` (normalised
+    worst-case privacy over the family's attacks, in [0, 1]), ``utility``, ``on_frontier``
+    (bool), optionally ``knob`` and the interval bounds ``privacy_ci_low/high`` and
+    ``utility_ci_low/high`` (error bars where finite). In each panel, one line per label
+    through its frontier points (labelled with their knob values), its dominated points faint,
+    the undefended utility dashed when a ``none`` label is present, the chance level dotted;
+    one legend for the figure. Pass the run's ``styles`` (:func:`run_styles`) so colours
+    agree with the run's other figures. Raises ``ValueError`` when ``points`` is empty or
+    lacks a column of :data:`FAMILY_COLUMNS`.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    missing = set(FAMILY_COLUMNS) - set(points.columns)
+    if missing:
+        raise ValueError(f"The family points lack the columns {sorted(missing)}.")
+    points = points[
+        np.isfinite(points["privacy"].astype(float)) & np.isfinite(points["utility"].astype(float))
+    ].copy()
+    if points.empty:
+        raise ValueError("No family point with finite privacy and utility; nothing to draw.")
+    points["label"] = points["label"].astype(str)
+    points["on_frontier"] = points["on_frontier"].astype(bool)
+    families = sorted(points["family"].astype(str).unique(), key=_family_order)
+    styles = _styles_for(points["label"], styles)
+    ncols = min(3, len(families))
+    nrows = math.ceil(len(families) / ncols)
+    fig = Figure(figsize=(max(6.4, 5.0 * ncols), 4.0 * nrows + 0.9), dpi=110)
+    FigureCanvasAgg(fig)
+    axes = _panel_grid(fig, len(families))
+    # Wrap the long axis name to the panel's width (about 0.075 inch per character at 8 pt).
+    xlabel = textwrap.fill(FAMILY_PRIVACY_LABEL, width=int(5.0 / 0.075))
+    handles: dict[str, Any] = {}
+    panels: list[tuple[Axes, list[KnobLabel], list[tuple[float, float]]]] = []
+    for ax, family in zip(axes, families, strict=True):
+        sub = points[points["family"].astype(str) == family]
+        knob_labels, markers = _family_panel(ax, sub, styles, handles, chance)
+        ax.set_xlabel(xlabel, fontsize=8)
+        ax.set_ylabel("utility", fontsize=8)
+        ax.set_title(family, fontsize=10)
+        panels.append((ax, knob_labels, markers))
+    _shared_legend(fig, handles, styles)
+    renderer = _renderer(fig)
+    for ax, knob_labels, markers in panels:
+        _freeze(ax, renderer)
+        place_labels(ax, knob_labels, markers=markers)
+    return fig
+
+
+def _family_panel(
+    ax: Axes,
+    sub: pd.DataFrame,
+    styles: Mapping[str, Style],
+    handles: dict[str, Any],
+    chance: float | None,
+) -> tuple[list[KnobLabel], list[tuple[float, float]]]:
+    """One family's panel of :func:`family_figure`: returns the knob labels of its frontier
+    points and every other drawn point (for :func:`place_labels`)."""
+    knob_labels: list[KnobLabel] = []
+    markers: list[tuple[float, float]] = []
+    for label, group in sub.groupby("label", sort=True):
+        label = str(label)
+        colour, marker = styles[label]
+        group = group.sort_values(["privacy", "utility"])
+        if label == NONE:
+            ax.scatter(
+                group["privacy"], group["utility"], marker=marker, s=140, color=colour, zorder=5
+            )
+            _error_bars(ax, group, x="privacy", y="utility", colour=colour)
+            handles[NONE] = ax.axhline(float(group["utility"].mean()), color="0.2", ls="--", lw=1.1)
+            markers.extend(zip(group["privacy"], group["utility"], strict=True))
+            continue
+        dominated = group[~group["on_frontier"]]
+        ax.scatter(
+            dominated["privacy"], dominated["utility"], color=colour, marker=marker, s=18,
+            alpha=0.25, linewidths=0,
+        )  # fmt: skip
+        _error_bars(ax, dominated, x="privacy", y="utility", colour=colour, alpha=0.2)
+        markers.extend(zip(dominated["privacy"], dominated["utility"], strict=True))
+        front = group[group["on_frontier"]]
+        (line,) = ax.plot(
+            front["privacy"], front["utility"], color=colour, marker=marker, lw=1.6, ms=5
+        )
+        _error_bars(ax, front, x="privacy", y="utility", colour=colour)
+        handles.setdefault(label, line)
+        knob = front["knob"] if "knob" in front.columns else [None] * len(front)
+        for (_, row), name in zip(front.iterrows(), knob, strict=True):
+            if np.isfinite(float(row["knob_value"])):
+                text = _knob_text(name, float(row["knob_value"]))
+                knob_labels.append(
+                    KnobLabel(float(row["privacy"]), float(row["utility"]), text, colour, label)
+                )
+    if chance is not None and np.isfinite(chance):
+        handles["chance"] = ax.axhline(chance, color="0.6", ls=":", lw=1)
+    ax.set_xlim(-0.03, 1.03)
+    ax.tick_params(labelsize=7)
+    ax.grid(alpha=0.3)
+    return knob_labels, markers
+
+
+def plot_families(
+    points: pd.DataFrame,
+    path: str | Path,
+    *,
+    chance: float | None,
+    styles: Mapping[str, Style] | None = None,
+) -> Path:
+    """Save the worst-case figure, one panel per attack family (see :func:`family_figure`)."""
+    return save_figure(family_figure(points, chance=chance, styles=styles), Path(path))

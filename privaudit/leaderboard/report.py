@@ -21,13 +21,21 @@ from privaudit.audit.store import RunDir, cell_counts, write_text
 from privaudit.leaderboard.board import (
     HYPERVOLUME_DEFINITION,
     TABLE_CSS,
+    Leaderboard,
     Table,
     html_table,
     leaderboard,
     leaderboard_html_body,
+    load_runs,
     read_run,
+    run_chance,
 )
-from privaudit.leaderboard.pareto import frontier_figure, pareto_figure, with_labels
+from privaudit.leaderboard.pareto import (
+    frontier_figure,
+    pareto_figure,
+    run_styles,
+    with_labels,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -107,7 +115,9 @@ def _summary(run_dir: Path, frame: pd.DataFrame, meta: dict[str, Any]) -> str:
         + (f" ({len(frame)} result rows)" if len(frame) != counts["all"] else ""),
         "defense labels": str(frame["label"].nunique()),
         "attacks": str(frame["attack"].nunique()),
-        "chance (majority-class accuracy)": _fmt(meta.get("chance_accuracy")),
+        "utility metric": str(meta.get("utility_metric", "accuracy")),
+        "chance level of the utility metric": _fmt(run_chance(meta)),
+        "majority-class accuracy": _fmt(meta.get("chance_accuracy")),
     }
     for col, name in (
         ("corpus", "corpus"), ("backbone", "backbone"), ("utility_evaluator", "utility"),
@@ -125,24 +135,50 @@ def _summary(run_dir: Path, frame: pd.DataFrame, meta: dict[str, Any]) -> str:
     return html_table(Table(headers=[], rows=rows), numeric_from=99)
 
 
-def _leaderboard_section(frame: pd.DataFrame, chance: float) -> str:
+def _board(run_dir: Path, chance: float) -> Leaderboard | str:
+    """The run's leaderboard with its intervals, or why there is none."""
     try:
-        return leaderboard_html_body(leaderboard(frame, chance))
+        runs = load_runs([run_dir], chance=chance if math.isfinite(chance) else None)
+        return leaderboard(runs.frame, runs.chance, outcomes=runs.outcomes,
+                           bootstrap=runs.bootstrap)  # fmt: skip
     except ValueError as exc:  # no ok cell, or no chance level: say so, keep the report
-        return _note(f"No leaderboard: {exc}") + _note(HYPERVOLUME_DEFINITION)
+        return f"No leaderboard: {exc}"
+
+
+def _leaderboard_section(board: Leaderboard | str) -> str:
+    if isinstance(board, str):
+        return _note(board) + _note(HYPERVOLUME_DEFINITION)
+    return leaderboard_html_body(board)
+
+
+def _families_section(board: Leaderboard | str, frame: pd.DataFrame) -> str:
+    """The worst-case frontiers per family (one panel each), with intervals."""
+    if isinstance(board, str) or board.points.empty:
+        return _note("No worst-case frontier to draw.")
+    from privaudit.leaderboard.pareto import family_figure
+
+    chance = board.chance if math.isfinite(board.chance) else None
+    fig = family_figure(board.points, chance=chance, styles=run_styles(frame))
+    return _img(figure_png(fig), "Worst-case frontiers per attack family")
 
 
 def _plots_section(frame: pd.DataFrame, chance: float) -> tuple[str, str]:
     """(combined frontier figure, per-attack Pareto plots) as HTML with embedded PNGs."""
     chance_arg = chance if math.isfinite(chance) else None
+    styles = run_styles(frame)
     try:
-        frontiers = _img(figure_png(frontier_figure(frame, chance=chance_arg)), "Pareto frontiers")
+        frontiers = _img(
+            figure_png(frontier_figure(frame, chance=chance_arg, styles=styles)),
+            "Pareto frontiers",
+        )
     except ValueError as exc:
         return _note(f"No frontier to draw: {exc}"), ""
     ok = frame[frame["status"] == "ok"]
     parts = []
     for attack in sorted(ok["attack"].unique()):
-        fig = pareto_figure(ok[ok["attack"] == attack], attack=attack, chance=chance_arg)
+        fig = pareto_figure(
+            ok[ok["attack"] == attack], attack=attack, chance=chance_arg, styles=styles
+        )
         parts.append(
             f"<h3>{html.escape(attack)}</h3>\n" + _img(figure_png(fig), f"Pareto plot: {attack}")
         )
@@ -151,7 +187,8 @@ def _plots_section(frame: pd.DataFrame, chance: float) -> tuple[str, str]:
 
 def _cells_section(frame: pd.DataFrame) -> str:
     parts = []
-    headers = ["defense", "knob", "value", "seed", "attack", "status", "privacy", "utility", "s"]
+    headers = ["defense", "knob", "value", "seed", "attack", "status", "privacy",
+               "normalised privacy", "utility", "s"]  # fmt: skip
     for attack, sub in frame.groupby("attack", sort=True):
         sub = sub.sort_values(["label", "knob_value", "seed"], na_position="first")
         rows = [
@@ -162,8 +199,9 @@ def _cells_section(frame: pd.DataFrame) -> str:
                 _fmt(r["seed"], "g"),
                 str(attack),
                 str(r["status"]),
-                _fmt(r["empirical_privacy"]),
-                _fmt(r["utility"]),
+                _with_ci(r, "empirical_privacy"),
+                _with_ci(r, "normalised_privacy"),
+                _with_ci(r, "utility"),
                 _fmt(r.get("seconds"), ".1f"),
             ]
             for _, r in sub.iterrows()
@@ -175,6 +213,15 @@ def _cells_section(frame: pd.DataFrame) -> str:
             f"</summary>\n{html_table(Table(headers, rows), numeric_from=2)}\n</details>"
         )
     return "\n".join(parts)
+
+
+def _with_ci(row: Any, column: str) -> str:
+    """``value [low, high]`` when the row has the interval, else the value."""
+    value = _fmt(row.get(column))
+    lo, hi = row.get(f"{column}_ci_low"), row.get(f"{column}_ci_high")
+    if value == "—" or _fmt(lo) == "—" or _fmt(hi) == "—":
+        return value
+    return f"{value} [{_fmt(lo)}, {_fmt(hi)}]"
 
 
 def _grouped_reasons(frame: pd.DataFrame, status: str) -> str:
@@ -244,8 +291,9 @@ def write_report(
     for col in ("knob", "knob_value", "seed", "reason", "empirical_privacy", "utility"):
         if col not in frame.columns:
             frame[col] = None if col in ("knob", "reason") else math.nan
-    chance = meta.get("chance_accuracy")
+    chance = run_chance(meta)
     chance = float(chance) if chance is not None else math.nan
+    board = _board(run_dir, chance)
     saved = RunDir(run_dir).read_config()
     config = (
         json.dumps(saved, indent=2)
@@ -256,8 +304,9 @@ def write_report(
     frontiers, per_attack = _plots_section(frame, chance)
     sections = [
         ("summary", "Summary", _summary(run_dir, frame, meta)),
-        ("leaderboard", "Leaderboard", _leaderboard_section(frame, chance)),
-        ("frontiers", "Pareto frontiers", frontiers),
+        ("leaderboard", "Leaderboard", _leaderboard_section(board)),
+        ("families", "Worst-case frontiers per attack family", _families_section(board, frame)),
+        ("frontiers", "Pareto frontiers per attack", frontiers),
         ("pareto", "Pareto plots per attack", per_attack or _note("No ok cell to plot.")),
         ("cells", "Cells", _cells_section(frame)),
         ("failures", "Failures", _grouped_reasons(frame, "failed")),

@@ -14,6 +14,7 @@ import numpy as np
 from privaudit.api import Defense, Objective, Release, Space, TrainingBatch, UtilityEvaluator
 from privaudit.mechanisms.seeding import draw_seed, seeded_torch, torch_threads
 from privaudit.params import Fraction, NonNegativeFloat, PositiveFloat, PositiveInt
+from privaudit.utility.probe import classification_result, objective_status, one_line
 
 Method = Literal["prompt-tuning", "prefix-tuning", "lora", "fine-tuning"]
 METHODS: tuple[str, ...] = get_args(Method)
@@ -59,7 +60,9 @@ PROFILES: dict[str, Profile] = {
 
 class PeftUtility(UtilityEvaluator):
     """Utility by training the service's classifier on the release (prompt/prefix tuning, LoRA,
-    fine-tuning; ``method``), scored on the released test split (accuracy and macro-F1).
+    fine-tuning; ``method``), scored on the released test split: balanced accuracy (the
+    headline ``metric``), accuracy and macro-F1, with the per-document predictions
+    (:func:`privaudit.utility.probe.classification_result`).
 
     Paper: the service side of RAPT (Li et al., "Privacy-Preserving Prompt Tuning for Large
     Language Model Services", §III-B, Table II) — prompt tuning on privatized text, with the
@@ -106,14 +109,25 @@ class PeftUtility(UtilityEvaluator):
     its pooled release and predicts the private attribute from ``train_attributes`` (the
     service's own labels of its training data, as in CAPE); the client holds the encoder, so
     that hidden layer is the only trainable part upstream of the adversary (a deviation from
-    CAPE, which fine-tunes the encoder end to end). The trainer knows neither class.
+    CAPE, which fine-tunes the encoder end to end). The trainer knows neither class. The
+    result's ``objective`` says what happened: ``"applied"``, ``"none"`` (the defense has no
+    objective), or ``"not applied: <reason>"`` (``use_objective=False``, or the objective's
+    ``applies_to`` gave that reason for this release), so a row trained without the defense's
+    recipe is never presented as the full defense.
+
+    Metric: the headline is balanced accuracy, the mean recall over the test classes. Under
+    class imbalance plain accuracy can sit at or below the majority-class share while the
+    text carries nothing about the label; balanced accuracy is 1/K for any classifier that
+    ignores the text, whatever the imbalance. Accuracy and macro-F1 stay beside it. With a
+    ``max_test`` cap the scores and ``predictions`` cover the first ``max_test`` test
+    documents (``test_indices``).
 
     Determinism: the seed is drawn from the ``rng`` the runner passes; initialisation, dropout
     and batch order are seeded without touching the process-wide torch random state.
     """
 
     name: ClassVar[str] = "peft"
-    metric: ClassVar[str] = "accuracy"
+    metric: ClassVar[str] = "balanced_accuracy"
     default_method: ClassVar[str] = "prompt-tuning"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -199,9 +213,10 @@ class PeftUtility(UtilityEvaluator):
         rng: np.random.Generator,
         defense: Defense | None = None,
         train_attributes: Mapping[str, Sequence[Any]] | None = None,
-    ) -> dict[str, float]:
-        from sklearn.metrics import accuracy_score, f1_score
-
+    ) -> dict[str, Any]:
+        """Train on ``train`` (with the defense's objective where it applies), score on
+        ``test``: balanced accuracy, accuracy, macro-F1, predictions, test_indices, objective
+        (see the class docstring)."""
         from privaudit.resources import backbone
 
         cfg = self.settings()
@@ -223,7 +238,7 @@ class PeftUtility(UtilityEvaluator):
         classes = np.unique(y_fit)
         seed = draw_seed(rng)
         bb = backbone(self.backbone)
-        objective = self._objective(defense, train)
+        objective, status = self._objective(defense, train)
         targets: list[Any] = []
         if objective is not None:
             targets = list(objective.targets(train, train_idx, train_attributes or {}))
@@ -256,22 +271,29 @@ class PeftUtility(UtilityEvaluator):
                         targets, self._peft_config(cfg),
                     )  # fmt: skip
                 pred = classes[_predict_encoder(model, inputs_eval, cfg["batch_size"])]
-        self.last_info = cfg | info | {"objective": type(objective).__name__ if objective else None}
-        return {
-            "accuracy": float(accuracy_score(y_eval, pred)),
-            "macro_f1": float(f1_score(y_eval, pred, average="macro")),
-        }
+        trained = type(objective).__name__ if objective else None
+        self.last_info = cfg | info | {"objective": trained, "objective_status": status}
+        return classification_result(y_eval, pred, status, test_idx)
 
-    def _objective(self, defense: Defense | None, train: Release) -> Objective | None:
+    def _objective(self, defense: Defense | None, train: Release) -> tuple[Objective | None, str]:
         """The defense's service-side objective, when ``use_objective`` and it can train on
         this release (RAPT's reconstruction on text with a plain prefix, CAPE's adversary on
-        pooled vectors); the trainer knows it only through the Objective protocol."""
-        if not self.use_objective or defense is None:
-            return None
+        pooled vectors), else None; and the result's ``objective`` status (``"applied"``,
+        ``"none"`` or ``"not applied: <reason>"``). The trainer knows the objective only
+        through the Objective protocol."""
+        if defense is None:
+            return None, "none"
+        if not self.use_objective:
+            # Asked only to label the row: a defense that cannot build its objective (CAPE
+            # without its attribute) still trains here, as it did without the label.
+            return None, objective_status(defense, lambda _: "use_objective=False")
         objective = defense.training_objective()
-        if objective is None or objective.applies_to(train) is not None:
-            return None
-        return objective
+        if objective is None:
+            return None, "none"
+        reason = objective.applies_to(train)
+        if reason is not None:
+            return None, f"not applied: {one_line(reason)}"
+        return objective, "applied"
 
     def _peft_config(self, cfg: dict[str, Any]) -> Any:
         from peft import PrefixTuningConfig, PromptTuningConfig, TaskType

@@ -1,13 +1,22 @@
-"""Linear-probe utility: frozen backbone features + logistic regression."""
+"""Linear-probe utility: frozen backbone features + logistic regression.
+
+Also the result every utility evaluator returns (:func:`classification_result`): the headline
+is **balanced accuracy**, the mean recall over the classes of the test labels. Under class
+imbalance plain accuracy can sit at or below the majority-class level while the text carries
+nothing about the label (a classifier that always answers the majority class scores its
+share, 0.887 on one real corpus); balanced accuracy is 1/K for any classifier that ignores the
+text, whatever the imbalance, so "better than chance" means the same on every corpus. Plain
+accuracy and macro-F1 stay beside it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 
-from privaudit.api import Defense, Release, Space, UtilityEvaluator
+from privaudit.api import Defense, Objective, Release, Space, UtilityEvaluator
 from privaudit.mechanisms.seeding import draw_seed
 from privaudit.params import PositiveFloat, PositiveInt
 
@@ -18,14 +27,21 @@ class Probe(UtilityEvaluator):
     The released train split is encoded by the frozen backbone (attention-masked mean of the
     last hidden states; pooled releases are used as they are, token-vector releases are
     mean-pooled), a logistic regression is fitted on those features and the released train
-    labels, and accuracy (and macro-F1) is measured on the released test split. A public
+    labels, and balanced accuracy (the headline ``metric``: chance is 1/K however imbalanced
+    the labels; see the module docstring), accuracy and macro-F1 are measured on the released
+    test split, with the per-document predictions (:func:`classification_result`). A public
     plain-word prefix (RAPT's ``plain_prefix``) is skipped before encoding: it serves
     only RAPT's reconstruction objective, which a frozen encoder does not train. It is the
     cheap stand-in for the papers' service-side fine-tuning (see the peft evaluators).
+
+    A defense's service-side objective (:meth:`~privaudit.api.Defense.training_objective`:
+    RAPT's reconstruction, CAPE's adversary) is never trained here: there is no trainable
+    layer for it to act on. The result says so (``"objective": "not applied: ..."``), so a
+    row is not presented as the defense's full recipe when only its release was measured.
     """
 
     name: ClassVar[str] = "probe"
-    metric: ClassVar[str] = "accuracy"
+    metric: ClassVar[str] = "balanced_accuracy"
 
     def __init__(
         self, backbone: str | None = None, max_length: PositiveInt = 128, c: PositiveFloat = 1.0
@@ -66,9 +82,10 @@ class Probe(UtilityEvaluator):
         rng: np.random.Generator,
         defense: Defense | None = None,
         train_attributes: Mapping[str, Sequence[Any]] | None = None,
-    ) -> dict[str, float]:
+    ) -> dict[str, Any]:
+        """Fit on ``train``, score on ``test``: :func:`classification_result` (balanced
+        accuracy, accuracy, macro-F1, predictions, objective)."""
         from sklearn.linear_model import LogisticRegression
-        from sklearn.metrics import accuracy_score, f1_score
         from sklearn.pipeline import make_pipeline
         from sklearn.preprocessing import StandardScaler
 
@@ -84,7 +101,67 @@ class Probe(UtilityEvaluator):
         )
         clf.fit(self.features(train), y_train)
         pred = clf.predict(self.features(test))
-        return {
-            "accuracy": float(accuracy_score(y_test, pred)),
-            "macro_f1": float(f1_score(y_test, pred, average="macro")),
-        }
+        return classification_result(y_test, pred, objective_status(defense, self._not_trained))
+
+    @staticmethod
+    def _not_trained(objective: Objective) -> str:
+        return (
+            f"the probe (a logistic regression on frozen features) does not train "
+            f"{type(objective).__name__}; use a peft evaluator"
+        )
+
+
+def one_line(text: object) -> str:
+    """``text`` on one line (whitespace runs collapsed), for a status string."""
+    return " ".join(str(text).split())
+
+
+def objective_status(defense: Defense | None, reason: Callable[[Objective], str | None]) -> str:
+    """``"none"`` when ``defense`` is None or has no service-side objective, ``"applied"``
+    when ``reason(objective)`` is None (the evaluator trains it), else ``"not applied: "`` and
+    that reason on one line. An objective the defense cannot even build (CAPE asked for an
+    attribute its training split lacks) is not applied either, with the error as the reason."""
+    if defense is None:
+        return "none"
+    try:
+        objective = defense.training_objective()
+    except ValueError as exc:
+        return f"not applied: {one_line(exc)}"
+    if objective is None:
+        return "none"
+    why = reason(objective)
+    return "applied" if why is None else f"not applied: {one_line(why)}"
+
+
+def classification_result(
+    y_true: Sequence[Any] | np.ndarray,
+    y_pred: Sequence[Any] | np.ndarray,
+    objective: str,
+    test_indices: Sequence[int] | np.ndarray | None = None,
+) -> dict[str, Any]:
+    """What every utility evaluator returns for predictions ``y_pred`` of the test labels
+    ``y_true``: ``balanced_accuracy`` (the headline: mean recall over the classes present in
+    ``y_true``, scikit-learn's), ``accuracy``, ``macro_f1`` (``zero_division=0``),
+    ``predictions`` (int labels, test order), ``test_indices`` (the test documents they are
+    for: all of them, or the first ``max_test`` under a peft profile) and ``objective``
+    (``"applied"``, ``"none"`` or ``"not applied: <reason>"``)."""
+    import warnings
+
+    from sklearn.metrics import accuracy_score, balanced_accuracy_score, f1_score
+
+    y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
+    if y_true.shape != y_pred.shape:
+        raise ValueError(f"{len(y_pred)} predictions for {len(y_true)} test labels.")
+    docs = np.arange(len(y_true)) if test_indices is None else np.asarray(test_indices)
+    with warnings.catch_warnings():
+        # A class the model predicts but the (small) test split lacks: not an error here.
+        warnings.filterwarnings("ignore", message=".*y_pred contains classes not in y_true.*")
+        balanced = balanced_accuracy_score(y_true, y_pred)
+    return {
+        "balanced_accuracy": float(balanced),
+        "accuracy": float(accuracy_score(y_true, y_pred)),
+        "macro_f1": float(f1_score(y_true, y_pred, average="macro", zero_division=0)),
+        "predictions": [int(p) for p in y_pred],
+        "test_indices": [int(i) for i in docs],
+        "objective": objective,
+    }

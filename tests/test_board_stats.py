@@ -1,0 +1,246 @@
+"""Normalised and worst-case privacy, bootstrap intervals, rank stability and the verdict
+notes of the leaderboard, on results tables and outcomes built by hand (no model)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from privaudit.audit.outcomes import Outcome
+from privaudit.leaderboard.board import leaderboard
+from privaudit.leaderboard.stats import (
+    Bootstrap,
+    Outcomes,
+    annotate,
+    family_of,
+    family_points,
+    hypervolume_samples,
+    run_stats,
+    sample_ranks,
+)
+
+N = 200  # test documents
+BOOT = Bootstrap(resamples=400, level=0.95, seed=3)
+
+
+def hits(rate: float, seed: int) -> np.ndarray:
+    """Per-document 0/1 hits with exactly round(rate · N) ones, shuffled."""
+    out = np.zeros(N)
+    out[: round(rate * N)] = 1
+    return np.random.default_rng(seed).permutation(out)
+
+
+class Grid:
+    """A results table and its outcomes, one row at a time."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+        self.entries: dict[tuple[str, str], Outcome] = {}
+
+    def add(
+        self, label: str, value: float, attack: str, score: float, utility: float, *,
+        baseline: float | None = 0.1, family: str = "text", status: str = "ok", seed: int = 0,
+        metric: str = "token_recovery",
+    ) -> None:  # fmt: skip
+        defense = label.split("[")[0]
+        key = f"{label}|{value}|{attack}|{seed}"
+        point = f"{label}|{value}|{seed}"
+        s = hits(score, hash(key) % 1000)
+        u = hits(utility, hash(point) % 1000)
+        ok = status == "ok"
+        self.rows.append({
+            "defense": defense, "label": label, "knob": None if defense == "none" else "eta",
+            "knob_value": math.nan if defense == "none" else float(value),
+            "attack": attack, "seed": seed, "status": status, "reason": "" if ok else "boom",
+            "attack_metric": metric, "family": family,
+            "attack_score": float(s.mean()) if ok else math.nan,
+            "empirical_privacy": 1 - float(s.mean()) if ok else math.nan,
+            "attack_baseline": baseline if baseline is not None else math.nan,
+            "utility": float(u.mean()), "utility_metric": "balanced_accuracy",
+            "cell_key": key, "point": point, "n_test": N, "guarantee": "g",
+            "privatize_seconds": 1.0, "n_words": 1000.0, "defense_params": "{}",
+        })  # fmt: skip
+        if ok:
+            self.entries[(key, "attack")] = Outcome.ratio(s)
+            if baseline is not None:
+                self.entries[(key, "baseline")] = Outcome.ratio(np.full(N, baseline))
+        self.entries[(point, "utility")] = Outcome.ratio(u)
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame(self.rows)
+
+    def outcomes(self) -> Outcomes:
+        return Outcomes(self.entries)
+
+
+def test_normalised_privacy_is_one_at_baseline_and_zero_at_the_undefended() -> None:
+    g = Grid()
+    g.add("none", 0, "a", 0.9, 0.9)
+    g.add("t2t", 1, "a", 0.5, 0.8)  # (0.9 − 0.5) / (0.9 − 0.1) = 0.5
+    g.add("t2t", 2, "a", 0.05, 0.6)  # below the baseline -> clipped to 1
+    g.add("t2t", 3, "a", 0.95, 0.85)  # above the undefended -> clipped to 0
+    stats = run_stats(g.frame(), g.outcomes(), BOOT)
+    assert stats.normalised_point.tolist() == pytest.approx([0.0, 0.5, 1.0, 0.0])
+    frame = annotate(stats)
+    lo, hi = frame.loc[1, "normalised_privacy_ci_low"], frame.loc[1, "normalised_privacy_ci_high"]
+    assert lo < 0.5 < hi and hi - lo < 0.3
+    u_lo, u_hi = frame.loc[1, "utility_ci_low"], frame.loc[1, "utility_ci_high"]
+    assert u_lo < 0.8 < u_hi
+    # Empirical privacy's interval is the attack score's, mirrored.
+    assert frame.loc[1, "empirical_privacy_ci_low"] == pytest.approx(
+        1 - frame.loc[1, "attack_score_ci_high"]
+    )
+
+
+def test_the_mse_direction_and_the_missing_reference() -> None:
+    g = Grid()
+    # An error metric: the undefended MSE is small, the baseline's large.
+    g.add("none", 0, "mse", 0.1, 0.9, baseline=0.9, metric="embedding_mse")
+    g.add("a", 1, "mse", 0.5, 0.8, baseline=0.9, metric="embedding_mse")  # (0.1−.5)/(0.1−.9)
+    # No none row for this attack: the reference is the perfect score 1.
+    g.add("a", 1, "only", 0.55, 0.8, baseline=0.1)  # (1 − 0.55) / (1 − 0.1) = 0.5
+    stats = run_stats(g.frame(), g.outcomes(), BOOT)
+    assert stats.normalised_point.tolist() == pytest.approx([0.0, 0.5, 0.5])
+
+
+def test_worst_case_is_the_strongest_attack_of_the_family_on_every_resample() -> None:
+    g = Grid()
+    for attack in ("a", "b"):
+        g.add("none", 0, attack, 0.9, 0.9)
+    g.add("t2t", 1, "a", 0.3, 0.8)  # 0.75
+    g.add("t2t", 1, "b", 0.7, 0.8)  # 0.25: the strongest
+    g.add("t2t", 1, "attr", 0.6, 0.8, baseline=0.5, family="attribute[x]")
+    g.add("none", 0, "attr", 0.9, 0.9, baseline=0.5, family="attribute[x]")
+    stats = run_stats(g.frame(), g.outcomes(), BOOT)
+    points = family_points(stats)
+    t = points.table.set_index(["family", "label"])
+    assert t.loc[("text", "t2t"), "privacy"] == pytest.approx(0.25)
+    assert t.loc[("text", "t2t"), "strongest"] == "b"
+    assert t.loc[("attribute[x]", "t2t"), "privacy"] == pytest.approx(0.75)
+    row = list(t.index).index(("text", "t2t"))
+    a_rows = stats.normalised[(stats.frame["label"] == "t2t").to_numpy()][:2]
+    assert np.allclose(points.privacy[row], np.nanmin(a_rows, axis=0))
+
+
+def test_rank_stability_separates_clear_gaps_from_ties() -> None:
+    g = Grid()
+    g.add("none", 0, "a", 0.9, 0.9)
+    g.add("good", 1, "a", 0.2, 0.85)
+    g.add("bad", 1, "a", 0.8, 0.6)
+    g.add("twin1", 1, "a", 0.5, 0.7)
+    g.add("twin2", 1, "a", 0.51, 0.7)
+    board = leaderboard(g.frame(), 0.5, outcomes=g.outcomes(), bootstrap=BOOT)
+    fam = board.families.set_index("label")
+    assert fam.loc["good", "rank"] == 1 and fam.loc["good", "stability"] > 0.95
+    assert fam.loc["bad", "rank"] == 4 and fam.loc["bad", "rank_ci_low"] == 4
+    assert "twin1" in fam.loc["twin2", "tied_with"] and "twin2" in fam.loc["twin1", "tied_with"]
+    assert "good" not in fam.loc["twin1", "tied_with"]
+    lo, hi = fam.loc["good", "hv_ci_low"], fam.loc["good", "hv_ci_high"]
+    assert lo <= fam.loc["good", "hypervolume"] <= hi
+    table = board.tables()["family text"]
+    good = next(r for r in table.rows if r[2] == "good")
+    assert good[1] == "1–1" and good[5].endswith("%")
+
+
+def test_a_failed_attack_keeps_the_defense_out_of_its_family_ranking() -> None:
+    g = Grid()
+    for attack in ("a", "b"):
+        g.add("none", 0, attack, 0.9, 0.9)
+        g.add("t2t", 1, attack, 0.5, 0.8)
+    g.add("cape", 1, "a", 0.2, 0.8)
+    g.add("cape", 1, "b", 0.2, 0.8, status="failed")
+    board = leaderboard(g.frame(), 0.5, outcomes=g.outcomes(), bootstrap=BOOT)
+    fam = board.families.set_index("label")
+    assert pd.isna(fam.loc["cape", "rank"]) and "b failed at eta=1" in fam.loc["cape", "reason"]
+    assert fam.loc["t2t", "rank"] == 1
+    overall = board.overall.set_index("label")
+    assert pd.isna(overall.loc["cape", "rank"]) and overall.loc["t2t", "rank"] == 1
+
+
+def test_utility_at_matched_privacy_uses_measured_points_only() -> None:
+    g = Grid()
+    g.add("none", 0, "a", 0.9, 0.9)
+    g.add("t2t", 1, "a", 0.5, 0.85)  # privacy 0.5
+    g.add("t2t", 2, "a", 0.26, 0.7)  # privacy 0.8
+    board = leaderboard(g.frame(), 0.5, outcomes=g.outcomes(), bootstrap=BOOT)
+    m = board.matched.set_index(["label", "level"])
+    assert m.loc[("t2t", 0.5), "utility"] == pytest.approx(0.85)
+    assert m.loc[("t2t", 0.75), "utility"] == pytest.approx(0.7)
+    assert math.isnan(m.loc[("t2t", 0.9), "utility"])
+    lo, hi = m.loc[("t2t", 0.75), ["utility_ci_low", "utility_ci_high"]]
+    assert lo < 0.7 < hi
+    row = board.tables()["matched text"].rows[0]
+    assert row[0] == "t2t" and row[3] == "not reached" and row[2].startswith("0.700 [")
+
+
+def test_degenerate_utility_and_useless_defenses_are_said_loudly() -> None:
+    g = Grid()
+    g.add("none", 0, "a", 0.9, 0.45)  # undefended utility below chance 0.5
+    g.add("t2t", 1, "a", 0.5, 0.45)
+    board = leaderboard(g.frame(), 0.5, outcomes=g.outcomes(), bootstrap=BOOT)
+    assert any(n.startswith("WARNING: the undefended utility") for n in board.notes)
+    assert any("every defense's worst-case hypervolume is 0" in n for n in board.notes)
+    g = Grid()
+    g.add("none", 0, "a", 0.1, 0.9)  # the raw privacy of none is already 0.9
+    g.add("t2t", 1, "a", 0.15, 0.8)
+    board = leaderboard(g.frame(), 0.5, outcomes=g.outcomes(), bootstrap=BOOT)
+    assert any("no defense's frontier beats the undefended release" in n for n in board.notes)
+
+
+def test_without_outcomes_the_board_is_point_estimates_with_a_note() -> None:
+    g = Grid()
+    g.add("none", 0, "a", 0.9, 0.9)
+    g.add("t2t", 1, "a", 0.5, 0.8)
+    board = leaderboard(g.frame(), 0.5)
+    fam = board.families.set_index("label")
+    assert fam.loc["t2t", "rank"] == 1 and math.isnan(fam.loc["t2t", "hv_ci_low"])
+    assert any("No per-document outcomes" in n for n in board.notes)
+
+
+def test_seeds_average_and_report_their_spread() -> None:
+    g = Grid()
+    for seed, score in ((0, 0.5), (1, 0.3)):
+        g.add("none", 0, "a", 0.9, 0.9, seed=seed)
+        g.add("t2t", 1, "a", score, 0.8, seed=seed)
+    t = family_points(run_stats(g.frame(), g.outcomes(), BOOT)).table.set_index("label")
+    assert t.loc["t2t", "n_seeds"] == 2
+    assert t.loc["t2t", "privacy"] == pytest.approx((0.5 + 0.75) / 2)
+    assert t.loc["t2t", "privacy_sd"] == pytest.approx(np.std([0.5, 0.75], ddof=1))
+
+
+def test_hypervolume_samples_and_ranks_match_the_scalar_definitions() -> None:
+    from privaudit.leaderboard.board import hypervolume
+
+    rng = np.random.default_rng(0)
+    x, y = rng.random((5, 7)), 0.5 + 0.5 * rng.random((5, 7))
+    hv = hypervolume_samples(x, y, 0.5)
+    for b in range(7):
+        assert hv[b] == pytest.approx(hypervolume(x[:, b], y[:, b], chance=0.5))
+    ranks = sample_ranks(np.array([[0.3], [0.3], [0.1]]), np.array([False, True, False]))
+    assert ranks[:, 0].tolist() == [1, 2, 3]  # the identity label loses the tie
+
+
+def test_family_of_older_rows() -> None:
+    assert family_of("attribute-inference[gender]", "attribute_accuracy") == "attribute[gender]"
+    assert family_of("ner", "entity_f1") == "entity"
+    assert family_of("geia[entities]", "generation_f1") == "entity"
+    assert family_of("nn-inversion", "token_recovery") == "text"
+
+
+def test_bootstrap_of_a_whole_quick_sized_run_costs_little() -> None:
+    """400 rows × 1,000 resamples: the run's statistics are one matrix product per outcome."""
+    import time
+
+    g = Grid()
+    for v in range(40):
+        for a in range(10):
+            g.add("t2t", v, f"a{a}", 0.5, 0.8)
+    boot = Bootstrap(resamples=1000)
+    t0 = time.perf_counter()
+    stats = run_stats(g.frame(), g.outcomes(), boot)
+    assert stats.score.shape == (400, 1000)
+    assert time.perf_counter() - t0 < 20  # generous: shared CI machines
