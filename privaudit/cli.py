@@ -334,6 +334,14 @@ def _print_summary(result: Any) -> None:
         typer.echo(f"{counts['n/a']} of {counts['all']} cells are n/a (the attack cannot read "
                    "the release); the report lists the reasons.")  # fmt: skip
     typer.echo(f"chance level of the utility metric: {result.chance:.3f}")
+    if "objective" in frame.columns:
+        partial = frame[frame["objective"].astype(str).str.startswith("not applied")]
+        for label in sorted(partial["label"].astype(str).unique()):
+            typer.secho(
+                f"Warning: {label}: the utility evaluator did not train its service-side "
+                "objective, so its rows measure the noise alone (see the leaderboard notes).",
+                fg=typer.colors.YELLOW, err=True,
+            )  # fmt: skip
     if result.board is not None:
         _print_board(result.board, "leaderboard (this run)")
     elif (frame["status"] == "ok").any():

@@ -141,7 +141,16 @@ def test_grid_with_every_issue3_defense_and_target_rates(tmp_path) -> None:
     assert (frame["status"] == "ok").all(), frame["reason"].tolist()
     pct = frame[frame["defense"] == "pct2t"].iloc[0]
     assert pct["target_rate"] == 0.3 and abs(pct["replacement_rate"] - 0.3) < 0.15
-    assert set(frame["label"]) == {"pct2t", "rapt[n_plain=5]", "embedding-dx", "has"}
+    # The probe trains no service-side objective: RAPT's reconstruction is not applied, and
+    # its rows say so rather than passing the privatizer's noise alone off as RAPT.
+    assert set(frame["label"]) == {
+        "pct2t",
+        "rapt[n_plain=5] (objective not applied)",
+        "embedding-dx",
+        "has",
+    }
+    rapt = frame[frame["defense"] == "rapt"].iloc[0]
+    assert rapt["objective"].startswith("not applied: the probe")
 
 
 @pytest.mark.parametrize(

@@ -54,8 +54,9 @@ def test_report_is_self_contained(run_dir: Path) -> None:
     assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", page, re.I)
     assert "<link" not in page and not re.search(r"<script[^>]+src", page)
     srcs = images(page)
-    # The combined frontier figure and one Pareto plot per attack with ok cells (a1, a2, ae).
-    assert len(srcs) == page.count("<img") == 4
+    # The worst-case family figure, the combined frontier figure and one Pareto plot per
+    # attack with ok cells (a1, a2, ae).
+    assert len(srcs) == page.count("<img") == 5
     for src in srcs:
         assert src.startswith("data:image/png;base64,")
         png = base64.b64decode(src.split(",", 1)[1], validate=True)
@@ -65,7 +66,8 @@ def test_report_is_self_contained(run_dir: Path) -> None:
 def test_report_sections(run_dir: Path) -> None:
     page = write_report(run_dir).read_text(encoding="utf-8")
     for heading in (
-        "Summary", "Leaderboard", "Pareto frontiers", "Pareto plots per attack", "Cells",
+        "Summary", "Leaderboard", "Worst-case frontiers per attack family",
+        "Pareto frontiers per attack", "Pareto plots per attack", "Cells",
         "Failures", "Not applicable (n/a)", "Config", "Environment",
     ):  # fmt: skip
         assert f"<h2>{heading}" in page, heading
@@ -77,7 +79,8 @@ def test_report_sections(run_dir: Path) -> None:
     # n/a reasons grouped with a count; failures escaped.
     assert re.search(r'<td class="num">2</td><td>ner reads text; got vectors</td>', page)
     assert "RuntimeError: &lt;boom&gt; &amp; co" in page and "<boom>" not in page
-    assert "Hypervolume:" in page and "divided by 0.003" in page
+    assert "Worst-case hypervolume:" in page and "divided by 0.003" in page
+    assert "Family: text (worst-case privacy)" in page and "holds rank" in page
     # Per-cell tables: one per attack, the failed and n/a cells included.
     assert page.count("<details") == 4 and "1 failed" in page
 
@@ -185,9 +188,9 @@ def test_report_images_load_in_chromium(run_dir: Path, tmp_path: Path) -> None:
     done = _browser(exe, tmp_path, "--virtual-time-budget=5000", "--dump-dom", report.as_uri())
     assert done.returncode == 0, done.stderr[-2000:]
     dom = done.stdout
-    assert len(images(dom)) == 4
+    assert len(images(dom)) == 5
     body = re.search(r"<body[^>]*>", dom)
     assert body is not None
     # Set by the report's onload script: every embedded PNG decoded (naturalWidth > 0).
-    assert 'data-images-loaded="4"' in body.group(0), body.group(0)
-    assert 'data-images-total="4"' in body.group(0)
+    assert 'data-images-loaded="5"' in body.group(0), body.group(0)
+    assert 'data-images-total="5"' in body.group(0)

@@ -24,6 +24,9 @@ from privaudit.audit.plan import Point, cell_key, check_levels, fmt_params, plan
 from privaudit.audit.store import COLUMNS, DiskFull, ResultStore, RunDir
 from privaudit.params import shown
 
+#: Appended to the label of a defense whose service-side objective the evaluator did not train.
+NOT_APPLIED = "(objective not applied)"
+
 
 @dataclass
 class RunResult:
@@ -223,9 +226,14 @@ def assemble(
         point_key, cells = ctx.keys(point)
         utility = store.get(point_key) or {}
         knob_value = defense.knob_value
+        objective = str(utility.get("objective") or "")
+        label = point.label
+        if objective.startswith("not applied"):
+            # The evaluator measured the noise alone: never present it under the method's name.
+            label = f"{label} {NOT_APPLIED}"
         common = {
             "defense": defense.name,
-            "label": point.label,
+            "label": label,
             "knob": defense.knob,
             "knob_value": float(knob_value) if knob_value is not None else math.nan,
             "seed": point.seed,
@@ -247,7 +255,7 @@ def assemble(
                        "privatize_seconds", "utility_seconds"):  # fmt: skip
             common[field_] = utility.get(field_, math.nan)
         common["utility_metric"] = utility.get("utility_metric", common["utility_metric"])
-        common["objective"] = utility.get("objective")
+        common["objective"] = objective or None
         if utility.get("utility_outcome"):
             found[(point_key, "utility")] = Outcome.from_record(utility["utility_outcome"])
         for key in cells.values():

@@ -78,7 +78,7 @@ BOARD_COLUMNS = frozenset({
     "defense", "label", "knob", "knob_value", "seed", "attack", "attack_metric", "status",
     "attack_score", "attack_baseline", "empirical_privacy", "utility", "utility_metric",
     "replacement_rate", "privatize_seconds", "n_words", "defense_params", "guarantee",
-    "cell_key", "point", "family", "n_test", "reason",
+    "cell_key", "point", "family", "n_test", "reason", "objective",
 })  # fmt: skip
 
 
@@ -112,6 +112,7 @@ class Leaderboard:
     chance: float
     notes: tuple[str, ...] = ()
     level: float = 0.95
+    rates: pd.DataFrame | None = None  # text defenses' points by measured replacement rate
 
     def wide(self) -> pd.DataFrame:
         """The overall table with per-family ``hypervolume[<f>]``, ``hv_ci_low[<f>]``,
@@ -191,6 +192,17 @@ class Leaderboard:
                 row.append(f"{cell['hypervolume']:.3f} ({rank})")
             rows.append(row)
         out["per attack"] = Table(headers=["defense", *attacks], rows=rows)
+        if self.rates is not None and len(self.rates):
+            out["rates"] = Table(
+                ["replacement rate", "defense", "knob", "target rate", "utility",
+                 "text privacy (worst case)"],
+                [[f"{r['replacement_rate']:.3f}", str(r["label"]), _knob_text(r),
+                  "—" if pd_isna(r["target_rate"]) else f"{r['target_rate']:.3g}",
+                  f"{r['utility']:.3f} {_span(r['utility_ci_low'], r['utility_ci_high'])}",
+                  "—" if pd_isna(r["privacy"])
+                  else f"{r['privacy']:.3f} {_span(r['privacy_ci_low'], r['privacy_ci_high'])}"]
+                 for _, r in self.rates.iterrows()],
+            )  # fmt: skip
         return out
 
 
@@ -297,10 +309,18 @@ def leaderboard(
         )
     notes.extend(_verdict_notes(frame, stats, families, per_attack, chance))
     overall = _overall(frame, families, notes, identity)
+    rates = _rates(frame, points)
+    if rates is not None and rates["target_rate"].notna().any():
+        calibrated = sorted(set(rates.loc[rates["target_rate"].notna(), "label"]))
+        notes.append(
+            f"{', '.join(calibrated)}: knob values were set as target replacement rates (η "
+            "calibrated per rate on the train split, RAPT's protocol); the table 'at equal "
+            "replacement rate' compares them rate for rate."
+        )
     notes.append(f"Chance level of the utility metric: {chance:.4g}.")
     return Leaderboard(
         overall=overall, families=families, matched=matched, per_attack=per_attack,
-        points=points.table, chance=chance, notes=tuple(notes), level=boot.level,
+        points=points.table, chance=chance, notes=tuple(notes), level=boot.level, rates=rates,
     )  # fmt: skip
 
 
@@ -391,11 +411,43 @@ def _family_table(
             rows.append(e)
     out = pd.DataFrame(rows)
     if out.empty:
-        return out
+        return pd.DataFrame(columns=[
+            "family", "label", "defense", "hypervolume", "hv_ci_low", "hv_ci_high", "rank",
+            "rank_ci_low", "rank_ci_high", "stability", "tied_with", "complete", "reason",
+            "strongest", "n_points", "is_none", "ranked_order",
+        ])  # fmt: skip
     out["rank"] = out["rank"].astype("Int64")
     out["is_none"] = out["label"] == NONE
     out["ranked_order"] = out["rank"].astype(float).fillna(np.inf)
     return out
+
+
+def _rates(frame: pd.DataFrame, points: FamilyPoints) -> pd.DataFrame | None:
+    """The points of defenses that replace words (a finite, non-zero replacement rate
+    somewhere), with utility and worst-case text privacy, ordered by replacement rate."""
+    f = with_labels(frame)
+    if "replacement_rate" not in f.columns:
+        return None
+    f = f[(f["defense"] != NONE) & np.isfinite(f["replacement_rate"].astype(float))]
+    if "target_rate" not in f.columns:
+        f = f.assign(target_rate=np.nan)
+    keys = ["label", "knob", "knob_value"]
+    by = f.groupby(keys, dropna=False, sort=False).agg(
+        replacement_rate=("replacement_rate", "mean"), target_rate=("target_rate", "first"),
+        defense=("defense", "first"),
+    ).reset_index()  # fmt: skip
+    by = by[by.groupby("label")["replacement_rate"].transform("max") > 0]
+    if by.empty:
+        return None
+    t = points.table
+    text = t[t["family"] == "text"] if len(t) else t
+    cols = ["utility", "utility_ci_low", "utility_ci_high", "privacy", "privacy_ci_low",
+            "privacy_ci_high"]  # fmt: skip
+    if len(text):
+        by = by.merge(text[["label", "knob_value", *cols]], on=["label", "knob_value"], how="left")
+    else:
+        by = by.assign(**{c: np.nan for c in cols})
+    return by.sort_values(["replacement_rate", "label"]).reset_index(drop=True)
 
 
 def _knob_text(row: Any) -> str:
@@ -415,8 +467,10 @@ def _matched(points: FamilyPoints) -> pd.DataFrame:
 
     t = points.table
     rows = []
+    columns = ["family", "label", "level", "utility", "utility_ci_low", "utility_ci_high",
+               "privacy", "knob", "knob_value"]  # fmt: skip
     if t.empty:
-        return pd.DataFrame(columns=["family", "label", "level", "utility"])
+        return pd.DataFrame(columns=columns)
     for (family, label), g in t.groupby(["family", "label"], sort=True):
         if label == NONE:
             continue
@@ -430,7 +484,7 @@ def _matched(points: FamilyPoints) -> pd.DataFrame:
                 row |= {k: best[k] for k in ("utility", "utility_ci_low", "utility_ci_high",
                                              "privacy", "knob", "knob_value")}  # fmt: skip
             rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=columns)
 
 
 def _per_attack(
@@ -481,6 +535,16 @@ def _verdict_notes(
     """Loud caveats: undefended utility at or below chance; an attack on which no defense
     beats the undefended release; families where nothing could be ranked."""
     notes = []
+    if "objective" in frame.columns:
+        partial = with_labels(frame)
+        partial = partial[partial["objective"].astype(str).str.startswith("not applied")]
+        for label, group in partial.groupby("label", sort=True):
+            reason = str(group["objective"].iloc[0]).removeprefix("not applied: ")
+            notes.append(
+                f"WARNING: {label}: the utility evaluator did not train this defense's "
+                f"service-side objective ({reason}); its rows measure the privatizer's noise "
+                "alone, not the method as published."
+            )
     ref = with_labels(frame)
     ref = ref[(ref["defense"] == NONE) & np.isfinite(ref["utility"].astype(float))]
     if len(ref):
@@ -823,6 +887,14 @@ def _sections(board: Leaderboard) -> list[tuple[str, Table, str]]:
                     "Best measured utility among a defense's points whose worst-case "
                     "normalised privacy reaches the level (measured points only).",
                 ))  # fmt: skip
+    if "rates" in tables:
+        out.append((
+            "Text defenses at equal replacement rate", tables["rates"],
+            "Every point of the defenses that replace words, ordered by the measured share of "
+            "tokens changed, so T2T, PCT2T and RAPT can be compared at equal rate (RAPT Table "
+            "II) as well as at equal η; 'target rate' is set where the grid gave knob values "
+            "as target replacement rates (η calibrated per rate).",
+        ))  # fmt: skip
     out.append(("Per attack: raw-privacy hypervolume (rank)", tables["per attack"], ""))
     return out
 
