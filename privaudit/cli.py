@@ -524,7 +524,9 @@ def _print_board(board: Any, title: str) -> None:
         if not name.startswith("family "):
             continue
         cols = [fam.headers.index(h) for h in keep]
-        sub = Table(title=f"{name[len('family ') :]}: worst-case privacy", title_justify="left")
+        family = name[len("family ") :]
+        # Text: "attribute[gender]" is not rich markup
+        sub = Table(title=Text(f"{family}: worst-case privacy"), title_justify="left")
         for k in cols:
             sub.add_column(fam.headers[k], justify="left" if k in (2, 7) else "right",
                            no_wrap=True)  # fmt: skip

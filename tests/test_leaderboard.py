@@ -338,7 +338,16 @@ def test_write_leaderboard(tmp_path: Path) -> None:
     rows = [*ranked_rows(), cell("x<y>", 1, "a1", 0.1, 0.6, defense="x")]
     board = leaderboard(table(rows), chance=0.5)
     paths = write_leaderboard(board, tmp_path / "lb")
-    assert [p.name for p in paths] == ["leaderboard.md", "leaderboard.csv", "leaderboard.html"]
+    assert [p.name for p in paths] == [
+        "leaderboard.md",
+        "leaderboard.csv",
+        "leaderboard.html",
+        "worst_case_points.csv",
+    ]
+    points = pd.read_csv(paths[3])
+    assert {"family", "label", "privacy", "privacy_ci_low", "utility_sd", "strongest"} <= set(
+        points.columns
+    )
     md = paths[0].read_text()
     assert "| rank | defense |" in md and "Worst-case hypervolume:" in md
     assert "## Family: text (worst-case privacy)" in md

@@ -77,7 +77,7 @@ class AEInversion(PairInversion):
     metric: ClassVar[str] = "embedding_mse"
     # The quick grid's budget: fewer epochs (recovery against `none` stays 1.000), and torch's
     # thread count as the grid's worker set it.
-    quick_params: ClassVar[Mapping[str, Any]] = {"threads": None, "epochs": 4}
+    quick_params: ClassVar[Mapping[str, Any]] = {"threads": None, "epochs": 2}
 
     def __init__(
         self,

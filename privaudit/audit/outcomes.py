@@ -167,7 +167,18 @@ class Outcome:
                 f"Outcome documents go up to {int(self.docs.max())} but the resamples cover "
                 f"{w.shape[1]} test documents."
             )
-        return reduce(self.reducer, w[:, self.docs].astype(np.float64) @ self.stats)
+        n = len(self.docs)
+        if (
+            n == w.shape[1]
+            and n
+            and self.docs[0] == 0
+            and self.docs[-1] == n - 1
+            and bool(np.all(np.diff(self.docs) == 1))
+        ):
+            picked = w  # every document in order: no copy
+        else:
+            picked = w[:, self.docs]
+        return reduce(self.reducer, picked @ self.stats)
 
     # -- storage -------------------------------------------------------------------------
 

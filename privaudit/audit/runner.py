@@ -126,7 +126,8 @@ def _execute(config: GridConfig, rd: RunDir, runner: Any, progress: bool) -> Run
         for task, records in runner.run(config, ctx, tasks, store.put):
             bar.update(sum(1 for _, r in records if r["kind"] == "cell"))
             bar.set_postfix_str(_describe(task.point))
-            rd.write_results(*results_table(ctx, points, store))
+            # Intervals need every cell's outcomes: computed once, at the end.
+            rd.write_results(*results_table(ctx, points, store, intervals=False))
     finally:
         bar.close()
         runner.close()
@@ -192,16 +193,19 @@ def _describe(point: Point) -> str:
     return point.label + (f" {shown(point.knob_value)}" if point.knob_value is not None else "")
 
 
-def results_table(ctx: Context, points: list[Point], store: ResultStore) -> tuple[Any, Any]:
+def results_table(
+    ctx: Context, points: list[Point], store: ResultStore, *, intervals: bool = True
+) -> tuple[Any, Any]:
     """The results table (rows of :func:`assemble` with intervals and normalised privacy,
-    :func:`privaudit.leaderboard.stats.annotate`) and the outcomes table behind it."""
+    :func:`privaudit.leaderboard.stats.annotate`, unless ``intervals`` is false: the tables
+    written while the grid runs) and the outcomes table behind it."""
     import pandas as pd
 
     from privaudit.leaderboard.stats import Bootstrap, annotate, run_stats
 
     rows, outcomes = assemble(ctx, points, store)
     frame = pd.DataFrame(rows).reindex(columns=COLUMNS)
-    if frame.empty:
+    if frame.empty or not intervals:
         return frame, outcomes.to_frame()
     spec = ctx.config.bootstrap
     boot = Bootstrap(resamples=spec.resamples, level=spec.level, seed=spec.seed)

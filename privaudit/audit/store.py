@@ -13,7 +13,7 @@ through :class:`RunDir`, so a file's name or a column is declared once::
       examples.json        a few original/released pairs per point, only when the run asked
                            for them (show_examples); otherwise no corpus text is stored
       pareto_<attack>.png, frontiers.png, families.png (worst case per attack family),
-      leaderboard.{md,csv,html}, report.html
+      leaderboard.{md,csv,html}, worst_case_points.csv, report.html
 
 Every file is written atomically (a temporary file, then a rename), so a reader or a crash
 never sees half a file; a full disk is :class:`DiskFull`, naming the file, with nothing
@@ -210,6 +210,11 @@ class RunDir:
 
     def leaderboard(self, ext: str) -> Path:
         return self.path / f"leaderboard.{ext}"
+
+    @property
+    def worst_case_csv(self) -> Path:
+        """The leaderboard's worst-case points per family (the numbers behind families.png)."""
+        return self.path / "worst_case_points.csv"
 
     def store(self) -> ResultStore:
         return ResultStore(self.path / "cells")

@@ -205,7 +205,7 @@ class CAPE(Defense):
         "representation (Δ=1, as in CAPE's code); d·epsilon for the whole d-dim vector unless "
         "sensitivity=d. The adversarial training adds no formal guarantee"
     )
-    levels: ClassVar[tuple[float, ...]] = (3, 10, 30, 100)
+    levels: ClassVar[tuple[float, ...]] = (3, 10, 100)
 
     def __init__(
         self,

@@ -75,7 +75,7 @@ class DPNR(Defense):
         "epsilon-LDP per coordinate of the [0,1]-normalised pooled representation "
         "(Lyu et al. 2020, Δ=1); d·epsilon for the whole d-dim vector unless sensitivity=d"
     )
-    levels: ClassVar[tuple[float, ...]] = (3, 10, 30, 100)
+    levels: ClassVar[tuple[float, ...]] = (3, 10, 100)
 
     def __init__(
         self,

@@ -196,7 +196,7 @@ class PCT2T(Defense):
     name: ClassVar[str] = "pct2t"
     knob: ClassVar[str | None] = "eta"
     guarantee: ClassVar[str] = "eta·d_X-privacy per selected word, within its POS category"
-    levels: ClassVar[tuple[float, ...]] = (40, 60, 80, 100)
+    levels: ClassVar[tuple[float, ...]] = (50, 75, 100)
 
     def __init__(
         self,

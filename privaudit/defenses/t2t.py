@@ -46,7 +46,7 @@ class T2T(Defense):
     name: ClassVar[str] = "t2t"
     knob: ClassVar[str | None] = "eta"
     guarantee: ClassVar[str] = "eta·d_X-privacy per token (Feyisetan et al. 2020)"
-    levels: ClassVar[tuple[float, ...]] = (40, 60, 80, 100)
+    levels: ClassVar[tuple[float, ...]] = (50, 75, 100)
 
     def __init__(self, eta: PositiveFloat = 100.0, backbone: str | None = None) -> None:
         self.eta = eta

@@ -917,8 +917,10 @@ def leaderboard_html_body(board: Leaderboard) -> str:
 
 
 def write_leaderboard(board: Leaderboard, out_dir: str | Path) -> list[Path]:
-    """Write leaderboard.md, leaderboard.csv (overall plus per-family and per-attack columns)
-    and leaderboard.html (a plain standalone page) into ``out_dir``; return their paths."""
+    """Write leaderboard.md, leaderboard.csv (overall plus per-family and per-attack columns),
+    leaderboard.html (a plain standalone page) and worst_case_points.csv (per family, label
+    and knob value: worst-case privacy and utility with intervals, their spread across seeds
+    ``privacy_sd``/``utility_sd``, the strongest attack) into ``out_dir``; return the paths."""
     from privaudit.audit.store import RunDir, write_atomic, write_text
 
     rd = RunDir(out_dir).create()
@@ -934,6 +936,7 @@ def write_leaderboard(board: Leaderboard, out_dir: str | Path) -> list[Path]:
         + f"\n{HYPERVOLUME_DEFINITION}\n\n{PER_ATTACK_DEFINITION}\n",
     )
     csv = write_atomic(rd.leaderboard("csv"), lambda p: board.wide().to_csv(p, index=False))
+    points = write_atomic(rd.worst_case_csv, lambda p: board.points.to_csv(p, index=False))
     page = write_text(
         rd.leaderboard("html"),
         '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
@@ -942,4 +945,4 @@ def write_leaderboard(board: Leaderboard, out_dir: str | Path) -> list[Path]:
         + leaderboard_html_body(board)
         + "</body>\n</html>\n",
     )
-    return [md, csv, page]
+    return [md, csv, page, points]
