@@ -518,8 +518,8 @@ def _print_board(board: Any, title: str) -> None:
     for row in overall.rows:
         table.add_row(*(Text(row[k]) for k in order))  # Text: has[mode=x] is not markup
     console.print(table)
-    keep = ("rank", "rank interval", "defense", "worst-case HV", "HV interval", "holds rank",
-            "strongest attack")  # fmt: skip
+    # The terminal keeps the ranking; ties and the strongest attack are in leaderboard.md.
+    keep = ("rank", "rank interval", "defense", "worst-case HV", "HV interval", "holds rank")
     for name, fam in board.tables().items():
         if not name.startswith("family "):
             continue
@@ -528,8 +528,7 @@ def _print_board(board: Any, title: str) -> None:
         # Text: "attribute[gender]" is not rich markup
         sub = Table(title=Text(f"{family}: worst-case privacy"), title_justify="left")
         for k in cols:
-            sub.add_column(fam.headers[k], justify="left" if k in (2, 7) else "right",
-                           no_wrap=True)  # fmt: skip
+            sub.add_column(fam.headers[k], justify="left" if k == 2 else "right", no_wrap=True)
         for row in fam.rows:
             sub.add_row(*(Text(row[k]) for k in cols))
         console.print(sub)

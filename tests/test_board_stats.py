@@ -244,3 +244,19 @@ def test_bootstrap_of_a_whole_quick_sized_run_costs_little() -> None:
     stats = run_stats(g.frame(), g.outcomes(), boot)
     assert stats.score.shape == (400, 1000)
     assert time.perf_counter() - t0 < 20  # generous: shared CI machines
+
+
+def test_an_attack_with_no_measurable_advantage_sets_no_worst_case() -> None:
+    """GEIA recovering 1 % of entity strings from the undefended text (0 % by its baseline)
+    would make any defense with one more lucky document score normalised privacy 0."""
+    g = Grid()
+    g.add("none", 0, "strong", 0.9, 0.9, family="entity")
+    g.add("none", 0, "tiny", 0.01, 0.9, baseline=0.0, family="entity")
+    g.add("t2t", 1, "strong", 0.5, 0.8, family="entity")  # 0.5
+    g.add("t2t", 1, "tiny", 0.015, 0.8, baseline=0.0, family="entity")  # would be 0
+    board = leaderboard(g.frame(), 0.5, outcomes=g.outcomes(), bootstrap=BOOT)
+    point = board.points.set_index("label").loc["t2t"]
+    assert point["privacy"] == pytest.approx(0.5) and point["strongest"] == "strong"
+    assert any(n.startswith("tiny: against the undefended release") for n in board.notes)
+    stats = run_stats(g.frame(), g.outcomes(), BOOT)
+    assert np.isnan(stats.normalised_point[3]) and np.isnan(stats.normalised[3]).all()

@@ -555,6 +555,15 @@ def _verdict_notes(
                 "the text does not predict this label, so every hypervolume is 0 and the "
                 "ranking says nothing. Choose a label the text predicts."
             )
+    f = stats.frame
+    idle = f[(f["defense"] == NONE) & (f["status"] == "ok") & np.isnan(stats.normalised_point)]
+    for _, row in idle.drop_duplicates("attack").iterrows():
+        notes.append(
+            f"{row['attack']}: against the undefended release it scores "
+            f"{float(row['attack_score']):.3f} vs {float(row['attack_baseline']):.3f} for its "
+            "no-information baseline, no measurable advantage (less than 0.02, or an interval "
+            "that reaches 0): it sets no worst case."
+        )
     if len(per_attack):
         for attack, sub in per_attack.groupby("attack", sort=True):
             none = sub[sub["label"] == NONE]["hypervolume"]

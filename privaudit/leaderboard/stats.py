@@ -17,9 +17,11 @@ against the undefended release (the ``none`` defense, same attack and seed), or,
 has no ``none`` or the attack cannot read the undefended release, the metric's perfect score
 (1, or 0 for the reconstruction MSE). 1 = the attacker does no better than guessing without
 the release; 0 = as well as against the original text. The formula is the same whichever way
-a metric points (for the MSE, ``s_ref`` is small and ``s_base`` large). Where ``s_ref`` does
-not beat ``s_base`` (the attack learns nothing even from the original), it is undefined (NaN)
-and the attack sets no worst case.
+a metric points (for the MSE, ``s_ref`` is small and ``s_base`` large). Where the attack is
+not **informative** — ``s_ref`` beats ``s_base`` by less than :data:`MIN_SPAN` (0.02 on a
+bounded score), or the paired bootstrap interval of ``s_ref − s_base`` reaches 0 — it learns
+nothing measurable even from the original text: its normalised privacy is undefined (NaN)
+and it sets no worst case (a tiny span would make one lucky document decide it).
 
 **Families** (the ``family`` column the scorers write): ``text`` (token and text recovery:
 nn-, mlp-, ae-, optimization-, bow-inversion, geia), ``entity`` (ner, has-deanonymization and
@@ -51,6 +53,9 @@ if TYPE_CHECKING:
 NONE = "none"
 #: Metrics whose privacy is the score itself (an error); every other metric's is 1 − score.
 ERROR_METRICS = frozenset({"embedding_mse"})
+#: The least advantage (score points over the baseline, against the undefended release) for
+#: a bounded metric's attack to count as informative (:func:`_informative`).
+MIN_SPAN = 0.02
 #: The normalised-privacy levels of the utility-at-matched-privacy table.
 MATCHED_LEVELS = (0.5, 0.75, 0.9)
 
@@ -255,16 +260,31 @@ def _normalised(
         hit = lookup.get((a, s))
         if hit is not None:
             ref_point[r], ref[r] = s_point[hit], score[hit]
+    sign = np.where(error, -1.0, 1.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         span_p = ref_point - b_point
         point = np.where(np.abs(span_p) > 1e-12, (ref_point - s_point) / span_p, np.nan)
-        point = np.where(span_p * np.where(error, -1, 1) > 0, point, np.nan)
         span = ref - base
         samples = np.where(np.abs(span) > 1e-12, (ref - score) / span, np.nan)
-        samples = np.where(span * np.where(error, -1, 1)[:, None] > 0, samples, np.nan)
+    informative = _informative(span_p * sign, span * sign[:, None], error)
+    point = np.where(informative, point, np.nan)
+    samples = np.where(informative[:, None] & (span * sign[:, None] > 0), samples, np.nan)
     point = np.where(ok, np.clip(point, 0.0, 1.0), np.nan)
     samples = np.where(ok[:, None], np.clip(samples, 0.0, 1.0), np.nan)
     return point, samples
+
+
+def _informative(span: np.ndarray, samples: np.ndarray, error: np.ndarray) -> np.ndarray:
+    """Whether an attack learns anything from the undefended release: its success there beats
+    its baseline by at least :data:`MIN_SPAN` (bounded metrics) and the paired bootstrap
+    interval of that difference excludes 0. Otherwise a tiny span turns one lucky document
+    into a normalised privacy of 0 (GEIA recovering 1 % of entity strings undefended, 0 % by
+    its baseline), and that noise would set the worst case."""
+    ok = np.isfinite(span) & (span > np.where(error, 1e-12, MIN_SPAN))
+    measured = np.isfinite(samples).any(axis=1)
+    with np.errstate(invalid="ignore"), quiet_nan():
+        low = np.nanpercentile(np.where(measured[:, None], samples, 0.0), 2.5, axis=1)
+    return ok & np.where(measured, low > 0, True)
 
 
 def annotate(stats: RunStats) -> pd.DataFrame:
