@@ -87,8 +87,8 @@ def test_registered() -> None:
         assert cls.needs_query and cls.needs_aux and not cls.needs_white_box
         assert cls.accepts == {Space.TEXT, Space.TOKEN_EMBEDDINGS}
         validate_params(cls, cls.quick_params)  # the quick grid's bounds are declared values
-    assert MLPInversion.quick_params == {"threads": None, "epochs": 3}
-    assert AEInversion.quick_params == {"threads": None, "epochs": 4}
+    assert MLPInversion.quick_params == {"threads": None, "epochs": 2}
+    assert AEInversion.quick_params == {"threads": None, "epochs": 2}
 
 
 @pytest.mark.parametrize("cls", ATTACKS_UNDER_TEST)

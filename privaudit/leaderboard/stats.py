@@ -256,17 +256,22 @@ def _normalised(
         for r, (a, s) in enumerate(zip(frame["attack"], frame["seed"], strict=True))
         if is_none[r]
     }
+    has_ref = np.zeros(len(frame), dtype=bool)
     for r, (a, s) in enumerate(zip(frame["attack"], frame["seed"], strict=True)):
         hit = lookup.get((a, s))
         if hit is not None:
-            ref_point[r], ref[r] = s_point[hit], score[hit]
+            ref_point[r], ref[r], has_ref[r] = s_point[hit], score[hit], True
     sign = np.where(error, -1.0, 1.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         span_p = ref_point - b_point
         point = np.where(np.abs(span_p) > 1e-12, (ref_point - s_point) / span_p, np.nan)
         span = ref - base
         samples = np.where(np.abs(span) > 1e-12, (ref - score) / span, np.nan)
-    informative = _informative(span_p * sign, span * sign[:, None], error)
+    # Informativeness is a property of the attack on the undefended release; an attack that
+    # cannot read it (referred to its perfect score) only needs a positive span.
+    informative = np.where(
+        has_ref, _informative(span_p * sign, span * sign[:, None], error), span_p * sign > 0
+    )
     point = np.where(informative, point, np.nan)
     samples = np.where(informative[:, None] & (span * sign[:, None] > 0), samples, np.nan)
     point = np.where(ok, np.clip(point, 0.0, 1.0), np.nan)
