@@ -4,6 +4,7 @@ notes of the leaderboard, on results tables and outcomes built by hand (no model
 from __future__ import annotations
 
 import math
+import zlib
 from typing import Any
 
 import numpy as np
@@ -49,8 +50,8 @@ class Grid:
         defense = label.split("[")[0]
         key = f"{label}|{value}|{attack}|{seed}"
         point = f"{label}|{value}|{seed}"
-        s = hits(score, hash(key) % 1000)
-        u = hits(utility, hash(point) % 1000)
+        s = hits(score, zlib.crc32(key.encode()))
+        u = hits(utility, zlib.crc32(point.encode()))
         ok = status == "ok"
         self.rows.append({
             "defense": defense, "label": label, "knob": None if defense == "none" else "eta",
@@ -231,19 +232,15 @@ def test_family_of_older_rows() -> None:
     assert family_of("nn-inversion", "token_recovery") == "text"
 
 
-def test_bootstrap_of_a_whole_quick_sized_run_costs_little() -> None:
-    """400 rows × 1,000 resamples: the run's statistics are one matrix product per outcome."""
-    import time
-
+def test_bootstrap_of_a_whole_quick_sized_run_has_one_sample_row_per_result_row() -> None:
+    """400 rows × 1,000 resamples (its cost is measured in benchmarks/test_statistics.py)."""
     g = Grid()
     for v in range(40):
         for a in range(10):
             g.add("t2t", v, f"a{a}", 0.5, 0.8)
-    boot = Bootstrap(resamples=1000)
-    t0 = time.perf_counter()
-    stats = run_stats(g.frame(), g.outcomes(), boot)
-    assert stats.score.shape == (400, 1000)
-    assert time.perf_counter() - t0 < 20  # generous: shared CI machines
+    stats = run_stats(g.frame(), g.outcomes(), Bootstrap(resamples=1000))
+    assert stats.score.shape == stats.utility.shape == (400, 1000)
+    assert np.isfinite(stats.score).all() and np.isfinite(stats.utility).all()
 
 
 def test_an_attack_with_no_measurable_advantage_sets_no_worst_case() -> None:

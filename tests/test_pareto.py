@@ -35,6 +35,7 @@ from privaudit.leaderboard.pareto import (
     run_styles,
     seed_means,
 )
+from tests.test_leaderboard import cell
 
 CI = {
     "empirical_privacy_ci_low": -0.05,
@@ -57,21 +58,8 @@ def row(
 ) -> dict[str, Any]:
     """One results row with the columns the plots read; ``ci`` adds interval bounds around
     the point (privacy −0.05/+0.05, utility −0.02/+0.03)."""
-    none = label == NONE
-    out: dict[str, Any] = {
-        "defense": label.split("[")[0],
-        "label": label,
-        "knob": None if none else "eta",
-        "knob_value": math.nan if none else float(value),
-        "attack": attack,
-        "seed": seed,
-        "status": status,
-        "attack_metric": "token_recovery",
-        "empirical_privacy": privacy if status == "ok" else math.nan,
-        "utility": utility,
-        "utility_metric": "balanced_accuracy",
-        "guarantee": "",
-    }
+    out = cell(label, value, attack, privacy, utility, seed=seed, status=status)
+    out |= {"utility_metric": "balanced_accuracy", "guarantee": ""}
     if ci:
         out["empirical_privacy_ci_low"] = privacy + CI["empirical_privacy_ci_low"]
         out["empirical_privacy_ci_high"] = privacy + CI["empirical_privacy_ci_high"]

@@ -351,5 +351,6 @@ def write_outputs(frame: Any, rd: RunDir, chance: float) -> tuple[list[Path], li
         if boards and not boards[0].points.empty:
             attempt("families.png", lambda: plot_families(
                 boards[0].points, rd.families_png, chance=chance, styles=styles))  # fmt: skip
-    attempt("report.html", lambda: write_report(rd.path))
+    # The report shows the same leaderboard: computed once (its resampled ranks cost seconds).
+    attempt("report.html", lambda: write_report(rd.path, board=boards[0] if boards else None))
     return plots, problems, boards[0] if boards else None

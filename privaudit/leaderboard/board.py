@@ -354,16 +354,10 @@ def _family_table(
             if not reason and not len(idx):
                 reason = "normalised privacy undefined (no baseline or no undefended reference)"
             front = idx[table["on_frontier"].to_numpy()[idx]] if len(idx) else idx
-            point_hv = (
-                float(
-                    hypervolume_samples(
-                        table["privacy"].to_numpy()[front][:, None],
-                        table["utility"].to_numpy()[front][:, None],
-                        chance,
-                    )[0]
-                )
-                if len(front)
-                else 0.0
+            point_hv = hypervolume(
+                table["privacy"].to_numpy()[front] if len(front) else [],
+                table["utility"].to_numpy()[front] if len(front) else [],
+                chance=chance,
             )
             samples = (
                 hypervolume_samples(points.privacy[idx], points.utility[idx], chance)

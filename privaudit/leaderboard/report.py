@@ -274,9 +274,15 @@ def _examples_section(run_dir: Path, show_examples: bool) -> str:
 
 
 def write_report(
-    run_dir: str | Path, *, show_examples: bool = False, out: str | Path | None = None
+    run_dir: str | Path,
+    *,
+    show_examples: bool = False,
+    out: str | Path | None = None,
+    board: Leaderboard | None = None,
 ) -> Path:
-    """Write one self-contained HTML report for ``run_dir`` (default ``run_dir/report.html``).
+    """Write one self-contained HTML report for ``run_dir`` (default ``run_dir/report.html``);
+    ``board`` is the run's leaderboard when the caller has computed it already (the runner),
+    else it is computed here from the run directory.
 
     It holds the run summary, the leaderboard, the combined frontier figure and every
     per-attack Pareto plot (rendered from the results table, embedded as PNG data URIs),
@@ -293,7 +299,7 @@ def write_report(
             frame[col] = None if col in ("knob", "reason") else math.nan
     chance = run_chance(meta)
     chance = float(chance) if chance is not None else math.nan
-    board = _board(run_dir, chance)
+    board = board if board is not None else _board(run_dir, chance)
     saved = RunDir(run_dir).read_config()
     config = (
         json.dumps(saved, indent=2)

@@ -207,7 +207,7 @@ def run_stats(
                 base[r] = bb
     error = frame["attack_metric"].isin(ERROR_METRICS).to_numpy()
     privacy = np.where(error[:, None], score, 1.0 - score)
-    norm_point, norm = _normalised(frame, score, base, error)
+    norm_point, norm = _normalised(frame, score, base, error, bootstrap.level)
     return RunStats(frame, bootstrap, score, base, util, privacy, norm, norm_point, found)
 
 
@@ -238,7 +238,7 @@ def _n_test(frame: pd.DataFrame, outcomes: Outcomes) -> int:
 
 
 def _normalised(
-    frame: pd.DataFrame, score: np.ndarray, base: np.ndarray, error: np.ndarray
+    frame: pd.DataFrame, score: np.ndarray, base: np.ndarray, error: np.ndarray, level: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """Point estimates (rows,) and samples (rows, B) of normalised privacy."""
     s_point = frame["attack_score"].astype(float).to_numpy()
@@ -270,7 +270,7 @@ def _normalised(
     # Informativeness is a property of the attack on the undefended release; an attack that
     # cannot read it (referred to its perfect score) only needs a positive span.
     informative = np.where(
-        has_ref, _informative(span_p * sign, span * sign[:, None], error), span_p * sign > 0
+        has_ref, _informative(span_p * sign, span * sign[:, None], error, level), span_p * sign > 0
     )
     point = np.where(informative, point, np.nan)
     samples = np.where(informative[:, None] & (span * sign[:, None] > 0), samples, np.nan)
@@ -279,7 +279,9 @@ def _normalised(
     return point, samples
 
 
-def _informative(span: np.ndarray, samples: np.ndarray, error: np.ndarray) -> np.ndarray:
+def _informative(
+    span: np.ndarray, samples: np.ndarray, error: np.ndarray, level: float
+) -> np.ndarray:
     """Whether an attack learns anything from the undefended release: its success there beats
     its baseline by at least :data:`MIN_SPAN` (bounded metrics) and the paired bootstrap
     interval of that difference excludes 0. Otherwise a tiny span turns one lucky document
@@ -288,7 +290,8 @@ def _informative(span: np.ndarray, samples: np.ndarray, error: np.ndarray) -> np
     ok = np.isfinite(span) & (span > np.where(error, 1e-12, MIN_SPAN))
     measured = np.isfinite(samples).any(axis=1)
     with np.errstate(invalid="ignore"), quiet_nan():
-        low = np.nanpercentile(np.where(measured[:, None], samples, 0.0), 2.5, axis=1)
+        tail = 100 * (1 - level) / 2  # the lower bound of the run's interval
+        low = np.nanpercentile(np.where(measured[:, None], samples, 0.0), tail, axis=1)
     return ok & np.where(measured, low > 0, True)
 
 
