@@ -225,6 +225,32 @@ def test_sigterm_stops_the_run_ends_its_workers_and_resume_finishes(tmp_path) ->
     assert meta["finished"] and meta["computed"] == POINTS - kept
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_sigterm_swallowed_by_a_finaliser_still_stops_the_run(tmp_path) -> None:
+    """Python ignores an exception raised while a ``__del__`` runs (CI once saw SIGTERM land
+    in ``regex``'s): the guard remembers the signal and its checkpoint raises it."""
+    from privaudit.audit.executors import Interrupted, guard_run, put_all
+
+    class Finaliser:
+        def __del__(self) -> None:
+            os.kill(os.getpid(), signal.SIGTERM)  # the handler's exception is swallowed here
+
+    stored: list[str] = []
+    with pytest.raises(Interrupted) as caught, guard_run(tmp_path) as checkpoint:
+        Finaliser()  # collected at once: the signal arrives inside __del__
+        stored.append("after the swallowed signal")
+
+        def put(key: str, record: dict) -> None:
+            stored.append(key)
+            checkpoint()
+
+        put_all(put, [("a", {}), ("b", {})])  # every returned record is kept, then it stops
+        stored.append("never reached")
+    assert caught.value.exit_code == EXIT_TERMINATED
+    assert stored == ["after the swallowed signal", "a", "b"]
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
 def test_workers_exit_when_the_driver_is_killed(tmp_path) -> None:
     pytest.importorskip("psutil")
     run_dir = tmp_path / "run"

@@ -66,22 +66,34 @@ class Interrupted(KeyboardInterrupt):
 
 
 @contextlib.contextmanager
-def guard_run(run_dir: Path) -> Iterator[None]:
+def guard_run(run_dir: Path) -> Iterator[Callable[[], None]]:
     """Within: SIGTERM raises :class:`Interrupted` (as Ctrl-C does, so the executor's cleanup
     runs and no worker is left behind), Ctrl-C becomes :class:`Interrupted` too, and a full
     disk (:class:`~privaudit.audit.store.DiskFull`) learns the run directory to resume. The
-    previous SIGTERM handler is restored on the way out."""
+    previous SIGTERM handler is restored on the way out.
+
+    Yields a checkpoint to call between cells: Python swallows an exception raised while a
+    ``__del__`` or a weakref callback runs, so a SIGTERM landing there would otherwise be
+    lost and the run would go on; the signal is remembered and the checkpoint raises it."""
     from privaudit.audit.store import DiskFull
+
+    received: list[int] = []
 
     def on_term(signum: int, frame: Any) -> None:
         # A second SIGTERM while cleaning up gets the previous behaviour (by default: exit).
         signal.signal(signal.SIGTERM, previous)
+        received.append(signum)
         raise Interrupted(run_dir, signum)
+
+    def checkpoint() -> None:
+        if received:
+            raise Interrupted(run_dir, received[0])
 
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, on_term) if main else None
     try:
-        yield
+        yield checkpoint
+        checkpoint()  # a signal swallowed after the last checkpoint still ends as one
     except Interrupted:
         raise
     except KeyboardInterrupt:
@@ -92,6 +104,19 @@ def guard_run(run_dir: Path) -> Iterator[None]:
     finally:
         if main:
             signal.signal(signal.SIGTERM, previous)
+
+
+def put_all(put: Put, records: Records) -> None:
+    """Persist a returned point's every record, then re-raise an interrupt that came while
+    doing so: its cells are finished work."""
+    held: KeyboardInterrupt | None = None
+    for key, record in records:
+        try:
+            put(key, record)
+        except KeyboardInterrupt as exc:
+            held = held or exc
+    if held is not None:
+        raise held
 
 
 class LocalExecutor:
@@ -122,8 +147,7 @@ class LocalExecutor:
         self._futures = list(futures)
         for future in as_completed(futures):
             records = future.result()
-            for key, record in records:
-                put(key, record)
+            put_all(put, records)
             yield futures[future], records
 
     def close(self) -> None:
@@ -183,8 +207,7 @@ class RayExecutor:
             for ref in ready:
                 task = pending.pop(ref)
                 records = ray.get(ref)
-                for key, record in records:
-                    put(key, record)
+                put_all(put, records)
                 yield task, records
 
     def close(self) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -82,11 +83,17 @@ def run_grid(
         run_dir = Path(reports_root) / f"{stamp}-{config.name}"
     rd = RunDir(run_dir)
     _claim(rd, config, overwrite)
-    with guard_run(rd.path):
-        return _execute(config, rd, runner, progress)
+    with guard_run(rd.path) as checkpoint:
+        return _execute(config, rd, runner, progress, checkpoint)
 
 
-def _execute(config: GridConfig, rd: RunDir, runner: Any, progress: bool) -> RunResult:
+def _execute(
+    config: GridConfig,
+    rd: RunDir,
+    runner: Any,
+    progress: bool,
+    checkpoint: Callable[[], None] = lambda: None,
+) -> RunResult:
     """The run in its claimed directory: plan, compute every unfinished cell, write outputs."""
     from tqdm.auto import tqdm
 
@@ -123,7 +130,13 @@ def _execute(config: GridConfig, rd: RunDir, runner: Any, progress: bool) -> Run
     total = sum(len(c) for c in (ctx.keys(p)[1] for p in points))
     bar = tqdm(total=total, initial=done, desc="cells", unit="cell", disable=not progress)
     try:
-        for task, records in runner.run(config, ctx, tasks, store.put):
+
+        def put(key: str, record: dict[str, Any]) -> None:
+            store.put(key, record)
+            checkpoint()  # stop after the cell that was running when SIGTERM came
+
+        for task, records in runner.run(config, ctx, tasks, put):
+            checkpoint()
             bar.update(sum(1 for _, r in records if r["kind"] == "cell"))
             bar.set_postfix_str(_describe(task.point))
             # Intervals need every cell's outcomes: computed once, at the end.
