@@ -184,6 +184,15 @@ class Component:
     name: ClassVar[str] = ""
     # Bump when a change alters results: the result store recomputes only this one's cells.
     version: ClassVar[str] = "1"
+    # Rough seconds per 1,000 corpus words (a defense's or evaluator's: train + test; an
+    # attack's: test + aux) on two CPU cores: what `privaudit run` estimates a grid with
+    # before this machine has measured the component (privaudit.audit.estimate).
+    cost_prior: ClassVar[float] = 0.3
+    # The share of one GPU a cell of this component wants when the run's device is a CUDA
+    # GPU (privaudit.devices): 0 = no torch worth a GPU. The Ray executor requests, per
+    # point, the largest share among its defense, evaluator and attacks, so that a cluster
+    # with GPUs schedules the points there (fractions let several points share one GPU).
+    gpu: ClassVar[float] = 0.0
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -107,6 +107,29 @@ MAP_HELP = (
     "'path=reviews.csv,text=review,label=stars,attributes=gender|age' (see docs/usage.md)."
 )
 
+#: ``--device`` of run, audit, privatize and calibrate (privaudit.devices).
+DeviceOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Where torch runs: auto (a GPU when torch sees one), cpu, cuda, cuda:N or mps "
+        "(default: a grid's `device:`, else auto)."
+    ),
+]
+
+
+def _on_device(func: F) -> F:
+    """Run the command with torch on its ``device`` option (:func:`privaudit.devices.
+    use_device`; a device that is not there is a one-line error)."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from privaudit.devices import use_device
+
+        with use_device(kwargs.get("device")):
+            return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
 
 def _corpus_params(spec: str | None, items: list[str] | None = None) -> dict[str, Any]:
     """Corpus parameters from ``--map`` (one compact mapping) and ``--corpus-param key=value``
@@ -239,6 +262,15 @@ def run(
             "(examples.json, for `report --show-examples`); by default it holds no corpus text.",
         ),
     ] = False,
+    estimate: Annotated[
+        bool,
+        typer.Option(
+            "--estimate",
+            help="Print the grid's size and its estimated wall time on this machine, then exit "
+            "(nothing is run or written; with --resume or --run-dir, finished cells are free).",
+        ),
+    ] = False,
+    device: DeviceOption = None,
 ) -> None:
     """Run a grid: every defense at every privacy level against every attack, with utility.
 
@@ -263,6 +295,17 @@ def run(
     cfg.corpus.params.update(_corpus_params(map_))
     if show_examples:  # an output choice: no cell key changes, so --resume may add it
         cfg = cfg.model_copy(update={"show_examples": True})
+    if device is not None:  # no cell key either: --resume may continue on another device
+        from privaudit.devices import check_device
+
+        cfg = cfg.model_copy(update={"device": check_device(device)})
+    if estimate:
+        from privaudit.audit.estimate import estimate_config
+
+        with _warnings_as_lines():
+            forecast = estimate_config(cfg, run_dir=run_dir, jobs=jobs)
+        typer.echo("\n".join(forecast.lines()))
+        return
     with _warnings_as_lines():
         result = run_grid(cfg, reports_root=out, run_dir=run_dir, progress=progress,
                           executor=executor, jobs=jobs, address=address,
@@ -353,6 +396,7 @@ def _print_summary(result: Any) -> None:
 
 @app.command()
 @_user_errors
+@_on_device
 def privatize(
     defense: Annotated[str, typer.Option(help="Defense name (see `privaudit list defenses`).")],
     knob: Annotated[
@@ -363,6 +407,7 @@ def privatize(
     param: Annotated[
         list[str] | None, typer.Option(help="Extra defense parameter key=value (repeatable).")
     ] = None,
+    device: DeviceOption = None,
 ) -> None:
     """Privatize standard input, one document per line, to standard output.
 
@@ -370,7 +415,7 @@ def privatize(
     replacement character) and one warning on standard error names the lines."""
     import numpy as np
 
-    from privaudit.audit.plan import build_defense
+    from privaudit.registry import build_defense
 
     obj = build_defense(defense, _parse_params(param), backbone)
     if knob is not None:
@@ -409,6 +454,7 @@ def _read_stdin_lines() -> list[str]:
 
 @app.command()
 @_user_errors
+@_on_device
 def calibrate(
     defense: Annotated[str, typer.Option(help="Defense with an eta-like knob, e.g. t2t.")],
     rate: Annotated[
@@ -432,6 +478,7 @@ def calibrate(
         list[str] | None, typer.Option(help="A corpus parameter key=value (repeatable).")
     ] = None,
     map_: Annotated[str | None, typer.Option("--map", help=MAP_HELP)] = None,
+    device: DeviceOption = None,
 ) -> None:
     """Map the privacy knob to the measured replacement rate (or solve for a target rate).
 
@@ -444,8 +491,8 @@ def calibrate(
     from privaudit.audit.calibration import calibrate as run_calibration
     from privaudit.audit.calibration import sample_texts
     from privaudit.audit.config import load_config
-    from privaudit.audit.plan import build_defense
     from privaudit.params import ParamError
+    from privaudit.registry import build_defense
 
     params: dict[str, Any] = {}
     if config is not None:
@@ -565,6 +612,7 @@ def audit(
     run_dir: Annotated[Path | None, typer.Option(help="Write into this directory.")] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
     map_: Annotated[str | None, typer.Option("--map", help=MAP_HELP)] = None,
+    device: DeviceOption = None,
 ) -> None:
     """Audit your privatizer: conformance checks, then every applicable attack and the
     utility evaluator at each knob value, beside the built-in defenses; writes the report."""
@@ -576,7 +624,7 @@ def audit(
             preset=config if config is not None else preset,
             compare=[c.strip() for c in compare.split(",") if c.strip()], label=label,
             run_dir=run_dir, reports_root=out, progress=progress,
-            corpus_params=_corpus_params(map_),
+            corpus_params=_corpus_params(map_), device=device,
         )  # fmt: skip
     typer.echo("Conformance checks:")
     for check in result.checks:

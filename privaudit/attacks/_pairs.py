@@ -217,14 +217,20 @@ def train(
 
     Initialisation, dropout and shuffling are seeded from ``rng`` without touching the
     process-wide torch random state (:func:`seeded_torch`; the batch order comes from its
-    private ``torch.Generator``). ``loss_fn(model, idx)`` returns the batch loss.
+    private ``torch.Generator``). ``loss_fn(model, idx)`` returns the batch loss; the model
+    is built on the current device (:func:`privaudit.devices.current_device`), where ``idx``
+    is handed over too (the data it indexes belongs there).
     """
     import torch
     from tqdm.auto import tqdm
 
+    from privaudit.devices import torch_device
+
+    device = torch_device()
+
     # Layer init and dropout draw from the global torch RNG: seeded_torch scopes and seeds it.
     with seeded_torch(rng) as generator:
-        model = build()
+        model = build().to(device)
         optimizer = torch.optim.AdamW(
             model.parameters(), lr=float(lr), weight_decay=float(weight_decay)
         )
@@ -240,7 +246,7 @@ def train(
             model.train()
             order = torch.randperm(n, generator=generator)
             for start in range(0, n, bs):
-                idx = order[start : start + bs]
+                idx = order[start : start + bs].to(device)
                 optimizer.zero_grad(set_to_none=True)
                 loss = loss_fn(model, idx)
                 loss.backward()

@@ -510,9 +510,12 @@ class SentenceInversion(Attack):
             for k in declared(type(self))
             if k not in self._finetune_only and k != "backbone"
         }
-        key = digest(
-            [self.name, self.version, sorted(params.items()), bb.name, bb.fingerprint, aux.key]
-        )
+        from privaudit.devices import current_device
+
+        key = digest(  # the device too: a GPU's numbers may differ from the CPU's
+            [self.name, self.version, sorted(params.items()), bb.name, bb.fingerprint, aux.key,
+             current_device()]
+        )  # fmt: skip
 
         def compute() -> Pretrained:
             clean = standardise_rows(

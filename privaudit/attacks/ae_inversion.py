@@ -73,6 +73,8 @@ class AEInversion(PairInversion):
     """
 
     name: ClassVar[str] = "ae-inversion"
+    cost_prior: ClassVar[float] = 0.27  # s per 1,000 words (estimate)
+    gpu: ClassVar[float] = 0.25  # trains its MLP with torch (privaudit.devices)
     reconstructs: ClassVar[bool] = True
     metric: ClassVar[str] = "embedding_mse"
     # The quick grid's budget: fewer epochs (recovery against `none` stays 1.000), and torch's
@@ -120,6 +122,8 @@ class AEInversion(PairInversion):
     def _fit(self, knowledge: Knowledge, bb: Any, rng: np.random.Generator) -> None:
         import torch
 
+        from privaudit.devices import tensor
+
         pairs = aux_pairs(bb, knowledge, max_aux=self.max_aux, name=self.name)
         val = holdout(pairs.docs, float(self.val_fraction), rng)
         released = pairs.released[~val]
@@ -127,17 +131,19 @@ class AEInversion(PairInversion):
         self._mean = released.mean(axis=0)
         self._std = released.std(axis=0) + _EPS
         self._scale = target.std(axis=0) + _EPS  # the decoder's output unit, per coordinate
-        x = torch.from_numpy(np.ascontiguousarray((released - self._mean) / self._std))
-        v = torch.from_numpy(np.ascontiguousarray(released))
-        t = torch.from_numpy(np.ascontiguousarray(target))
-        scale = torch.from_numpy(self._scale.astype(np.float32))
+        # On the current device, as the model train() builds (privaudit.devices).
+        x = tensor((released - self._mean) / self._std)
+        v = tensor(released)
+        t = tensor(target)
+        scale = tensor(self._scale.astype(np.float32))
         dim, hidden, bottleneck = released.shape[1], int(self.hidden), int(self.bottleneck)
 
         # The linear skip starts at the ridge solution of (target - released) / scale on x:
         # a closed-form linear inversion the network then refines (zero for `none`).
-        xs = x.double()
-        gram = xs.T @ xs + float(self.ridge) * len(xs) * torch.eye(dim, dtype=torch.float64)
-        residual = ((t - v) / scale).double()
+        xs = x.cpu().double()  # float64 on the CPU (MPS has none); the model copies it
+        eye = torch.eye(dim, dtype=torch.float64)
+        gram = xs.T @ xs + float(self.ridge) * len(xs) * eye
+        residual = ((t - v) / scale).cpu().double()
         centre = residual.mean(0)
         weight = torch.linalg.solve(gram, xs.T @ (residual - centre)).T.float()
         # x is standardised on these rows, so its mean is ~0 and the bias is the centre.
@@ -192,13 +198,17 @@ class AEInversion(PairInversion):
     def _reconstruct(self, model: Any, vectors: np.ndarray) -> np.ndarray:
         import torch
 
+        from privaudit.devices import module_device
+
+        device = module_device(model)
         vectors = np.asarray(vectors, dtype=np.float32)
         out = np.empty_like(vectors)
         x = (vectors - self._mean) / self._std
         with torch.inference_mode():
             for start in range(0, len(vectors), 8192):
                 sl = slice(start, start + 8192)
-                delta = model(torch.from_numpy(np.ascontiguousarray(x[sl]))).numpy()
+                xb = torch.from_numpy(np.ascontiguousarray(x[sl])).to(device)
+                delta = model(xb).cpu().numpy()
                 out[sl] = vectors[sl] + delta * self._scale
         return out
 

@@ -64,6 +64,8 @@ class AttributeInference(Attack):
     """
 
     name: ClassVar[str] = "attribute-inference"
+    cost_prior: ClassVar[float] = 0.09  # s per 1,000 words (estimate)
+    gpu: ClassVar[float] = 0.25  # encodes text, trains a head (privaudit.devices)
     accepts: ClassVar[frozenset[Space]] = ALL_SPACES
     metric: ClassVar[str] = "attribute_accuracy"
     needs_white_box: ClassVar[bool] = False
@@ -137,14 +139,17 @@ class AttributeInference(Attack):
         counts = np.bincount(y, minlength=len(classes))
         majority = classes[int(np.argmax(counts))]  # ties: the first class in sorted order
 
-        xt = torch.from_numpy(np.ascontiguousarray(x[keep], dtype=np.float32))
-        yt = torch.from_numpy(y)
+        from privaudit.devices import tensor, torch_device
+
+        device = torch_device()  # the current device: the head and its data live there
+        xt = tensor(x[keep].astype(np.float32))
+        yt = tensor(y)
         with seeded_torch(rng) as generator:  # layer init draws from the global RNG: scoped
             model = torch.nn.Sequential(
                 torch.nn.Linear(xt.shape[1], int(self.hidden)),
                 torch.nn.ReLU(),
                 torch.nn.Linear(int(self.hidden), len(classes)),
-            )
+            ).to(device)
             optimizer = torch.optim.AdamW(
                 model.parameters(), lr=float(self.lr), weight_decay=float(self.weight_decay)
             )
@@ -154,7 +159,7 @@ class AttributeInference(Attack):
             for _ in range(int(self.epochs)):
                 order = torch.randperm(n, generator=generator)
                 for start in range(0, n, bs):
-                    idx = order[start : start + bs]
+                    idx = order[start : start + bs].to(device)
                     optimizer.zero_grad(set_to_none=True)
                     loss = loss_fn(model(xt[idx]), yt[idx])
                     loss.backward()
@@ -168,6 +173,8 @@ class AttributeInference(Attack):
 
     def attack(self, release: Release) -> Predictions:
         import torch
+
+        from privaudit.devices import module_device
 
         if not self._heads or self._mean is None or self._std is None:
             raise ValueError(f"{self.name} is not fitted: call fit(knowledge) before attack().")
@@ -191,7 +198,7 @@ class AttributeInference(Attack):
                 if len(x) == 0:
                     attributes[name] = []
                     continue
-                pred = head.model(x).argmax(dim=1).numpy()
+                pred = head.model(x.to(module_device(head.model))).argmax(dim=1).cpu().numpy()
                 attributes[name] = [head.classes[int(i)] for i in pred]
         return Predictions(
             "attributes",

@@ -105,6 +105,8 @@ class BowInversion(SentenceInversion):
     """
 
     name: ClassVar[str] = "bow-inversion"
+    cost_prior: ClassVar[float] = 0.23  # s per 1,000 words (estimate)
+    gpu: ClassVar[float] = 0.25  # encodes text, trains an MLP (privaudit.devices)
     metric: ClassVar[str] = "word_set_f1"
     # The defaults are the quick grid's budget (one torch thread: a small model gains little
     # from more, and loses a lot when the cores are shared); the pre-training is paid once.
@@ -159,6 +161,8 @@ class BowInversion(SentenceInversion):
     ) -> _State:
         import torch
 
+        from privaudit.devices import tensor
+
         pretraining = state is None
         if state is None:
             state = self._new_state(aux, x.shape[1])
@@ -177,8 +181,8 @@ class BowInversion(SentenceInversion):
         # clean space, so it keeps it.
         scaler = Scaler.fit(x[aux.fit]) if pretraining else state.scaler
         xs = scaler(x)
-        x_fit = torch.from_numpy(xs[aux.fit])
-        y_fit = torch.from_numpy(y[aux.fit])
+        x_fit = tensor(xs[aux.fit])  # on the current device, as the model train() builds
+        y_fit = tensor(y[aux.fit])
         val_bags = [bags[i] for i in aux.val]
         x_val = xs[aux.val]
         is_stop = state.is_stop
@@ -292,9 +296,12 @@ class BowInversion(SentenceInversion):
 def _probabilities(model: Any, x: np.ndarray) -> np.ndarray:
     import torch
 
+    from privaudit.devices import module_device
+
     model.eval()
+    xt = torch.from_numpy(np.ascontiguousarray(x)).to(module_device(model))
     with torch.inference_mode():
-        return torch.sigmoid(model(torch.from_numpy(np.ascontiguousarray(x)))).numpy()
+        return torch.sigmoid(model(xt)).cpu().numpy()
 
 
 def _f1(hit: np.ndarray, n_pred: np.ndarray, n_true: float) -> np.ndarray:

@@ -105,6 +105,8 @@ class GEIA(SentenceInversion):
     """
 
     name: ClassVar[str] = "geia"
+    cost_prior: ClassVar[float] = 0.36  # s per 1,000 words (estimate)
+    gpu: ClassVar[float] = 0.5  # trains a GPT-2 decoder (privaudit.devices)
     metric: ClassVar[str] = "generation_f1"
     # The quick grid pre-trains for 8 epochs instead of 10 (its 20-minute budget); the other
     # defaults are its budget too (one torch thread: a small model gains little
@@ -166,7 +168,7 @@ class GEIA(SentenceInversion):
         state: _State | None,
         rng: np.random.Generator,
     ) -> _State:
-        import torch
+        from privaudit.devices import tensor
 
         if int(self.n_embd) % int(self.n_head):
             raise ValueError(
@@ -191,9 +193,11 @@ class GEIA(SentenceInversion):
         # Pre-training fixes the scaling; fine-tuning reads features already mapped into the
         # clean space, so it keeps it.
         scaler = Scaler.fit(x[aux.fit]) if pretraining else state.scaler
-        xs = torch.from_numpy(scaler(x))
-        fit_rows = torch.from_numpy(aux.fit)
-        val_rows = torch.from_numpy(aux.val)
+        # On the current device, as the model train() builds (privaudit.devices).
+        xs = tensor(scaler(x))
+        fit_rows = tensor(aux.fit)
+        val_rows = tensor(aux.val)
+        seqs, lengths = seqs.to(xs.device), lengths.to(xs.device)
         pretrained = state.model
         n_vocab = len(state.vocab_ids) + N_SPECIAL
         dim = x.shape[1]
@@ -339,18 +343,20 @@ def _loss(
 
     width = int(lengths.max())
     inputs, labels = seqs[:, : width - 1], seqs[:, 1:width].clone()
-    steps = torch.arange(width - 1)[None, :]
+    steps = torch.arange(width - 1, device=seqs.device)[None, :]
     valid = steps < (lengths[:, None] - 1)
     labels[~valid] = -100
     if word_dropout > 0:
-        drop = torch.rand(inputs.shape) < word_dropout  # the seeded global RNG (train())
+        # The seeded global CPU RNG (train()), moved: the same draws on every device.
+        drop = (torch.rand(inputs.shape) < word_dropout).to(inputs.device)
         drop[:, 0] = False
         inputs = inputs.masked_fill(drop, UNK)
     lm = model["lm"]
     n = len(x)
     head = model["proj"](x).view(n, prefix, -1)
     embeds = torch.cat([head, lm.transformer.wte(inputs)], dim=1)
-    mask = torch.cat([torch.ones(n, prefix, dtype=torch.long), valid.long()], dim=1)
+    ones = torch.ones(n, prefix, dtype=torch.long, device=valid.device)
+    mask = torch.cat([ones, valid.long()], dim=1)
     logits = lm(inputs_embeds=embeds, attention_mask=mask).logits[:, prefix:]
     return torch.nn.functional.cross_entropy(
         logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100
@@ -372,26 +378,29 @@ def _greedy(model: Any, x: np.ndarray, prefix: int, max_tokens: int) -> list[lis
     import torch
     from transformers import DynamicCache
 
+    from privaudit.devices import module_device
+
     model.eval()
     lm = model["lm"]
+    device = module_device(model)
     out: list[list[int]] = []
     name = _cache_argument()
     with torch.inference_mode():
         for start in range(0, len(x), 256):
-            xb = torch.from_numpy(np.ascontiguousarray(x[start : start + 256]))
+            xb = torch.from_numpy(np.ascontiguousarray(x[start : start + 256])).to(device)
             n = len(xb)
             head = model["proj"](xb).view(n, prefix, -1)
-            bos = lm.transformer.wte(torch.full((n, 1), BOS, dtype=torch.long))
+            bos = lm.transformer.wte(torch.full((n, 1), BOS, dtype=torch.long, device=device))
             cache = DynamicCache()
             width = prefix + 1
             logits = lm(
                 inputs_embeds=torch.cat([head, bos], dim=1),
-                attention_mask=torch.ones(n, width, dtype=torch.long),
+                attention_mask=torch.ones(n, width, dtype=torch.long, device=device),
                 use_cache=True,
                 **{name: cache},
             ).logits[:, -1]
-            tokens = torch.zeros((n, max_tokens), dtype=torch.long)
-            done = torch.zeros(n, dtype=torch.bool)
+            tokens = torch.zeros((n, max_tokens), dtype=torch.long, device=device)
+            done = torch.zeros(n, dtype=torch.bool, device=device)
             for step in range(max_tokens):
                 logits[:, BOS] = -torch.inf
                 logits[:, UNK] = -torch.inf
@@ -404,7 +413,7 @@ def _greedy(model: Any, x: np.ndarray, prefix: int, max_tokens: int) -> list[lis
                 width += 1
                 logits = lm(
                     input_ids=nxt[:, None],
-                    attention_mask=torch.ones(n, width, dtype=torch.long),
+                    attention_mask=torch.ones(n, width, dtype=torch.long, device=device),
                     use_cache=True,
                     **{name: cache},
                 ).logits[:, -1]

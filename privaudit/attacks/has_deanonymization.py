@@ -111,6 +111,7 @@ class HaSDeanonymization(Attack):
     """
 
     name: ClassVar[str] = "has-deanonymization"
+    cost_prior: ClassVar[float] = 0.11  # s per 1,000 words (estimate)
     accepts: ClassVar[frozenset[Space]] = frozenset({Space.TEXT})
     metric: ClassVar[str] = "text_similarity"
     needs_white_box: ClassVar[bool] = False  # only white_box=True needs it (see applicable)

@@ -70,6 +70,8 @@ class MLPInversion(PairInversion):
     """
 
     name: ClassVar[str] = "mlp-inversion"
+    cost_prior: ClassVar[float] = 0.29  # s per 1,000 words (estimate)
+    gpu: ClassVar[float] = 0.25  # trains its MLP with torch (privaudit.devices)
     metric: ClassVar[str] = "token_recovery"
     # The quick grid's budget: fewer epochs (recovery against `none` stays 1.000), and torch's
     # thread count as the grid's worker set it.
@@ -118,6 +120,8 @@ class MLPInversion(PairInversion):
     def _fit(self, knowledge: Knowledge, bb: Any, rng: np.random.Generator) -> None:
         import torch
 
+        from privaudit.devices import tensor
+
         pairs = aux_pairs(bb, knowledge, max_aux=self.max_aux, name=self.name)
         val = holdout(pairs.docs, float(self.val_fraction), rng)
         fit_rows = ~val
@@ -144,8 +148,8 @@ class MLPInversion(PairInversion):
         self._mean = features[use].mean(axis=0)
         self._std = features[use].std(axis=0) + _EPS
         x_all = np.ascontiguousarray((features - self._mean) / self._std, dtype=np.float32)
-        x = torch.from_numpy(x_all[use])
-        y = torch.from_numpy(target[use].astype(np.int64))
+        x = tensor(x_all[use])  # on the current device, as the model train() builds
+        y = tensor(target[use].astype(np.int64))
         in_dim, hidden, n_out = x.shape[1], int(self.hidden), keep_class + 1
 
         def build() -> torch.nn.Module:
@@ -206,6 +210,9 @@ class MLPInversion(PairInversion):
         p(keep) + p(its class), every other class its probability; argmax."""
         import torch
 
+        from privaudit.devices import module_device
+
+        device = module_device(model)
         classes = self._classes
         assert classes is not None
         keep_class = len(classes)
@@ -214,8 +221,8 @@ class MLPInversion(PairInversion):
         with torch.inference_mode():
             for start in range(0, len(ids), 8192):
                 sl = slice(start, start + 8192)
-                logits = model(torch.from_numpy(np.ascontiguousarray(x[sl], dtype=np.float32)))
-                prob = torch.softmax(logits, dim=1).numpy()
+                xb = torch.from_numpy(np.ascontiguousarray(x[sl], dtype=np.float32))
+                prob = torch.softmax(model(xb.to(device)), dim=1).cpu().numpy()
                 rows = np.arange(len(prob))
                 p_keep = prob[:, keep_class] + np.where(r_in[sl], prob[rows, pos[sl]], 0.0)
                 best = prob[:, :keep_class].argmax(axis=1)

@@ -117,6 +117,8 @@ class NERAttack(Attack):
     """
 
     name: ClassVar[str] = "ner"
+    cost_prior: ClassVar[float] = 0.09  # s per 1,000 words (estimate)
+    gpu: ClassVar[float] = 0.25  # model='finetuned' trains the encoder (privaudit.devices)
     accepts: ClassVar[frozenset[Space]] = frozenset({Space.TEXT})
     metric: ClassVar[str] = "entity_f1"
     needs_white_box: ClassVar[bool] = False
@@ -196,9 +198,12 @@ class NERAttack(Attack):
         if not examples:
             raise ValueError("The aux split has no text to fine-tune the NER tagger on.")
 
+        from privaudit.devices import torch_device
+
+        device = torch_device()  # the current device: the tagger trains there
         with seeded_torch(rng) as generator:  # head init and dropout: scoped, seeded
-            encoder = copy.deepcopy(bb.model)  # never train the shared, cached backbone
-            head = torch.nn.Linear(bb.dim, len(tags))
+            encoder = copy.deepcopy(bb.model).to(device)  # never train the shared backbone
+            head = torch.nn.Linear(bb.dim, len(tags)).to(device)
             optimizer = torch.optim.AdamW(
                 [
                     {"params": encoder.parameters(), "lr": float(self.lr)},
@@ -215,7 +220,7 @@ class NERAttack(Attack):
             for _ in range(int(self.epochs)):
                 for b in torch.randperm(len(batches), generator=generator).tolist():
                     batch = [examples[i] for i in batches[b]]
-                    ids, mask, labels = _pad(batch, bb.tokenizer.pad_token_id or 0)
+                    ids, mask, labels = _pad(batch, bb.tokenizer.pad_token_id or 0, device)
                     optimizer.zero_grad(set_to_none=True)
                     hidden = encoder(input_ids=ids, attention_mask=mask).last_hidden_state
                     loss = loss_fn(head(hidden).reshape(-1, len(tags)), labels.reshape(-1))
@@ -258,6 +263,7 @@ class NERAttack(Attack):
     def _tag(self, texts: list[str]) -> list[list[Span]]:
         import torch
 
+        from privaudit.devices import module_device
         from privaudit.resources import backbone
 
         tagger = self._tagger
@@ -268,12 +274,13 @@ class NERAttack(Attack):
         windows = _windows(bb.tokenizer, [texts[i] for i in jobs], int(self.max_length))
         windows.sort(key=lambda w: len(w[1]))  # little padding per batch
         bs = 64
+        device = module_device(tagger.encoder)
         with torch.inference_mode():
             for start in range(0, len(windows), bs):
                 chunk = windows[start : start + bs]
-                ids, mask, _ = _pad([(w[1], [0] * len(w[1])) for w in chunk], 0)
+                ids, mask, _ = _pad([(w[1], [0] * len(w[1])) for w in chunk], 0, device)
                 hidden = tagger.encoder(input_ids=ids, attention_mask=mask).last_hidden_state
-                pred = tagger.head(hidden).argmax(-1).numpy()
+                pred = tagger.head(hidden).argmax(-1).cpu().numpy()
                 for row, (doc, _ids, offsets) in zip(pred, chunk, strict=True):
                     i = jobs[doc]
                     out[i].extend(_decode(texts[i], offsets, row[: len(offsets)], tagger.tags))
@@ -314,7 +321,10 @@ def _bio(s: int, e: int, spans: Sequence[Span], index: dict[str, int]) -> int:
     return 0
 
 
-def _pad(batch: Sequence[tuple[list[int], list[int]]], pad_id: int) -> tuple[Any, Any, Any]:
+def _pad(
+    batch: Sequence[tuple[list[int], list[int]]], pad_id: int, device: Any = None
+) -> tuple[Any, Any, Any]:
+    """Padded ``(input ids, attention mask, labels)`` tensors, on ``device`` (default CPU)."""
     import torch
 
     width = max(len(ids) for ids, _ in batch)
@@ -325,7 +335,7 @@ def _pad(batch: Sequence[tuple[list[int], list[int]]], pad_id: int) -> tuple[Any
         ids[r, : len(i)] = torch.tensor(i, dtype=torch.long)
         mask[r, : len(i)] = 1
         labels[r, : len(lab)] = torch.tensor(lab, dtype=torch.long)
-    return ids, mask, labels
+    return ids.to(device), mask.to(device), labels.to(device)
 
 
 def _decode(

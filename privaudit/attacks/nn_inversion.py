@@ -28,6 +28,7 @@ class NNInversion(Attack):
     """
 
     name: ClassVar[str] = "nn-inversion"
+    cost_prior: ClassVar[float] = 0.05  # s per 1,000 words (estimate)
     accepts: ClassVar[frozenset[Space]] = frozenset({Space.TEXT, Space.TOKEN_EMBEDDINGS})
     metric: ClassVar[str] = "token_recovery"
     needs_white_box: ClassVar[bool] = True

@@ -81,6 +81,8 @@ class OptimizationInversion(Attack):
     """
 
     name: ClassVar[str] = "optimization-inversion"
+    cost_prior: ClassVar[float] = 0.56  # s per 1,000 words (estimate)
+    gpu: ClassVar[float] = 0.25  # runs the bottom model (privaudit.devices)
     accepts: ClassVar[frozenset[Space]] = frozenset({Space.TOKEN_EMBEDDINGS, Space.HIDDEN_STATES})
     metric: ClassVar[str] = "token_f1"
     needs_white_box: ClassVar[bool] = True
@@ -200,11 +202,14 @@ class OptimizationInversion(Attack):
         tokens: list[list[int]] = [[] for _ in doc_indices]
 
         t0 = time.perf_counter()
-        cand = torch.from_numpy(bb.embeddings[self._candidate_ids])  # (C, d)
+        from privaudit.devices import torch_device
+
+        device = torch_device()  # the current device: the bottom model runs there
+        cand = torch.from_numpy(bb.embeddings[self._candidate_ids]).to(device)  # (C, d)
         todo = [i for i in doc_indices if inner[i] > 0]
         todo.sort(key=lambda i: inner[i])  # stable: less padding per batch
         bs = int(self.batch_size)
-        model = bb.model
+        model = bb.model.to(device)
         was_training = model.training
         model.eval()  # no dropout: the bottom model exactly as the defense ran it
         try:
@@ -274,10 +279,11 @@ class OptimizationInversion(Attack):
             additive = (1.0 - valid)[:, None, None, :] * torch.finfo(torch.float32).min
             embeddings = bb.model.embeddings
             blocks = list(bb.model.encoder.layer[:k])
-
-        z = (
-            torch.randn((n_docs, n_max, len(cand)), generator=generator) * float(self.init_scale)
-        ).requires_grad_(True)
+            fixed, additive = fixed.to(cand.device), additive.to(cand.device)
+        # Built on the CPU (the initial logits from the CPU generator), run on cand's device.
+        target, valid, content = (t.to(cand.device) for t in (target, valid, content))
+        init = torch.randn((n_docs, n_max, len(cand)), generator=generator)
+        z = (init * float(self.init_scale)).to(cand.device).requires_grad_(True)
         optimizer = torch.optim.Adam([z], lr=float(self.lr))
         steps = int(self.steps)
         t_start, t_end = float(self.temperature), float(self.final_temperature)
@@ -303,7 +309,7 @@ class OptimizationInversion(Attack):
             optimizer.zero_grad(set_to_none=True)
             loss.backward(inputs=[z])  # gradients for z only: the backbone is never touched
             optimizer.step()
-        best = z.detach().argmax(-1).numpy()
+        best = z.detach().argmax(-1).cpu().numpy()
         return [best[row, :n] for row, n in enumerate(inner)]
 
     def _load_backbone(self) -> Backbone:

@@ -43,7 +43,6 @@ from privaudit.api import Attack, Defense, Knowledge, Release
 from privaudit.audit.outcomes import Outcome
 from privaudit.audit.plan import (
     Point,
-    build_component,
     cell_key,
     fmt_params,
     identity,
@@ -57,7 +56,7 @@ from privaudit.audit.scoring import (
     score_predictions,
 )
 from privaudit.mechanisms.memo import charged_seconds
-from privaudit.registry import ATTACKS, CORPORA, DEFENSES, UTILITY
+from privaudit.registry import ATTACKS, CORPORA, DEFENSES, UTILITY, build_component
 
 if TYPE_CHECKING:
     from privaudit.audit.config import GridConfig
@@ -155,14 +154,20 @@ class Context:
         if point in self._keys:
             return self._keys[point]
         ident = identity(self.defense(point), self.fingerprint, self.bb.fingerprint, point.seed)
-        ev = self.evaluator
-        point_key = cell_key(ident, ev.name, ev.version, ev.params())
-        cells = {
-            label: cell_key(ident, label, attack.name, attack.version, attack.params())
-            for label, attack in self.attacks.items()
-        }
-        self._keys[point] = (point_key, cells)
-        return point_key, cells
+        self._keys[point] = point_keys(ident, self.evaluator, self.attacks)
+        return self._keys[point]
+
+
+def point_keys(
+    ident: list[Any], evaluator: Any, attacks: dict[str, Attack]
+) -> tuple[str, dict[str, str]]:
+    """A point's key and its cells' keys from its :func:`~privaudit.audit.plan.identity`."""
+    point_key = cell_key(ident, evaluator.name, evaluator.version, evaluator.params())
+    cells = {
+        label: cell_key(ident, label, attack.name, attack.version, attack.params())
+        for label, attack in attacks.items()
+    }
+    return point_key, cells
 
 
 _CONTEXTS: dict[str, Context] = {}
@@ -177,11 +182,19 @@ def context_for(config: GridConfig) -> Context:
     return _CONTEXTS[key]
 
 
-def compute(ctx: Context, task: Task, on_record: Any = None) -> list[tuple[str, dict[str, Any]]]:
+def compute(
+    ctx: Context, task: Task, on_record: Any = None, on_start: Any = None
+) -> list[tuple[str, dict[str, Any]]]:
     """Run one task: privatize, measure utility (unless cached), run the needed attacks.
     Returns ``(key, record)`` pairs; ``on_record`` (if given) receives each as it finishes, so
-    a sequential driver persists every cell at once."""
+    a sequential driver persists every cell at once; ``on_start`` (if given) is called with
+    the name of each component as it starts: ``privatize``, the evaluator's (unless cached),
+    then each attack's label."""
     out: list[tuple[str, dict[str, Any]]] = []
+
+    def start(what: str) -> None:
+        if on_start is not None:
+            on_start(what)
 
     def emit(key: str, record: dict[str, Any]) -> None:
         out.append((key, record))
@@ -192,15 +205,18 @@ def compute(ctx: Context, task: Task, on_record: Any = None) -> list[tuple[str, 
     defense = ctx.defense(point)
     rng_train, rng_test, rng_utility, rng_query = _point_streams(point, defense)
     try:
+        start("privatize")
         t0 = time.perf_counter()
         with charged_seconds() as charged:  # what memoised work saved is still this point's
             rel_train = defense.privatize(ctx.train_texts, rng=rng_train)
             rel_test = defense.privatize(ctx.test_texts, rng=rng_test)
-        privatize_s = time.perf_counter() - t0 + charged.seconds
+        privatize_wall = time.perf_counter() - t0
+        privatize_s = privatize_wall + charged.seconds
         if task.cached_utility is not None:
             utility = dict(task.cached_utility)
         else:
             ev = ctx.evaluator
+            start(ev.name)
             t0 = time.perf_counter()
             util = ev.evaluate_releases(
                 rel_train, ctx.y_train, rel_test, ctx.y_test, rng=rng_utility, defense=defense,
@@ -214,6 +230,7 @@ def compute(ctx: Context, task: Task, on_record: Any = None) -> list[tuple[str, 
                 if defense.name != "none"
                 else 0.0,
                 "privatize_seconds": privatize_s,
+                "privatize_wall_seconds": privatize_wall,  # what this run waited (estimates)
                 "utility_seconds": time.perf_counter() - t0,
                 "n_words": ctx.n_words,
             }
@@ -235,6 +252,7 @@ def compute(ctx: Context, task: Task, on_record: Any = None) -> list[tuple[str, 
         attack = ctx.attacks[label]
         base = {"attack": label, "attack_metric": attack.metric,
                 "attack_params": fmt_params(attack.params())}  # fmt: skip
+        start(label)
         reason = attack.applicable(public, knowledge)
         if reason is not None:
             row = base | _family(attack) | {"status": "n/a", "reason": reason}

@@ -160,6 +160,19 @@ class GridConfig(_Strict):
         default_factory=BootstrapSpec,
         description="confidence intervals: {resamples, level, seed} (an output option)",
     )
+    device: str = Field(
+        default="auto",
+        description="where torch runs: auto (a GPU when torch sees one), cpu, cuda, cuda:N or "
+        "mps. Outside every cell key (recorded in run.json's provenance): a GPU's numbers may "
+        "differ slightly from the CPU's, and --resume may continue on another device",
+    )
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        from privaudit.devices import check_device
+
+        return check_device(value)
 
     @field_validator("defenses", "attacks", "seeds")
     @classmethod

@@ -8,7 +8,12 @@
 - ``ray``: each point is a Ray task on an existing cluster (``address="auto"`` or
   ``HOST:PORT``) or, with no address, on a local Ray instance started for the run, offline:
   no usage stats, no cloud-metadata probe, bound to the loopback address. Needs the optional
-  extra ``privaudit[ray]``.
+  extra ``privaudit[ray]``. When the grid's device is a GPU (``cuda*``, or ``auto`` on a
+  cluster with GPUs), a point asks Ray for the share of a GPU its components declare
+  (``Component.gpu``, the largest among its defense, evaluator and attacks) and runs on the
+  GPU Ray assigns; a point that declares none runs on the CPU (:func:`ray_placement`).
+
+Every worker runs its points on the grid's ``device`` (:mod:`privaudit.devices`).
 
 A run's processes end with it: :func:`guard_run` makes SIGTERM stop the driver as Ctrl-C does
 (:class:`Interrupted`, naming the ``--resume`` command); an interrupted pool's workers are
@@ -23,6 +28,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +40,7 @@ if TYPE_CHECKING:
     from privaudit.audit.config import GridConfig
 
 Put = Callable[[str, dict[str, Any]], None]
+Started = Callable[["Task", str], None]  # a task's component (privatize, ...) has started
 Records = list[tuple[str, dict[str, Any]]]
 EXECUTORS = ("local", "ray")
 
@@ -127,12 +134,16 @@ class LocalExecutor:
         self._futures: list[Any] = []
 
     def run(
-        self, config: GridConfig, ctx: Context, tasks: list[Task], put: Put
-    ) -> Iterator[tuple[Task, Records]]:
-
+        self, config: GridConfig, ctx: Context, tasks: list[Task], put: Put,
+        on_start: Started | None = None,
+    ) -> Iterator[tuple[Task, Records]]:  # fmt: skip
+        """Compute ``tasks``, yielding each with its records. In this process (``jobs`` 1),
+        ``on_start(task, component)`` is told each component as it starts; a pool runs the
+        tasks in the order given, ``jobs`` at a time (nothing is told)."""
         if self.jobs == 1 or len(tasks) <= 1:
             for task in tasks:
-                yield task, compute(ctx, task, on_record=put)
+                told = None if on_start is None else partial(on_start, task)
+                yield task, compute(ctx, task, on_record=put, on_start=told)
             return
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -186,8 +197,9 @@ class RayExecutor:
         self._started = False
 
     def run(
-        self, config: GridConfig, ctx: Context, tasks: list[Task], put: Put
-    ) -> Iterator[tuple[Task, Records]]:
+        self, config: GridConfig, ctx: Context, tasks: list[Task], put: Put,
+        on_start: Started | None = None,
+    ) -> Iterator[tuple[Task, Records]]:  # fmt: skip
         ray = self.ray
         if not ray.is_initialized():
             if self.address:
@@ -201,7 +213,12 @@ class RayExecutor:
             self._started = True
         remote = ray.remote(num_cpus=1)(work)
         payload = config.model_dump_json()
-        pending = {remote.remote(payload, task): task for task in tasks}
+        gpus = float(ray.cluster_resources().get("GPU", 0))
+        pending = {}
+        for task in tasks:
+            share, device = ray_placement(config, ctx, task, gpus)
+            ref = remote.options(num_gpus=share).remote(payload, task, device)
+            pending[ref] = task
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
             for ref in ready:
@@ -267,6 +284,30 @@ def _local_instance(ray: Any) -> Iterator[None]:
             setattr(module, name, value)
 
 
+def ray_placement(
+    config: GridConfig, ctx: Context, task: Task, cluster_gpus: float
+) -> tuple[float, str]:
+    """``(share of a GPU to request, device the point runs on)`` for a Ray task: the largest
+    ``gpu`` hint among the point's defense, evaluator (unless its utility is cached) and
+    attacks to compute, when the grid's device is ``cuda*`` (or ``auto`` and the cluster has
+    GPUs); Ray then makes the assigned GPU the task's ``cuda``. Otherwise ``(0, cpu)`` for a
+    GPU grid (Ray hides the GPUs from such a task), or the grid's device as it is."""
+    device = config.device
+    wants_gpu = device.startswith("cuda") or (device == "auto" and cluster_gpus > 0)
+    if not wants_gpu:
+        return 0.0, device
+    if cluster_gpus <= 0:
+        raise ValueError(
+            f"device {device!r}: the Ray cluster has no GPU; use device auto or cpu, or add "
+            "GPU nodes."
+        )
+    parts = [ctx._specs[task.point.spec], *(ctx.attacks[a] for a in task.attack_keys)]
+    if task.cached_utility is None:
+        parts.append(ctx.evaluator)
+    share = max(float(getattr(type(c), "gpu", 0.0)) for c in parts)
+    return (min(share, 1.0), "cuda") if share > 0 else (0.0, "cpu")
+
+
 def make_executor(
     kind: str, *, jobs: int = 1, address: str | None = None
 ) -> LocalExecutor | RayExecutor:
@@ -305,8 +346,12 @@ def _exit_with(driver: int) -> None:
     os._exit(1)
 
 
-def work(config_json: str, task: Task) -> Records:
-    """A worker's unit: build (once per process) the grid's context and compute one task."""
+def work(config_json: str, task: Task, device: str | None = None) -> Records:
+    """A worker's unit: build (once per process) the grid's context and compute one task, on
+    ``device`` (default: the grid's)."""
     from privaudit.audit.config import GridConfig
+    from privaudit.devices import use_device
 
-    return compute(context_for(GridConfig.model_validate_json(config_json)), task)
+    config = GridConfig.model_validate_json(config_json)
+    with use_device(device or config.device):
+        return compute(context_for(config), task)

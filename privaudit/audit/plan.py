@@ -18,8 +18,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from privaudit.api import Defense
-from privaudit.params import ParamError
-from privaudit.registry import DEFENSES
 
 if TYPE_CHECKING:
     from privaudit.audit.config import GridConfig
@@ -47,24 +45,6 @@ class Point:
     knob_value: float | None
     target_rate: float | None
     seed: int
-
-
-def build_component(
-    registry: Any, name: str, params: dict[str, Any], backbone: str | None, where: str
-) -> Any:
-    """``registry``'s ``name`` built with ``params`` (and the grid's backbone, where the class
-    declares one). A wrong name or value is one ``ValueError`` line that starts with ``where``
-    (the config field)."""
-    from privaudit.params import declared
-
-    cls = registry.get(name)
-    kwargs = dict(params)
-    if backbone is not None and "backbone" in declared(cls):
-        kwargs.setdefault("backbone", backbone)
-    try:
-        return cls(**kwargs)
-    except ParamError as exc:
-        raise ValueError(f"{where}: {exc}") from None
 
 
 def stable_seed(*parts: object) -> np.random.SeedSequence:
@@ -139,7 +119,3 @@ def _calibrated_levels(
         result = calibrate(defense, sample, target=rate, seed=seed, known=known)
         out.append((result.solution, rate))
     return out
-
-
-def build_defense(name: str, params: dict[str, Any], backbone: str | None) -> Defense:
-    return build_component(DEFENSES, name, params, backbone, f"defense {name!r}")

@@ -290,11 +290,12 @@ def audit(
     progress: bool = True,
     min_speed: float = MIN_WORDS_PER_SECOND,
     corpus_params: dict[str, Any] | None = None,
+    device: str | None = None,
 ) -> AuditResult:
     """Check, then benchmark, the privatizer ``target`` at each value of ``knob``
     (``"NAME=v1,v2"``); ``compare`` names the built-in defenses drawn beside it (their
     privacy levels from ``preset``, else from the quick preset); ``corpus_params`` are merged
-    over the grid's ``corpus.params``."""
+    over the grid's ``corpus.params``; ``device`` (default: the grid's) is where torch runs."""
     from privaudit.audit.config import PRESETS, load_config
     from privaudit.audit.runner import run_grid
 
@@ -335,6 +336,8 @@ def audit(
         user["knob_values"] = values
     defenses.append(user)
     data.update(name=f"audit-{shown}", defenses=defenses)
+    if device is not None:
+        data["device"] = device  # checked with the rest of the config
     config = load_config(data)
     result = run_grid(config, run_dir=run_dir, reports_root=reports_root, progress=progress)
     return AuditResult(checks, result, shown, [])

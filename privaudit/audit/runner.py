@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 import shutil
+import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -21,6 +23,7 @@ from typing import Any
 from privaudit import __version__
 from privaudit.audit.cells import Context, Task, build_components, context_for, point_examples
 from privaudit.audit.config import GridConfig
+from privaudit.audit.estimate import OUTPUTS, STARTUP, CostBook, Estimate, Work, estimate
 from privaudit.audit.plan import Point, cell_key, check_levels, fmt_params, plan
 from privaudit.audit.store import COLUMNS, DiskFull, ResultStore, RunDir
 from privaudit.params import shown
@@ -69,11 +72,18 @@ def run_grid(
     :class:`~privaudit.audit.executors.Interrupted` names the ``--resume`` command; a full
     disk is :class:`~privaudit.audit.store.DiskFull`. Finished cells are kept either way."""
     from privaudit.audit.executors import guard_run, make_executor
+    from privaudit.devices import resolve_device, use_device
 
     config.check_names()
     defenses, _, _ = build_components(config)  # every value checked before anything is written
     check_levels(config, defenses)
     spec = config.executor
+    # The driver's device (plan, calibration; a local run's cells): it must exist here. Ray's
+    # GPUs are on its nodes, so there a driver without a GPU plans on what it has.
+    device = config.device
+    if (executor or spec.kind) == "ray" and device.startswith("cuda"):
+        device = "auto"
+    resolve_device(device)
     runner = make_executor(
         executor or spec.kind, jobs=jobs if jobs is not None else spec.jobs,
         address=address if address is not None else spec.address,
@@ -83,7 +93,7 @@ def run_grid(
         run_dir = Path(reports_root) / f"{stamp}-{config.name}"
     rd = RunDir(run_dir)
     _claim(rd, config, overwrite)
-    with guard_run(rd.path) as checkpoint:
+    with guard_run(rd.path) as checkpoint, use_device(device):
         return _execute(config, rd, runner, progress, checkpoint)
 
 
@@ -99,7 +109,9 @@ def _execute(
 
     from privaudit.provenance import provenance
 
+    t0 = time.perf_counter()
     ctx = context_for(config)
+    context_s = time.perf_counter() - t0  # what a pool's worker pays before its first cell
     fresh = not rd.path.exists()
     rd.create().write_config(config.model_dump_json(indent=2))
     store = rd.store()
@@ -128,34 +140,49 @@ def _execute(
             tasks.append(Task(point, point_key, todo, cached))
 
     total = sum(len(c) for c in (ctx.keys(p)[1] for p in points))
+    started = time.perf_counter()
+    book, forecast = _forecast(ctx, points, tasks, total, done, runner)
+    if context_s > 0.5:  # built here, not reused from an earlier grid in this process
+        _keep_costs(book, lambda: book.add([STARTUP], context_s, 1.0))
+    meta["estimate"] = forecast.record()
+    if progress:  # before the first cell: the grid's size and what it will cost here
+        print("\n".join(forecast.lines()), file=sys.stderr, flush=True)
     bar = tqdm(total=total, initial=done, desc="cells", unit="cell", disable=not progress)
+    in_flight = _InFlight(bar, tasks, runner)
     try:
 
         def put(key: str, record: dict[str, Any]) -> None:
             store.put(key, record)
             checkpoint()  # stop after the cell that was running when SIGTERM came
 
-        for task, records in runner.run(config, ctx, tasks, put):
+        for task, records in runner.run(config, ctx, tasks, put, on_start=in_flight.started):
             checkpoint()
             bar.update(sum(1 for _, r in records if r["kind"] == "cell"))
-            bar.set_postfix_str(_describe(task.point))
+            in_flight.finished(task)
+            _keep_costs(book, lambda t=task, r=records: book.record(ctx, t, r))
             # Intervals need every cell's outcomes: computed once, at the end.
             rd.write_results(*results_table(ctx, points, store, intervals=False))
     finally:
         bar.close()
         runner.close()
 
+    outputs_start = time.perf_counter()
     frame = rd.write_results(*results_table(ctx, points, store))
     if config.show_examples:
         rd.write_examples(examples(ctx, points, store))
     else:  # no corpus text in the run directory unless asked for
         rd.forget_examples([ctx.keys(p)[0] for p in points])
-    rd.write_meta(meta | {"finished": True, "cells": total, "computed": total - done})
+    end = {"finished": True, "cells": total, "computed": total - done}
+    rd.write_meta(meta | end)
     level = chance_level(ctx)
     plots, problems, board = write_outputs(frame, rd, level)
+    if total:
+        outputs_s = time.perf_counter() - outputs_start
+        _keep_costs(book, lambda: book.add([OUTPUTS], outputs_s, total))
+    end["elapsed_seconds"] = round(time.perf_counter() - started, 1)  # beside the estimate
     if problems:  # the results are on disk; say what could not be drawn or written
-        rd.write_meta(meta | {"finished": True, "cells": total, "computed": total - done,
-                              "output_problems": problems})  # fmt: skip
+        end["output_problems"] = problems
+    rd.write_meta(meta | end)
     return RunResult(run_dir=rd.path, frame=frame, plots=plots, chance=level, board=board)
 
 
@@ -183,7 +210,7 @@ def _claim(rd: RunDir, config: GridConfig, overwrite: bool) -> None:
     except ValueError:
         theirs = saved
     # Output options choose what is kept or how it is summarised (no key, no result): they
-    # may change on --resume.
+    # may change on --resume; so may the device (no key either, recorded in provenance).
     ours = json.loads(config.model_dump_json())
     if _sans_outputs(theirs) == _sans_outputs(ours):
         return
@@ -195,7 +222,7 @@ def _claim(rd: RunDir, config: GridConfig, overwrite: bool) -> None:
         )
 
 
-OUTPUT_OPTIONS = ("show_examples", "bootstrap")
+OUTPUT_OPTIONS = ("show_examples", "bootstrap", "device")
 
 
 def _sans_outputs(config: dict[str, Any]) -> dict[str, Any]:
@@ -204,6 +231,65 @@ def _sans_outputs(config: dict[str, Any]) -> dict[str, Any]:
 
 def _describe(point: Point) -> str:
     return point.label + (f" {shown(point.knob_value)}" if point.knob_value is not None else "")
+
+
+def _forecast(
+    ctx: Context, points: list[Point], tasks: list[Task], total: int, done: int, runner: Any
+) -> tuple[CostBook | None, Estimate]:
+    """This machine's cost book (None when the cache cannot be read) and the estimate of
+    ``tasks`` (:mod:`privaudit.audit.estimate`)."""
+    from privaudit.audit.estimate import Sizes
+
+    try:
+        book: CostBook | None = CostBook()
+    except OSError:  # no cache directory: priors, and nothing is kept
+        book = None
+    work = [Work(ctx.defense(t.point), t.cached_utility is None, list(t.attack_keys))
+            for t in tasks]  # fmt: skip
+    forecast = estimate(
+        work, ctx.attacks, ctx.evaluator, Sizes.of(ctx.corpus),
+        book if book is not None else CostBook.empty(), points=len(points), cells=total,
+        done=done, jobs=int(getattr(runner, "jobs", 1) or 1),
+    )  # fmt: skip
+    return book, forecast
+
+
+def _keep_costs(book: CostBook | None, add: Callable[[], None]) -> None:
+    """File measurements and save the book; a cache that cannot be written costs the run
+    nothing (the next estimate uses what was kept)."""
+    if book is None:
+        return
+    try:
+        add()
+        book.save()
+    except (OSError, ValueError, KeyError, TypeError) as exc:  # never the run's failure
+        import warnings
+
+        warnings.warn(f"privaudit could not keep measured costs: {exc}", stacklevel=2)
+
+
+class _InFlight:
+    """The progress bar's postfix: what is being computed now. In this process, the point
+    and its component (``t2t 50 · privatize``, ``· probe``, ``· geia``); with a pool, the
+    points in flight (tasks run in the order given, ``jobs`` at a time)."""
+
+    def __init__(self, bar: Any, tasks: list[Task], runner: Any) -> None:
+        self.bar, self.pending = bar, list(tasks)
+        self.jobs = max(1, int(getattr(runner, "jobs", 1) or 1))
+        self.show()
+
+    def started(self, task: Task, component: str) -> None:
+        self.bar.set_postfix_str(f"{_describe(task.point)} · {component}", refresh=True)
+
+    def finished(self, task: Task) -> None:
+        self.pending = [t for t in self.pending if t is not task]
+        self.show()
+
+    def show(self) -> None:
+        if self.jobs == 1 or not self.pending:
+            return  # one at a time: ``started`` says what runs
+        now = [_describe(t.point) for t in self.pending[: self.jobs]]
+        self.bar.set_postfix_str("in flight: " + ", ".join(now), refresh=True)
 
 
 def results_table(

@@ -21,6 +21,7 @@ class TokenNoise:
     flat: np.ndarray  # all ids, concatenated
     bounds: np.ndarray  # document i is flat[bounds[i]:bounds[i + 1]]
     noise: np.ndarray  # (len(flat), dim) d_X noise, one row per token
+    layout: list[Any]  # per document, its Pieces: ids and where the original had a gap
 
 
 def token_noise(
@@ -34,6 +35,8 @@ def token_noise(
     check_rng(rng)
     value = float(eta)
     bb = backbone(backbone_name)
-    ids = bb.token_ids(texts)
+    layout = bb.subwords.encode(texts)
+    ids = [p.ids for p in layout]
     flat, bounds = flatten(ids)
-    return TokenNoise(bb, value, ids, flat, bounds, sample_dx_noise(len(flat), bb.dim, value, rng))
+    noise = sample_dx_noise(len(flat), bb.dim, value, rng)
+    return TokenNoise(bb, value, ids, flat, bounds, noise, layout)

@@ -199,6 +199,8 @@ class CAPE(Defense):
     """
 
     name: ClassVar[str] = "cape"
+    cost_prior: ClassVar[float] = 0.2  # s per 1,000 words (estimate)
+    gpu: ClassVar[float] = 0.25  # encodes with the backbone (privaudit.devices)
     knob: ClassVar[str | None] = "epsilon"
     guarantee: ClassVar[str] = (
         "Laplace noise: epsilon-LDP per coordinate of the [0,1]-normalised pooled "

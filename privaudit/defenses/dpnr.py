@@ -70,6 +70,8 @@ class DPNR(Defense):
     """
 
     name: ClassVar[str] = "dpnr"
+    cost_prior: ClassVar[float] = 0.3  # s per 1,000 words (estimate)
+    gpu: ClassVar[float] = 0.25  # encodes with the backbone (privaudit.devices)
     knob: ClassVar[str | None] = "epsilon"
     guarantee: ClassVar[str] = (
         "epsilon-LDP per coordinate of the [0,1]-normalised pooled representation "

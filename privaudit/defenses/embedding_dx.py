@@ -34,6 +34,7 @@ class EmbeddingDX(Defense):
     """
 
     name: ClassVar[str] = "embedding-dx"
+    cost_prior: ClassVar[float] = 0.03  # s per 1,000 words (estimate)
     knob: ClassVar[str | None] = "eta"
     guarantee: ClassVar[str] = "eta·d_X-privacy per token embedding (Qu et al. 2021)"
     # Two levels: its utility sits at chance at every η the quick grid can afford.

@@ -122,6 +122,7 @@ class HideAndSeek(Defense):
     """
 
     name: ClassVar[str] = "has"
+    cost_prior: ClassVar[float] = 0.2  # s per 1,000 words (estimate)
     knob: ClassVar[str | None] = "level"
     guarantee: ClassVar[str] = "none (empirical anonymization)"
     # The knob is an entity-type preset: 1 = PERSON only … 4 = all 14 HaS types.
@@ -572,7 +573,11 @@ def _model_generator(name: str, rng: np.random.Generator) -> Callable[[str, str]
         )
         if not seq2seq:
             prompt += "\nReplacement:"
-        enc = tokenizer(prompt, return_tensors="pt")
+        from privaudit.devices import torch_device
+
+        device = torch_device()  # the current device: the hide model generates there
+        model.to(device)
+        enc = tokenizer(prompt, return_tensors="pt").to(device)
         pad = (
             tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         )

@@ -19,6 +19,7 @@ class NoDefense(Defense):
     """
 
     name: ClassVar[str] = "none"
+    cost_prior: ClassVar[float] = 0.0  # s per 1,000 words (estimate)
     knob: ClassVar[str | None] = None
     guarantee: ClassVar[str] = "none"
 

@@ -65,9 +65,10 @@ class PlainTokenReconstruction:
         if n == 0:
             return None
         hidden = batch.hidden
-        pos = torch.tensor([p[:n] for p in batch.prefix_positions], dtype=torch.long)
+        device = hidden.device  # the trainer's (privaudit.devices)
+        pos = torch.tensor([p[:n] for p in batch.prefix_positions], dtype=torch.long).to(device)
         at = hidden.gather(1, pos.unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))
-        target = torch.tensor([t[:n] for t in batch.targets], dtype=torch.long)
+        target = torch.tensor([t[:n] for t in batch.targets], dtype=torch.long).to(device)
         logits = head(at)
         ce = torch.nn.functional.cross_entropy(
             logits.reshape(-1, logits.shape[-1]), target.reshape(-1)
@@ -123,6 +124,8 @@ class RAPT(PCT2T):
     """
 
     name: ClassVar[str] = "rapt"
+    version: ClassVar[str] = "2"  # 2: PCT2T tags with the tagger and token rules, no parser
+    cost_prior: ClassVar[float] = 0.4  # s per 1,000 words (estimate)
     guarantee: ClassVar[str] = "eta·d_X-privacy per selected word, within its POS category"
 
     def __init__(

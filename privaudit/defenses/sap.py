@@ -44,6 +44,7 @@ class SAP(Defense):
     """
 
     name: ClassVar[str] = "sap"
+    gpu: ClassVar[float] = 0.25  # runs the bottom model (privaudit.devices)
     knob: ClassVar[str | None] = "eta"
     guarantee: ClassVar[str] = "eta0·d_X-privacy per token representation (Shen et al.)"
     levels: ClassVar[tuple[float, ...]] = (60, 100)  # SAP-CTI too; ~50 s a point

@@ -78,7 +78,8 @@ def environment(meta: dict[str, Any]) -> list[list[str]]:
             ["git commit", str(prov.get("git_commit") or "not a checkout")]]  # fmt: skip
     rows += [[k, str(v)] for k, v in (prov.get("packages") or {}).items()]
     rows += [["python", str(prov.get("python", "—"))], ["platform", str(prov.get("platform"))],
-             ["cpu count", str(prov.get("cpu_count"))]]  # fmt: skip
+             ["cpu count", str(prov.get("cpu_count"))],
+             ["device", str(prov.get("device", "not recorded"))]]  # fmt: skip
     return rows
 
 

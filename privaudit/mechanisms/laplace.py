@@ -132,13 +132,14 @@ def minmax_normalise_torch(x: torch.Tensor) -> torch.Tensor:
 def laplace_like(x: torch.Tensor, scale: float, generator: torch.Generator) -> torch.Tensor:
     """I.i.d. Laplace(0, ``scale``) noise shaped like ``x`` (same dtype and device), drawn from
     ``generator`` as the difference of two Exp(1) variables (``torch.distributions.Laplace``
-    takes no generator); the generator must live on ``x``'s device. ``scale == 0`` returns
-    zeros and consumes no randomness."""
+    takes no generator); the draws are made on the generator's device (e.g. the CPU one of
+    :func:`~privaudit.mechanisms.seeding.seeded_torch`) and moved to ``x``'s, so the noise is
+    the same on every device. ``scale == 0`` returns zeros and consumes no randomness."""
     import torch
 
     b = _check_scale(scale)
     if b == 0.0 or x.numel() == 0:
         return torch.zeros_like(x)
-    e = torch.empty((2, *x.shape), dtype=x.dtype, device=x.device)
+    e = torch.empty((2, *x.shape), dtype=x.dtype, device=generator.device)
     e.exponential_(1.0, generator=generator)
-    return (e[0] - e[1]) * b
+    return ((e[0] - e[1]) * b).to(x.device)

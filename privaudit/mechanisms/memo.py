@@ -23,6 +23,18 @@ includes its inner blocks' charges. The open blocks are shared by the threads of
 (a lock keeps the sums right; a grid runs one point at a time per worker process). The
 ``ObjectMemo`` of :mod:`privaudit.attacks._sentence` caches an attack's own model, not a
 privatization cost, and is not charged.
+
+**Bypass and counters (benchmarks).** A benchmark that repeats a round must time a computation,
+not a lookup: with identical inputs every round after the first is a hit. :func:`memo_bypassed`
+turns every :class:`ContentMemo` of the process off while it is open (every call computes; the
+result is neither looked up nor stored, so the block leaves each memo as it found it), and
+:func:`memo_stats` reads process-wide ``hits`` / ``misses`` / ``bypassed`` counters, so a
+benchmark asserts that its timed rounds made no hit (``(memo_stats() - before).hits == 0``). The
+charged seconds stay right: a bypassed call is not a hit, so it charges nothing, and its time is
+in the block's measured wall time like a miss's. The bypass covers the content memos only, not
+the caches of loaded models (``functools`` caches, ``ObjectMemo``) nor the nearest-neighbour
+radii, which are per-vocabulary constants a steady-state run has warm (see
+``benchmarks/conftest.py`` for the rule of what a benchmark may keep warm).
 """
 
 from __future__ import annotations
@@ -103,6 +115,58 @@ def _charge(seconds: float) -> None:
             charge.hits += 1
 
 
+@dataclass(frozen=True)
+class MemoStats:
+    """Process-wide :class:`ContentMemo` counters: lookups answered by an entry (``hits``),
+    computed and stored (``misses``), computed inside :func:`memo_bypassed` (``bypassed``).
+    Subtract two snapshots to count what a block did."""
+
+    hits: int = 0
+    misses: int = 0
+    bypassed: int = 0
+
+    def __sub__(self, other: MemoStats) -> MemoStats:
+        return MemoStats(
+            self.hits - other.hits, self.misses - other.misses, self.bypassed - other.bypassed
+        )
+
+
+_stats = {"hits": 0, "misses": 0, "bypassed": 0}
+_bypass_depth = 0
+_stats_lock = threading.Lock()
+
+
+def memo_stats() -> MemoStats:
+    """A snapshot of the process-wide :class:`ContentMemo` counters (see the module docstring)."""
+    with _stats_lock:
+        return MemoStats(**_stats)
+
+
+def _count(what: str) -> None:
+    with _stats_lock:
+        _stats[what] += 1
+
+
+@contextmanager
+def memo_bypassed() -> Iterator[None]:
+    """A block in which every :class:`ContentMemo` of the process computes every call: no
+    lookup, nothing stored (see the module docstring). Blocks nest; the bypass is shared by the
+    threads of the process, like :func:`charged_seconds`."""
+    global _bypass_depth
+    with _stats_lock:
+        _bypass_depth += 1
+    try:
+        yield
+    finally:
+        with _stats_lock:
+            _bypass_depth -= 1
+
+
+def memo_is_bypassed() -> bool:
+    """Whether a :func:`memo_bypassed` block is open."""
+    return _bypass_depth > 0
+
+
 class ContentMemo:
     """Least-recently-used memo of ``key -> numpy array`` with at most ``size`` entries; each
     entry keeps the seconds its computation took, charged to open :func:`charged_seconds`
@@ -115,16 +179,24 @@ class ContentMemo:
         self._entries: OrderedDict[str, tuple[np.ndarray, float]] = OrderedDict()
         self.hits = 0
         self.misses = 0
+        self.bypassed = 0
 
     def get(self, key: str, compute: Callable[[], np.ndarray]) -> np.ndarray:
-        """The memoised result for ``key`` (a copy), computing and storing it on a miss."""
+        """The memoised result for ``key`` (a copy), computing and storing it on a miss;
+        inside :func:`memo_bypassed`, always computed and never stored."""
+        if _bypass_depth > 0:
+            self.bypassed += 1
+            _count("bypassed")
+            return np.asarray(compute())
         if key in self._entries:
             self._entries.move_to_end(key)
             self.hits += 1
+            _count("hits")
             value, seconds = self._entries[key]
             _charge(seconds)
             return value.copy()
         self.misses += 1
+        _count("misses")
         t0 = time.perf_counter()
         with charged_seconds() as inner:  # hits inside the computation are part of its cost
             value = np.asarray(compute())

@@ -11,6 +11,9 @@ other candidate is at distance r_w, and ||z|| < r_w / 2, then for any other cand
 radii r_w are computed lazily for the ids that occur and cached (in memory and on disk, keyed by
 the embedding matrix's fingerprint).
 
+Device: on the CPU the search is numpy (no torch); on a GPU (:func:`privaudit.devices.
+offload_device`) the same chunked search runs in torch there, the candidates kept on the device.
+
 Numerics: distances are computed in float32. Two candidates whose distances to a query differ
 by less than float32 rounding (~1e-6 relative) may be swapped; this never affects pruning.
 """
@@ -72,6 +75,11 @@ class NearestNeighbourIndex:
     # -- full search --------------------------------------------------------------------------
     def _search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The k smallest squared distances (minus ||x||^2) and candidate positions, per row."""
+        from privaudit.devices import offload_device
+
+        device = offload_device()  # None on the CPU: this numpy path, unchanged
+        if device is not None:
+            return self._search_torch(queries, k, device)
         n = queries.shape[0]
         best_d = np.full((n, k), np.inf, dtype=np.float32)
         best_i = np.zeros((n, k), dtype=np.int64)
@@ -105,6 +113,41 @@ class NearestNeighbourIndex:
                     bd[:] = np.take_along_axis(all_d, keep, axis=1)
                     bi[:] = np.take_along_axis(all_i, keep, axis=1)
         return best_d, best_i
+
+    def _search_torch(
+        self, queries: np.ndarray, k: int, device: str
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_search` on a GPU (``device``): the same chunked product and selection in
+        torch, the candidates kept on the device; results come back as numpy."""
+        import torch
+
+        cached = getattr(self, "_device_candidates", None)
+        if cached is None or cached[0] != device:
+            cached = (
+                device,
+                torch.from_numpy(self.candidates).to(device),
+                torch.from_numpy(self.sq_norms.astype(np.float32)).to(device),
+            )
+            self._device_candidates = cached
+        _, cand, norms = cached
+        q = torch.from_numpy(np.ascontiguousarray(queries, dtype=np.float32)).to(device)
+        n, n_cand = q.shape[0], cand.shape[0]
+        best_d = torch.full((n, k), float("inf"), device=device)
+        best_i = torch.zeros((n, k), dtype=torch.long, device=device)
+        with torch.inference_mode():
+            for r0 in range(0, n, self.row_block):
+                rows = q[r0 : r0 + self.row_block]
+                for c0 in range(0, n_cand, self.chunk_size):
+                    dist = rows @ cand[c0 : c0 + self.chunk_size].T
+                    dist = dist * -2.0 + norms[c0 : c0 + self.chunk_size]
+                    kk = min(k, dist.shape[1])
+                    d, j = torch.topk(dist, kk, dim=1, largest=False, sorted=True)
+                    all_d = torch.cat([best_d[r0 : r0 + self.row_block], d], dim=1)
+                    all_i = torch.cat([best_i[r0 : r0 + self.row_block], j + c0], dim=1)
+                    keep = torch.argsort(all_d, dim=1, stable=True)[:, :k]
+                    best_d[r0 : r0 + self.row_block] = torch.gather(all_d, 1, keep)
+                    best_i[r0 : r0 + self.row_block] = torch.gather(all_i, 1, keep)
+        return best_d.cpu().numpy(), best_i.cpu().numpy()
 
     def query(self, queries: np.ndarray) -> np.ndarray:
         """The vocabulary id of the nearest candidate to each row of ``queries`` (full search;

@@ -27,12 +27,18 @@ def draw_seed(rng: np.random.Generator) -> int:
 @contextmanager
 def seeded_torch(seed: int | np.random.Generator) -> Iterator[Any]:
     """Seed torch (weights' initialisation, dropout) from ``seed`` — an int, or a generator
-    to draw one from — inside a fork of torch's random state; yields a ``torch.Generator``
-    seeded the same way, for data order."""
+    to draw one from — inside a fork of torch's random state (the CPU's, and the current CUDA
+    device's when :func:`privaudit.devices.current_device` is one); yields a CPU
+    ``torch.Generator`` seeded the same way, for data order (drawn on the CPU, then moved)."""
     import torch
 
+    from privaudit.devices import current_device
+
     value = draw_seed(seed) if isinstance(seed, np.random.Generator) else int(seed)
-    with torch.random.fork_rng(devices=[]):
+    # On a GPU, its random state (dropout there) is forked and seeded too.
+    device = current_device()
+    forked = [torch.device(device).index or 0] if device.startswith("cuda") else []
+    with torch.random.fork_rng(devices=forked, device_type="cuda"):
         torch.manual_seed(value)
         yield torch.Generator().manual_seed(value)
 

@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Literal, get_args
 import numpy as np
 
 from privaudit.api import Defense, Objective, Release, Space, TrainingBatch, UtilityEvaluator
+from privaudit.devices import module_device, to_device, torch_device
 from privaudit.mechanisms.seeding import draw_seed, seeded_torch, torch_threads
 from privaudit.params import Fraction, NonNegativeFloat, PositiveFloat, PositiveInt
 from privaudit.utility.probe import classification_result, objective_status, one_line
@@ -127,8 +128,22 @@ class PeftUtility(UtilityEvaluator):
     """
 
     name: ClassVar[str] = "peft"
+    gpu: ClassVar[float] = 0.5  # trains the encoder (privaudit.devices)
     metric: ClassVar[str] = "balanced_accuracy"
     default_method: ClassVar[str] = "prompt-tuning"
+    #: Rough seconds per 1,000 train + test words on two CPU cores with the quick profile
+    #: (docs/usage.md: prompt tuning ~4 min a cell on the quick grid's 33k words).
+    COST_QUICK: ClassVar[dict[str, float]] = {
+        "prompt-tuning": 7.2, "prefix-tuning": 1.8, "lora": 1.8, "fine-tuning": 3.6,
+    }  # fmt: skip
+
+    @property
+    def cost_prior(self) -> float:  # type: ignore[override]
+        """The estimate's prior (:attr:`privaudit.api.Component.cost_prior`), by method and
+        profile: ``paper`` trains on ~23 times the tokens of ``quick`` (10 epochs, full
+        splits, 128 tokens), about 5 times more per 1,000 words of the paper corpus."""
+        quick = self.COST_QUICK.get(str(self.method), 3.6)
+        return quick * (5.0 if self.profile == "paper" else 1.0)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # The per-method evaluators are named after their method.
@@ -525,7 +540,7 @@ def _train_encoder(
             for p in encoder.parameters():
                 p.requires_grad_(True)
         n_virtual = cfg["num_virtual_tokens"] if cfg["method"] == "prompt-tuning" else 0
-        model = _classifier(encoder, bb.dim, len(classes), n_virtual)
+        model = _classifier(encoder, bb.dim, len(classes), n_virtual).to(torch_device())
         params = [p for p in model.parameters() if p.requires_grad]
         trainable = sum(p.numel() for p in params)
         # The objective's head right after the classifier: the seeded draws keep their order.
@@ -588,7 +603,7 @@ def _train_top(
                 pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
                 return self.head(pooled), hidden, pooled
 
-        model = Top()
+        model = Top().to(torch_device())
         params = [p for p in model.parameters() if p.requires_grad]
         trainable = sum(p.numel() for p in params)
         extra = _objective_term(objective, targets, inputs.plain, bb.dim, params)
@@ -617,7 +632,7 @@ def _objective_term(
     the rows' token states, features, plain-prefix positions and targets."""
     if objective is None:
         return None
-    head = objective.head(hidden_size, targets)
+    head = objective.head(hidden_size, targets).to(torch_device())  # beside the model
     params += list(head.parameters())
 
     def term(hidden: Any, features: Any, rows: Any) -> Any:
@@ -651,6 +666,7 @@ def _loop(
     from tqdm.auto import tqdm
 
     n, bs = len(target), cfg["batch_size"]
+    device = module_device(model)  # the data stays on the CPU; each batch moves there
     steps = cfg["epochs"] * math.ceil(n / bs)
     bar = tqdm(total=steps, desc=f"train {cfg['method']}", leave=False,
                disable=None if progress is None else not progress)  # fmt: skip
@@ -660,9 +676,9 @@ def _loop(
         order = torch.randperm(n, generator=generator)
         for start in range(0, n, bs):
             rows = order[start : start + bs]
-            out = model(inputs.batch(rows) if hasattr(inputs, "batch") else inputs[rows])
-            logits, hidden, features = out
-            loss = torch.nn.functional.cross_entropy(logits, target[rows])
+            batch = inputs.batch(rows) if hasattr(inputs, "batch") else inputs[rows]
+            logits, hidden, features = model(to_device(batch, device))
+            loss = torch.nn.functional.cross_entropy(logits, target[rows].to(device))
             if extra is not None:
                 term = extra(hidden, features, rows)
                 if term is not None:
@@ -688,8 +704,8 @@ def _predict_encoder(model: Any, inputs: _Inputs, batch_size: int) -> np.ndarray
     with torch.inference_mode():
         for start in range(0, len(inputs), batch_size):
             rows = torch.arange(start, min(start + batch_size, len(inputs)))
-            logits, _, _ = model(inputs.batch(rows))
-            out.append(logits.argmax(1).numpy())
+            logits, _, _ = model(to_device(inputs.batch(rows), module_device(model)))
+            out.append(logits.argmax(1).cpu().numpy())
     return np.concatenate(out) if out else np.zeros(0, np.int64)
 
 
@@ -729,7 +745,7 @@ def _train_head(
                 h = self.trunk(z)
                 return self.task(h), None, h
 
-        model = Head()
+        model = Head().to(torch_device())
         params = list(model.parameters())
         trainable = sum(p.numel() for p in params)
         # The objective reads the trunk's output (256 wide), what the task head reads.
@@ -746,4 +762,4 @@ def _predict_head(model: Any, x: np.ndarray) -> np.ndarray:
 
     xs = torch.from_numpy(((x - model.mean) / model.std).astype(np.float32))
     with torch.inference_mode():
-        return model(xs)[0].argmax(1).numpy()
+        return model(xs.to(module_device(model)))[0].argmax(1).cpu().numpy()

@@ -41,6 +41,8 @@ class Probe(UtilityEvaluator):
     """
 
     name: ClassVar[str] = "probe"
+    cost_prior: ClassVar[float] = 0.35  # s per 1,000 words (estimate)
+    gpu: ClassVar[float] = 0.25  # encodes with the backbone (privaudit.devices)
     metric: ClassVar[str] = "balanced_accuracy"
 
     def __init__(

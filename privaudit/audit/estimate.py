@@ -1,0 +1,418 @@
+"""What a grid will cost, known before its first cell.
+
+A grid's work is a sum of component runs: per defense point one privatize step (train and
+test) and, unless stored, one utility evaluation; per unfinished attack cell one attack. Each
+component's cost is kept as **seconds per 1,000 corpus words** (privatize and utility: the
+train and test splits' words; an attack: the test and aux splits'), so a measurement on the
+quick grid's corpus prices the paper grid's too. The book of costs is ``costs.json`` in
+:func:`privaudit.mechanisms.memo.cache_dir`, one section per machine (:func:`machine_tag`: OS,
+architecture, CPU count), updated after every defense point of a run.
+
+A cost is looked up from the most specific measurement to the least: the component with its
+parameters (a digest; a defense's knob left out, so every level shares one entry) on this
+defense, the component by name on this defense, with its parameters on any defense, by name
+on any defense; before any measurement, the class's ``cost_prior``
+(:attr:`privaudit.api.Component.cost_prior`). Per defense entries learn what does not apply
+(an attack that is ``n/a`` on a defense costs nothing there) and what a release's kind costs
+(the probe on pooled vectors needs no encoding). Finished cells of a resumed run cost 0.
+
+Privatize seconds are the wall time a point took, not its charged time (which adds what the
+content memos saved: :func:`privaudit.mechanisms.memo.charged_seconds`): the estimate
+predicts this run's wall clock, where the memo's savings are real. The driver's own work
+(results tables, plots, leaderboard, report) is one more entry, per cell.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import platform
+import warnings
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from privaudit.audit.config import GridConfig
+
+COSTS_FILE = "costs.json"
+FORMAT = 1
+#: A running average weighs at most this many samples, so a component that got faster (or
+#: slower) shows within a few runs.
+MAX_WEIGHT = 20.0
+#: Seconds per cell of the driver's own work (tables, plots, leaderboard, report), unmeasured.
+OUTPUTS_PRIOR = 0.1
+OUTPUTS = "outputs"
+#: Seconds a pool's worker spends before its first point (start, imports, the grid's context),
+#: measured as the driver's own context build; added once when points run in a pool.
+STARTUP = "startup"
+STARTUP_PRIOR = 20.0
+#: Cores a point keeps busy in one process (the quick grid ran at 163 % CPU on two cores):
+#: a pool speeds a grid up by at most cores / this, however many workers it has.
+SERIAL_CORES = 1.6
+
+
+def machine_tag() -> str:
+    """This machine's section of the book: measurements on a cluster node or a laptop are
+    never mixed with these."""
+    return f"{platform.system()}-{platform.machine()}-{os.cpu_count() or 1}cpu"
+
+
+def costs_path() -> Path:
+    from privaudit.mechanisms.memo import cache_dir
+
+    return cache_dir() / COSTS_FILE
+
+
+def _digest(params: dict[str, Any]) -> str:
+    blob = json.dumps(params, sort_keys=True, default=str).encode()
+    return hashlib.blake2b(blob, digest_size=4).hexdigest()
+
+
+def component_id(obj: Any) -> str:
+    """``name@digest`` of a component's parameters (a defense's knob left out: every level of
+    one defense spec costs alike)."""
+    params = dict(obj.params())
+    knob = getattr(obj, "knob", None)
+    if knob is not None:
+        params.pop(knob, None)
+    return f"{obj.name}@{_digest(params)}"
+
+
+def privatize_keys(defense: Any) -> list[str]:
+    return [f"privatize:{component_id(defense)}", f"privatize:{defense.name}"]
+
+
+def _on_defense_keys(kind: str, obj: Any, defense: str) -> list[str]:
+    ident = component_id(obj)
+    return [
+        f"{kind}:{ident}|{defense}",
+        f"{kind}:{obj.name}|{defense}",
+        f"{kind}:{ident}",
+        f"{kind}:{obj.name}",
+    ]
+
+
+def utility_keys(evaluator: Any, defense: str) -> list[str]:
+    return _on_defense_keys("utility", evaluator, defense)
+
+
+def attack_keys(attack: Any, defense: str) -> list[str]:
+    return _on_defense_keys("attack", attack, defense)
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """A corpus's size in the units costs scale with: thousands of words."""
+
+    point_kwords: float  # train + test: what a point privatizes and the evaluator reads
+    attack_kwords: float  # test + aux: what an attacker attacks and queries
+
+    @classmethod
+    def of(cls, corpus: Any) -> Sizes:
+        def words(split: str) -> int:
+            if split not in corpus.splits:
+                return 0
+            return sum(len(t.split()) for t in corpus.texts(split))
+
+        test = words("test")
+        return cls((words("train") + test) / 1000, (test + words("aux")) / 1000)
+
+
+class CostBook:
+    """The measured costs of this machine (``costs.json``): read once, added to by a run,
+    saved by read-merge-write under a lock so that concurrent runs lose nothing. An
+    unreadable file is ignored (a warning) and rewritten on the next save."""
+
+    def __init__(self, path: Path | None = None, machine: str | None = None) -> None:
+        self.path: Path | None = Path(path) if path is not None else costs_path()
+        self.machine = machine or machine_tag()
+        self._pending: dict[str, list[float]] = {}
+        self.entries: dict[str, dict[str, float]] = self._read(warn=True).get(self.machine, {})
+
+    @classmethod
+    def empty(cls) -> CostBook:
+        """A book with no file: priors only, nothing kept (no cache directory to use)."""
+        book = cls.__new__(cls)
+        book.path, book.machine, book._pending, book.entries = None, machine_tag(), {}, {}
+        return book
+
+    def _read(self, *, warn: bool) -> dict[str, dict[str, dict[str, float]]]:
+        """Every machine's entries (``{}`` when the file is absent or unreadable)."""
+        if self.path is None:
+            return {}
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            if not isinstance(data, dict) or data.get("format") != FORMAT:
+                raise ValueError(f"not a privaudit cost file of format {FORMAT}")
+            machines = data["machines"]
+            for entries in machines.values():
+                for entry in entries.values():
+                    float(entry["seconds"]), float(entry["units"]), float(entry["n"])
+            return machines
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            if warn:
+                warnings.warn(
+                    f"ignoring the unreadable cost file {self.path} ({type(exc).__name__}: "
+                    f"{exc}); estimates use priors and the file is rewritten after this run",
+                    stacklevel=3,
+                )
+            return {}
+
+    def rate(self, keys: Sequence[str]) -> float | None:
+        """Seconds per unit of the first of ``keys`` that was measured (None: none was)."""
+        for key in keys:
+            entry = self.entries.get(key)
+            if entry and entry["units"] > 0:
+                return entry["seconds"] / entry["units"]
+        return None
+
+    def measured(self, keys: Sequence[str]) -> bool:
+        return self.rate(keys) is not None
+
+    def add(self, keys: Sequence[str], seconds: float, units: float) -> None:
+        """One measurement of ``seconds`` for ``units``, filed under every key."""
+        if not (math.isfinite(seconds) and seconds >= 0 and units > 0):
+            return
+        for key in keys:
+            slot = self._pending.setdefault(key, [0.0, 0.0, 0.0])
+            slot[0] += seconds
+            slot[1] += units
+            slot[2] += 1
+
+    def record(self, ctx: Any, task: Any, records: list[tuple[str, dict[str, Any]]]) -> None:
+        """File the measurements in a finished point's records (failed ones say nothing)."""
+        sizes = Sizes.of(ctx.corpus)
+        defense = ctx.defense(task.point)
+        by_key = dict(records)
+        point = by_key.get(task.point_key)
+        if point is not None and point.get("status") == "ok":
+            wall = point.get("privatize_wall_seconds", point.get("privatize_seconds"))
+            self.add(privatize_keys(defense), float(wall), sizes.point_kwords)
+            self.add(
+                utility_keys(ctx.evaluator, defense.name),
+                float(point.get("utility_seconds", math.nan)), sizes.point_kwords,
+            )  # fmt: skip
+        for label, key in task.attack_keys.items():
+            record = by_key.get(key)
+            if record is None or record.get("status") == "failed" or not record.get("rows"):
+                continue
+            # n/a before running costs (about) nothing; every row of a cell shares its time
+            seconds = float(record["rows"][0].get("attack_seconds", 0.0))
+            self.add(attack_keys(ctx.attacks[label], defense.name), seconds, sizes.attack_kwords)
+
+    def save(self) -> None:
+        """Merge this run's measurements into the file (atomically, under a lock)."""
+        if not self._pending or self.path is None:
+            return
+        from privaudit.audit.store import write_json
+
+        with _locked(self.path.with_name(self.path.name + ".lock")):
+            machines = self._read(warn=False)  # another run may have written since
+            entries = machines.setdefault(self.machine, {})
+            for key, (seconds, units, n) in self._pending.items():
+                old = entries.get(key, {"seconds": 0.0, "units": 0.0, "n": 0.0})
+                total = old["n"] + n
+                keep = min(1.0, MAX_WEIGHT / total)
+                entries[key] = {
+                    "seconds": (old["seconds"] + seconds) * keep,
+                    "units": (old["units"] + units) * keep,
+                    "n": total * keep,
+                }
+            write_json(self.path, {"format": FORMAT, "machines": machines})
+        self.entries = dict(entries)
+        self._pending.clear()
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive advisory lock on ``path`` (none where ``fcntl`` is missing)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: the merge still re-reads first
+        yield
+        return
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@dataclass
+class Work:
+    """One defense point to compute: its defense, whether its utility is still to measure,
+    and the attacks (labels) of its unfinished cells."""
+
+    defense: Any
+    utility: bool
+    attacks: list[str]
+
+
+@dataclass
+class Estimate:
+    points: int
+    cells: int
+    done: int  # cells already in the store
+    seconds: float  # the work in one process, seconds
+    wall: float  # with ``jobs`` workers
+    jobs: int
+    measured: int  # components priced from this machine's measurements
+    components: int
+    priors: list[str] = field(default_factory=list)  # the others, by name
+
+    def lines(self) -> list[str]:
+        todo = self.cells - self.done
+        size = (
+            f"Grid: {self.points} points, {self.cells} cells ({self.done} done, {todo} to compute)"
+        )
+        if todo == 0:
+            return [size + "; nothing to compute but the tables and report."]
+        source = f"measured costs for {self.measured} of {self.components} components"
+        if self.priors:
+            shown = ", ".join(self.priors[:6]) + (" …" if len(self.priors) > 6 else "")
+            source += f", priors for {len(self.priors)}: {shown}"
+        jobs = f" with {self.jobs} workers ({_duration(self.seconds)} of work)" if (
+            self.jobs > 1) else ""  # fmt: skip
+        return [f"{size}; estimated wall time ≈ {_duration(self.wall)}{jobs}", f"({source})"]
+
+    def record(self) -> dict[str, Any]:
+        """For run.json: what was predicted, beside the run's measured elapsed time."""
+        return {
+            "seconds": round(self.wall, 1), "work_seconds": round(self.seconds, 1),
+            "jobs": self.jobs, "cells_done": self.done, "measured": self.measured,
+            "components": self.components, "priors": self.priors, "machine": machine_tag(),
+        }  # fmt: skip
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def estimate(
+    work: Sequence[Work], attacks: dict[str, Any], evaluator: Any, sizes: Sizes,
+    book: CostBook, *, points: int, cells: int, done: int, jobs: int = 1,
+) -> Estimate:  # fmt: skip
+    """The predicted cost of ``work`` (see the module docstring). With ``jobs`` workers the
+    points' work is shared out, bounded below by the costliest point; the driver's outputs
+    are not shared, and the workers' start-up is added once. One process already keeps
+    about :data:`SERIAL_CORES` cores busy, so the speed-up is ``jobs`` at most and
+    ``cores / SERIAL_CORES`` at most (1.25 on two cores)."""
+    known: dict[str, bool] = {}  # component -> priced by a measurement
+
+    def price(keys: list[str], obj: Any, units: float, component: str) -> float:
+        rate = book.rate(keys)
+        known[component] = known.get(component, False) or rate is not None
+        if rate is None:
+            rate = float(getattr(obj, "cost_prior", 0.3))
+        return rate * units
+
+    per_point = []
+    for item in work:
+        d = item.defense
+        ident = f"{d.name} ({d.params().get('mode')})" if "mode" in d.params() else d.name
+        seconds = price(privatize_keys(d), d, sizes.point_kwords, f"defense {ident}")
+        if item.utility:
+            seconds += price(
+                utility_keys(evaluator, d.name), evaluator, sizes.point_kwords,
+                f"utility {evaluator.name}",
+            )  # fmt: skip
+        for label in item.attacks:
+            attack = attacks[label]
+            seconds += price(attack_keys(attack, d.name), attack, sizes.attack_kwords, label)
+        per_point.append(seconds)
+    outputs = book.rate([OUTPUTS])
+    outputs_s = (outputs if outputs is not None else OUTPUTS_PRIOR) * cells
+    work_s = sum(per_point)
+    jobs = max(1, min(jobs, len(per_point) or 1))
+    speedup = min(float(jobs), max(1.0, (os.cpu_count() or 1) / SERIAL_CORES))
+    wall = max(work_s / speedup, max(per_point, default=0.0)) + outputs_s
+    if jobs > 1:  # the workers start (in parallel) before their first point
+        startup = book.rate([STARTUP])
+        wall += startup if startup is not None else STARTUP_PRIOR
+    return Estimate(
+        points=points, cells=cells, done=done, seconds=work_s + outputs_s, wall=wall,
+        jobs=jobs, measured=sum(known.values()), components=len(known),
+        priors=sorted(c for c, ok in known.items() if not ok),
+    )  # fmt: skip
+
+
+def estimate_config(
+    config: GridConfig, *, run_dir: str | Path | None = None, jobs: int | None = None,
+    book: CostBook | None = None,
+) -> Estimate:  # fmt: skip
+    """The estimate of ``config`` from the config alone: components built (every name and
+    value checked), the corpus loaded for its size; no defense fitted, nothing calibrated,
+    nothing written. With ``run_dir`` (a run to resume), its finished cells count as done:
+    that needs the backbone's fingerprint (the model is loaded, not run)."""
+    import numpy as np
+
+    from privaudit.audit.cells import build_components, point_keys
+    from privaudit.audit.plan import cell_key, check_levels, identity
+    from privaudit.audit.store import RunDir
+    from privaudit.registry import CORPORA, build_component
+
+    config.check_names()
+    defenses, attacks, evaluator = build_components(config)
+    check_levels(config, defenses)
+    corpus = build_component(
+        CORPORA, config.corpus.name, config.corpus.params, None, "corpus.params"
+    ).subset(config.corpus.limits, np.random.default_rng(config.seeds[0]))
+    store = None
+    if run_dir is not None and RunDir(run_dir).config_json.is_file():  # a run: read its cells
+        store = RunDir(run_dir).store()
+    fps: tuple[str, str] | None = None
+    if store is not None:
+        from privaudit.resources import backbone as load_backbone
+
+        fps = corpus.fingerprint(), load_backbone(config.backbone).fingerprint
+
+    work, points, cells, done = [], 0, 0, 0
+    for i, spec in enumerate(config.defenses):
+        base = defenses[i]
+        levels: list[float | None] = list(spec.knob_values or [None])
+        if spec.target_rates:  # calibrated levels: known only if a run cached them
+            cached = None
+            if store is not None and fps is not None:
+                key = cell_key("calibration", identity(base, *fps, config.seeds[0]),
+                               spec.target_rates)  # fmt: skip
+                cached = store.get(key)
+            levels = [lv[0] for lv in cached["levels"]] if cached else [None] * len(
+                spec.target_rates)  # fmt: skip
+        for value in levels:
+            defense = base if value is None else base.with_knob(value)
+            for seed in config.seeds:
+                points += 1
+                cells += len(attacks)
+                todo, utility = list(attacks), True
+                # an uncalibrated level's key is unknown: its cells count as to compute
+                if (
+                    store is not None
+                    and fps is not None
+                    and (value is not None or not spec.target_rates)
+                ):
+                    ident = identity(defense, *fps, seed)
+                    pkey, ckeys = point_keys(ident, evaluator, attacks)
+                    utility = store.finished(pkey) is None
+                    todo = [label for label, k in ckeys.items() if store.finished(k) is None]
+                done += len(attacks) - len(todo)
+                if utility or todo:
+                    work.append(Work(defense, utility, todo))
+    spec_jobs = jobs if jobs is not None else config.executor.jobs
+    return estimate(
+        work, attacks, evaluator, Sizes.of(corpus), book or CostBook(), points=points,
+        cells=cells, done=done, jobs=spec_jobs,
+    )  # fmt: skip

@@ -1,0 +1,211 @@
+"""Where torch computations run: ``auto``, ``cpu``, ``cuda``, ``cuda:N`` or ``mps``.
+
+One device per block of work: :func:`use_device` sets it (a context variable, so threads and
+nested blocks see their own), and every torch computation reads :func:`current_device`
+(backbone forwards, nearest-neighbour search off the CPU, attacks' and trainers' networks,
+the defenses' torch code). ``auto`` (the default) is a GPU when torch sees one: CUDA, else
+Apple's MPS, else the CPU.
+
+Torch is imported only to resolve ``auto``, ``cuda*`` or ``mps``: ``cpu`` needs none, so a
+run that never touches torch (T2T on text) does not load it.
+
+Randomness stays on the CPU where it can: seeds come from the cell's numpy generator, data
+order and initial draws come from a CPU ``torch.Generator`` and are moved to the device, so a
+seeded result is reproducible on the same device (a GPU's kernels may differ numerically from
+the CPU's, so results are not bitwise equal across devices).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+#: What ``--device`` and the grid's ``device:`` accept.
+DEVICE_HELP = "auto (a GPU when torch sees one), cpu, cuda, cuda:N or mps"
+
+_PATTERN = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+_CURRENT: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "privaudit_device", default=None
+)
+
+
+def check_device(spec: object) -> str:
+    """``spec`` normalised (stripped, lower case) if it names a device kind, else a one-line
+    ``ValueError``/``TypeError``; does not look at the hardware (see :func:`resolve_device`)."""
+    if spec is None:
+        return "auto"
+    if not isinstance(spec, str):
+        raise TypeError(f"A device is a string ({DEVICE_HELP}), got {type(spec).__name__}.")
+    value = spec.strip().lower()
+    if not _PATTERN.match(value):
+        raise ValueError(f"Unknown device {spec!r}: expected {DEVICE_HELP}.")
+    return value
+
+
+def _mps_available(torch: Any) -> bool:
+    mps = getattr(torch.backends, "mps", None)
+    return bool(mps is not None and mps.is_available())
+
+
+def resolve_device(spec: str | None = "auto") -> str:
+    """The concrete device for ``spec``: ``auto`` → ``cuda`` if torch sees a CUDA GPU, else
+    ``mps`` if available, else ``cpu``. A GPU asked for but not present is a one-line
+    ``ValueError`` saying what to do."""
+    value = check_device(spec)
+    if value == "cpu":
+        return "cpu"
+    import torch
+
+    if value == "auto":
+        if torch.cuda.is_available():
+            return "cuda"
+        return "mps" if _mps_available(torch) else "cpu"
+    if value == "mps":
+        if not _mps_available(torch):
+            raise ValueError(
+                "Device 'mps' is not available (torch sees no Apple GPU); use --device cpu "
+                "or --device auto."
+            )
+        return value
+    if not torch.cuda.is_available():
+        raise ValueError(
+            f"Device {value!r} is not available: torch {torch.__version__} sees no CUDA GPU "
+            "(a CPU-only build, or no driver); use --device cpu or --device auto, or install "
+            "a CUDA build of torch."
+        )
+    index = int(value.split(":")[1]) if ":" in value else 0
+    count = torch.cuda.device_count()
+    if index >= count:
+        raise ValueError(
+            f"Device {value!r} is not available: torch sees {count} CUDA GPU(s), numbered "
+            f"0..{count - 1}."
+        )
+    return value
+
+
+def current_device() -> str:
+    """The device torch code runs on: the innermost :func:`use_device`'s, resolved; ``auto``
+    (also when no block is active) is resolved once per process."""
+    value = _CURRENT.get()
+    return _auto() if value in (None, "auto") else value
+
+
+def offload_device() -> str | None:
+    """The current device when it is not the CPU, for numpy code with a torch variant (the
+    nearest-neighbour search); ``None`` means "stay in numpy". Under ``auto`` this never
+    imports torch: while torch is not loaded (a run that needs no torch, e.g. T2T on text),
+    the answer is ``None``; an explicit ``cuda``/``mps`` always offloads."""
+    value = _CURRENT.get()
+    if value in (None, "auto") and "torch" not in sys.modules:
+        return None
+    device = current_device()
+    return None if device == "cpu" else device
+
+
+_AUTO: str | None = None
+
+
+def _auto() -> str:
+    global _AUTO
+    if _AUTO is None:
+        _AUTO = resolve_device("auto")
+        if _AUTO.startswith("cuda"):
+            _deterministic_cuda()
+    return _AUTO
+
+
+@contextmanager
+def use_device(spec: str | None = "auto") -> Iterator[str]:
+    """Run the block with torch computations on ``spec``; yields the spec checked (``auto``
+    stays ``auto``, resolved on first use, so a block that needs no torch never imports it;
+    ``cuda``/``mps`` are checked against the hardware here, a one-line ``ValueError``)."""
+    value = check_device(spec)
+    device = value if value == "auto" else resolve_device(value)
+    if device.startswith("cuda"):
+        _deterministic_cuda()
+    token = _CURRENT.set(device)
+    try:
+        yield device
+    finally:
+        _CURRENT.reset(token)
+
+
+def _deterministic_cuda() -> None:
+    """Deterministic cuDNN and cuBLAS for this process (seeded runs repeat on one GPU)."""
+    import torch
+
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+
+
+def is_cpu(device: str | None = None) -> bool:
+    """Whether ``device`` (default: the current one) is the CPU."""
+    return (device if device is not None else current_device()) == "cpu"
+
+
+def torch_device() -> Any:
+    """The current device as a ``torch.device``."""
+    import torch
+
+    return torch.device(current_device())
+
+
+def tensor(array: Any, dtype: Any = None) -> Any:
+    """A numpy array (or list) as a tensor on the current device (no copy on the CPU)."""
+    import numpy as np
+    import torch
+
+    value = (
+        torch.from_numpy(np.ascontiguousarray(array))
+        if isinstance(array, np.ndarray)
+        else (torch.as_tensor(array))
+    )
+    return value.to(device=current_device(), dtype=dtype)
+
+
+def numpy(value: Any) -> Any:
+    """A tensor, wherever it lives, as a numpy array (detached, on the CPU)."""
+    return value.detach().cpu().numpy()
+
+
+def module_device(module: Any) -> Any:
+    """The device of a module's first parameter (the CPU for one without parameters)."""
+    import torch
+
+    for parameter in module.parameters():
+        return parameter.device
+    return torch.device("cpu")
+
+
+def uses_gpu(device: str) -> bool:
+    """Whether a resolved device is a CUDA GPU (what the Ray executor requests GPUs for)."""
+    return device.startswith("cuda")
+
+
+def to_device(value: Any, device: Any = None) -> Any:
+    """A tensor, or a dict/list/tuple of them (other values kept), moved to ``device``
+    (default: the current one)."""
+    target = current_device() if device is None else device
+    if isinstance(value, dict):
+        return {k: to_device(v, target) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(to_device(v, target) for v in value)
+    return value.to(target) if hasattr(value, "to") and hasattr(value, "device") else value
+
+
+def describe_device(device: str | None = None) -> str:
+    """``device`` (default: the current one) for a record, e.g. ``cuda:0 (NVIDIA H100)``;
+    ``cpu`` as it is (no torch imported for it)."""
+    value = current_device() if device is None else device
+    if not value.startswith("cuda"):
+        return value
+    import torch
+
+    index = torch.device(value).index or 0
+    return f"cuda:{index} ({torch.cuda.get_device_name(index)})"

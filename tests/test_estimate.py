@@ -1,0 +1,233 @@
+"""The cost of a grid known before it starts (privaudit.audit.estimate): priors, measured
+costs kept per machine, resumed cells free, the progress callback, `run --estimate`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from typer.testing import CliRunner
+
+from privaudit.audit.config import load_config
+from privaudit.audit.estimate import (
+    COSTS_FILE,
+    STARTUP,
+    STARTUP_PRIOR,
+    CostBook,
+    Sizes,
+    Work,
+    estimate,
+    estimate_config,
+    machine_tag,
+)
+
+cli = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def fresh_cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A cache directory of this module's own: no costs measured by another test."""
+    with pytest.MonkeyPatch.context() as mp:
+        cache = tmp_path_factory.mktemp("estimate-cache")
+        mp.setenv("PRIVAUDIT_CACHE", str(cache))
+        yield cache
+
+
+@pytest.fixture(scope="module")
+def prior_and_run(fresh_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The smoke grid's estimate from priors (nn-inversion's made absurd, so a measured
+    estimate must beat it), then the smoke run itself."""
+    from privaudit.attacks.nn_inversion import NNInversion
+    from privaudit.audit.runner import run_grid
+
+    config = load_config("smoke")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(NNInversion, "cost_prior", 100.0)
+        prior = estimate_config(config)
+    run = run_grid(config, run_dir=tmp_path_factory.mktemp("runs") / "smoke", progress=False)
+    return config, prior, run
+
+
+def test_priors_before_any_measurement(fresh_cache: Path, prior_and_run: Any) -> None:
+    _, prior, _ = prior_and_run
+    assert (prior.points, prior.cells, prior.done) == (4, 4, 0)
+    assert prior.measured == 0 and prior.components == 4
+    assert prior.priors == ["defense none", "defense t2t", "nn-inversion", "utility probe"]
+    # 4 cells x 100 s per 1,000 words of the smoke corpus's test + aux words
+    assert prior.wall > 4 * 100 * 0.5
+    assert "priors for 4" in "\n".join(prior.lines())
+
+
+def test_a_run_keeps_measured_costs_and_the_next_estimate_uses_them(
+    fresh_cache: Path, prior_and_run: Any
+) -> None:
+    config, prior, run = prior_and_run
+    data = json.loads((fresh_cache / COSTS_FILE).read_text())
+    entries = data["machines"][machine_tag()]
+    for key in ("privatize:t2t", "utility:probe|t2t", "attack:nn-inversion|none", "outputs"):
+        assert entries[key]["units"] > 0 and entries[key]["seconds"] >= 0, key
+    meta = json.loads((run.run_dir / "run.json").read_text())
+    assert meta["estimate"]["cells_done"] == 0 and meta["estimate"]["seconds"] > 0
+    elapsed = meta["elapsed_seconds"]
+    again = estimate_config(config)
+    assert again.measured == again.components == 4 and not again.priors
+    assert abs(again.wall - elapsed) < abs(prior.wall - elapsed)
+    assert elapsed / 4 < again.wall < elapsed * 4
+
+
+def test_resumed_cells_are_free(prior_and_run: Any) -> None:
+    config, _, run = prior_and_run
+    whole = estimate_config(config, run_dir=run.run_dir)
+    assert (whole.done, whole.cells) == (4, 4)
+    assert "nothing to compute" in whole.lines()[0]
+    store = run.run_dir / "cells"
+    cells = [p for p in store.iterdir() if json.loads(p.read_text())["kind"] == "cell"]
+    fresh = estimate_config(config)
+    gone = cells[0]
+    saved = gone.read_text()
+    gone.unlink()
+    try:
+        part = estimate_config(config, run_dir=run.run_dir)
+    finally:
+        gone.write_text(saved)
+    assert (part.done, part.cells) == (3, 4)
+    assert "(3 done, 1 to compute)" in part.lines()[0]
+    assert 0 < part.wall < fresh.wall
+
+
+class _Fake:
+    """A component as the estimate reads it: a name, parameters and a prior."""
+
+    knob: ClassVar[str | None] = None
+
+    def __init__(self, name: str, prior: float) -> None:
+        self.name, self.cost_prior = name, prior
+
+    def params(self) -> dict[str, Any]:
+        return {}
+
+
+def test_workers_share_the_points_but_not_the_costliest_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("os.cpu_count", lambda: 16)  # cores for 2 and 8 workers
+    book = CostBook(tmp_path / COSTS_FILE)
+    sizes = Sizes(point_kwords=10.0, attack_kwords=10.0)
+    attacks = {"a": _Fake("a", 1.0)}
+    evaluator = _Fake("probe", 0.0)
+    work = [Work(_Fake(f"d{i}", 0.0), True, ["a"]) for i in range(4)]  # 10 s each
+
+    def wall(jobs: int, items: list[Work]) -> float:
+        return estimate(items, attacks, evaluator, sizes, book, points=len(items),
+                        cells=0, done=0, jobs=jobs).wall  # fmt: skip
+
+    assert wall(1, work) == pytest.approx(40.0)
+    # a pool: the points shared out, plus the workers' start-up (a prior before measured)
+    assert wall(2, work) == pytest.approx(20.0 + STARTUP_PRIOR)
+    heavy = [*work, Work(_Fake("big", 0.0), True, ["a"] * 10)]  # one point of 100 s
+    assert wall(8, heavy) == pytest.approx(100.0 + STARTUP_PRIOR)
+    book.add([STARTUP], 5.0, 1.0)
+    book.save()
+    assert wall(2, work) == pytest.approx(25.0)
+    lines = estimate(work, attacks, evaluator, sizes, book, points=4, cells=4, done=0,
+                     jobs=2).lines()  # fmt: skip
+    assert "with 2 workers" in lines[0] and "of work" in lines[0]
+    monkeypatch.setattr("os.cpu_count", lambda: 2)  # one process keeps 1.6 of them busy
+    assert wall(2, work) == pytest.approx(40.0 / 1.25 + 5.0)
+
+
+def test_an_unreadable_cost_file_is_ignored_and_rewritten(tmp_path: Path) -> None:
+    path = tmp_path / COSTS_FILE
+    for garbage in ("{not json", json.dumps({"format": 1, "machines": {"m": {"k": 3}}}), "[]"):
+        path.write_text(garbage)
+        with pytest.warns(UserWarning, match="unreadable cost file"):
+            book = CostBook(path)
+        assert book.entries == {} and book.rate(["k"]) is None
+        book.add(["privatize:x"], 2.0, 4.0)
+        book.save()
+        data = json.loads(path.read_text())
+        assert data["machines"][machine_tag()]["privatize:x"]["seconds"] == 2.0
+        assert CostBook(path).rate(["privatize:x"]) == 0.5
+
+
+def test_concurrent_books_lose_nothing(tmp_path: Path) -> None:
+    path = tmp_path / COSTS_FILE
+    first, second, other = CostBook(path), CostBook(path), CostBook(path, machine="cluster")
+    first.add(["a", "shared"], 1.0, 1.0)
+    second.add(["b", "shared"], 3.0, 1.0)
+    other.add(["shared"], 100.0, 1.0)
+    for book in (first, second, other):
+        book.save()
+    here = CostBook(path)
+    assert here.rate(["a"]) == 1.0 and here.rate(["b"]) == 3.0
+    assert here.rate(["shared"]) == 2.0  # both runs' samples, not the cluster's
+    assert CostBook(path, machine="cluster").rate(["shared"]) == 100.0
+
+
+def test_a_running_average_weighs_at_most_max_weight_samples(tmp_path: Path) -> None:
+    from privaudit.audit.estimate import MAX_WEIGHT
+
+    book = CostBook(tmp_path / COSTS_FILE)
+    for _ in range(int(MAX_WEIGHT) * 3):
+        book.add(["k"], 1.0, 1.0)
+    book.save()
+    book.add(["k"], 2.0 * MAX_WEIGHT, MAX_WEIGHT)  # as many samples again, twice as slow
+    book.save()
+    assert book.entries["k"]["n"] == MAX_WEIGHT
+    assert book.rate(["k"]) == pytest.approx(1.5)
+
+
+def test_progress_reports_each_component_as_it_starts(fresh_cache: Path) -> None:
+    from privaudit.audit.cells import Task, context_for
+    from privaudit.audit.executors import LocalExecutor
+    from privaudit.audit.plan import plan
+
+    config = load_config("smoke")
+    ctx = context_for(config)
+    point = plan(config, ctx)[1]
+    point_key, cells = ctx.keys(point)
+    seen: list[tuple[str, str]] = []
+    records = list(LocalExecutor(1).run(
+        config, ctx, [Task(point, point_key, cells)], lambda k, r: None,
+        on_start=lambda task, what: seen.append((task.point.label, what)),
+    ))  # fmt: skip
+    assert seen == [("t2t", "privatize"), ("t2t", "probe"), ("t2t", "nn-inversion")]
+    (_, done), = records  # fmt: skip
+    point_record = dict(done)[point_key]
+    assert 0 <= point_record["privatize_wall_seconds"] <= point_record["privatize_seconds"]
+    cached = Task(point, point_key, cells, cached_utility=point_record)
+    names: list[str] = []
+    from privaudit.audit.cells import compute
+
+    compute(ctx, cached, on_start=names.append)
+    assert names == ["privatize", "nn-inversion"]
+
+
+def test_cli_estimate_prints_and_writes_nothing(fresh_cache: Path, tmp_path: Path) -> None:
+    from privaudit.cli import app
+
+    out, run_dir = tmp_path / "reports", tmp_path / "run"
+    result = cli.invoke(app, ["run", "--preset", "smoke", "--estimate", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "Grid: 4 points, 4 cells (0 done, 4 to compute); estimated wall time" in result.output
+    listed = cli.invoke(app, ["run", "--preset", "smoke", "--estimate", "--run-dir", str(run_dir)])
+    assert listed.exit_code == 0, listed.output
+    assert not out.exists() and not run_dir.exists()
+    assert "Grid: 4 points" in listed.output
+
+
+def test_cli_estimate_bad_input_is_one_line(tmp_path: Path) -> None:
+    from privaudit.cli import app
+
+    missing = cli.invoke(app, ["run", "--estimate", "--resume", str(tmp_path / "nope")])
+    assert missing.exit_code == 2 and "has no config.json" in missing.output
+    bad = tmp_path / "grid.yaml"
+    bad.write_text("defenses: [{name: t2t, knob_values: [-1]}]\nattacks: [nn-inversion]\n")
+    wrong = cli.invoke(app, ["run", "--estimate", "--config", str(bad)])
+    assert wrong.exit_code == 2 and "knob values must be positive" in wrong.output
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("defenses: [{name: t2t}]\nattacks: [nn-inversionn]\n")
+    named = cli.invoke(app, ["run", "--estimate", "--config", str(typo)])
+    assert named.exit_code == 2 and "Did you mean 'nn-inversion'" in named.output
