@@ -492,8 +492,10 @@ def spacy_pipeline(name: str | None = None, pipes: tuple[str, ...] | None = None
     candidates = (name,) if name else DEFAULT_SPACY
     for k, candidate in enumerate(candidates):
         if spacy.util.is_package(candidate):
-            exclude = [] if pipes is None else _excluded(candidate, pipes)
-            nlp = spacy.load(candidate, exclude=exclude)
+            if pipes is None:
+                nlp = spacy.load(candidate)
+            else:
+                nlp = spacy.load(candidate, exclude=_excluded(candidate, pipes))
             try:
                 _check_spacy_version(candidate, nlp)
             except RuntimeError as exc:

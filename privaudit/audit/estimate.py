@@ -58,8 +58,12 @@ SERIAL_CORES = 1.6
 
 def machine_tag() -> str:
     """This machine's section of the book: measurements on a cluster node or a laptop are
-    never mixed with these."""
-    return f"{platform.system()}-{platform.machine()}-{os.cpu_count() or 1}cpu"
+    never mixed with these, nor a GPU's (``--device``) with the CPU's."""
+    from privaudit.devices import current_device
+
+    tag = f"{platform.system()}-{platform.machine()}-{os.cpu_count() or 1}cpu"
+    device = current_device()
+    return tag if device == "cpu" else f"{tag}-{device}"
 
 
 def costs_path() -> Path:
