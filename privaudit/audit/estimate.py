@@ -190,9 +190,11 @@ class CostBook:
             slot[1] += units
             slot[2] += 1
 
-    def record(self, ctx: Any, task: Any, records: list[tuple[str, dict[str, Any]]]) -> None:
-        """File the measurements in a finished point's records (failed ones say nothing)."""
-        sizes = Sizes.of(ctx.corpus)
+    def record(
+        self, ctx: Any, task: Any, records: list[tuple[str, dict[str, Any]]], sizes: Sizes
+    ) -> None:
+        """File the measurements in a finished point's records (failed ones say nothing);
+        ``sizes``: the grid corpus's."""
         defense = ctx.defense(task.point)
         by_key = dict(records)
         point = by_key.get(task.point_key)
@@ -253,11 +255,12 @@ def _locked(path: Path) -> Iterator[None]:
 @dataclass
 class Work:
     """One defense point to compute: its defense, whether its utility is still to measure,
-    and the attacks (labels) of its unfinished cells."""
+    the attacks (labels) of its unfinished cells, and the defense's label in the grid."""
 
     defense: Any
     utility: bool
     attacks: list[str]
+    label: str = ""
 
 
 @dataclass
@@ -327,8 +330,8 @@ def estimate(
     per_point = []
     for item in work:
         d = item.defense
-        ident = f"{d.name} ({d.params().get('mode')})" if "mode" in d.params() else d.name
-        seconds = price(privatize_keys(d), d, sizes.point_kwords, f"defense {ident}")
+        label = item.label or d.name
+        seconds = price(privatize_keys(d), d, sizes.point_kwords, f"defense {label}")
         if item.utility:
             seconds += price(
                 utility_keys(evaluator, d.name), evaluator, sizes.point_kwords,
@@ -365,7 +368,7 @@ def estimate_config(
     import numpy as np
 
     from privaudit.audit.cells import build_components, point_keys
-    from privaudit.audit.plan import cell_key, check_levels, identity
+    from privaudit.audit.plan import calibration_key, check_levels, identity
     from privaudit.audit.store import RunDir
     from privaudit.registry import CORPORA, build_component
 
@@ -391,9 +394,7 @@ def estimate_config(
         if spec.target_rates:  # calibrated levels: known only if a run cached them
             cached = None
             if store is not None and fps is not None:
-                key = cell_key("calibration", identity(base, *fps, config.seeds[0]),
-                               spec.target_rates)  # fmt: skip
-                cached = store.get(key)
+                cached = store.get(calibration_key(config, i, base, fps))
             levels = [lv[0] for lv in cached["levels"]] if cached else [None] * len(
                 spec.target_rates)  # fmt: skip
         for value in levels:
@@ -414,7 +415,7 @@ def estimate_config(
                     todo = [label for label, k in ckeys.items() if store.finished(k) is None]
                 done += len(attacks) - len(todo)
                 if utility or todo:
-                    work.append(Work(defense, utility, todo))
+                    work.append(Work(defense, utility, todo, spec.display))
     spec_jobs = jobs if jobs is not None else config.executor.jobs
     return estimate(
         work, attacks, evaluator, Sizes.of(corpus), book or CostBook(), points=points,

@@ -77,8 +77,7 @@ def plan(config: GridConfig, ctx: Fitted, store: ResultStore | None = None) -> l
         if spec.knob_values:
             levels = [(v, None) for v in spec.knob_values]
         elif spec.target_rates:
-            fp = ctx.fingerprint, ctx.bb.fingerprint
-            key = cell_key("calibration", identity(base, *fp, config.seeds[0]), spec.target_rates)
+            key = calibration_key(config, i, base, (ctx.fingerprint, ctx.bb.fingerprint))
             cached = store.get(key) if store is not None else None
             if cached is None:
                 levels = _calibrated_levels(
@@ -92,6 +91,15 @@ def plan(config: GridConfig, ctx: Fitted, store: ResultStore | None = None) -> l
             for seed in config.seeds:
                 points.append(Point(spec.display, i, spec.name, value, target, seed))
     return points
+
+
+def calibration_key(
+    config: GridConfig, spec: int, base: Defense, fingerprints: tuple[str, str]
+) -> str:
+    """The store key of defense spec ``spec``'s calibrated levels (corpus and backbone
+    ``fingerprints``; the first seed calibrates)."""
+    rates = config.defenses[spec].target_rates
+    return cell_key("calibration", identity(base, *fingerprints, config.seeds[0]), rates)
 
 
 def check_levels(config: GridConfig, defenses: list[Defense]) -> None:

@@ -23,7 +23,15 @@ from typing import Any
 from privaudit import __version__
 from privaudit.audit.cells import Context, Task, build_components, context_for, point_examples
 from privaudit.audit.config import GridConfig
-from privaudit.audit.estimate import OUTPUTS, STARTUP, CostBook, Estimate, Work, estimate
+from privaudit.audit.estimate import (
+    OUTPUTS,
+    STARTUP,
+    CostBook,
+    Estimate,
+    Sizes,
+    Work,
+    estimate,
+)
 from privaudit.audit.plan import Point, cell_key, check_levels, fmt_params, plan
 from privaudit.audit.store import COLUMNS, DiskFull, ResultStore, RunDir
 from privaudit.params import shown
@@ -141,7 +149,8 @@ def _execute(
 
     total = sum(len(c) for c in (ctx.keys(p)[1] for p in points))
     started = time.perf_counter()
-    book, forecast = _forecast(ctx, points, tasks, total, done, runner)
+    sizes = Sizes.of(ctx.corpus)  # the units costs scale with, counted once
+    book, forecast = _forecast(ctx, points, tasks, total, done, runner, sizes)
     if context_s > 0.5:  # built here, not reused from an earlier grid in this process
         _keep_costs(book, lambda: book.add([STARTUP], context_s, 1.0))
     meta["estimate"] = forecast.record()
@@ -159,7 +168,7 @@ def _execute(
             checkpoint()
             bar.update(sum(1 for _, r in records if r["kind"] == "cell"))
             in_flight.finished(task)
-            _keep_costs(book, lambda t=task, r=records: book.record(ctx, t, r))
+            _keep_costs(book, lambda t=task, r=records: book.record(ctx, t, r, sizes))
             # Intervals need every cell's outcomes: computed once, at the end.
             rd.write_results(*results_table(ctx, points, store, intervals=False))
     finally:
@@ -234,20 +243,19 @@ def _describe(point: Point) -> str:
 
 
 def _forecast(
-    ctx: Context, points: list[Point], tasks: list[Task], total: int, done: int, runner: Any
-) -> tuple[CostBook | None, Estimate]:
+    ctx: Context, points: list[Point], tasks: list[Task], total: int, done: int, runner: Any,
+    sizes: Sizes,
+) -> tuple[CostBook | None, Estimate]:  # fmt: skip
     """This machine's cost book (None when the cache cannot be read) and the estimate of
     ``tasks`` (:mod:`privaudit.audit.estimate`)."""
-    from privaudit.audit.estimate import Sizes
-
     try:
         book: CostBook | None = CostBook()
     except OSError:  # no cache directory: priors, and nothing is kept
         book = None
-    work = [Work(ctx.defense(t.point), t.cached_utility is None, list(t.attack_keys))
-            for t in tasks]  # fmt: skip
+    work = [Work(ctx.defense(t.point), t.cached_utility is None, list(t.attack_keys),
+                 t.point.label) for t in tasks]  # fmt: skip
     forecast = estimate(
-        work, ctx.attacks, ctx.evaluator, Sizes.of(ctx.corpus),
+        work, ctx.attacks, ctx.evaluator, sizes,
         book if book is not None else CostBook.empty(), points=len(points), cells=total,
         done=done, jobs=int(getattr(runner, "jobs", 1) or 1),
     )  # fmt: skip

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -71,6 +72,7 @@ class NearestNeighbourIndex:
         self._matrix = matrix
         # Several attacks at one defense point look up the same released vectors.
         self._memo = ContentMemo(size=8)
+        self._device_candidates: tuple[str, Any, Any] | None = None  # (device, cands, norms)
 
     # -- full search --------------------------------------------------------------------------
     def _search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -121,7 +123,7 @@ class NearestNeighbourIndex:
         torch, the candidates kept on the device; results come back as numpy."""
         import torch
 
-        cached = getattr(self, "_device_candidates", None)
+        cached = self._device_candidates
         if cached is None or cached[0] != device:
             cached = (
                 device,
