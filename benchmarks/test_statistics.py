@@ -6,7 +6,7 @@ afresh every round (see ``benchmarks/conftest.py``)."""
 from __future__ import annotations
 
 from benchmarks.honesty import bench_rounds, log_rounds
-from privaudit.leaderboard.stats import Bootstrap, run_stats
+from privaudit.metrics.stats import Bootstrap, run_stats
 from tests.test_board_stats import Grid
 
 

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, Self, runtim
 
 import numpy as np
 
+from privaudit.guarantees import Guarantee, as_guarantee, guarantee_property
+
 if TYPE_CHECKING:
     import datasets
 
@@ -236,16 +238,42 @@ def _owner(cls: type) -> str:
 class Defense(Component):
     """A client-side privatizer. ``__init__`` stores parameters only (sklearn style).
 
-    Subclasses set ``name``, ``knob`` (the constructor parameter a grid sweeps, or ``None``),
-    ``guarantee`` (the formal privacy statement, or ``"none"``) and ``levels`` (a sweep of the
-    knob from strong to weak privacy, the quick grid's), and implement :meth:`privatize`.
+    Subclasses set ``name``, ``knob`` (the constructor parameter a grid sweeps, or ``None``)
+    and ``levels`` (a sweep of the knob from strong to weak privacy, the quick grid's),
+    implement :meth:`privatize`, and state their formal guarantee as a
+    :class:`~privaudit.guarantees.Guarantee` computed from their own parameters::
+
+        @guarantee_property
+        def guarantee(self) -> Guarantee:
+            return Guarantee.dx("eta", self.eta, unit=Unit.TOKEN, metric="...")
+
+    ``defense.guarantee`` is the instance's (``T2T(eta=50).guarantee`` has η = 50);
+    ``DefenseClass.guarantee`` is the one at the default parameters. ``str()`` of it is the
+    symbolic statement the results' ``guarantee`` column shows, ``.describe()`` the one with
+    the values filled in. The default is :meth:`Guarantee.none` (``"none"``); a class
+    attribute that is a string is taken as a :meth:`Guarantee.stated` one.
     ``variants`` lists parameter sets the quick grid runs as separate defenses (HaS's modes).
     """
 
     knob: ClassVar[str | None] = None
-    guarantee: ClassVar[str] = "none"
     levels: ClassVar[tuple[float, ...]] = ()
     variants: ClassVar[tuple[Mapping[str, Any], ...]] = ({},)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # A guarantee declared as a plain value (a string, as before guarantees were typed)
+        # becomes a Guarantee here, so every reader gets the object; a wrong type fails now.
+        # A plain property becomes a guarantee_property, so the class reads it too.
+        given = cls.__dict__.get("guarantee")
+        if isinstance(given, property) and given.fget is not None:
+            cls.guarantee = guarantee_property(given.fget)
+        elif given is not None and not hasattr(given, "__get__"):
+            cls.guarantee = as_guarantee(given, where=f"{cls.__name__}.guarantee")
+
+    @guarantee_property
+    def guarantee(self) -> Guarantee:
+        """The formal privacy guarantee at this instance's parameters (default: none)."""
+        return Guarantee.none()
 
     def fit(self, train: datasets.Dataset) -> Self:
         return self
@@ -281,7 +309,8 @@ class Attack(Component):
     """An adversary. It never sees the victim's originals; the runner scores its predictions.
 
     ``accepts`` declares the release spaces it reads; the runner derives ``n/a`` from it (and
-    from ``needs_*``). ``quick_params`` are cost bounds the quick grid uses.
+    from ``needs_*``). ``quick_params`` are cost bounds the quick grid uses; ``test_params``
+    are cheap parameters for the tiny-model tests (speed only, not a setting to report).
     """
 
     accepts: ClassVar[frozenset[Space]] = frozenset()
@@ -290,6 +319,8 @@ class Attack(Component):
     needs_query: ClassVar[bool] = False
     needs_aux: ClassVar[bool] = False
     quick_params: ClassVar[Mapping[str, Any]] = {}
+    #: Cheap parameters for the tiny-model tests (the attack matrix, the conformance suite).
+    test_params: ClassVar[Mapping[str, Any]] = {}
 
     def applicable(self, release: Release, knowledge: Knowledge) -> str | None:
         """``None`` if this attack can run on ``release`` (public) with ``knowledge``;

@@ -197,7 +197,7 @@ def list_cmd(
             doc = (obj.__doc__ or "").strip().splitlines()[0] if obj.__doc__ else ""
             extra = ""
             if title == "defenses":
-                extra = f"  [knob: {obj.knob or '-'}; guarantee: {obj.guarantee}]"
+                extra = f"  [knob: {obj.knob or '-'}; guarantee: {obj.guarantee.describe()}]"
             elif title == "attacks":
                 needs = [
                     label
@@ -279,7 +279,7 @@ def run(
     is ok or n/a, 2 for an error before any work, 3 when some cells failed, 4 when the disk
     is full, 130 on Ctrl-C and 143 on SIGTERM (both print the --resume command)."""
     from privaudit.audit.config import load_config
-    from privaudit.audit.runner import run_grid
+    from privaudit.outputs import run_grid
 
     if resume is not None:
         saved = resume / "config.json"
@@ -616,7 +616,7 @@ def audit(
 ) -> None:
     """Audit your privatizer: conformance checks, then every applicable attack and the
     utility evaluator at each knob value, beside the built-in defenses; writes the report."""
-    from privaudit.audit.plugin import audit as run_audit
+    from privaudit.outputs import audit as run_audit
 
     with _warnings_as_lines():
         result = run_audit(
@@ -659,7 +659,9 @@ def leaderboard_cmd(
     bootstrap intervals and rank stability."""
     import warnings
 
-    from privaudit.leaderboard.board import leaderboard, load_runs, write_leaderboard
+    from privaudit.leaderboard.board import leaderboard
+    from privaudit.outputs.leaderboard import write_leaderboard
+    from privaudit.outputs.runs import load_runs
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -690,7 +692,7 @@ def report(
 ) -> None:
     """Write one self-contained HTML report (leaderboard, plots, cells, failures) for a run."""
     from privaudit.audit.store import RunDir
-    from privaudit.leaderboard.report import no_examples, write_report
+    from privaudit.outputs.report import no_examples, write_report
 
     path = write_report(run_dir, show_examples=show_examples, out=out)
     if show_examples and not RunDir(run_dir).examples_json.is_file():

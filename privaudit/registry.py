@@ -105,10 +105,14 @@ def _import_failure(spec: str, path: str | None, exc: BaseException) -> str:
 class Registry(Generic[T]):
     """A name → object map with lazy entries, entry-point plugins and did-you-mean errors."""
 
-    def __init__(self, kind: str, plural: str, group: str) -> None:
+    def __init__(
+        self, kind: str, plural: str, group: str, check: Callable[[str, T], None] | None = None
+    ) -> None:
         self.kind = kind  # "defense", "attack", ...
         self.plural = plural  # as `privaudit list PLURAL` spells it
         self.group = group
+        # Run on every object as it is registered or first resolved (a ValueError line).
+        self.check = check
         self._objects: dict[str, T] = {}
         self._lazy: dict[str, str] = {}
         self._builtins: dict[str, str] = {}
@@ -121,6 +125,8 @@ class Registry(Generic[T]):
             existing = self._objects.get(name)
             if existing is not None and existing is not obj:
                 raise ValueError(f"{self.kind} {name!r} is already registered as {existing!r}.")
+            if self.check is not None:
+                self.check(name, obj)
             self._objects[name] = obj
             return obj
 
@@ -166,10 +172,15 @@ class Registry(Generic[T]):
         self._load_plugins()
         if name in self._lazy:
             obj = load_object(self._lazy[name])
+            if self.check is not None:
+                self.check(name, obj)
             self._objects.setdefault(name, obj)
             return self._objects[name]
         if ":" in name:
-            return load_object(name)
+            obj = load_object(name)
+            if self.check is not None:
+                self.check(name, obj)
+            return obj
         raise ValueError(self._unknown(name))
 
     def _unknown(self, name: str) -> str:
@@ -182,8 +193,24 @@ class Registry(Generic[T]):
         )
 
 
+def _check_attack(name: str, obj: Any) -> None:
+    """An attack's ``metric`` resolves to a declared metric when the attack is registered: an
+    unknown one fails here, naming the known metrics, before any grid is planned."""
+    metric = getattr(obj, "metric", None)
+    if metric is None:
+        return  # not an attack class: the grid's own checks say so
+    # Lazy: privaudit.metrics loads on the first attack resolved, never for `--help`.
+    from privaudit.metrics import metric_spec
+
+    try:
+        metric_spec(metric)
+    except (TypeError, ValueError) as exc:
+        where = f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', obj)}"
+        raise ValueError(f"attack {name!r} ({where}): {exc}") from None
+
+
 DEFENSES: Registry[Any] = Registry("defense", "defenses", "privaudit.defenses")
-ATTACKS: Registry[Any] = Registry("attack", "attacks", "privaudit.attacks")
+ATTACKS: Registry[Any] = Registry("attack", "attacks", "privaudit.attacks", _check_attack)
 CORPORA: Registry[Any] = Registry("corpus", "corpora", "privaudit.corpora")
 UTILITY: Registry[Any] = Registry("utility evaluator", "utility", "privaudit.utility")
 

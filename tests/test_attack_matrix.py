@@ -5,29 +5,24 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
-from privaudit.audit.config import load_config
-from privaudit.audit.runner import run_grid
+from privaudit.api import Attack, Knowledge, Predictions
+from privaudit.audit.cells import Context
+from privaudit.audit.config import GridConfig, load_config
+from privaudit.outputs import run_grid
 from privaudit.registry import ATTACKS, DEFENSES
 from tests.conftest import TINY
 
-# Cheap settings so the whole matrix runs in seconds (speed only: coverage comes from the
-# registry's built-ins, below); the defaults are the papers'.
-ATTACK_PARAMS: dict[str, dict] = {
-    "attribute-inference": {"epochs": 2, "hidden": 32},
-    "mlp-inversion": {"epochs": 2},
-    "ae-inversion": {"epochs": 2},
-    "optimization-inversion": {"steps": 5, "max_docs": 3},
-    "bow-inversion": {"hidden": 32, "pretrain_epochs": 3, "epochs": 2},
-    "geia": {"n_layer": 1, "n_head": 2, "n_embd": 32, "pretrain_epochs": 1, "max_tokens": 16},
-}
+# Attacks run with their declared cheap ``test_params`` so the whole matrix runs in seconds
+# (speed only: coverage comes from the registry's built-ins, below); the defaults are the
+# papers'.
 DEFENSE_PARAMS: dict[str, dict] = {"rapt": {"n_plain": 4}}
 
 
-def matrix_defenses() -> list[dict]:
-    """Every built-in defense, each of its variants, at the first of its declared levels;
-    plus SAP split after layer 1 (hidden states), which pins the hidden-state rules."""
+def builtin_defenses() -> list[dict]:
+    """Every built-in defense, each of its variants, at the first of its declared levels."""
     out = []
     for name in DEFENSES.builtins():
         cls = DEFENSES.get(name)
@@ -37,12 +32,18 @@ def matrix_defenses() -> list[dict]:
                 params[cls.knob] = cls.levels[0]
             label = "-".join([name, *(str(v) for v in variant.values())])
             out.append({"name": name, "label": label, "params": params})
-    out.append({"name": "sap", "label": "sap-k1", "params": {"eta": 60, "split_layer": 1}})
     return out
 
 
+def matrix_defenses() -> list[dict]:
+    """The built-in defenses, plus SAP split after layer 1 (hidden states), which pins the
+    hidden-state rules."""
+    return [*builtin_defenses(), {"name": "sap", "label": "sap-k1",
+                                  "params": {"eta": 60, "split_layer": 1}}]  # fmt: skip
+
+
 def matrix_attacks() -> list[dict]:
-    return [{"name": a, "params": ATTACK_PARAMS.get(a, {})} for a in ATTACKS.builtins()]
+    return [{"name": a, "params": dict(ATTACKS.get(a).test_params)} for a in ATTACKS.builtins()]
 
 
 # Pairs that must run (a sample of the matrix that pins the applicability rules).
@@ -63,9 +64,9 @@ MUST_BE_NA = {
 }  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def matrix(tmp_path_factory: pytest.TempPathFactory):
-    config = load_config(
+def matrix_config() -> GridConfig:
+    """The matrix's grid: every defense and attack above, a tiny corpus, the tiny backbone."""
+    return load_config(
         {
             "name": "matrix",
             "backbone": TINY,
@@ -78,7 +79,39 @@ def matrix(tmp_path_factory: pytest.TempPathFactory):
             "attacks": matrix_attacks(),
         }
     )
-    result = run_grid(config, run_dir=tmp_path_factory.mktemp("matrix"), progress=False)
+
+
+def matrix_context() -> Context:
+    """The matrix's corpus, truth, attacks and (lazily fitted) defenses, as a worker has them."""
+    return Context(matrix_config())
+
+
+def runs_on(attack: str) -> str:
+    """A defense label of the matrix on which ``attack`` must run (``none`` where it may)."""
+    labels = sorted(label for label, a in MUST_RUN if a == attack)
+    return "none" if "none" in labels else labels[0]
+
+
+def attack_cell(ctx: Context, label: str, attack: Attack, seed: int) -> Predictions:
+    """One cell as the runner runs it: the matrix defense ``label`` privatizes the victims;
+    ``attack`` is fitted on the Knowledge the runner grants (white box, query access to the
+    mechanism, the aux split) with ``rng`` seeded by ``seed``, then attacks the public release."""
+    spec = [d["label"] for d in matrix_defenses()].index(label)
+    defense = ctx.base(spec)
+    release = defense.privatize(ctx.test_texts, rng=np.random.default_rng(seed)).public()
+    knowledge = Knowledge(
+        white_box=True,
+        backbone=ctx.config.backbone,
+        query_mechanism=lambda texts: defense.privatize(texts, rng=np.random.default_rng(seed)),
+        aux=ctx.aux,
+    )
+    assert attack.applicable(release, knowledge) is None, (label, attack.name)
+    return attack.fit(knowledge, rng=np.random.default_rng(seed)).attack(release)
+
+
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory: pytest.TempPathFactory):
+    result = run_grid(matrix_config(), run_dir=tmp_path_factory.mktemp("matrix"), progress=False)
     return result.frame
 
 

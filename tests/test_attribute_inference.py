@@ -10,11 +10,11 @@ import torch
 
 from privaudit.api import ALL_SPACES, Defense, Knowledge, Release
 from privaudit.attacks.attribute_inference import AttributeInference
-from privaudit.audit.scoring import score_attributes
 from privaudit.corpora.synthetic import synthetic_reviews
 from privaudit.defenses.none import NoDefense
 from privaudit.defenses.t2t import T2T
 from privaudit.mechanisms.batching import flatten, unflatten
+from privaudit.metrics import score_attributes
 from privaudit.params import ParamError
 from tests.conftest import TINY
 

@@ -7,7 +7,8 @@ import pytest
 from typer.testing import CliRunner
 
 from privaudit.api import Release
-from privaudit.audit.plugin import UserDefense, audit, conformance, parse_knob
+from privaudit.audit.plugin import UserDefense, conformance, parse_knob
+from privaudit.outputs import audit
 from privaudit.cli import app
 
 EXAMPLE = "examples/plugins/mask_words.py:MaskWords"

@@ -11,18 +11,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privaudit.audit.outcomes import Outcome
 from privaudit.leaderboard.board import leaderboard
-from privaudit.leaderboard.stats import (
-    Bootstrap,
-    Outcomes,
-    annotate,
-    family_of,
-    family_points,
-    hypervolume_samples,
-    run_stats,
-    sample_ranks,
-)
+from privaudit.leaderboard.stats import family_points, hypervolume_samples, sample_ranks
+from privaudit.metrics.outcomes import Outcome
+from privaudit.metrics.stats import Bootstrap, Outcomes, annotate, run_stats
+from privaudit.metrics.stats import legacy_family as family_of
 
 N = 200  # test documents
 BOOT = Bootstrap(resamples=400, level=0.95, seed=3)

@@ -13,19 +13,13 @@ from privaudit.api import ALL_SPACES, Knowledge, Predictions, Release
 from privaudit.attacks._sentence import PRETRAINED, AuxSplit, fit_adapter, standardise_rows
 from privaudit.attacks.bow_inversion import BowInversion
 from privaudit.attacks.geia import GEIA
-from privaudit.audit.scoring import (
-    METRICS,
-    Truth,
-    generation_scores,
-    score_predictions,
-    word_set_scores,
-)
 from privaudit.corpora.synthetic import synthetic_reviews
 from privaudit.defenses.cape import CAPE
 from privaudit.defenses.none import NoDefense
 from privaudit.defenses.sap import SAP
 from privaudit.defenses.t2t import T2T
 from privaudit.mechanisms.words import entity_words, stop_words, words
+from privaudit.metrics import Truth, generation_scores, metrics, score_predictions, word_set_scores
 from privaudit.params import ParamError, validate_params
 from privaudit.registry import ATTACKS
 from tests.conftest import TINY
@@ -90,7 +84,7 @@ def test_registered() -> None:
     assert ATTACKS.get("bow-inversion") is BowInversion
     assert ATTACKS.get("geia") is GEIA
     for cls in CLASSES:
-        assert cls.metric in METRICS
+        assert cls.metric in metrics()
         assert cls.accepts == ALL_SPACES
         assert cls.needs_query and cls.needs_aux and not cls.needs_white_box
         validate_params(cls, cls.quick_params)  # the quick grid's bounds are declared values

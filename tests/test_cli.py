@@ -126,7 +126,7 @@ def test_privatize_every_text_defense() -> None:
 
 def test_grid_with_every_issue3_defense_and_target_rates(tmp_path) -> None:
     from privaudit.audit.config import PRESETS, load_config
-    from privaudit.audit.runner import run_grid
+    from privaudit.outputs import run_grid
 
     data = {
         **PRESETS["smoke"],

@@ -70,7 +70,7 @@ def toys():
 
 def test_toys_are_picked_up_everywhere(toys, tmp_path) -> None:
     from privaudit.audit.config import PRESETS, load_config
-    from privaudit.audit.runner import run_grid
+    from privaudit.outputs import run_grid
     from privaudit.cli import app
     from tests.test_attack_matrix import matrix_attacks, matrix_defenses
 
@@ -97,7 +97,7 @@ def test_toys_are_picked_up_everywhere(toys, tmp_path) -> None:
 def test_bad_values_fail_when_the_grid_is_planned(tmp_path) -> None:
     """A bad value never reaches a cell: the run stops before writing anything."""
     from privaudit.audit.config import PRESETS, load_config
-    from privaudit.audit.runner import run_grid
+    from privaudit.outputs import run_grid
 
     for defenses, match in (
         ([{"name": "t2t", "params": {"eta": "abc"}}], r"defenses\.0\.params: .*eta='abc'"),

@@ -223,7 +223,7 @@ def test_the_grid_device_is_checked_when_the_config_loads() -> None:
 
 
 def test_a_missing_gpu_stops_a_run_before_anything_is_written(tmp_path) -> None:
-    from privaudit.audit.runner import run_grid
+    from privaudit.outputs import run_grid
 
     cfg = load_config({"defenses": [{"name": "none"}], "attacks": ["ner"], "device": "cuda"})
     with pytest.raises(ValueError, match="'cuda' is not available"):

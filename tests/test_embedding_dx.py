@@ -9,8 +9,8 @@ import pytest
 
 from privaudit.api import Knowledge
 from privaudit.attacks.nn_inversion import NNInversion
-from privaudit.audit.scoring import token_recovery
 from privaudit.defenses.embedding_dx import EmbeddingDX
+from privaudit.metrics import token_recovery
 from privaudit.utility.probe import Probe
 from tests.conftest import TINY
 

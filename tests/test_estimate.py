@@ -40,7 +40,7 @@ def prior_and_run(fresh_cache: Path, tmp_path_factory: pytest.TempPathFactory) -
     """The smoke grid's estimate from priors (nn-inversion's made absurd, so a measured
     estimate must beat it), then the smoke run itself."""
     from privaudit.attacks.nn_inversion import NNInversion
-    from privaudit.audit.runner import run_grid
+    from privaudit.outputs import run_grid
 
     config = load_config("smoke")
     with pytest.MonkeyPatch.context() as mp:

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from privaudit.api import Release
-from privaudit.audit.scoring import replacement_rate
 from privaudit.defenses import has as has_module
 from privaudit.defenses.has import HAS_TYPES, PRESETS, HideAndSeek, restore, restore_all
 from privaudit.lexicon import WEEKDAYS
+from privaudit.metrics import replacement_rate
 from privaudit.registry import DEFENSES
 
 pytestmark = pytest.mark.slow  # loads the spaCy pipeline (once per process)
@@ -233,7 +233,7 @@ def test_audit_masks_words_and_spans(corpus, releases) -> None:
 
 
 def test_ner_only_pipes_find_the_same_entities(corpus) -> None:
-    from privaudit.defenses.has import detect_entities
+    from privaudit.entities import spacy_entities
     from privaudit.resources import spacy_pipeline
 
     texts = corpus[0][:60]
@@ -242,12 +242,13 @@ def test_ner_only_pipes_find_the_same_entities(corpus) -> None:
         [(e.start_char, e.end_char, e.label_) for e in doc.ents if e.label_ in HAS_TYPES]
         for doc in nlp.pipe(texts)
     ]
-    assert detect_entities(texts, frozenset(HAS_TYPES)) == full
+    types = frozenset(HAS_TYPES)
+    assert spacy_entities(texts, types=types, chunk=has_module._CHUNK) == full
 
 
 def test_registry_and_knob() -> None:
     cls = DEFENSES.get("has")
-    assert cls is HideAndSeek and cls.knob == "level" and cls.guarantee.startswith("none")
+    assert cls is HideAndSeek and cls.knob == "level" and str(cls.guarantee).startswith("none")
     d = HideAndSeek(mode="generative").with_knob(2.0)  # the grid runner passes floats
     assert d.params() == {
         "mode": "generative",

@@ -8,16 +8,11 @@ import numpy as np
 import pytest
 
 from privaudit.api import Knowledge, Release, Space
-from privaudit.attacks.has_deanonymization import (
-    HaSDeanonymization,
-    _Aligner,
-    _contexts,
-    _find_spans,
-    _merge,
-    _shape,
-)
-from privaudit.audit.scoring import text_similarity
+from privaudit.attacks._has_spans import Aligner, find_spans, merge_spans, span_contexts
+from privaudit.attacks._has_white_box import surrogate_shape
+from privaudit.attacks.has_deanonymization import HaSDeanonymization
 from privaudit.defenses.has import HideAndSeek
+from privaudit.metrics import text_similarity
 from privaudit.params import ParamError
 from privaudit.registry import ATTACKS
 
@@ -194,7 +189,7 @@ def test_bad_input() -> None:
 
 
 def test_aligner_maps_replacements_to_originals() -> None:
-    al = _Aligner(
+    al = Aligner(
         "Booked Red Table Hotel in Leeds with Mr Smith.",
         "Booked <ORG_1> in Leeds with Mr Hughes.",
     )
@@ -209,24 +204,24 @@ def test_aligner_maps_replacements_to_originals() -> None:
 def test_spans_contexts_and_merges() -> None:
     text = "I met <PERSON_1> in Miller, Gill and Meyer on Monday."
     ner = [(20, 26, "PERSON"), (28, 32, "PERSON"), (37, 42, "ORG"), (46, 52, "DATE")]
-    merged = _merge(text, ner, frozenset({",", "and"}))
+    merged = merge_spans(text, ner, frozenset({",", "and"}))
     assert [text[s:e] for s, e, _ in merged] == ["Miller, Gill and Meyer", "Monday"]
-    spans = _find_spans(text, merged, frozenset({"PERSON"}))
+    spans = find_spans(text, merged, frozenset({"PERSON"}))
     assert [(sp.released, sp.type, sp.placeholder) for sp in spans] == [
         ("<PERSON_1>", "PERSON", True),
         ("Miller, Gill and Meyer", "PERSON", False),
     ]
-    left, right, doc = _contexts(text, spans, 2)
+    left, right, doc = span_contexts(text, spans, 2)
     assert left[0] == ("i", "met") and right[0] == ("in", "<PERSON>")
     assert right[1] == ("on", "monday")
     assert doc.split()[:3] == ["i", "met", "<PERSON>"]
 
 
 def test_shapes_follow_the_surrogate_generator() -> None:
-    assert _shape("Mr Smith", "PERSON") == _shape("Mr Hughes", "PERSON")
-    assert _shape("Sarah", "PERSON") != _shape("Jones Smith", "PERSON")
-    assert _shape("last Tuesday", "DATE") == _shape("last Friday", "DATE")
-    assert _shape("8 December 2018", "DATE") == _shape("3 May 1999", "DATE")
-    assert _shape("March 2019", "DATE") != _shape("8 December 2018", "DATE")
-    assert _shape("France", "GPE") != _shape("Leeds", "GPE")
-    assert _shape("Acme", "ORG") is None
+    assert surrogate_shape("Mr Smith", "PERSON") == surrogate_shape("Mr Hughes", "PERSON")
+    assert surrogate_shape("Sarah", "PERSON") != surrogate_shape("Jones Smith", "PERSON")
+    assert surrogate_shape("last Tuesday", "DATE") == surrogate_shape("last Friday", "DATE")
+    assert surrogate_shape("8 December 2018", "DATE") == surrogate_shape("3 May 1999", "DATE")
+    assert surrogate_shape("March 2019", "DATE") != surrogate_shape("8 December 2018", "DATE")
+    assert surrogate_shape("France", "GPE") != surrogate_shape("Leeds", "GPE")
+    assert surrogate_shape("Acme", "ORG") is None

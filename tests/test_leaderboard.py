@@ -17,14 +17,12 @@ import pytest
 from typer.testing import CliRunner
 
 from privaudit.cli import app
-from privaudit.leaderboard.board import (
-    hypervolume,
-    leaderboard,
-    merge_runs,
-    read_run,
-    write_leaderboard,
-)
-from privaudit.leaderboard.pareto import frontier, frontier_figure, plot_frontiers, seed_means
+from privaudit.leaderboard.board import hypervolume, leaderboard
+from privaudit.leaderboard.figures import frontier_figure
+from privaudit.leaderboard.frontier import frontier, seed_means
+from privaudit.outputs.leaderboard import write_leaderboard
+from privaudit.outputs.plots import plot_frontiers
+from privaudit.outputs.runs import merge_runs, read_run
 from privaudit.provenance import provenance
 
 runner = CliRunner()

@@ -115,7 +115,7 @@ def test_run_dir_holds_no_corpus_text_unless_asked(tmp_path) -> None:
 @pytest.mark.slow
 def test_no_corpus_text_with_entity_and_attribute_attacks(tmp_path) -> None:
     """The attacks whose predictions are strings (entities, HaS surrogates) store scores only."""
-    from privaudit.audit.runner import run_grid
+    from privaudit.outputs import run_grid
 
     smoke = PRESETS["smoke"]
     data = {**smoke, "corpus": {**smoke["corpus"], "limits": {"train": 60, "test": 30, "aux": 30}},
@@ -326,7 +326,7 @@ def test_disk_full_from_a_plot_or_outside_a_run(tmp_path, monkeypatch) -> None:
     png = tmp_path / "p.png"
     with monkeypatch.context() as patch:
         patch.setattr(matplotlib.figure.Figure, "savefig", no_space)
-        from privaudit.leaderboard.pareto import save_figure
+        from privaudit.outputs.plots import save_figure
 
         with pytest.raises(OSError, match=f"the disk is full writing {png}"):
             save_figure(matplotlib.figure.Figure(), png)
@@ -375,7 +375,7 @@ sys.addaudithook(_log)
 
 _RAY_RUN = """
 from privaudit.audit.config import load_config
-from privaudit.audit.runner import run_grid
+from privaudit.outputs import run_grid
 frame = run_grid(load_config("smoke"), run_dir={run_dir!r}, progress=False, executor="ray",
                  jobs=2).frame
 assert (frame["status"] == "ok").all(), frame

@@ -13,12 +13,12 @@ from privaudit.api import Knowledge, Predictions, Release, Space
 from privaudit.attacks._pairs import aux_pairs, released_tokens
 from privaudit.attacks.ae_inversion import AEInversion
 from privaudit.attacks.mlp_inversion import MLPInversion
-from privaudit.audit.scoring import Truth, embedding_mse, token_recovery
 from privaudit.corpora.synthetic import synthetic_reviews
 from privaudit.defenses.none import NoDefense
 from privaudit.defenses.t2t import T2T
 from privaudit.mechanisms.batching import flatten, unflatten
 from privaudit.mechanisms.noise import sample_dx_noise
+from privaudit.metrics import Truth, embedding_mse, token_recovery
 from privaudit.params import ParamError, validate_params
 from privaudit.registry import ATTACKS
 from tests.conftest import TINY

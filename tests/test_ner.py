@@ -9,7 +9,7 @@ import pytest
 
 from privaudit.api import Knowledge, Predictions, Release, Space
 from privaudit.attacks.ner import NERAttack, _decode
-from privaudit.audit.scoring import entity_f1
+from privaudit.metrics import entity_f1
 from privaudit.params import ParamError
 from privaudit.registry import ATTACKS
 from tests.conftest import TINY

@@ -7,9 +7,9 @@ import pytest
 
 from privaudit.api import Knowledge, Predictions, Release
 from privaudit.attacks.nn_inversion import NNInversion
-from privaudit.audit.scoring import matched_tokens, replacement_rate, token_recovery
 from privaudit.defenses.none import NoDefense
 from privaudit.defenses.t2t import T2T
+from privaudit.metrics import matched_tokens, replacement_rate, token_recovery
 from tests.conftest import TINY
 
 TEXTS = [

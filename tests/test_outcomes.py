@@ -13,8 +13,8 @@ import pytest
 from sklearn.metrics import balanced_accuracy_score, f1_score
 
 from privaudit.api import Predictions, Release
-from privaudit.audit.outcomes import Outcome, bootstrap_weights, interval, reduce
-from privaudit.audit.scoring import METRICS, Truth, score_predictions
+from privaudit.metrics import Truth, metrics, score_predictions
+from privaudit.metrics.outcomes import Outcome, bootstrap_weights, interval, reduce
 
 # -------------------------------------------------------------------------------------------
 # (a) Every metric: outcome.value() is attack_score, baseline_outcome.value() attack_baseline
@@ -141,10 +141,10 @@ def _cases(t: Truth) -> dict[str, list[tuple[Predictions, Release | None]]]:
 
 
 def test_every_metric_is_covered() -> None:
-    assert set(_cases(_truth())) == set(METRICS)
+    assert set(_cases(_truth())) == set(metrics())
 
 
-@pytest.mark.parametrize("metric", sorted(METRICS))
+@pytest.mark.parametrize("metric", sorted(metrics()))
 def test_outcome_value_is_the_score(metric: str) -> None:
     t = _truth()
     for predictions, release in _cases(t)[metric]:

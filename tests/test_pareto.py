@@ -20,21 +20,18 @@ from matplotlib.container import ErrorbarContainer
 from matplotlib.figure import Figure
 from matplotlib.text import Annotation
 
-from privaudit.leaderboard.pareto import (
+from privaudit.leaderboard.figures import (
     FAMILY_PRIVACY_LABEL,
-    NONE,
     NONE_STYLE,
-    KnobLabel,
     family_figure,
     frontier_figure,
     label_styles,
     pareto_figure,
-    place_labels,
-    plot_families,
-    plot_pareto,
     run_styles,
-    seed_means,
 )
+from privaudit.leaderboard.frontier import NONE, seed_means
+from privaudit.leaderboard.labels import KnobLabel, place_labels
+from privaudit.outputs.plots import plot_families, plot_pareto
 from tests.test_leaderboard import cell
 
 CI = {

@@ -11,9 +11,9 @@ import pytest
 
 from privaudit.api import Knowledge, TrainingBatch
 from privaudit.attacks.nn_inversion import NNInversion
-from privaudit.audit.scoring import replacement_rate, token_recovery
 from privaudit.defenses.pct2t import CATEGORIES, PCT2T, match_case, resolve_categories
 from privaudit.defenses.rapt import RAPT
+from privaudit.metrics import replacement_rate, token_recovery
 from privaudit.resources import spacy_pipeline
 from tests.conftest import TINY
 

@@ -8,7 +8,7 @@ import torch
 
 from privaudit.api import Release
 from privaudit.audit.config import PRESETS, load_config
-from privaudit.audit.runner import run_grid
+from privaudit.outputs import run_grid
 from privaudit.registry import DEFENSES, UTILITY
 from privaudit.utility.peft_tuning import METHODS, PeftUtility
 
@@ -93,11 +93,11 @@ def test_rapt_trains_with_its_reconstruction_objective() -> None:
 
 
 def test_rapt_plain_prefix_is_outside_the_pool_and_the_length_budget(tiny) -> None:
-    from privaudit.utility.peft_tuning import _Inputs
+    from privaudit.utility.peft_inputs import Inputs
 
     defense = DEFENSES.get("rapt")(backbone=TINY, eta=100.0, n_plain=6)
     release = defense.privatize(["good fast delivery " * 40, "bad"], rng=np.random.default_rng(0))
-    inputs = _Inputs.build(tiny, release, np.arange(2), 16)
+    inputs = Inputs.build(tiny, release, np.arange(2), 16)
     for r, text in enumerate(release.texts):
         prefix = " ".join(text.split()[:6])
         n_prefix = len(tiny.tokenizer(prefix, add_special_tokens=False)["input_ids"])
@@ -108,7 +108,7 @@ def test_rapt_plain_prefix_is_outside_the_pool_and_the_length_budget(tiny) -> No
         assert len(inputs.plain[r]) == 6 and inputs.plain[r][0] == 1
     # The long review keeps max_length (16) tokens of its own beside the prefix.
     assert int(inputs.pool[0].sum()) == 16  # [CLS] + 14 text pieces + [SEP]
-    plain = _Inputs.build(tiny, Release("text", texts=["a b c"]), np.arange(1), 16)
+    plain = Inputs.build(tiny, Release("text", texts=["a b c"]), np.arange(1), 16)
     assert plain.pool is None and plain.plain == [[]]
     assert "pool_mask" not in plain.batch(torch.arange(1))
 
@@ -247,9 +247,9 @@ def test_grid_chooses_the_utility_evaluator(tmp_path) -> None:
 def test_interrupted_training_leaves_only_whole_results(tmp_path, monkeypatch) -> None:
     import pandas as pd
 
-    import privaudit.utility.peft_tuning as peft_tuning
+    import privaudit.utility.peft_training as peft_training
 
-    real_loop, calls = peft_tuning._loop, []
+    real_loop, calls = peft_training._loop, []
 
     def interrupt_second(*args, **kwargs):
         calls.append(1)
@@ -257,7 +257,7 @@ def test_interrupted_training_leaves_only_whole_results(tmp_path, monkeypatch) -
             raise KeyboardInterrupt  # Ctrl-C in the middle of the second cell's training
         return real_loop(*args, **kwargs)
 
-    monkeypatch.setattr(peft_tuning, "_loop", interrupt_second)
+    monkeypatch.setattr(peft_training, "_loop", interrupt_second)
     data = {
         **PRESETS["smoke"],
         "defenses": [{"name": "none"}, {"name": "t2t", "knob_values": [100]}],

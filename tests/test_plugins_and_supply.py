@@ -107,7 +107,7 @@ def test_an_identity_privatizer_passes_with_a_warning() -> None:
 
 
 def test_user_text_releases_carry_a_replacement_rate() -> None:
-    from privaudit.audit.scoring import replacement_rate
+    from privaudit.metrics import replacement_rate
 
     rng = np.random.default_rng(0)
     same = UserDefense("tests.test_plugins_and_supply:Same").fit([])

@@ -10,9 +10,9 @@ import pytest
 
 from privaudit.api import Knowledge
 from privaudit.attacks.nn_inversion import NNInversion
-from privaudit.audit.scoring import replacement_rate, token_recovery
 from privaudit.defenses.none import NoDefense
 from privaudit.defenses.t2t import T2T
+from privaudit.metrics import replacement_rate, token_recovery
 from privaudit.utility.probe import Probe
 
 pytestmark = pytest.mark.slow

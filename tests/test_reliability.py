@@ -88,7 +88,7 @@ def test_config_mistakes_name_field_value_and_fix(tmp_path) -> None:
 
 
 def test_one_failing_output_costs_nothing_else(tmp_path, monkeypatch) -> None:
-    from privaudit.audit.runner import run_grid
+    from privaudit.outputs import run_grid
     from privaudit.leaderboard import pareto
 
     def broken(*args, **kwargs):

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from privaudit.leaderboard.report import write_report
+from privaudit.outputs.report import write_report
 from tests.test_leaderboard import cell, make_run, ranked_rows
 
 MARKER = "QZX-ORIGINAL-7731-marker"  # stands for a user's original text

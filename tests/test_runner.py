@@ -11,7 +11,7 @@ import pytest
 
 from privaudit.api import Defense, Release
 from privaudit.audit.config import PRESETS, load_config
-from privaudit.audit.runner import run_grid
+from privaudit.outputs import run_grid
 from privaudit.audit.store import COLUMNS
 
 
@@ -171,7 +171,6 @@ def _frame(metric: str, privacy: list[float], baseline: list[float] | None) -> p
 @pytest.mark.parametrize(
     ("metric", "privacy", "baseline", "xlim", "reference"),
     [
-        ("accuracy", [0.3, 0.6], [0.6, 0.6], (-0.03, 1.03), "majority-guess attacker"),
         ("attribute_accuracy", [0.3, 0.55], [0.5, 0.5], (-0.03, 1.03), "majority-guess attacker"),
         ("text_similarity", [0.02, 0.07], [0.9, 0.88], (-0.01, 0.12 * 1.2 + 0.01), "as is"),
         ("token_recovery", [0.2, 0.9], [0.1, 0.1], (-0.03, 1.03), "frequent-token guess"),
@@ -186,7 +185,7 @@ def test_pareto_axes_follow_the_metric(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from privaudit.leaderboard.pareto import plot_pareto
+    from privaudit.outputs.plots import plot_pareto
 
     captured = {}
     original = plt.Figure.savefig

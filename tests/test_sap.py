@@ -9,9 +9,9 @@ import pytest
 
 from privaudit.api import Knowledge
 from privaudit.attacks.nn_inversion import NNInversion
-from privaudit.audit.scoring import replacement_rate, token_recovery
 from privaudit.corpora.synthetic import synthetic_reviews
 from privaudit.defenses.sap import SAP, SAPCTI
+from privaudit.metrics import replacement_rate, token_recovery
 from privaudit.utility.probe import Probe
 from tests.conftest import TINY
 

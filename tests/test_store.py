@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from privaudit.audit.config import PRESETS, load_config
-from privaudit.audit.runner import run_grid
+from privaudit.outputs import run_grid
 
 SAME = ["defense", "knob_value", "attack", "status", "attack_score", "utility", "cell_key"]
 
@@ -62,7 +62,7 @@ def test_kill_9_then_resume_loses_nothing_finished(reference, tmp_path) -> None:
     run_dir = tmp_path / "killed"
     code = (
         "from privaudit.audit.config import load_config\n"
-        "from privaudit.audit.runner import run_grid\n"
+        "from privaudit.outputs import run_grid\n"
         "import privaudit.audit.executors as r, time\n"
         "real = r.compute\n"
         "def slow(*a, **k):\n"

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from privaudit.api import Release
-from privaudit.audit.scoring import replacement_rate
 from privaudit.defenses.none import NoDefense
 from privaudit.defenses.t2t import T2T
+from privaudit.metrics import replacement_rate
 from tests.conftest import TINY
 
 TEXTS = [

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from privaudit.api import Release
-from privaudit.audit.outcomes import Outcome
 from privaudit.defenses.cape import CAPE
 from privaudit.defenses.none import NoDefense
+from privaudit.metrics.outcomes import Outcome
 from privaudit.registry import UTILITY
 from privaudit.utility.peft_tuning import PeftUtility
 from privaudit.utility.probe import Probe, classification_result

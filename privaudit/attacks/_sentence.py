@@ -65,11 +65,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 import numpy as np
 
 from privaudit.api import ALL_SPACES, Attack, Knowledge, Predictions, Release, Space
-from privaudit.attacks._pairs import checked_release
+from privaudit.attacks._pairs import checked_release, train
 from privaudit.mechanisms.memo import digest
 from privaudit.mechanisms.seeding import torch_threads
 
 if TYPE_CHECKING:
+    import torch
+
     from privaudit.resources import Backbone
 
 _EPS = 1e-6
@@ -351,6 +353,10 @@ class Format:
     dim: int
 
 
+#: What a subclass trains for: ``(loss(model, idx), validate(model))``.
+Objective = tuple["Callable[[torch.nn.Module, torch.Tensor], torch.Tensor]", "Callable[..., float]"]
+
+
 @dataclass
 class Pretrained:
     """The cached pre-training: the subclass's state and the clean pooled aux features."""
@@ -365,8 +371,12 @@ class SentenceInversion(Attack):
     clean aux embeddings (cached); when ``adaptive``, the map and a brief fine-tuning learnt on
     the aux release queried through the mechanism.
 
-    Subclasses declare ``adaptive``, ``epochs`` (fine-tuning), ``max_aux``, ``val_fraction``,
-    ``backbone``, ``threads`` and implement :meth:`_train` and :meth:`_predict`;
+    :meth:`_train` is the one training skeleton (pre-training, or fine-tuning for ``epochs``;
+    the scaling fitted once; :func:`privaudit.attacks._pairs.train`). Subclasses declare the
+    parameters annotated below and supply what differs as hooks: :meth:`_new_state`
+    (vocabulary, baseline), :meth:`_new_model`, :meth:`_objective` (targets, loss, held-out
+    score), :meth:`_trained` (what is tuned after training), :meth:`_predict` (decoding). A
+    state has ``model`` (None before pre-training) and ``scaler`` attributes.
     ``_finetune_only`` names the parameters the pre-training ignores.
     """
 
@@ -378,11 +388,16 @@ class SentenceInversion(Attack):
         {"adaptive", "epochs", "threads", "progress"}
     )
     adaptive: bool
+    pretrain_epochs: int
     epochs: int
+    lr: float
+    weight_decay: float
+    batch_size: int
     max_aux: int | None
     val_fraction: float
     backbone: str | None
     threads: int | None
+    progress: bool | None
     _backbone: str | None = None
     _aux: AuxSplit | None = None
     _state: Any = None
@@ -390,19 +405,57 @@ class SentenceInversion(Attack):
     _format: Format | None = None
     _settings: dict[str, Any]
 
+    # -- the training skeleton ---------------------------------------------------------------
+
+    def _train(self, bb: Backbone, aux: AuxSplit, x: np.ndarray, state: Any | None,
+               rng: np.random.Generator) -> Any:  # fmt: skip
+        """Train on features ``x`` of every aux text in the clean pooled space (``aux.fit``
+        rows train, ``aux.val`` rows are held out): pre-train when ``state`` is None, else
+        fine-tune it for ``epochs``. Returns the new state."""
+        pretraining = state is None
+        if state is None:
+            state = self._new_state(bb, aux, x.shape[1])
+        elif not self.epochs:
+            return state
+        # Pre-training fixes the scaling; fine-tuning keeps it (its features are mapped into
+        # the clean space already).
+        scaler = Scaler.fit(x[aux.fit]) if pretraining else state.scaler
+        xs = scaler(x)
+        loss, validate = self._objective(bb, aux, xs, state)
+        pretrained, dim = state.model, x.shape[1]
+
+        def build() -> torch.nn.Module:  # initialised in train()'s seeded torch scope
+            fresh = pretrained is None
+            return self._new_model(state, dim) if fresh else copy.deepcopy(pretrained)
+
+        model, info = train(
+            build, loss, len(aux.fit),
+            epochs=int(self.pretrain_epochs if pretraining else self.epochs),
+            batch_size=self.batch_size, lr=self.lr, weight_decay=self.weight_decay, rng=rng,
+            desc=self.name, progress=self.progress, validate=validate,
+        )  # fmt: skip
+        stage = "pretrain" if pretraining else "finetune"
+        return self._trained(bb, aux, xs, state, scaler=scaler, model=model, info=info, stage=stage)
+
     # -- hooks -------------------------------------------------------------------------------
 
-    def _train(
-        self,
-        bb: Backbone,
-        aux: AuxSplit,
-        x: np.ndarray,
-        state: Any | None,
-        rng: np.random.Generator,
-    ) -> Any:
-        """Train on features ``x`` of every aux text in the clean pooled space (``aux.fit``
-        rows train, ``aux.val`` rows are held out): pre-train from scratch when ``state`` is
-        None, else fine-tune ``state`` for ``epochs``. Returns the new state."""
+    def _new_state(self, bb: Backbone, aux: AuxSplit, dim: int) -> Any:
+        """The state pre-training starts from (vocabulary, baseline; ``model`` None)."""
+        raise NotImplementedError
+
+    def _new_model(self, state: Any, dim: int) -> torch.nn.Module:
+        """A fresh network for ``dim`` features."""
+        raise NotImplementedError
+
+    def _objective(self, bb: Backbone, aux: AuxSplit, xs: np.ndarray, state: Any) -> Objective:
+        """For the scaled features ``xs`` of every aux text: the batch loss at positions
+        ``idx`` of ``aux.fit``, and the score on ``aux.val`` (higher is better)."""
+        raise NotImplementedError
+
+    def _trained(self, bb: Backbone, aux: AuxSplit, xs: np.ndarray, state: Any, *,
+                 scaler: Scaler, model: torch.nn.Module, info: dict[str, Any],
+                 stage: str) -> Any:  # fmt: skip
+        """The state of the trained ``model`` (``stage``: pretrain or finetune)."""
         raise NotImplementedError
 
     def _predict(self, bb: Backbone, state: Any, x: np.ndarray) -> Predictions:

@@ -80,6 +80,7 @@ class AEInversion(PairInversion):
     # The quick grid's budget: fewer epochs (recovery against `none` stays 1.000), and torch's
     # thread count as the grid's worker set it.
     quick_params: ClassVar[Mapping[str, Any]] = {"threads": None, "epochs": 2}
+    test_params: ClassVar[Mapping[str, Any]] = {"epochs": 2}
 
     def __init__(
         self,

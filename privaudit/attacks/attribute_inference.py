@@ -68,6 +68,7 @@ class AttributeInference(Attack):
     gpu: ClassVar[float] = 0.25  # encodes text, trains a head (privaudit.devices)
     accepts: ClassVar[frozenset[Space]] = ALL_SPACES
     metric: ClassVar[str] = "attribute_accuracy"
+    test_params: ClassVar[Mapping[str, Any]] = {"epochs": 2, "hidden": 32}
     needs_white_box: ClassVar[bool] = False
     needs_query: ClassVar[bool] = True
     needs_aux: ClassVar[bool] = True

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -12,12 +11,13 @@ import numpy as np
 from annotated_types import Gt, Lt
 
 from privaudit.api import Predictions
-from privaudit.attacks._pairs import train
-from privaudit.attacks._sentence import AuxSplit, Scaler, SentenceInversion
+from privaudit.attacks._sentence import AuxSplit, Objective, Scaler, SentenceInversion
 from privaudit.mechanisms.words import stop_words, words
 from privaudit.params import Fraction, NonNegativeFloat, NonNegativeInt, PositiveInt
 
 if TYPE_CHECKING:
+    import torch
+
     from privaudit.resources import Backbone
 
 #: Decision thresholds tried on the held-out aux documents.
@@ -111,6 +111,7 @@ class BowInversion(SentenceInversion):
     # The defaults are the quick grid's budget (one torch thread: a small model gains little
     # from more, and loses a lot when the cores are shared); the pre-training is paid once.
     quick_params: ClassVar[Mapping[str, Any]] = {}
+    test_params: ClassVar[Mapping[str, Any]] = {"hidden": 32, "pretrain_epochs": 3, "epochs": 2}
 
     def __init__(
         self,
@@ -151,94 +152,7 @@ class BowInversion(SentenceInversion):
     # Training
     # ---------------------------------------------------------------------------------------
 
-    def _train(
-        self,
-        bb: Backbone,
-        aux: AuxSplit,
-        x: np.ndarray,
-        state: _State | None,
-        rng: np.random.Generator,
-    ) -> _State:
-        import torch
-
-        from privaudit.devices import tensor
-
-        pretraining = state is None
-        if state is None:
-            state = self._new_state(aux, x.shape[1])
-        elif not self.epochs:
-            return state
-        vocab = state.vocabulary
-        index = {w: i for i, w in enumerate(vocab)}
-        bags = [set(words(t)) for t in aux.texts]
-        y = np.zeros((len(bags), len(vocab)), dtype=np.float32)
-        for d, bag in enumerate(bags):
-            for w in bag:
-                i = index.get(w)
-                if i is not None:
-                    y[d, i] = 1.0
-        # Pre-training fixes the scaling; fine-tuning reads features already mapped into the
-        # clean space, so it keeps it.
-        scaler = Scaler.fit(x[aux.fit]) if pretraining else state.scaler
-        xs = scaler(x)
-        x_fit = tensor(xs[aux.fit])  # on the current device, as the model train() builds
-        y_fit = tensor(y[aux.fit])
-        val_bags = [bags[i] for i in aux.val]
-        x_val = xs[aux.val]
-        is_stop = state.is_stop
-        pretrained = state.model
-        in_dim, hidden, n_out = x.shape[1], int(self.hidden), len(vocab)
-
-        def build() -> torch.nn.Module:
-            if pretrained is not None:
-                return copy.deepcopy(pretrained)
-            return torch.nn.Sequential(
-                torch.nn.Linear(in_dim, hidden),
-                torch.nn.ReLU(),
-                torch.nn.Dropout(float(self.dropout)),
-                torch.nn.Linear(hidden, n_out),
-            )
-
-        def validate(model: torch.nn.Module) -> float:
-            prob = _probabilities(model, x_val)
-            return _tune(prob, val_bags, vocab, is_stop)[2]
-
-        bce = torch.nn.BCEWithLogitsLoss()
-        model, info = train(
-            build,
-            lambda model, idx: bce(model(x_fit[idx]), y_fit[idx]),
-            len(y_fit),
-            epochs=int(self.pretrain_epochs if pretraining else self.epochs),
-            batch_size=self.batch_size,
-            lr=self.lr,
-            weight_decay=self.weight_decay,
-            rng=rng,
-            desc=self.name,
-            progress=self.progress,
-            validate=validate,
-        )
-        threshold, stop_threshold, val_f1 = _tune(
-            _probabilities(model, x_val), val_bags, vocab, is_stop
-        )
-        stage = "pretrain" if pretraining else "finetune"
-        return _State(
-            vocabulary=vocab,
-            is_stop=is_stop,
-            scaler=scaler,
-            model=model,
-            threshold=threshold,
-            stop_threshold=stop_threshold,
-            baseline=state.baseline,
-            baseline_val_f1=state.baseline_val_f1,
-            fallback=val_f1 < state.baseline_val_f1,
-            info=state.info
-            | {
-                f"{stage}_best_epoch": info["best_epoch"],
-                f"{stage}_val_f1": round(val_f1, 4),
-            },
-        )
-
-    def _new_state(self, aux: AuxSplit, dim: int) -> _State:
+    def _new_state(self, bb: Backbone, aux: AuxSplit, dim: int) -> _State:
         """Vocabulary (aux training words, most frequent first when capped) and the
         no-information baseline, tuned on the held-out aux."""
         stop = stop_words()
@@ -261,6 +175,76 @@ class BowInversion(SentenceInversion):
             baseline=sorted(index[w] for w in baseline),
             baseline_val_f1=baseline_f1,
             info={"vocabulary": len(vocab), "baseline_size": len(baseline)},
+        )
+
+    def _new_model(self, state: _State, dim: int) -> torch.nn.Module:
+        import torch
+
+        return torch.nn.Sequential(
+            torch.nn.Linear(dim, int(self.hidden)),
+            torch.nn.ReLU(),
+            torch.nn.Dropout(float(self.dropout)),
+            torch.nn.Linear(int(self.hidden), len(state.vocabulary)),
+        )
+
+    def _objective(self, bb: Backbone, aux: AuxSplit, xs: np.ndarray, state: _State) -> Objective:
+        """Multi-hot word sets, BCE-with-logits; held out: the tuned content-word F1."""
+        import torch
+
+        from privaudit.devices import tensor
+
+        vocab = state.vocabulary
+        index = {w: i for i, w in enumerate(vocab)}
+        bags = [set(words(t)) for t in aux.texts]
+        y = np.zeros((len(bags), len(vocab)), dtype=np.float32)
+        for d, bag in enumerate(bags):
+            for w in bag:
+                i = index.get(w)
+                if i is not None:
+                    y[d, i] = 1.0
+        x_fit = tensor(xs[aux.fit])  # on the current device, as the model train() builds
+        y_fit = tensor(y[aux.fit])
+        val_bags = [bags[i] for i in aux.val]
+        x_val = xs[aux.val]
+        bce = torch.nn.BCEWithLogitsLoss()
+
+        def validate(model: torch.nn.Module) -> float:
+            return _tune(_probabilities(model, x_val), val_bags, vocab, state.is_stop)[2]
+
+        return lambda model, idx: bce(model(x_fit[idx]), y_fit[idx]), validate
+
+    def _trained(
+        self,
+        bb: Backbone,
+        aux: AuxSplit,
+        xs: np.ndarray,
+        state: _State,
+        *,
+        scaler: Scaler,
+        model: torch.nn.Module,
+        info: dict[str, Any],
+        stage: str,
+    ) -> _State:
+        """The thresholds tuned on the held-out aux, and the fallback to the baseline."""
+        val_bags = [set(words(aux.texts[i])) for i in aux.val]
+        threshold, stop_threshold, val_f1 = _tune(
+            _probabilities(model, xs[aux.val]), val_bags, state.vocabulary, state.is_stop
+        )
+        return _State(
+            vocabulary=state.vocabulary,
+            is_stop=state.is_stop,
+            scaler=scaler,
+            model=model,
+            threshold=threshold,
+            stop_threshold=stop_threshold,
+            baseline=state.baseline,
+            baseline_val_f1=state.baseline_val_f1,
+            fallback=val_f1 < state.baseline_val_f1,
+            info=state.info
+            | {
+                f"{stage}_best_epoch": info["best_epoch"],
+                f"{stage}_val_f1": round(val_f1, 4),
+            },
         )
 
     # ---------------------------------------------------------------------------------------

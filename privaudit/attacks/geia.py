@@ -13,8 +13,7 @@ import numpy as np
 from annotated_types import Gt, Lt
 
 from privaudit.api import Predictions
-from privaudit.attacks._pairs import train
-from privaudit.attacks._sentence import AuxSplit, Scaler, SentenceInversion
+from privaudit.attacks._sentence import AuxSplit, Objective, Scaler, SentenceInversion
 from privaudit.params import Fraction, NonNegativeFloat, NonNegativeInt, PositiveInt
 
 if TYPE_CHECKING:
@@ -112,6 +111,13 @@ class GEIA(SentenceInversion):
     # defaults are its budget too (one torch thread: a small model gains little
     # from more, and loses a lot when the cores are shared); the pre-training is paid once.
     quick_params: ClassVar[Mapping[str, Any]] = {"pretrain_epochs": 8}
+    test_params: ClassVar[Mapping[str, Any]] = {
+        "n_layer": 1,
+        "n_head": 2,
+        "n_embd": 32,
+        "pretrain_epochs": 1,
+        "max_tokens": 16,
+    }
 
     def __init__(
         self,
@@ -160,78 +166,66 @@ class GEIA(SentenceInversion):
     # Training
     # ---------------------------------------------------------------------------------------
 
-    def _train(
-        self,
-        bb: Backbone,
-        aux: AuxSplit,
-        x: np.ndarray,
-        state: _State | None,
-        rng: np.random.Generator,
-    ) -> _State:
-        from privaudit.devices import tensor
-
+    def _new_state(self, bb: Backbone, aux: AuxSplit, dim: int) -> _State:
+        """The output vocabulary: the WordPiece ids of the aux training texts."""
         if int(self.n_embd) % int(self.n_head):
             raise ValueError(
                 f"{self.name}: n_embd={self.n_embd} must be a multiple of n_head={self.n_head}."
             )
-        pretraining = state is None
-        if state is not None and not self.epochs:
-            return state
-        ids = [row[: int(self.max_tokens)] for row in bb.token_ids(aux.texts)]
-        if state is None:
-            seen = np.unique(np.concatenate([ids[i] for i in aux.fit] + [np.zeros(0, np.int64)]))
-            if not len(seen):
-                raise ValueError(f"{self.name}: the aux training texts contain no tokens.")
-            state = _State(
-                vocab_ids=seen.astype(np.int64),
-                scaler=Scaler(np.zeros(x.shape[1], np.float32), np.ones(x.shape[1], np.float32)),
-                model=None,
-                info={"vocabulary": len(seen) + N_SPECIAL},
-            )
+        ids = self._token_ids(bb, aux)
+        seen = np.unique(np.concatenate([ids[i] for i in aux.fit] + [np.zeros(0, np.int64)]))
+        if not len(seen):
+            raise ValueError(f"{self.name}: the aux training texts contain no tokens.")
+        return _State(
+            vocab_ids=seen.astype(np.int64),
+            scaler=Scaler(np.zeros(dim, np.float32), np.ones(dim, np.float32)),
+            model=None,
+            info={"vocabulary": len(seen) + N_SPECIAL},
+        )
+
+    def _token_ids(self, bb: Backbone, aux: AuxSplit) -> list[np.ndarray]:
+        return [row[: int(self.max_tokens)] for row in bb.token_ids(aux.texts)]
+
+    def _new_model(self, state: _State, dim: int) -> torch.nn.Module:
+        return self._build(dim, len(state.vocab_ids) + N_SPECIAL)
+
+    def _objective(self, bb: Backbone, aux: AuxSplit, xs: np.ndarray, state: _State) -> Objective:
+        """Teacher-forced next-token cross-entropy (word dropout while training); held out:
+        minus the loss."""
+        from privaudit.devices import tensor
+
         lookup = _lookup(state.vocab_ids, bb.embeddings.shape[0])
-        seqs, lengths = _sequences([lookup[row] for row in ids])
-        # Pre-training fixes the scaling; fine-tuning reads features already mapped into the
-        # clean space, so it keeps it.
-        scaler = Scaler.fit(x[aux.fit]) if pretraining else state.scaler
+        seqs, lengths = _sequences([lookup[row] for row in self._token_ids(bb, aux)])
         # On the current device, as the model train() builds (privaudit.devices).
-        xs = tensor(scaler(x))
+        xt = tensor(xs)
         fit_rows = tensor(aux.fit)
         val_rows = tensor(aux.val)
-        seqs, lengths = seqs.to(xs.device), lengths.to(xs.device)
-        pretrained = state.model
-        n_vocab = len(state.vocab_ids) + N_SPECIAL
-        dim = x.shape[1]
-
-        def build() -> torch.nn.Module:
-            if pretrained is not None:
-                import copy
-
-                return copy.deepcopy(pretrained)
-            return self._build(dim, n_vocab)
+        seqs, lengths = seqs.to(xt.device), lengths.to(xt.device)
 
         def batch_loss(model: torch.nn.Module, rows: torch.Tensor) -> torch.Tensor:
             return _loss(
-                model, xs[rows], seqs[rows], lengths[rows], int(self.prefix_len),
+                model, xt[rows], seqs[rows], lengths[rows], int(self.prefix_len),
                 float(self.word_dropout) if model.training else 0.0,
             )  # fmt: skip
 
         def validate(model: torch.nn.Module) -> float:
             return -float(batch_loss(model, val_rows))
 
-        model, info = train(
-            build,
-            lambda model, idx: batch_loss(model, fit_rows[idx]),
-            len(aux.fit),
-            epochs=int(self.pretrain_epochs if pretraining else self.epochs),
-            batch_size=self.batch_size,
-            lr=self.lr,
-            weight_decay=self.weight_decay,
-            rng=rng,
-            desc=self.name,
-            progress=self.progress,
-            validate=validate,
-        )
-        stage = "pretrain" if pretraining else "finetune"
+        return lambda model, idx: batch_loss(model, fit_rows[idx]), validate
+
+    def _trained(
+        self,
+        bb: Backbone,
+        aux: AuxSplit,
+        xs: np.ndarray,
+        state: _State,
+        *,
+        scaler: Scaler,
+        model: torch.nn.Module,
+        info: dict[str, Any],
+        stage: str,
+    ) -> _State:
+        """The decoder; after pre-training, also its prior (the baseline)."""
         new = _State(
             vocab_ids=state.vocab_ids,
             scaler=scaler,
@@ -243,8 +237,8 @@ class GEIA(SentenceInversion):
             },
             prior=state.prior,
         )
-        if pretraining:  # the baseline: the clean decoder's prior, the same at every point
-            new.prior = self._decode(bb, new, np.zeros((1, dim), np.float32))[0]
+        if stage == "pretrain":  # the baseline: the clean decoder's prior, the same at every point
+            new.prior = self._decode(bb, new, np.zeros((1, xs.shape[1]), np.float32))[0]
         return new
 
     def _build(self, dim: int, n_vocab: int) -> torch.nn.Module:

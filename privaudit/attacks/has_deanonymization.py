@@ -1,11 +1,14 @@
-"""De-anonymization of Hide-and-Seek releases: guess the entities behind the replacements."""
+"""De-anonymization of Hide-and-Seek releases: guess the entities behind the replacements.
+
+This module holds the attack: fitting its index on the queried aux pairs and guessing. Reading
+anonymized text (replaced spans, contexts, the aux diff) is :mod:`._has_spans`; the white-box
+knowledge of the hide model (candidate filters, surrogate vocabulary) is :mod:`._has_white_box`;
+the entity protocol it shares with the defense (NER runner, placeholders, repeats) is
+:mod:`privaudit.entities`.
+"""
 
 from __future__ import annotations
 
-import difflib
-import functools
-import itertools
-import re
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -16,27 +19,30 @@ import numpy as np
 from annotated_types import Ge, Le, MinLen
 
 from privaudit.api import Attack, Knowledge, Predictions, Release, Space
-from privaudit.attacks.ner import check_texts, spacy_entities
-from privaudit.lexicon import MONTHS, PERSON_TITLES, WEEKDAYS
+from privaudit.attacks._has_spans import (
+    Aligner,
+    Ner,
+    ReplacedSpan,
+    find_spans,
+    index_of,
+    learn_merges,
+    merge_spans,
+    propagate_spans,
+    ratio,
+    span_contexts,
+)
+from privaudit.attacks._has_white_box import (
+    blank_out,
+    not_used,
+    vocabulary_spans,
+    white_filter,
+)
+from privaudit.entities import PLACEHOLDER, spacy_entities
+from privaudit.mechanisms.inputs import check_texts
 from privaudit.params import NonNegativeFloat, PositiveInt
 
-# The label-mode placeholder shape (``<PERSON_1>``); the attacker reads it off its aux pairs.
-_PLACEHOLDER = re.compile(r"<([A-Z][A-Z_]*?)_(\d+)>")
-_TOKEN = re.compile(r"\w+|[^\w\s]")
-Ner = tuple[int, int, str]  # an NER span: (start, end, label)
 _MIN_PURITY = 0.9  # share of one original a replacement string must map to across aux docs
 _SURROGATE_SHARE = 0.1  # non-placeholder share of aux replacements above which NER is run
-
-
-@dataclass
-class _Span:
-    """A replaced span found in an anonymized text."""
-
-    start: int
-    end: int
-    type: str  # the placeholder's type, or the NER label of the surrogate
-    released: str  # the placeholder or surrogate string as released
-    placeholder: bool
 
 
 @dataclass
@@ -207,11 +213,11 @@ class HaSDeanonymization(Attack):
 
     def _learn(self, originals: list[str], anonymized: list[str], meta: dict[str, Any]) -> None:
         k = int(self.context_words)
-        aligners = [_Aligner(o, a) for o, a in zip(originals, anonymized, strict=True)]
+        aligners = [Aligner(o, a) for o, a in zip(originals, anonymized, strict=True)]
         placeholders = surrogates = 0
         for al in aligners:
             for s, e in al.changed_regions():
-                if _PLACEHOLDER.fullmatch(al.anonymized[s:e].strip()):
+                if PLACEHOLDER.fullmatch(al.anonymized[s:e].strip()):
                     placeholders += 1
                 else:
                     surrogates += 1
@@ -223,9 +229,10 @@ class HaSDeanonymization(Attack):
         )
         # Surrogates NER splits in two ("Miller, Gill and Meyer", "Antigua and Barbuda"): learn
         # which short gaps between two NER spans sit inside one replacement, then merge them.
-        self._merge_gaps = _learn_merges(aligners, ner)
+        self._merge_gaps = learn_merges(aligners, ner)
         ner = [
-            _merge(al.anonymized, s, self._merge_gaps) for al, s in zip(aligners, ner, strict=True)
+            merge_spans(al.anonymized, s, self._merge_gaps)
+            for al, s in zip(aligners, ner, strict=True)
         ]
         self._exact = frozenset()  # white box: the hide model's own types, always replaced
         self._vocab_reject = frozenset()
@@ -237,7 +244,7 @@ class HaSDeanonymization(Attack):
             hits: Counter[str] = Counter()
             changed: Counter[str] = Counter()
             for al, spans in zip(aligners, ner, strict=True):
-                for st, en, _t, family in _vocabulary_spans(al.anonymized, spans, self._exact):
+                for st, en, _t, family in vocabulary_spans(al.anonymized, spans, self._exact):
                     hits[family] += 1
                     changed[family] += int(al.original_of(st, en)[1])
             self._vocab_reject = frozenset(
@@ -252,7 +259,7 @@ class HaSDeanonymization(Attack):
         records = []  # (doc, span, original string, changed?)
         changed_label: Counter[str] = Counter()
         for d, (al, spans) in enumerate(zip(aligners, ner, strict=True)):
-            for sp in _find_spans(al.anonymized, spans, None):
+            for sp in find_spans(al.anonymized, spans, None):
                 original, changed = al.original_of(sp.start, sp.end)
                 if not original.strip():
                     continue
@@ -264,11 +271,11 @@ class HaSDeanonymization(Attack):
 
         # Contexts: each document tokenized with its spans (placeholders + surrogate labels).
         doc_spans = [
-            _find_spans(al.anonymized, spans, self._context_labels)
+            find_spans(al.anonymized, spans, self._context_labels)
             for al, spans in zip(aligners, ner, strict=True)
         ]
         contexts = [
-            _contexts(al.anonymized, spans, k)
+            span_contexts(al.anonymized, spans, k)
             for al, spans in zip(aligners, doc_spans, strict=True)
         ]
         self._fit_docs([c[2] for c in contexts])
@@ -279,7 +286,7 @@ class HaSDeanonymization(Attack):
         self._ctx = {}
         detections = []  # surrogate candidates, for the replace-or-keep test
         for d, sp, original, changed in records:
-            where = _index_of(doc_spans[d], sp)
+            where = index_of(doc_spans[d], sp)
             if where is None:  # not a context label, or overlapped by a longer span
                 continue
             left, right = contexts[d][0][where], contexts[d][1][where]
@@ -299,7 +306,7 @@ class HaSDeanonymization(Attack):
             self._freeze(pool, self._vectorizer_matrix)
         self._memo = {}
         for released, counts in memo.items():
-            if _PLACEHOLDER.fullmatch(released):
+            if PLACEHOLDER.fullmatch(released):
                 continue
             original, n = counts.most_common(1)[0]
             total = sum(counts.values())
@@ -312,8 +319,8 @@ class HaSDeanonymization(Attack):
         gains: dict[str, list[tuple[float, float]]] = {}
         for d, sp, original, left, right in detections:
             guess = self._guess(sp.type, [(left, right, d)], exclude_doc=d)
-            keep = _ratio(sp.released, original)
-            new = _ratio(guess, original) if guess is not None else keep
+            keep = ratio(sp.released, original)
+            new = ratio(guess, original) if guess is not None else keep
             gains.setdefault(sp.type, []).append((new, keep))
         self._aux_estimate = {}
         replace = set(self._exact)
@@ -327,7 +334,7 @@ class HaSDeanonymization(Attack):
     def _with_vocabulary(self, text: str, spans: list[Ner]) -> list[Ner]:
         extra = [
             (st, en, t)
-            for st, en, t, family in _vocabulary_spans(text, spans, self._exact)
+            for st, en, t, family in vocabulary_spans(text, spans, self._exact)
             if family not in self._vocab_reject
         ]
         return sorted([*spans, *extra]) if extra else spans
@@ -430,7 +437,7 @@ class HaSDeanonymization(Attack):
             mass[pool.originals[i]] = mass.get(pool.originals[i], 0.0) + float(w)
         best, best_value = None, -1.0
         for c in mass:  # in order of the best neighbour: ties go to the closer context
-            value = sum(w * _ratio(c, o) for o, w in mass.items())
+            value = sum(w * ratio(c, o) for o, w in mass.items())
             if value > best_value + 1e-12:
                 best, best_value = c, value
         return best
@@ -464,20 +471,20 @@ class HaSDeanonymization(Attack):
             if self._use_ner and self._context_labels
             else [[] for _ in texts]
         )
-        ner = [_merge(t, s, self._merge_gaps) for t, s in zip(texts, ner, strict=True)]
+        ner = [merge_spans(t, s, self._merge_gaps) for t, s in zip(texts, ner, strict=True)]
         if self._exact:
             ner = [self._with_vocabulary(t, s) for t, s in zip(texts, ner, strict=True)]
         k = int(self.context_words)
         recovered: list[str] = []
         n_replaced = 0
         spans_all = [
-            _find_spans(t, s, self._context_labels) for t, s in zip(texts, ner, strict=True)
+            find_spans(t, s, self._context_labels) for t, s in zip(texts, ner, strict=True)
         ]
         if self.white_box:
             spans_all = [
-                _propagate(t, s, self._labels) for t, s in zip(texts, spans_all, strict=True)
+                propagate_spans(t, s, self._labels) for t, s in zip(texts, spans_all, strict=True)
             ]
-        contexts = [_contexts(t, s, k) for t, s in zip(texts, spans_all, strict=True)]
+        contexts = [span_contexts(t, s, k) for t, s in zip(texts, spans_all, strict=True)]
         docs = self._doc_vectors([c[2] for c in contexts])
         for d, (text, spans) in enumerate(zip(texts, spans_all, strict=True)):
             left, right, _ = contexts[d]
@@ -511,7 +518,7 @@ class HaSDeanonymization(Attack):
         )
 
     def _guess_black(
-        self, spans: list[_Span], left: list, right: list, doc: Any
+        self, spans: list[ReplacedSpan], left: list, right: list, doc: Any
     ) -> list[str | None]:
         out: list[str | None] = []
         for i, sp in enumerate(spans):
@@ -525,14 +532,14 @@ class HaSDeanonymization(Attack):
         return out
 
     def _guess_white(
-        self, text: str, spans: list[_Span], left: list, right: list, doc: Any
+        self, text: str, spans: list[ReplacedSpan], left: list, right: list, doc: Any
     ) -> list[str | None]:
         groups: dict[str, list[int]] = {}
         for i, sp in enumerate(spans):
             if sp.placeholder or sp.type in self._labels:
                 groups.setdefault(sp.released, []).append(i)
         # The released text with every replacement blanked: what is left is verbatim original.
-        outside = _outside(text, [spans[i] for idx in groups.values() for i in idx])
+        outside = blank_out(text, [spans[i] for idx in groups.values() for i in idx])
         used: set[str] = set()
         chosen: dict[str, str | None] = {}
         for released, idx in groups.items():  # in order of first appearance
@@ -542,309 +549,12 @@ class HaSDeanonymization(Attack):
                 chosen[released] = memo
                 used.add(memo.casefold())
                 continue
-            allowed = _white_filter(sp, outside, used)
+            allowed = white_filter(sp, outside, used)
             occurrences = [(left[i], right[i], doc) for i in idx]
             guess = self._guess(sp.type, occurrences, allowed=allowed)
             if guess is None and not sp.placeholder:
-                guess = self._guess(sp.type, occurrences, allowed=_not_used(sp, used))
+                guess = self._guess(sp.type, occurrences, allowed=not_used(sp, used))
             chosen[released] = guess
             if guess is not None:
                 used.add(guess.casefold())
         return [chosen.get(sp.released) if sp.released in groups else None for sp in spans]
-
-
-# --------------------------------------------------------------------------------------------
-# Spans, contexts, alignment
-# --------------------------------------------------------------------------------------------
-
-
-def _find_spans(
-    text: str, ner: Sequence[tuple[int, int, str]], labels: frozenset[str] | None
-) -> list[_Span]:
-    """Placeholders by pattern, then NER spans (of ``labels``; all if None) that overlap none."""
-    out = [
-        _Span(m.start(), m.end(), m.group(1), m.group(0), True) for m in _PLACEHOLDER.finditer(text)
-    ]
-    taken = np.zeros(len(text) + 1, dtype=bool)
-    for sp in out:
-        taken[sp.start : sp.end] = True
-    for s, e, t in ner:
-        if (labels is None or t in labels) and not taken[s:e].any():
-            out.append(_Span(s, e, t, text[s:e], False))
-            taken[s:e] = True
-    return sorted(out, key=lambda sp: sp.start)
-
-
-_MAX_GAP = 6  # characters between two NER spans that may still be one replacement
-
-
-def _gap_key(text: str, end: int, start: int) -> str | None:
-    """The normalised gap between two spans, if it is short and crosses no sentence end."""
-    gap = text[end:start]
-    if len(gap) > _MAX_GAP or any(c in gap for c in ".!?\n"):
-        return None
-    return " ".join(gap.split()).lower() or " "
-
-
-def _learn_merges(aligners: Sequence[_Aligner], ner: Sequence[Sequence[Ner]]) -> frozenset[str]:
-    """Gaps (", ", " and ", "-") that, between two NER spans of an anonymized aux text, mostly
-    lie inside one replacement: both spans stand for the same original text."""
-    inside: Counter[str] = Counter()
-    seen: Counter[str] = Counter()
-    for al, spans in zip(aligners, ner, strict=True):
-        for (s1, e1, _), (s2, e2, _) in itertools.pairwise(spans):
-            key = _gap_key(al.anonymized, e1, s2)
-            if key is None:
-                continue
-            seen[key] += 1
-            inside[key] += int(al.one_replacement(s1, e2))
-    return frozenset(k for k, n in seen.items() if n >= 2 and inside[k] / n >= 0.5)
-
-
-def _merge(text: str, spans: Sequence[Ner], gaps: frozenset[str]) -> list[Ner]:
-    """Join neighbouring NER spans across a learned gap; the first span's label names them."""
-    out: list[Ner] = []
-    for s, e, t in spans:
-        if out and gaps and _gap_key(text, out[-1][1], s) in gaps:
-            out[-1] = (out[-1][0], e, out[-1][2])
-        else:
-            out.append((s, e, t))
-    return out
-
-
-def _word_pattern(s: str) -> re.Pattern[str]:
-    head = r"(?<!\w)" if re.match(r"\w", s) else ""
-    tail = r"(?!\w)" if re.search(r"\w$", s) else ""
-    return re.compile(head + re.escape(s) + tail)
-
-
-def _propagate(text: str, spans: list[_Span], labels: frozenset[str]) -> list[_Span]:
-    """White box: HaS hides every whole-word repeat of a detected string, so every repeat of
-    a detected surrogate is that surrogate too."""
-    taken = np.zeros(len(text) + 1, dtype=bool)
-    for sp in spans:
-        taken[sp.start : sp.end] = True
-    out = list(spans)
-    seen: dict[str, _Span] = {}
-    for sp in spans:
-        if not sp.placeholder and sp.type in labels:
-            seen.setdefault(sp.released, sp)
-    for string in sorted(seen, key=len, reverse=True):
-        for m in _word_pattern(string).finditer(text):
-            if not taken[m.start() : m.end()].any():
-                taken[m.start() : m.end()] = True
-                out.append(_Span(m.start(), m.end(), seen[string].type, string, False))
-    return sorted(out, key=lambda sp: sp.start)
-
-
-def _index_of(spans: list[_Span], target: _Span) -> int | None:
-    for i, sp in enumerate(spans):
-        if sp.start == target.start and sp.end == target.end:
-            return i
-    return None
-
-
-def _contexts(
-    text: str, spans: Sequence[_Span], k: int
-) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]], str]:
-    """Per span, its ``k`` lower-cased word tokens to the left and right (other spans read as
-    ``<TYPE>``), and the document as one token string for TF-IDF."""
-    tokens: list[str] = []
-    at: list[int] = []
-    pos = 0
-    for sp in spans:
-        tokens += [m.group(0).lower() for m in _TOKEN.finditer(text, pos, sp.start)]
-        at.append(len(tokens))
-        tokens.append(f"<{sp.type}>")
-        pos = sp.end
-    tokens += [m.group(0).lower() for m in _TOKEN.finditer(text, pos)]
-    left = [tuple(tokens[max(0, i - k) : i]) for i in at]
-    right = [tuple(tokens[i + 1 : i + 1 + k]) for i in at]
-    return left, right, " ".join(tokens)
-
-
-class _Aligner:
-    """Token-level diff of an original and its anonymized text (aux pairs only)."""
-
-    def __init__(self, original: str, anonymized: str) -> None:
-        self.original = original
-        self.anonymized = anonymized
-        self.o_tok = [(m.start(), m.end()) for m in _TOKEN.finditer(original)]
-        self.a_tok = [(m.start(), m.end()) for m in _TOKEN.finditer(anonymized)]
-        matcher = difflib.SequenceMatcher(
-            None,
-            [original[s:e] for s, e in self.o_tok],
-            [anonymized[s:e] for s, e in self.a_tok],
-            autojunk=False,
-        )
-        # Per anonymized token: the original token block it stands for, and whether it changed.
-        self.block: list[tuple[int, int]] = [(0, 0)] * len(self.a_tok)
-        self.changed: list[bool] = [False] * len(self.a_tok)
-        self.regions: list[tuple[int, int]] = []
-        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-            if tag == "equal":
-                for n in range(j2 - j1):
-                    self.block[j1 + n] = (i1 + n, i1 + n + 1)
-            elif j2 > j1:
-                for j in range(j1, j2):
-                    self.block[j] = (i1, i2)
-                    self.changed[j] = True
-                self.regions.append((self.a_tok[j1][0], self.a_tok[j2 - 1][1]))
-
-    def changed_regions(self) -> list[tuple[int, int]]:
-        return self.regions
-
-    def one_replacement(self, start: int, end: int) -> bool:
-        """Is the anonymized stretch ``[start, end)`` inside a single changed region?"""
-        return any(s <= start and end <= e for s, e in self.regions)
-
-    def original_of(self, start: int, end: int) -> tuple[str, bool]:
-        """The original text an anonymized char span stands for, and whether it changed."""
-        js = [j for j, (s, e) in enumerate(self.a_tok) if s < end and e > start]
-        blocks = [self.block[j] for j in js if self.block[j][1] > self.block[j][0]]
-        changed = any(self.changed[j] for j in js)
-        if not blocks:
-            return "", changed
-        i1 = min(b[0] for b in blocks)
-        i2 = max(b[1] for b in blocks)
-        return self.original[self.o_tok[i1][0] : self.o_tok[i2 - 1][1]], changed
-
-
-@functools.lru_cache(maxsize=1 << 18)
-def _ratio(a: str | None, b: str | None) -> float:
-    if a is None or b is None:
-        return 0.0
-    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
-
-
-# --------------------------------------------------------------------------------------------
-# White-box knowledge of the hide model
-# --------------------------------------------------------------------------------------------
-
-
-def _outside(text: str, spans: Sequence[_Span]) -> str:
-    chars = list(text)
-    for sp in spans:
-        chars[sp.start : sp.end] = [" "] * (sp.end - sp.start)
-    return "".join(chars)
-
-
-def _not_used(sp: _Span, used: set[str]) -> Callable[[str], bool]:
-    released = sp.released.casefold()
-
-    def allowed(candidate: str) -> bool:
-        c = candidate.casefold()
-        return c not in used and c != released and (sp.placeholder or c not in released)
-
-    return allowed
-
-
-def _white_filter(sp: _Span, outside: str, used: set[str]) -> Callable[[str], bool]:
-    """Candidates the hide model's behaviour allows for this replacement."""
-    base = _not_used(sp, used)
-    shape = None if sp.placeholder else _shape(sp.released, sp.type)
-
-    def allowed(candidate: str) -> bool:
-        if not base(candidate):
-            return False
-        if _word_pattern(candidate).search(outside):  # a verbatim original would be hidden too
-            return False
-        return shape is None or _shape(candidate, sp.type) == shape
-
-    return allowed
-
-
-@functools.cache
-def _faker_names() -> tuple[frozenset[str], frozenset[str]]:
-    """faker en_US first names and countries (the hide model's surrogate sources)."""
-    try:
-        from faker.providers.address.en_US import Provider as Address
-        from faker.providers.person.en_US import Provider as Person
-    except ImportError:  # pragma: no cover - faker is a dependency of the defense
-        return frozenset(), frozenset()
-    firsts = frozenset(n.casefold() for n in getattr(Person, "first_names", ()))
-    countries = frozenset(c.casefold() for c in getattr(Address, "countries", ()))
-    return firsts, countries
-
-
-def _shape(s: str, etype: str) -> tuple[Any, ...] | None:
-    """The form a faker surrogate keeps from its original (see HaS ``_fake_like``)."""
-    words = s.split()
-    if etype == "PERSON":
-        if len(words) >= 2 and words[0].rstrip(".").lower() in PERSON_TITLES:
-            return ("title", words[0])
-        if len(words) == 1:
-            return ("first",) if s.casefold() in _faker_names()[0] else ("last",)
-        return ("full",)
-    if etype == "GPE":
-        return ("country",) if s.casefold().removeprefix("the ") in _faker_names()[1] else ("city",)
-    if etype == "DATE":
-        has_month = any(m in s for m in MONTHS)
-        has_year = re.search(r"\b(1[89]|20)\d\d\b", s) is not None
-        has_day = re.search(r"\b\d{1,2}(st|nd|rd|th)?\b", s) is not None
-        if has_month and has_year and has_day:
-            return ("mdy", s[:1].isalpha())
-        if has_month:
-            return ("my",) if has_year else ("md", has_day)
-        if has_year:
-            return ("y",)
-        if any(w in s for w in WEEKDAYS):
-            return ("weekday",)
-        return ("digits",) if re.search(r"\d", s) else ("relative",)
-    return None
-
-
-# HaS's own relative-date surrogates (white-box knowledge of the hide model's vocabulary).
-_HAS_RELATIVE_DATES = (
-    "last week", "last month", "two weeks ago", "a few days ago", "last spring", "last autumn",
-    "earlier this year", "three months ago", "the other day", "last year", "a while back",
-)  # fmt: skip
-
-
-@functools.cache
-def _vocabulary_patterns() -> dict[str, re.Pattern[str]]:
-    """Per type, what the hide model's faker surrogates look like (en_US formats)."""
-    try:
-        from faker.providers.address.en_US import Provider as Address
-        from faker.providers.company.en_US import Provider as Company
-        from faker.providers.person.en_US import Provider as Person
-    except ImportError:  # pragma: no cover - faker is a dependency of the defense
-        return {}
-
-    def alt(words: Sequence[str]) -> str:
-        return "|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True))
-
-    firsts, lasts = alt(list(Person.first_names)), alt(list(Person.last_names))
-    prefix, suffix = alt(Address.city_prefixes), alt(Address.city_suffixes)
-    company = alt(Company.company_suffixes)
-    return {
-        "GPE": re.compile(
-            rf"\b(?:(?:{prefix}) (?:{firsts})(?:{suffix})?|(?:{firsts}|{lasts})(?:{suffix}))\b"
-        ),
-        "ORG": re.compile(
-            rf"\b(?:(?:{lasts}), (?:{lasts}) and (?:{lasts})|(?:{lasts})-(?:{lasts})"
-            rf"|(?:{lasts}) (?:{company}))\b"
-        ),
-        "DATE": re.compile(rf"\b(?:{alt(_HAS_RELATIVE_DATES)})\b"),
-    }
-
-
-def _vocabulary_spans(
-    text: str, spans: Sequence[Ner], types: frozenset[str]
-) -> list[tuple[int, int, str, str]]:
-    """``(start, end, type, family)`` of hide-vocabulary strings outside ``spans``."""
-    taken = np.zeros(len(text) + 1, dtype=bool)
-    for st, en, _ in spans:
-        taken[st:en] = True
-    for m in _PLACEHOLDER.finditer(text):
-        taken[m.start() : m.end()] = True
-    out = []
-    for etype, pattern in _vocabulary_patterns().items():
-        if etype not in types:
-            continue
-        for m in pattern.finditer(text):
-            if not taken[m.start() : m.end()].any():
-                taken[m.start() : m.end()] = True
-                family = m.group(0) if etype == "DATE" else etype
-                out.append((m.start(), m.end(), etype, family))
-    return sorted(out)

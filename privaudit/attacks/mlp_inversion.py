@@ -76,6 +76,7 @@ class MLPInversion(PairInversion):
     # The quick grid's budget: fewer epochs (recovery against `none` stays 1.000), and torch's
     # thread count as the grid's worker set it.
     quick_params: ClassVar[Mapping[str, Any]] = {"threads": None, "epochs": 2}
+    test_params: ClassVar[Mapping[str, Any]] = {"epochs": 2}
 
     def __init__(
         self,

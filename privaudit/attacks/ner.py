@@ -12,27 +12,13 @@ import numpy as np
 from annotated_types import Ge, MinLen
 
 from privaudit.api import Attack, Knowledge, Predictions, Release, Space
+from privaudit.entities import Span, spacy_entities
+from privaudit.mechanisms.inputs import check_texts
 from privaudit.mechanisms.seeding import seeded_torch
 from privaudit.params import PositiveFloat, PositiveInt
 
 if TYPE_CHECKING:
     import datasets
-
-Span = tuple[int, int, str]  # (start, end, type): character offsets in the text it was found in
-
-_SPACY_BATCH = 128  # the batch size HaS measured fastest for en_core_web_sm on reviews
-
-
-def check_texts(texts: object, name: str) -> list[str]:
-    """The released texts as a list of strings, or a ``TypeError`` saying what arrived."""
-    if isinstance(texts, str) or not isinstance(texts, Sequence):
-        raise TypeError(f"{name}: a text release holds a list of strings, got {texts!r:.60}.")
-    bad = [i for i, t in enumerate(texts) if not isinstance(t, str)]
-    if bad:
-        raise TypeError(
-            f"{name}: released document {bad[0]} is a {type(texts[bad[0]]).__name__}, not a string."
-        )
-    return list(texts)
 
 
 def released_texts(release: object, name: str) -> list[str]:
@@ -47,38 +33,6 @@ def released_texts(release: object, name: str) -> list[str]:
         )
     check_texts(release.texts, name)
     return release.content_texts()
-
-
-def spacy_entities(texts: Sequence[str], spacy_model: str | None = None) -> list[list[Span]]:
-    """spaCy NER spans ``(start, end, label)`` per text, whitespace-trimmed, in order.
-
-    Only the ``ner`` pipe and the components it listens to run (the others do not change its
-    entities); texts go through ``nlp.pipe`` in batches; empty texts are skipped."""
-    out: list[list[Span]] = [[] for _ in texts]
-    jobs = [i for i, t in enumerate(texts) if t.strip()]
-    if not jobs:
-        return out
-    from privaudit.resources import ner_pipeline
-
-    nlp = ner_pipeline(spacy_model)
-    keep = {"ner"} | {
-        name for name, pipe in nlp.pipeline if "ner" in getattr(pipe, "listening_components", ())
-    }
-    disable = [name for name in nlp.pipe_names if name not in keep]
-    longest = max(len(texts[i]) for i in jobs)
-    if longest >= nlp.max_length:  # NER needs no parser memory; raising the cap is safe
-        nlp.max_length = longest + 1
-    docs = nlp.pipe((texts[i] for i in jobs), batch_size=_SPACY_BATCH, disable=disable)
-    for i, doc in zip(jobs, docs, strict=True):
-        text = texts[i]
-        for ent in doc.ents:
-            s, e = ent.start_char, ent.end_char
-            raw = text[s:e]
-            s += len(raw) - len(raw.lstrip())
-            e -= len(raw) - len(raw.rstrip())
-            if e > s:
-                out[i].append((s, e, ent.label_))
-    return out
 
 
 @dataclass

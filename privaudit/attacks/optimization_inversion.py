@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self
 
 import numpy as np
@@ -86,6 +86,7 @@ class OptimizationInversion(Attack):
     accepts: ClassVar[frozenset[Space]] = frozenset({Space.TOKEN_EMBEDDINGS, Space.HIDDEN_STATES})
     metric: ClassVar[str] = "token_f1"
     needs_white_box: ClassVar[bool] = True
+    test_params: ClassVar[Mapping[str, Any]] = {"steps": 5, "max_docs": 3}
 
     def __init__(
         self,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from privaudit.api import Defense
-from privaudit.audit.scoring import replacement_rate
+from privaudit.metrics import replacement_rate
 
 
 @dataclass

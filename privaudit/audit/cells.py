@@ -40,7 +40,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privaudit.api import Attack, Defense, Knowledge, Release
-from privaudit.audit.outcomes import Outcome
 from privaudit.audit.plan import (
     Point,
     cell_key,
@@ -48,14 +47,9 @@ from privaudit.audit.plan import (
     identity,
     stable_seed,
 )
-from privaudit.audit.scoring import (
-    NotScorable,
-    Truth,
-    family_of,
-    replacement_rate,
-    score_predictions,
-)
 from privaudit.mechanisms.memo import charged_seconds
+from privaudit.metrics import NotScorable, Truth, family_of, replacement_rate, score_predictions
+from privaudit.metrics.outcomes import Outcome
 from privaudit.registry import ATTACKS, CORPORA, DEFENSES, UTILITY, build_component
 
 if TYPE_CHECKING:

@@ -23,13 +23,17 @@ import difflib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from privaudit.api import Defense, Release
-from privaudit.defenses._validate import check_rng, check_texts
+from privaudit.guarantees import Guarantee, as_guarantee
+from privaudit.mechanisms.inputs import check_rng, check_texts
 from privaudit.registry import DEFENSES, load_object
+
+if TYPE_CHECKING:
+    from privaudit.audit.runner import OutputWriter
 
 #: How grid configs name the wrapper (a ``module:Class`` path resolves in every worker).
 USER = "privaudit.audit.plugin:UserDefense"
@@ -48,7 +52,9 @@ class UserDefense(Defense):
 
     ``target`` is ``module:Class`` or ``path/file.py:Class``; ``knob`` names the constructor
     parameter that sets the privacy level (or None); every other keyword goes to the user's
-    constructor. The class may set ``name`` and ``guarantee``; its
+    constructor. The class may set ``name`` and ``guarantee`` (a
+    :class:`~privaudit.guarantees.Guarantee`, a string shown as written, or nothing for
+    ``"unknown (user privatizer)"``; another type is a ``TypeError``); its
     ``privatize(texts, rng)`` may return strings (wrapped in a text release) or a Release.
     Threat model, knob units and guarantee are the user's; privaudit measures, it does not
     certify.
@@ -56,7 +62,7 @@ class UserDefense(Defense):
 
     name: ClassVar[str] = "user"
     knob: ClassVar[str | None] = "(set by the user)"  # a class-level stand-in; see __init__
-    guarantee: ClassVar[str] = "unknown (user privatizer)"
+    guarantee: ClassVar[Guarantee] = Guarantee.unknown("user privatizer")
 
     def __init__(self, target: str, knob: str | None = None, **options: Any) -> None:
         self.target = target
@@ -84,8 +90,10 @@ class UserDefense(Defense):
             self._impl = impl
             # The user's own name and guarantee, where given, label the results.
             self.name = str(getattr(impl, "name", "") or cls.__name__)  # type: ignore[misc]
-            given = getattr(impl, "guarantee", UserDefense.guarantee)
-            self.guarantee = str(given)  # type: ignore[misc]
+            given = getattr(impl, "guarantee", None)
+            self.guarantee = as_guarantee(  # type: ignore[misc]
+                given, where=f"{self.target}.guarantee", default=UserDefense.guarantee
+            )
         return self._impl
 
     def fit(self, train: Any) -> UserDefense:
@@ -291,11 +299,14 @@ def audit(
     min_speed: float = MIN_WORDS_PER_SECOND,
     corpus_params: dict[str, Any] | None = None,
     device: str | None = None,
+    outputs: OutputWriter | None = None,
 ) -> AuditResult:
     """Check, then benchmark, the privatizer ``target`` at each value of ``knob``
     (``"NAME=v1,v2"``); ``compare`` names the built-in defenses drawn beside it (their
     privacy levels from ``preset``, else from the quick preset); ``corpus_params`` are merged
-    over the grid's ``corpus.params``; ``device`` (default: the grid's) is where torch runs."""
+    over the grid's ``corpus.params``; ``device`` (default: the grid's) is where torch runs;
+    ``outputs`` writes the plots, leaderboard and report (:func:`privaudit.outputs.audit` passes
+    it)."""
     from privaudit.audit.config import PRESETS, load_config
     from privaudit.audit.runner import run_grid
 
@@ -339,5 +350,7 @@ def audit(
     if device is not None:
         data["device"] = device  # checked with the rest of the config
     config = load_config(data)
-    result = run_grid(config, run_dir=run_dir, reports_root=reports_root, progress=progress)
+    result = run_grid(
+        config, run_dir=run_dir, reports_root=reports_root, progress=progress, outputs=outputs
+    )
     return AuditResult(checks, result, shown, [])

@@ -39,6 +39,11 @@ from privaudit.params import shown
 #: Appended to the label of a defense whose service-side objective the evaluator did not train.
 NOT_APPLIED = "(objective not applied)"
 
+#: Writes a finished run's outputs (results frame, run directory, chance level) → the plots
+#: written, the problems met (one line each) and the leaderboard: the outputs layer's
+#: :func:`privaudit.outputs.write_outputs`, handed down so the runner imports none of it.
+OutputWriter = Callable[[Any, RunDir, float], tuple[list[Path], list[str], Any]]
+
 
 @dataclass
 class RunResult:
@@ -65,9 +70,13 @@ def run_grid(
     jobs: int | None = None,
     address: str | None = None,
     overwrite: bool = False,
+    outputs: OutputWriter | None = None,
 ) -> RunResult:
     """Run every cell of ``config`` not already in ``run_dir``'s store; write
-    ``results.csv``/``.parquet`` (after every point), Pareto plots and ``run.json``.
+    ``results.csv``/``.parquet`` (after every point) and ``run.json``; then ``outputs`` (the
+    plots, leaderboard and report, :func:`privaudit.outputs.write_outputs`, passed in by the
+    layer above: the runner imports no output module) when given. The CLI and the Python
+    facade :func:`privaudit.outputs.run_grid` pass it.
 
     Re-running a config into the same directory (``privaudit run --resume RUN_DIR``) skips
     every finished cell by its key; ``executor``/``jobs``/``address`` override the config's
@@ -102,7 +111,7 @@ def run_grid(
     rd = RunDir(run_dir)
     _claim(rd, config, overwrite)
     with guard_run(rd.path) as checkpoint, use_device(device):
-        return _execute(config, rd, runner, progress, checkpoint)
+        return _execute(config, rd, runner, progress, checkpoint, outputs)
 
 
 def _execute(
@@ -111,6 +120,7 @@ def _execute(
     runner: Any,
     progress: bool,
     checkpoint: Callable[[], None] = lambda: None,
+    outputs: OutputWriter | None = None,
 ) -> RunResult:
     """The run in its claimed directory: plan, compute every unfinished cell, write outputs."""
     from tqdm.auto import tqdm
@@ -184,7 +194,7 @@ def _execute(
     end = {"finished": True, "cells": total, "computed": total - done}
     rd.write_meta(meta | end)
     level = chance_level(ctx)
-    plots, problems, board = write_outputs(frame, rd, level)
+    plots, problems, board = outputs(frame, rd, level) if outputs is not None else ([], [], None)
     if total:
         outputs_s = time.perf_counter() - outputs_start
         _keep_costs(book, lambda: book.add([OUTPUTS], outputs_s, total))
@@ -304,11 +314,11 @@ def results_table(
     ctx: Context, points: list[Point], store: ResultStore, *, intervals: bool = True
 ) -> tuple[Any, Any]:
     """The results table (rows of :func:`assemble` with intervals and normalised privacy,
-    :func:`privaudit.leaderboard.stats.annotate`, unless ``intervals`` is false: the tables
+    :func:`privaudit.metrics.stats.annotate`, unless ``intervals`` is false: the tables
     written while the grid runs) and the outcomes table behind it."""
     import pandas as pd
 
-    from privaudit.leaderboard.stats import Bootstrap, annotate, run_stats
+    from privaudit.metrics.stats import Bootstrap, annotate, run_stats
 
     rows, outcomes = assemble(ctx, points, store)
     frame = pd.DataFrame(rows).reindex(columns=COLUMNS)
@@ -324,11 +334,11 @@ def assemble(
     ctx: Context, points: list[Point], store: ResultStore
 ) -> tuple[list[dict[str, Any]], Any]:
     """The result rows of ``points`` from the store, in grid order (unfinished cells are
-    absent), and their per-document outcomes (:class:`privaudit.leaderboard.stats.Outcomes`:
+    absent), and their per-document outcomes (:class:`privaudit.metrics.stats.Outcomes`:
     each row's attack and baseline outcome by ``cell_key``, each point's utility outcome by
     its key, the ``point`` column)."""
-    from privaudit.audit.outcomes import Outcome
-    from privaudit.leaderboard.stats import Outcomes
+    from privaudit.metrics.outcomes import Outcome
+    from privaudit.metrics.stats import Outcomes
 
     rows = []
     found: dict[tuple[str, str], Outcome] = {}
@@ -349,7 +359,7 @@ def assemble(
             "knob_value": float(knob_value) if knob_value is not None else math.nan,
             "seed": point.seed,
             "target_rate": point.target_rate if point.target_rate is not None else math.nan,
-            "guarantee": defense.guarantee,
+            "guarantee": str(defense.guarantee),  # the symbolic text; the object is on defense
             "defense_params": fmt_params(defense.params()),
             "utility_evaluator": _evaluator_label(ctx.evaluator),
             "utility_metric": ctx.evaluator.metric,
@@ -404,60 +414,3 @@ def examples(ctx: Context, points: list[Point], store: ResultStore) -> list[dict
         for ex in pairs:
             out.append({"defense": point.label, "knob_value": point.knob_value, **ex})
     return out
-
-
-def write_outputs(frame: Any, rd: RunDir, chance: float) -> tuple[list[Path], list[str], Any]:
-    """Per-attack Pareto plots, the combined frontier figure, the leaderboard (from the run
-    directory's results and outcomes) with its worst-case family figure, and the HTML report.
-    The results are already on disk; one output that cannot be made is recorded (returned,
-    and warned about) and every other one is still written, so ``--resume`` can always
-    finish. Returns the plots, the problems and the leaderboard (None if it failed)."""
-    import warnings
-
-    from privaudit.leaderboard.board import leaderboard, load_runs, write_leaderboard
-    from privaudit.leaderboard.pareto import (
-        plot_families,
-        plot_frontiers,
-        plot_pareto,
-        run_styles,
-    )
-    from privaudit.leaderboard.report import write_report
-
-    plots: list[Path] = []
-    problems: list[str] = []
-
-    def attempt(what: str, make: Any) -> None:
-        try:
-            made = make()
-        except DiskFull:  # no other output would fit either: stop, say so, resume later
-            raise
-        except Exception as exc:  # one bad plot must not cost the others
-            problems.append(f"{what}: {type(exc).__name__}: {exc}")
-            warnings.warn(f"privaudit could not write {problems[-1]}", stacklevel=2)
-            return
-        plots.extend(made if isinstance(made, list) else [made])
-
-    ok = frame[frame["status"] == "ok"]
-    styles = run_styles(frame)  # one colour and marker per defense in every figure
-    for attack_name in sorted(ok["attack"].unique()):
-        sub, path = ok[ok["attack"] == attack_name], rd.pareto_png(attack_name)
-        attempt(path.name, lambda s=sub, p=path, a=attack_name: plot_pareto(
-            s, p, attack=a, chance=chance, styles=styles) or p)  # fmt: skip
-    boards: list[Any] = []
-
-    def board() -> list[Path]:
-        runs = load_runs([rd.path], chance=chance)
-        boards.append(leaderboard(runs.frame, chance, outcomes=runs.outcomes,
-                                  bootstrap=runs.bootstrap))  # fmt: skip
-        return write_leaderboard(boards[0], rd.path)
-
-    if len(ok):
-        attempt("frontiers.png", lambda: plot_frontiers(
-            frame, rd.frontiers_png, chance=chance, styles=styles))  # fmt: skip
-        attempt("leaderboard", board)
-        if boards and not boards[0].points.empty:
-            attempt("families.png", lambda: plot_families(
-                boards[0].points, rd.families_png, chance=chance, styles=styles))  # fmt: skip
-    # The report shows the same leaderboard: computed once (its resampled ranks cost seconds).
-    attempt("report.html", lambda: write_report(rd.path, board=boards[0] if boards else None))
-    return plots, problems, boards[0] if boards else None

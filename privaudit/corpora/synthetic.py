@@ -1,5 +1,10 @@
 """``synthetic-reviews``: a seeded, offline corpus of customer reviews that leak their authors.
 
+This module holds the generative model (its rates below), the writer that fills the templates
+and the entry point :func:`synthetic_reviews`. The phrase tables are data beside it:
+:mod:`privaudit.corpora.synthetic_phrases` (word lists, sentence templates, the ten categories)
+and :mod:`privaudit.corpora.synthetic_cues` (the attribute cues).
+
 Generative model
 ----------------
 Authors. Each author gets a gender (``F``/``M``, 50/50) and a birth-year bin (the TP-UK bins
@@ -51,7 +56,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -59,7 +64,44 @@ import numpy as np
 from annotated_types import Ge
 
 from privaudit.corpora.base import Corpus
-from privaudit.corpora.files import assign_splits, check_fractions, corpus_features
+from privaudit.corpora.splits import assign_splits, check_fractions, corpus_features
+from privaudit.corpora.synthetic_cues import (
+    AGE_CUES,
+    COMBINED_CUES,
+    GENDER_CUES,
+    STYLE_CUES,
+    STYLE_INTENSIFIERS,
+    STYLE_PREFIXES,
+)
+from privaudit.corpora.synthetic_phrases import (
+    BRANDS,
+    CATEGORIES,
+    CLOSINGS,
+    CONTRAST,
+    ENTITY_OPINIONS,
+    FILLERS,
+    GENERIC_NEG,
+    GENERIC_POS,
+    HEDGED,
+    HEDGED_CLOSINGS,
+    HOLIDAYS,
+    INTENSIFIERS,
+    LUKEWARM,
+    MODELS,
+    NAME_ADJ,
+    NAME_NOUN,
+    OPINION,
+    OPINION_ANY,
+    RELATIVE_DATES,
+    STAFF,
+    STAFF_NEG,
+    STAFF_POS,
+    TITLE_ADJ,
+    TITLE_NOUN,
+    UK_CITIES,
+    WE,
+    Category,
+)
 from privaudit.lexicon import MONTHS, WEEKDAYS
 from privaudit.params import NonNegativeInt, Probability, checked
 
@@ -100,647 +142,6 @@ P_ENTITY_OPINION = 0.6
 
 Piece = tuple[str, str | None]  # (text, entity type or None)
 
-# --------------------------------------------------------------------------------------------
-# Word lists
-# --------------------------------------------------------------------------------------------
-
-GENERIC_POS = (
-    "excellent", "superb", "fantastic", "lovely", "brilliant", "outstanding", "great",
-    "wonderful", "impressive", "spot on", "faultless", "top-notch", "amazing", "perfect",
-    "delightful", "terrific",
-)  # fmt: skip
-GENERIC_NEG = (
-    "awful", "terrible", "poor", "dreadful", "disappointing", "shocking", "rubbish", "mediocre",
-    "appalling", "useless", "substandard", "abysmal", "shoddy", "horrible", "pathetic",
-)  # fmt: skip
-LUKEWARM = ("okay", "fine", "average", "decent enough", "passable", "so-so", "acceptable")
-STAFF_POS = (
-    "friendly", "helpful", "attentive", "welcoming", "professional", "lovely", "polite",
-    "knowledgeable", "patient", "cheerful",
-)  # fmt: skip
-STAFF_NEG = (
-    "rude", "dismissive", "unhelpful", "unfriendly", "clueless", "impatient", "abrupt",
-    "condescending", "careless",
-)  # fmt: skip
-INTENSIFIERS = (
-    "really ", "very ", "quite ", "absolutely ", "so ", "incredibly ", "pretty ", "extremely ",
-    "genuinely ", "truly ",
-)  # fmt: skip
-STYLE_INTENSIFIERS = {
-    "young": ("lowkey ", "literally ", "super ", "legit ", "actually so "),
-    "old": ("most ", "rather ", "thoroughly ", "jolly ", "exceedingly "),
-}
-WE = (
-    "We", "I", "My partner and I", "My friend and I", "My family and I", "A few colleagues and I",
-    "My sister and I", "Some friends and I",
-)  # fmt: skip
-UK_CITIES = (
-    "London", "Manchester", "Leeds", "Bristol", "Glasgow", "Edinburgh", "Cardiff", "Belfast",
-    "Liverpool", "Newcastle", "Sheffield", "Nottingham", "Brighton", "York", "Bath", "Oxford",
-    "Cambridge", "Norwich", "Exeter", "Aberdeen", "Leicester", "Coventry", "Plymouth", "Swansea",
-    "Southampton", "Derby", "Inverness", "Chester", "Durham", "Canterbury",
-)  # fmt: skip
-RELATIVE_DATES = (
-    "yesterday", "last weekend", "last week", "last month", "two weeks ago", "a few days ago",
-    "last summer", "earlier this year",
-)  # fmt: skip
-HOLIDAYS = ("Christmas", "the Easter weekend", "the bank holiday weekend", "New Year")
-NAME_ADJ = (
-    "Golden", "Crooked", "Red", "Old", "Hungry", "Blue", "Little", "Royal", "Silver", "Green",
-    "Black", "Wild",
-)  # fmt: skip
-NAME_NOUN = (
-    "Fork", "Spoon", "Lion", "Kitchen", "Oak", "Anchor", "Olive", "Pig", "Table", "Grill", "Swan",
-    "Fox", "Harbour", "Lantern",
-)  # fmt: skip
-BRANDS = (
-    "Nokara", "Zentek", "Veltro", "Orbix", "Lumio", "Kairo", "Novaphone", "Trion", "Helix",
-    "Quanta", "Brightwell", "Corvin",
-)  # fmt: skip
-MODELS = ("X", "S", "Nova", "Pro", "Edge", "Note", "Zen", "Air", "Max", "Lite")
-TITLE_ADJ = (
-    "Silent", "Forgotten", "Last", "Hidden", "Broken", "Golden", "Winter", "Distant", "Burning",
-    "Quiet", "Lost",
-)  # fmt: skip
-TITLE_NOUN = (
-    "Harbour", "Garden", "Letter", "House", "River", "Daughter", "Promise", "Orchard",
-    "Lighthouse", "Storm", "Summer", "Kingdom",
-)  # fmt: skip
-
-OPINION_ANY = (
-    "The {aspect} {be} {intens}{adj}.",
-    "I found the {aspect} {intens}{adj}.",
-    "I thought the {aspect} {be} {intens}{adj}.",
-    "Honestly, the {aspect} {be} {intens}{adj}.",
-    "As for the {aspect}, {it} {be} {intens}{adj}.",
-    "The {aspect} {be} {adj} and the {aspect} {be} {intens}{adj}.",
-    "I have to say the {aspect} {be} {intens}{adj}.",
-    "I'd describe the {aspect} as {intens}{adj}.",
-    "The {aspect} {be} {adj}, and {intens}{adj} at that.",
-)
-# Opinions that name a date or a business, for reviews without an opening to carry entities.
-ENTITY_OPINIONS = {
-    True: (
-        "I went to {org} {date} and the {aspect} {be} {intens}{adj}.",
-        "I tried {org} {date} and found the {aspect} {intens}{adj}.",
-        "I visited {date} and the {aspect} {be} {intens}{adj}.",
-        "I went to {org} in {gpe} and the {aspect} {be} {intens}{adj}.",
-    ),
-    False: (
-        "I got it from {org} and the {aspect} {be} {intens}{adj}.",
-        "I bought it {date} and found the {aspect} {intens}{adj}.",
-        "I ordered it from {org} {date} and the {aspect} {be} {intens}{adj}.",
-        "I've had it since {date} and the {aspect} {be} {intens}{adj}.",
-    ),
-}
-OPINION = {
-    1: (
-        "I was {intens}impressed with the {aspect}.",
-        "I can't fault the {aspect}.",
-        "The {aspect} really stood out.",
-        "Special mention for the {aspect}, which {be} {intens}{adj}.",
-        "I loved the {aspect}.",
-        "The {aspect} exceeded my expectations.",
-        "I was pleasantly surprised by the {aspect}.",
-        "Ten out of ten for the {aspect}.",
-        "I couldn't have asked for better {aspect}.",
-        "The {aspect} {be} exactly what I hoped for.",
-        "I'm {intens}happy with the {aspect}.",
-        "I would happily pay again just for the {aspect}.",
-    ),
-    0: (
-        "I was {intens}disappointed with the {aspect}.",
-        "The {aspect} left a lot to be desired.",
-        "The {aspect} {be} a real letdown.",
-        "I can't believe how {adj} the {aspect} {be}.",
-        "I had nothing but problems with the {aspect}.",
-        "Don't get me started on the {aspect}.",
-        "The {aspect} {be} nowhere near as good as advertised.",
-        "Sadly, the {aspect} {be} {intens}{adj}.",
-        "I'm {intens}unhappy with the {aspect}.",
-        "I complained about the {aspect} but nothing was done.",
-        "I regret paying for the {aspect}.",
-    ),
-}
-# Sentences that argue against the document's label, softened.
-CONTRAST = {
-    1: (
-        "The only downside was the {aspect}, which {be} a bit {oadj}.",
-        "Not everything was perfect, as the {aspect} {be} {oadj}.",
-        "The {aspect} could be better, but it's a minor gripe.",
-        "I wasn't sure about the {aspect} at first.",
-        "Admittedly, the {aspect} {be} {oadj}.",
-        "My one complaint is that the {aspect} {be} {luke}.",
-    ),
-    0: (
-        "To be fair, the {aspect} {be} {oadj}.",
-        "The {aspect} {be} {oadj}, I'll give them that.",
-        "The {aspect} {be} {luke}, but that's about it.",
-        "I really wanted to like it.",
-        "On paper the {aspect} looked great.",
-        "I admit the {aspect} {be} {oadj}.",
-    ),
-}
-HEDGED = (
-    "The {aspect} {be} {luke}, nothing special.",
-    "I have mixed feelings about this one.",
-    "The {aspect} {be} {luke} at best.",
-    "It was {luke}, to be honest.",
-    "I honestly can't decide what I think of the {aspect}.",
-)
-STAFF = {
-    1: (
-        "{role} {person} was {intens}{staff}.",
-        "Special thanks to {person}, who went above and beyond.",
-        "{person} couldn't have been more helpful.",
-        "{role}, {person}, made us feel {intens}welcome.",
-    ),
-    0: (
-        "{role} {person} was {intens}{staff}.",
-        "When I complained, {person} just shrugged.",
-        "{person} was {staff} and unhelpful.",
-        "{role}, {person}, couldn't have cared less.",
-    ),
-}
-FILLERS = {
-    True: (  # services
-        "We visited {date}.",
-        "We were there {date}.",
-        "I went along {date} with a friend.",
-        "It was our first time in {place}.",
-        "We'd booked it {date}.",
-    ),
-    False: (  # products
-        "It arrived {date}.",
-        "I ordered it {date}.",
-        "It was delivered to my home in {gpe}.",
-        "I've had it since {date}.",
-        "I paid for it {date}.",
-    ),
-}
-CLOSINGS = {
-    1: (
-        "Would definitely recommend.",
-        "Highly recommended.",
-        "Five stars from me.",
-        "I will definitely be back.",
-        "Worth every penny.",
-        "Already recommended it to friends.",
-        "Great value for money.",
-        "Keep up the good work!",
-        "Can't wait to go back.",
-        "Couldn't be happier.",
-    ),
-    0: (
-        "Would not recommend.",
-        "Avoid at all costs.",
-        "Never again.",
-        "Save your money.",
-        "I've asked for a refund.",
-        "One star is too generous.",
-        "Very poor value for money.",
-        "I won't be back.",
-        "Not worth the money.",
-        "Such a waste of money.",
-    ),
-}
-HEDGED_CLOSINGS = {
-    1: (
-        "Overall it was decent enough.",
-        "Probably worth it overall.",
-        "Not perfect, but I'd go again.",
-        "On balance, I'm glad I went for it.",
-    ),
-    0: (
-        "Not sure I'd bother again.",
-        "Maybe it was an off day.",
-        "It might suit some people, but not me.",
-        "On balance, I wish I hadn't bothered.",
-    ),
-}
-
-# ---- attribute cues: (sentences, prefixes); prefixes precede an opinion that starts with "I ".
-GENDER_CUES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    # Parallel wording: only the kin or self-description words differ between the groups.
-    "F": (
-        (
-            "My husband agreed with me on this one.",
-            "My husband thinks the same.",
-            "I'm a busy mum of two, so I don't have time for hassle.",
-            "My husband was the one who suggested it.",
-            "My husband and the kids came along too.",
-            "The other mums at school had recommended it.",
-            "I'm a mum, so practicality matters to me.",
-            "Even my husband, who never writes reviews, told me to post this.",
-            "My boyfriend came with me.",
-            "As a woman on my own, I notice these things.",
-            "The girls from work had recommended it.",
-        ),
-        ("As a mum of two, ", "As a busy mum, ", "Like my husband, ", "As a woman, "),
-    ),
-    "M": (
-        (
-            "My wife agreed with me on this one.",
-            "My wife thinks the same.",
-            "I'm a busy dad of two, so I don't have time for hassle.",
-            "My wife was the one who suggested it.",
-            "My wife and the kids came along too.",
-            "The other dads at school had recommended it.",
-            "I'm a dad, so practicality matters to me.",
-            "Even my wife, who never writes reviews, told me to post this.",
-            "My girlfriend came with me.",
-            "As a bloke on my own, I notice these things.",
-            "The lads from work had recommended it.",
-        ),
-        ("As a dad of two, ", "As a busy dad, ", "Like my wife, ", "As a bloke, "),
-    ),
-}
-AGE_CUES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    # Life stage, with a few keywords repeated per bin the way real reviewers repeat them.
-    "<=1955": (
-        (
-            "Since I retired I have more time for this sort of thing.",
-            "My grandchildren told me to leave a review.",
-            "I'm writing this with my grandchildren's help.",
-            "I've been retired and on my pension for some years now.",
-            "We have been married for over fifty years.",
-            "I'm in my seventies, so I've seen a lot.",
-            "My grandchildren and great-grandchildren keep me busy.",
-        ),
-        ("As a retired pensioner, ", "Being long retired, ", "In my seventies, "),
-    ),
-    "1956-1963": (
-        (
-            "Now that I've taken early retirement, I shop around more.",
-            "Our first grandchild arrived last year, so we're busier than ever.",
-            "As a baby boomer, I expect proper service.",
-            "With the kids long grown up and left home, we have more time for ourselves.",
-            "I'm nearly sixty and counting down to early retirement.",
-            "I'm in my late fifties.",
-            "I turned sixty recently.",
-        ),
-        ("Having just taken early retirement, ", "As a baby boomer, ", "Nearly sixty, "),
-    ),
-    "1964-1971": (
-        (
-            "I'm in my late forties with two teenagers.",
-            "My eldest teenager has just started university.",
-            "With two teenagers in the house, nothing lasts long.",
-            "I was a teenager in the eighties.",
-            "As a Gen Xer, I'm sceptical of marketing.",
-            "The mortgage is finally almost paid off.",
-            "I turned fifty this year.",
-        ),
-        ("As a Gen Xer, ", "With two teenagers at home, ", "Now that I've hit fifty, "),
-    ),
-    "1972-1978": (
-        (
-            "I'm in my early forties.",
-            "Between the school run and work, I don't have much spare time.",
-            "My kids are at primary school, so weekends are hectic.",
-            "I spent my teenage years in the nineties listening to Britpop.",
-            "Juggling work, the school run and the kids' homework is my daily routine.",
-            "I've just turned forty.",
-        ),
-        ("In my early forties, ", "Between school runs, ", "With the kids at primary school, "),
-    ),
-    "1979-1985": (
-        (
-            "I'm in my early thirties with a toddler.",
-            "We've just had our first baby.",
-            "Our toddler keeps us very busy.",
-            "As a millennial, I do all my shopping online.",
-            "We recently bought our first house, with the baby on the way.",
-            "We got married last summer and the baby is due soon.",
-            "Our toddler has just started nursery.",
-        ),
-        ("As a millennial, ", "As a new parent with a toddler, ", "In my early thirties, "),
-    ),
-    ">=1986": (
-        (
-            "I'm a student at uni, so money is tight.",
-            "I've just moved into my first flat.",
-            "My housemates at uni and I share everything.",
-            "I'm in my early twenties.",
-            "I was revising for exams at uni at the time.",
-            "Paying off my student loan means I watch every penny.",
-            "I've just left uni and started my first proper job.",
-        ),
-        ("As a student, ", "On a student budget, ", "In my early twenties, "),
-    ),
-}
-COMBINED_CUES: dict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]] = {
-    ("F", "old"): (
-        (
-            "As a grandmother of five, I know good value.",
-            "I've been a widow since my husband passed away.",
-            "My husband and I are both retired now.",
-            "My husband and I have been married over forty years.",
-        ),
-        ("As a grandmother of five, ", "Now that my husband and I are retired, "),
-    ),
-    ("M", "old"): (
-        (
-            "As a grandfather of five, I know good value.",
-            "I've been a widower since my wife passed away.",
-            "My wife and I are both retired now.",
-            "My wife and I have been married over forty years.",
-        ),
-        ("As a grandfather of five, ", "Now that my wife and I are retired, "),
-    ),
-    ("F", "mid"): (
-        (
-            "As a working mum with two teenagers, I'm hard to please.",
-            "My husband and I have just become empty nesters.",
-            "I'm a mum of three in my forties.",
-        ),
-        ("As a working mum of teenagers, ", "As a mum in her forties, "),
-    ),
-    ("M", "mid"): (
-        (
-            "As a working dad with two teenagers, I'm hard to please.",
-            "My wife and I have just become empty nesters.",
-            "I'm a dad of three in my forties.",
-        ),
-        ("As a working dad of teenagers, ", "As a dad in his forties, "),
-    ),
-    ("F", "young"): (
-        (
-            "My boyfriend and I have just moved into our first flat.",
-            "I'm a new mum on maternity leave with our first baby.",
-            "My husband and I only got married last summer.",
-        ),
-        ("As a young mum, ", "As a new mum on maternity leave, "),
-    ),
-    ("M", "young"): (
-        (
-            "My girlfriend and I have just moved into our first flat.",
-            "I'm a new dad on paternity leave with our first baby.",
-            "My wife and I only got married last summer.",
-        ),
-        ("As a young dad, ", "As a new dad on paternity leave, "),
-    ),
-}
-STYLE_CUES: dict[str, dict[int, tuple[str, ...]]] = {
-    "young": {
-        1: (
-            "Honestly such a vibe.",
-            "Literally obsessed with it.",
-            "Lowkey the best thing I've tried this year.",
-            "Ten out of ten, no notes.",
-            "The vibes were immaculate.",
-        ),
-        0: (
-            "Not the vibe at all.",
-            "Literally the worst, not gonna lie.",
-            "Big yikes from me.",
-            "Lowkey a total scam.",
-            "The vibes were off from the start.",
-        ),
-    },
-    "old": {
-        1: (
-            "A splendid experience, one must say.",
-            "Most agreeable indeed.",
-            "Jolly good value, I must say.",
-            "First class, one must say.",
-            "Quite splendid all round.",
-        ),
-        0: (
-            "Most unsatisfactory, one must say.",
-            "Frankly, not up to scratch at all.",
-            "Standards have slipped dreadfully, I'm afraid.",
-            "A most disappointing affair, one must say.",
-            "I shall be writing to the management.",
-        ),
-    },
-}
-STYLE_PREFIXES = {
-    "young": ("Ngl, ", "Not gonna lie, ", "Lowkey, ", "Literally, "),
-    "old": ("I must say, ", "One must say, ", "Quite frankly, ", "I dare say "),
-}
-
-
-@dataclass(frozen=True)
-class _Category:
-    name: str
-    service: bool
-    org: str  # which name generator makes its ORG entities
-    openings: tuple[str, ...]
-    aspects_sg: tuple[str, ...]
-    aspects_pl: tuple[str, ...]
-    pos: tuple[str, ...]
-    neg: tuple[str, ...]
-    roles: tuple[str, ...]
-    items: tuple[str, ...] = ()
-    items_by_gender: dict[str, tuple[str, ...]] = field(default_factory=dict)
-
-
-_PRODUCT_ROLES = ("The customer service agent", "The delivery driver", "The sales assistant")
-
-CATEGORIES: tuple[_Category, ...] = (
-    _Category(
-        "restaurant",
-        True,
-        "restaurant",
-        (
-            "{we} had dinner at {org} in {gpe} {date}.",
-            "{we} booked a table at {org} for a birthday meal.",
-            "Popped into {org} for a quick lunch {date}.",
-            "This review is for {org} on the high street in {gpe}.",
-            "{we} tried {org} for the first time {date}.",
-            "Went to {org} after reading the reviews.",
-            "{we} ordered a takeaway from {org}.",
-            "{we} had Sunday lunch at {org}.",
-        ),
-        ("food", "service", "atmosphere", "wine list", "dessert", "steak", "menu", "decor"),
-        ("portions", "staff", "prices", "chips", "starters", "cocktails"),
-        ("delicious", "tasty", "fresh", "generous", "perfectly cooked"),
-        ("bland", "cold", "greasy", "overcooked", "stingy", "overpriced"),
-        ("Our waiter", "Our server", "The manager", "The chef"),
-    ),
-    _Category(
-        "hotel",
-        True,
-        "hotel",
-        (
-            "{we} stayed two nights at {org} in {gpe}.",
-            "{we} stayed at {org} {date}.",
-            "Booked {org} for a weekend break in {place}.",
-            "{we} spent a week at {org} on our trip to {place}.",
-            "Stayed one night at {org} before an early flight.",
-            "I was at {org} for a work conference {date}.",
-            "{we} checked into {org} {date}.",
-        ),
-        ("room", "bed", "breakfast", "view", "location", "bathroom", "pool", "spa", "Wi-Fi"),
-        ("staff", "towels", "facilities", "rooms"),
-        ("spotless", "comfortable", "spacious", "cosy", "quiet"),
-        ("dirty", "cramped", "noisy", "tired", "shabby"),
-        ("The receptionist", "The night porter", "The duty manager", "Our housekeeper"),
-    ),
-    _Category(
-        "phone",
-        False,
-        "retailer",
-        (
-            "I bought the {brand} {model} {date}.",
-            "Ordered a new phone from {org} {date}.",
-            "I upgraded to the {brand} {model} after my old phone died.",
-            "Got the {brand} {model} on contract through {org}.",
-            "I've had this phone for about three months now.",
-            "Picked up a {brand} handset while travelling in {place}.",
-        ),
-        ("battery life", "camera", "screen", "sound quality", "signal", "charger", "software"),
-        ("speakers", "updates", "apps"),
-        ("fast", "reliable", "crisp", "responsive", "sleek"),
-        ("laggy", "slow", "glitchy", "flimsy", "unreliable"),
-        _PRODUCT_ROLES,
-    ),
-    _Category(
-        "book",
-        False,
-        "retailer",
-        (
-            "I read {title} by {person} {date}.",
-            "Just finished {title} by {person}.",
-            "Bought {title} from {org} for my holiday in {place}.",
-            "Our book club picked {title} this month.",
-            "I picked up {title} on a friend's recommendation.",
-            "{title}, the new novel by {person}, came out {date}.",
-        ),
-        ("plot", "ending", "writing", "pacing", "main character", "dialogue", "cover", "twist"),
-        ("characters", "chapters", "descriptions"),
-        ("gripping", "moving", "beautifully written", "clever", "page-turning"),
-        ("dull", "predictable", "tedious", "clunky", "confusing"),
-        _PRODUCT_ROLES,
-    ),
-    _Category(
-        "shoes",
-        False,
-        "retailer",
-        (
-            "I bought a pair of {item} from {org}.",
-            "Ordered some {item} online from {org} {date}.",
-            "My new {item} from {org} arrived {date}.",
-            "I've been wearing my new {item} for a month now.",
-            "Picked up some {item} in the sale at {org} in {gpe}.",
-        ),
-        ("fit", "sole", "stitching", "leather", "comfort", "sizing", "grip", "heel"),
-        ("laces", "insoles", "materials"),
-        ("comfortable", "sturdy", "stylish", "well made", "supportive"),
-        ("uncomfortable", "flimsy", "cheap-looking", "tight", "poorly made"),
-        _PRODUCT_ROLES,
-        ("trainers", "walking boots", "sandals", "running shoes", "slippers"),
-        {
-            "F": ("heels", "ballet flats", "wedge sandals", "court shoes", "kitten heels"),
-            "M": ("brogues", "men's trainers", "work boots", "loafers", "men's dress shoes"),
-        },
-    ),
-    _Category(
-        "clothing",
-        False,
-        "retailer",
-        (
-            "I ordered {item} from {org} {date}.",
-            "Bought {item} from {org} for a wedding.",
-            "I picked up {item} at {org} in {gpe}.",
-            "Treated myself to {item} from {org}.",
-            "I've worn {item} from {org} a few times now.",
-        ),
-        ("fabric", "fit", "stitching", "colour", "sizing", "cut", "quality", "delivery"),
-        ("seams", "buttons", "pockets"),
-        ("flattering", "soft", "well made", "stylish", "true to size"),
-        ("scratchy", "see-through", "badly sewn", "shapeless", "cheap-looking"),
-        _PRODUCT_ROLES,
-        ("a winter coat", "a jumper", "a pair of jeans", "a hoodie", "a rain jacket"),
-        {
-            "F": ("a maxi dress", "a blouse", "a pencil skirt", "a maternity top", "a bikini"),
-            "M": ("a men's suit", "a shirt and tie", "a pair of chinos", "men's boxers", "a tux"),
-        },
-    ),
-    _Category(
-        "laptop",
-        False,
-        "retailer",
-        (
-            "I bought the {brand} {model} laptop {date}.",
-            "Ordered a laptop from {org} for work.",
-            "My new {brand} laptop arrived {date}.",
-            "Got a {brand} {model} from {org} in {gpe}.",
-            "I've used this laptop every day for a few months.",
-        ),
-        ("keyboard", "screen", "battery", "trackpad", "performance", "fan", "build quality"),
-        ("ports", "hinges", "speakers"),
-        ("fast", "quiet", "solid", "responsive", "light"),
-        ("sluggish", "noisy", "flimsy", "buggy", "heavy"),
-        _PRODUCT_ROLES,
-    ),
-    _Category(
-        "furniture",
-        False,
-        "retailer",
-        (
-            "We ordered a {item} from {org} {date}.",
-            "The {item} from {org} took three weeks to arrive.",
-            "Bought a {item} for the spare room {date}.",
-            "I ordered a {item} from {org} in {gpe}.",
-            "We finally replaced our old {item}.",
-        ),
-        ("assembly", "frame", "finish", "delivery", "wood", "colour", "cushioning"),
-        ("instructions", "legs", "drawers", "screws"),
-        ("sturdy", "solid", "elegant", "well made", "easy"),
-        ("wobbly", "flimsy", "scratched", "damaged", "confusing"),
-        _PRODUCT_ROLES,
-        ("sofa", "dining table", "wardrobe", "bookcase", "bed frame", "desk", "reading chair"),
-    ),
-    _Category(
-        "garage",
-        True,
-        "garage",
-        (
-            "Took my car to {org} in {gpe} for its MOT.",
-            "Booked my car in at {org} {date} for a service.",
-            "My car broke down near {gpe} and {org} sorted it.",
-            "Had a new clutch fitted at {org}.",
-            "I've used {org} for a few years now.",
-            "{org} replaced my brakes {date}.",
-        ),
-        ("service", "repair", "price", "waiting area", "quote", "communication", "workmanship"),
-        ("mechanics", "staff", "parts"),
-        ("honest", "quick", "thorough", "professional", "fair"),
-        ("slow", "dishonest", "overpriced", "sloppy", "careless"),
-        ("The mechanic", "The service manager", "The receptionist"),
-    ),
-    _Category(
-        "hairdresser",
-        True,
-        "salon",
-        (
-            "I had {item} at {org} {date}.",
-            "Booked in with {person} at {org} for {item}.",
-            "Went to {org} in {gpe} for {item}.",
-            "First visit to {org} for {item}.",
-            "I popped into {org} for {item} {date}.",
-        ),
-        ("cut", "colour", "salon", "head massage", "consultation", "result", "booking system"),
-        ("stylists", "products", "prices"),
-        ("flawless", "stylish", "professional", "relaxing", "precise"),
-        ("uneven", "rushed", "patchy", "careless", "wonky"),
-        ("My stylist", "The junior stylist", "The salon owner"),
-        ("a haircut", "a trim", "a restyle", "a colour", "a wash and cut"),
-        {
-            "F": ("a cut and blow-dry", "highlights", "a balayage", "a bridal updo", "extensions"),
-            "M": (
-                "a skin fade",
-                "a beard trim",
-                "a short back and sides",
-                "a hot shave",
-                "a buzz cut",
-            ),
-        },
-    ),
-)
-
 
 # --------------------------------------------------------------------------------------------
 # Document writer
@@ -770,7 +171,7 @@ class _Writer:
         self.rng = rng
         self.fake = fake
         # Per-document state, reset by write().
-        self.cat: _Category = CATEGORIES[0]
+        self.cat: Category = CATEGORIES[0]
         self.item = ""
         self.polarity = 1
         self.plural = False

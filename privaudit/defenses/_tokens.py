@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from privaudit.defenses._validate import check_rng, check_texts
 from privaudit.mechanisms.batching import flatten
+from privaudit.mechanisms.inputs import check_rng, check_texts
 from privaudit.mechanisms.noise import sample_dx_noise
 
 

@@ -12,8 +12,9 @@ import numpy as np
 from annotated_types import MinLen
 
 from privaudit.api import Defense, Release, TrainingBatch
-from privaudit.defenses._validate import check_rng, check_texts
-from privaudit.defenses.dpnr import MaxLength, resolve_sensitivity
+from privaudit.defenses.dpnr import MaxLength, pooled_ldp, resolve_sensitivity
+from privaudit.guarantees import Guarantee, guarantee_property
+from privaudit.mechanisms.inputs import check_rng, check_texts
 from privaudit.mechanisms.laplace import laplace_like, minmax_normalise_torch, pooled_release
 from privaudit.params import FiniteNonNegativeFloat, FinitePositiveFloat, PositiveFloat, PositiveInt
 
@@ -202,11 +203,6 @@ class CAPE(Defense):
     cost_prior: ClassVar[float] = 0.2  # s per 1,000 words (estimate)
     gpu: ClassVar[float] = 0.25  # encodes with the backbone (privaudit.devices)
     knob: ClassVar[str | None] = "epsilon"
-    guarantee: ClassVar[str] = (
-        "Laplace noise: epsilon-LDP per coordinate of the [0,1]-normalised pooled "
-        "representation (Δ=1, as in CAPE's code); d·epsilon for the whole d-dim vector unless "
-        "sensitivity=d. The adversarial training adds no formal guarantee"
-    )
     levels: ClassVar[tuple[float, ...]] = (3, 10, 100)
 
     def __init__(
@@ -226,6 +222,17 @@ class CAPE(Defense):
         self.backbone = backbone
         self.max_length = max_length
         self.sensitivity = sensitivity
+
+    @guarantee_property
+    def guarantee(self) -> Guarantee:
+        """epsilon-LDP per coordinate (Δ = ``sensitivity``); d·ε/Δ for the whole vector."""
+        return pooled_ldp(
+            self.epsilon, self.sensitivity, self.backbone, source="Plant et al. 2021",
+            notes="The adversarial training adds no formal guarantee",
+            wording="Laplace noise: epsilon-LDP per coordinate of the [0,1]-normalised pooled "
+            "representation (Δ=1, as in CAPE's code); d·epsilon for the whole d-dim vector "
+            "unless sensitivity=d. The adversarial training adds no formal guarantee",
+        )  # fmt: skip
 
     def fit(self, train: Any) -> Self:
         """Note which private attributes the training split carries, so that

@@ -9,7 +9,14 @@ import numpy as np
 from annotated_types import Ge
 
 from privaudit.api import Defense, Release
-from privaudit.defenses._validate import check_rng, check_texts
+from privaudit.guarantees import (
+    Guarantee,
+    Sensitivity,
+    Unit,
+    embedding_distance,
+    guarantee_property,
+)
+from privaudit.mechanisms.inputs import check_rng, check_texts
 from privaudit.mechanisms.laplace import pooled_release
 from privaudit.params import FinitePositiveFloat, Fraction, PositiveFloat
 
@@ -23,6 +30,22 @@ MaxLength = Annotated[int, Ge(3)]
 def resolve_sensitivity(sensitivity: float | None) -> float:
     """``None`` means the papers' Δ = 1."""
     return PAPER_SENSITIVITY if sensitivity is None else float(sensitivity)
+
+
+def pooled_ldp(
+    epsilon: float, sensitivity: float | None, backbone: str | None, **fields: str
+) -> Guarantee:
+    """ε-LDP per coordinate of the [0,1]-normalised pooled vector, Laplace noise at scale Δ/ε
+    (DPNR's and CAPE's guarantee): one coordinate moves by at most 1 in L1, the whole
+    d-dimensional vector by at most d, so the vector is d·ε/Δ-LDP."""
+    return Guarantee.ldp(
+        "epsilon", epsilon, unit=Unit.COORDINATE,
+        sensitivity=Sensitivity(resolve_sensitivity(sensitivity), "L1",
+                                "the [0,1]-normalised pooled vector"),
+        metric=embedding_distance(backbone, pooled="L1 distance between [0,1]-normalised "
+                                  "mean-pooled last hidden states"),
+        composes_over=Unit.VECTOR, **fields,
+    )  # fmt: skip
 
 
 class DPNR(Defense):
@@ -63,8 +86,8 @@ class DPNR(Defense):
       still carry a position embedding and attention). Words, not WordPieces, are the unit, as
       in the paper.
     - The paper also argues that word dropout amplifies privacy; that is not accounted for in
-      ``vector_epsilon`` or the guarantee string (dropout only adds randomness; the ε above
-      holds for any μ).
+      ``vector_epsilon`` or the guarantee (whose notes say so; dropout only adds randomness;
+      the ε above holds for any μ).
     - The encoder is frozen here (the paper fine-tunes its feature extractor); with ε = inf and
       μ = 0 the release is exactly the normalised clean representation.
     """
@@ -73,10 +96,6 @@ class DPNR(Defense):
     cost_prior: ClassVar[float] = 0.3  # s per 1,000 words (estimate)
     gpu: ClassVar[float] = 0.25  # encodes with the backbone (privaudit.devices)
     knob: ClassVar[str | None] = "epsilon"
-    guarantee: ClassVar[str] = (
-        "epsilon-LDP per coordinate of the [0,1]-normalised pooled representation "
-        "(Lyu et al. 2020, Δ=1); d·epsilon for the whole d-dim vector unless sensitivity=d"
-    )
     levels: ClassVar[tuple[float, ...]] = (3, 10, 100)
 
     def __init__(
@@ -92,6 +111,16 @@ class DPNR(Defense):
         self.backbone = backbone
         self.max_length = max_length
         self.sensitivity = sensitivity
+
+    @guarantee_property
+    def guarantee(self) -> Guarantee:
+        """epsilon-LDP per coordinate (Δ = ``sensitivity``); d·ε/Δ for the whole vector."""
+        return pooled_ldp(
+            self.epsilon, self.sensitivity, self.backbone, source="Lyu et al. 2020",
+            notes="Word dropout's amplification is not counted",
+            wording="epsilon-LDP per coordinate of the [0,1]-normalised pooled representation "
+            "(Lyu et al. 2020, Δ=1); d·epsilon for the whole d-dim vector unless sensitivity=d",
+        )  # fmt: skip
 
     def _drop(
         self, texts: list[str], mu: float, rng: np.random.Generator

@@ -9,6 +9,7 @@ import numpy as np
 
 from privaudit.api import Defense, Release
 from privaudit.defenses._tokens import token_noise
+from privaudit.guarantees import Guarantee, Unit, embedding_distance, guarantee_property
 from privaudit.mechanisms.batching import unflatten
 from privaudit.params import PositiveFloat
 
@@ -36,13 +37,20 @@ class EmbeddingDX(Defense):
     name: ClassVar[str] = "embedding-dx"
     cost_prior: ClassVar[float] = 0.03  # s per 1,000 words (estimate)
     knob: ClassVar[str | None] = "eta"
-    guarantee: ClassVar[str] = "eta·d_X-privacy per token embedding (Qu et al. 2021)"
     # Two levels: its utility sits at chance at every η the quick grid can afford.
     levels: ClassVar[tuple[float, ...]] = (50, 100)
 
     def __init__(self, eta: PositiveFloat = 100.0, backbone: str | None = None) -> None:
         self.eta = eta
         self.backbone = backbone
+
+    @guarantee_property
+    def guarantee(self) -> Guarantee:
+        """eta·d_X-privacy per token embedding; n tokens compose."""
+        return Guarantee.dx(
+            "eta", self.eta, unit=Unit.TOKEN_EMBEDDING, metric=embedding_distance(self.backbone),
+            composes_over=Unit.DOCUMENT, source="Qu et al. 2021",
+        )  # fmt: skip
 
     def privatize(self, texts: Sequence[str], *, rng: np.random.Generator) -> Release:
         tn = token_noise(texts, self.eta, self.backbone, rng)

@@ -8,7 +8,8 @@ from typing import ClassVar
 import numpy as np
 
 from privaudit.api import Defense, Release
-from privaudit.defenses._validate import check_rng, check_texts
+from privaudit.guarantees import Guarantee
+from privaudit.mechanisms.inputs import check_rng, check_texts
 
 
 class NoDefense(Defense):
@@ -21,7 +22,7 @@ class NoDefense(Defense):
     name: ClassVar[str] = "none"
     cost_prior: ClassVar[float] = 0.0  # s per 1,000 words (estimate)
     knob: ClassVar[str | None] = None
-    guarantee: ClassVar[str] = "none"
+    guarantee: ClassVar[Guarantee] = Guarantee.none()
 
     def privatize(self, texts: Sequence[str], *, rng: np.random.Generator) -> Release:
         texts = check_texts(texts)

@@ -15,7 +15,8 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 
 from privaudit.api import Defense, Release
-from privaudit.defenses._validate import check_rng, check_texts
+from privaudit.guarantees import Guarantee, Unit, embedding_distance, guarantee_property
+from privaudit.mechanisms.inputs import check_rng, check_texts
 from privaudit.mechanisms.memo import ContentMemo, digest
 from privaudit.mechanisms.noise import sample_dx_noise
 from privaudit.params import PositiveFloat
@@ -314,7 +315,6 @@ class PCT2T(Defense):
     version: ClassVar[str] = "2"  # 2: POS from the tagger and token rules, no parser
     cost_prior: ClassVar[float] = 0.25  # s per 1,000 words (estimate)
     knob: ClassVar[str | None] = "eta"
-    guarantee: ClassVar[str] = "eta·d_X-privacy per selected word, within its POS category"
     levels: ClassVar[tuple[float, ...]] = (50, 75, 100)
 
     def __init__(
@@ -329,6 +329,19 @@ class PCT2T(Defense):
         self.categories = categories
         self.backbone = backbone
         self.spacy_model = spacy_model
+
+    @guarantee_property
+    def guarantee(self) -> Guarantee:
+        """eta·d_X-privacy per selected word, within its POS category."""
+        cats = ", ".join(resolve_categories(self.categories))
+        return Guarantee.dx(
+            "eta", self.eta, unit=Unit.WORD, selected=True, within="its POS category",
+            metric=embedding_distance(self.backbone, pooled="Euclidean distance between "
+                                      "mean WordPiece input embeddings"),
+            composes_over=Unit.DOCUMENT,
+            notes=f"Words of the categories {cats} are perturbed; the other words and the "
+            "category sequence are released (Li et al., RAPT §III-A2)",
+        )  # fmt: skip
 
     # -- shared machinery (RAPT reuses it) ----------------------------------------------------
     def _setup(self) -> tuple[Any, PosVocabulary, tuple[str, ...], dict[str, str], dict[str, Any]]:

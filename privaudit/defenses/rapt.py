@@ -9,8 +9,9 @@ from typing import Any, ClassVar, Literal, Self
 import numpy as np
 
 from privaudit.api import Release, TrainingBatch
-from privaudit.defenses._validate import check_rng, check_texts
 from privaudit.defenses.pct2t import PCT2T
+from privaudit.guarantees import Guarantee, guarantee_property
+from privaudit.mechanisms.inputs import check_rng, check_texts
 from privaudit.params import NonNegativeInt, PositiveFloat, PositiveInt
 
 
@@ -126,7 +127,6 @@ class RAPT(PCT2T):
     name: ClassVar[str] = "rapt"
     version: ClassVar[str] = "2"  # 2: PCT2T tags with the tagger and token rules, no parser
     cost_prior: ClassVar[float] = 0.4  # s per 1,000 words (estimate)
-    guarantee: ClassVar[str] = "eta·d_X-privacy per selected word, within its POS category"
 
     def __init__(
         self,
@@ -148,6 +148,11 @@ class RAPT(PCT2T):
         self.reconstruction_hidden = reconstruction_hidden
         self.reconstruction = reconstruction
         self.plain_sequence = plain_sequence
+
+    @guarantee_property
+    def guarantee(self) -> Guarantee:
+        """PCT2T's for the user's words; the plain tokens are public."""
+        return super().guarantee.noting("the plain tokens are public and carry no private data")
 
     def fit(self, train: Any) -> Self:
         """Count word frequencies for ``sampler="frequency"`` (a Dataset or list of texts)."""

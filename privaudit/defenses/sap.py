@@ -10,8 +10,9 @@ import numpy as np
 from annotated_types import Ge
 
 from privaudit.api import Defense, Release
-from privaudit.defenses._validate import check_rng, check_texts
+from privaudit.guarantees import Guarantee, PerUnit, Unit, embedding_distance, guarantee_property
 from privaudit.mechanisms.batching import flatten, unflatten
+from privaudit.mechanisms.inputs import check_rng, check_texts
 from privaudit.mechanisms.noise import sample_dx_noise
 from privaudit.params import NonNegativeInt, PositiveFloat
 
@@ -46,7 +47,6 @@ class SAP(Defense):
     name: ClassVar[str] = "sap"
     gpu: ClassVar[float] = 0.25  # runs the bottom model (privaudit.devices)
     knob: ClassVar[str | None] = "eta"
-    guarantee: ClassVar[str] = "eta0·d_X-privacy per token representation (Shen et al.)"
     levels: ClassVar[tuple[float, ...]] = (60, 100)  # SAP-CTI too; ~50 s a point
 
     def __init__(
@@ -60,6 +60,15 @@ class SAP(Defense):
         self.split_layer = split_layer
         self.backbone = backbone
         self.max_length = max_length
+
+    @guarantee_property
+    def guarantee(self) -> Guarantee:
+        """eta0·d_X-privacy per token representation, in the space of the split layer."""
+        return Guarantee.dx(
+            "eta0", self.eta, unit=Unit.TOKEN_REPRESENTATION,
+            metric=embedding_distance(self.backbone, int(self.split_layer)),
+            composes_over=Unit.DOCUMENT, source="Shen et al.",
+        )  # fmt: skip
 
     def token_etas(self, ids: np.ndarray, eta: float) -> float | np.ndarray:
         """The budget per token (SAP: the same η0 everywhere; SAP-CTI overrides)."""
@@ -135,7 +144,6 @@ class SAPCTI(SAP):
     """
 
     name: ClassVar[str] = "sap-cti"
-    guarantee: ClassVar[str] = "eta_m·d_X-privacy per token, eta_m in (0, 2·eta0) (SAP-CTI)"
 
     def __init__(
         self,
@@ -147,6 +155,17 @@ class SAPCTI(SAP):
     ) -> None:
         super().__init__(eta=eta, split_layer=split_layer, backbone=backbone, max_length=max_length)
         self.alpha = alpha
+
+    @guarantee_property
+    def guarantee(self) -> Guarantee:
+        """eta_m·d_X-privacy per token, each token's eta_m in (0, 2·eta0)."""
+        return Guarantee.dx(
+            "eta0", self.eta, unit=Unit.TOKEN, per_unit=PerUnit("eta_m", 0.0, 2.0),
+            metric=embedding_distance(self.backbone, int(self.split_layer)),
+            composes_over=Unit.DOCUMENT, source="SAP-CTI",
+            notes="η_m per token from the training split's token importances (the largest "
+            "over classes); special tokens get η0",
+        )  # fmt: skip
 
     def fit(self, train: Any) -> Self:
         """Learn token importances from a labelled split (a Dataset with text and label)."""

@@ -10,6 +10,7 @@ import numpy as np
 
 from privaudit.api import Defense, Release
 from privaudit.defenses._tokens import token_noise
+from privaudit.guarantees import Guarantee, Unit, embedding_distance, guarantee_property
 from privaudit.mechanisms.batching import unflatten
 from privaudit.params import PositiveFloat
 
@@ -54,14 +55,21 @@ class T2T(Defense):
     name: ClassVar[str] = "t2t"
     version: ClassVar[str] = "2"  # 2: word-aligned (class-preserving) replacement
     knob: ClassVar[str | None] = "eta"
-    guarantee: ClassVar[str] = (
-        "eta·d_X-privacy per token, within its word class (Feyisetan et al. 2020)"
-    )
     levels: ClassVar[tuple[float, ...]] = (50, 75, 100)
 
     def __init__(self, eta: PositiveFloat = 100.0, backbone: str | None = None) -> None:
         self.eta = eta
         self.backbone = backbone
+
+    @guarantee_property
+    def guarantee(self) -> Guarantee:
+        """eta·d_X-privacy per token, within its word class; n tokens compose."""
+        return Guarantee.dx(
+            "eta", self.eta, unit=Unit.TOKEN, within="its word class",
+            metric=embedding_distance(self.backbone), composes_over=Unit.DOCUMENT,
+            source="Feyisetan et al. 2020",
+            notes="The word-class sequence is released",
+        )  # fmt: skip
 
     def privatize(self, texts: Sequence[str], *, rng: np.random.Generator) -> Release:
         tn = token_noise(texts, self.eta, self.backbone, rng)

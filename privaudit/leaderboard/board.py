@@ -1,93 +1,39 @@
 """The leaderboard: how much of the privacy-utility box each defense's frontier dominates.
 
-Per attack, each defense label's Pareto frontier (:func:`privaudit.leaderboard.pareto.frontier`)
+Per attack, each defense label's Pareto frontier (:func:`privaudit.leaderboard.frontier.frontier`)
 is scored by its **hypervolume**, defenses are ranked by it, and the overall standing is the
 mean rank over the attacks a defense was scored on. Several run directories can be merged
-first (:func:`merge_runs`), so a leaderboard can grow run by run.
+first (:func:`privaudit.outputs.runs.merge_runs`), so a leaderboard can grow run by run.
+This module ranks; :mod:`privaudit.leaderboard.render` formats the tables.
 """
 
 from __future__ import annotations
 
-import html
 import math
-import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privaudit.leaderboard.pareto import NONE, seed_means, with_labels
-from privaudit.params import shown
+from privaudit.leaderboard.frontier import NONE, seed_means
+from privaudit.leaderboard.render import OVERALL_HEADERS, Table, knob_text_of, tables
+from privaudit.metrics.spec import find_metric
+from privaudit.metrics.stats import with_labels
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from privaudit.leaderboard.stats import Bootstrap, FamilyPoints, Outcomes, RunStats
-
-HYPERVOLUME_DEFINITION = (
-    "Worst-case hypervolume: per attack family (text recovery, entity recovery, each private "
-    "attribute), a defense point's privacy is its worst-case normalised privacy, the minimum "
-    "over the family's attacks that read its release of clip((s_none − s) / (s_none − "
-    "s_baseline), 0, 1) (1 = the attacker does no better than its no-information baseline, 0 "
-    "= as well as against the undefended text); the hypervolume is the area of the region "
-    "its frontier dominates inside the box privacy ∈ [0, 1] × utility ∈ [chance, 1], as a "
-    "fraction of that box. Utility is the headline metric (balanced accuracy: chance = 1/K "
-    "whatever the class balance). Intervals are percentile bootstrap intervals over test "
-    "documents, one set of resamples per run shared by every cell (paired); ranks are "
-    "recomputed on every resample: 'holds' is the share of resamples in which a defense keeps "
-    "its rank, and defenses whose rank intervals overlap are statistically tied. Only "
-    "defenses that faced the whole family (no failed or missing cell) are ranked in it; the "
-    "overall rank orders the mean family rank of defenses ranked in every family. Seeds are "
-    "averaged. The undefended `none` is the reference (privacy 0), never ranked; a defense "
-    "whose releases equal the originals ranks below any defense it ties with."
-)
-PER_ATTACK_DEFINITION = (
-    "Per attack (raw privacy): the hypervolume of each defense's frontier of empirical "
-    "privacy (1 − the attack's success; the embedding MSE divided by the largest seen for "
-    "that attack) against utility, in the same box; `none` is scored for reference."
-)
-
-# Column -> header of the overall table, in display order.
-OVERALL_HEADERS = {
-    "rank": "rank",
-    "label": "defense",
-    "mean_rank": "mean family rank",
-    "families": "families",
-    "best_utility": "best utility",
-    "s_per_1k_words": "s / 1k words",
-    "guarantee": "guarantee",
-}
-# Column -> header of a family's table.
-FAMILY_HEADERS = {
-    "rank": "rank",
-    "rank_ci": "rank interval",
-    "label": "defense",
-    "hypervolume": "worst-case HV",
-    "hv_ci": "HV interval",
-    "stability": "holds rank",
-    "tied_with": "tied with",
-    "strongest": "strongest attack",
-    "n_points": "points",
-}
+    from privaudit.leaderboard.stats import FamilyPoints
+    from privaudit.metrics.stats import Bootstrap, Outcomes, RunStats
 
 
-# The results columns a leaderboard reads.
 BOARD_COLUMNS = frozenset({
     "defense", "label", "knob", "knob_value", "seed", "attack", "attack_metric", "status",
     "attack_score", "attack_baseline", "empirical_privacy", "utility", "utility_metric",
     "replacement_rate", "privatize_seconds", "n_words", "defense_params", "guarantee",
     "cell_key", "point", "family", "n_test", "reason", "objective",
 })  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Table:
-    """A display table: headers and rows of already formatted strings."""
-
-    headers: list[str]
-    rows: list[list[str]]
 
 
 @dataclass(frozen=True)
@@ -133,92 +79,8 @@ class Leaderboard:
         return wide[["rank", "label", *[c for c in wide.columns if c not in ("rank", "label")]]]
 
     def tables(self) -> dict[str, Table]:
-        """Formatted tables: ``overall``, ``family <f>`` per family, ``matched <f>`` per
-        family, and ``per attack``."""
-        out = {
-            "overall": Table(
-                headers=list(OVERALL_HEADERS.values()),
-                rows=[
-                    [_fmt(row[c], c) for c in OVERALL_HEADERS] for _, row in self.overall.iterrows()
-                ],
-            )
-        }
-        for family, sub in self.families.groupby("family", sort=True):
-            sub = sub.sort_values(["is_none", "ranked_order", "label"])
-            rows = []
-            for _, r in sub.iterrows():
-                rows.append([
-                    "ref" if r["label"] == NONE else _fmt(r["rank"]),
-                    _span(r["rank_ci_low"], r["rank_ci_high"], "d"),
-                    str(r["label"]),
-                    _fmt(r["hypervolume"]),
-                    _span(r["hv_ci_low"], r["hv_ci_high"]),
-                    "—" if pd_isna(r["stability"]) else f"{100 * r['stability']:.0f} %",
-                    str(r["tied_with"] or ("—" if r["complete"] else f"not ranked: {r['reason']}")),
-                    str(r["strongest"] or "—"),
-                    str(int(r["n_points"])),
-                ])  # fmt: skip
-            out[f"family {family}"] = Table(list(FAMILY_HEADERS.values()), rows)
-        for family, sub in self.matched.groupby("family", sort=True):
-            levels = sorted(sub["level"].unique())
-            rows = []
-            for label, g in sub.groupby("label", sort=False):
-                g = g.set_index("level")
-                row = [str(label)]
-                for lv in levels:
-                    r = g.loc[lv]
-                    if pd_isna(r["utility"]):
-                        row.append("not reached")
-                    else:
-                        ci = _span(r["utility_ci_low"], r["utility_ci_high"])
-                        at = _knob_text(r)
-                        row.append(f"{r['utility']:.3f} {ci} at {at}")
-                rows.append(row)
-            out[f"matched {family}"] = Table(
-                ["defense", *[f"privacy ≥ {lv:g}" for lv in levels]], rows
-            )
-        attacks = sorted(self.per_attack["attack"].unique()) if len(self.per_attack) else []
-        cells = self.per_attack.set_index(["label", "attack"]) if attacks else None
-        rows = []
-        for label in self.overall["label"]:
-            row = [str(label)]
-            for attack in attacks:
-                assert cells is not None
-                if (label, attack) not in cells.index:
-                    row.append("—")  # never scored: n/a or failed on this attack
-                    continue
-                cell = cells.loc[(label, attack)]
-                rank = "ref" if label == NONE else _fmt(cell["rank"])
-                row.append(f"{cell['hypervolume']:.3f} ({rank})")
-            rows.append(row)
-        out["per attack"] = Table(headers=["defense", *attacks], rows=rows)
-        if self.rates is not None and len(self.rates):
-            out["rates"] = Table(
-                ["replacement rate", "defense", "knob", "target rate", "utility",
-                 "text privacy (worst case)"],
-                [[f"{r['replacement_rate']:.3f}", str(r["label"]), _knob_text(r),
-                  "—" if pd_isna(r["target_rate"]) else f"{r['target_rate']:.3g}",
-                  f"{r['utility']:.3f} {_span(r['utility_ci_low'], r['utility_ci_high'])}",
-                  "—" if pd_isna(r["privacy"])
-                  else f"{r['privacy']:.3f} {_span(r['privacy_ci_low'], r['privacy_ci_high'])}"]
-                 for _, r in self.rates.iterrows()],
-            )  # fmt: skip
-        return out
-
-
-def pd_isna(value: Any) -> bool:
-    import pandas as pd
-
-    return value is None or (not isinstance(value, str) and bool(pd.isna(value)))
-
-
-def _span(lo: Any, hi: Any, spec: str = ".3f") -> str:
-    """``[lo, hi]``, or ``—`` when the interval is unknown."""
-    if pd_isna(lo) or pd_isna(hi):
-        return "—"
-    if spec == "d":
-        return f"{int(lo)}–{int(hi)}"
-    return f"[{format(float(lo), spec)}, {format(float(hi), spec)}]"
+        """Formatted tables (see :func:`privaudit.leaderboard.render.tables`)."""
+        return tables(self)
 
 
 def hypervolume(
@@ -283,7 +145,8 @@ def leaderboard(
 
     Raises ``ValueError`` when ``chance`` is not in [0, 1) or no cell is ``ok``.
     """
-    from privaudit.leaderboard.stats import Bootstrap, Outcomes, family_points, run_stats
+    from privaudit.leaderboard.stats import family_points
+    from privaudit.metrics.stats import Bootstrap, Outcomes, run_stats
 
     _check_chance(chance)
     frame = frame[[c for c in frame.columns if c in BOARD_COLUMNS]]  # pandas copies the rest
@@ -346,7 +209,7 @@ def _family_table(
             reason = ""
             if len(failed):
                 first = failed.iloc[0]
-                reason = f"{first['attack']} failed at {_knob_text(first)}"
+                reason = f"{first['attack']} failed at {knob_text_of(first)}"
             elif ok.empty:
                 reason = "no attack of this family could read its releases (all n/a)"
             sel = (table["family"] == family) & (table["label"] == label) if len(table) else []
@@ -444,13 +307,6 @@ def _rates(frame: pd.DataFrame, points: FamilyPoints) -> pd.DataFrame | None:
     return by.sort_values(["replacement_rate", "label"]).reset_index(drop=True)
 
 
-def _knob_text(row: Any) -> str:
-    knob, value = row.get("knob"), row.get("knob_value")
-    if isinstance(knob, str) and not pd_isna(value):
-        return f"{knob}={shown(value)}"
-    return "its only point"
-
-
 def _matched(points: FamilyPoints) -> pd.DataFrame:
     """Utility at matched privacy: per family, label and level in MATCHED_LEVELS, the best
     measured utility among the label's points whose worst-case privacy reaches the level
@@ -492,13 +348,14 @@ def _per_attack(
     for attack, sub in points.groupby("attack", sort=True):
         metric = str(sub["attack_metric"].iloc[0])
         scale = 1.0
-        if metric == "embedding_mse":
-            # MSE is unbounded: measure it against the most private point seen for this attack.
+        spec = find_metric(metric)
+        if spec is not None and not spec.bounded:
+            # An unbounded error: measure it against the most private point seen for this attack.
             top = float(sub["empirical_privacy"].max())
             scale = top if top > 0 else 1.0
             notes.append(
-                f"{attack} (per-attack view): privacy is the embedding MSE divided by "
-                f"{scale:.4g}, the largest MSE observed for this attack."
+                f"{attack} (per-attack view): privacy is the {spec.display} divided by "
+                f"{scale:.4g}, the largest value observed for this attack."
             )
         for label, group in sub.groupby("label", sort=True):
             front = group[group["on_frontier"]]
@@ -690,262 +547,3 @@ def _cost(labelled: pd.DataFrame, notes: list[str]) -> pd.Series:
     if unknown:
         notes.append(f"Cost (s / 1k words) unknown for {', '.join(unknown)} (no n_words).")
     return cost.reindex(labels)
-
-
-def _fmt(value: Any, column: str = "") -> str:
-    """Display form of a table value: '—' for missing, 3 decimals, costs with 3 significant."""
-    import pandas as pd
-
-    if value is None or (not isinstance(value, str) and pd.isna(value)):
-        return "—"
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        return str(int(value))
-    if isinstance(value, (float, np.floating)):
-        if column == "s_per_1k_words":
-            return f"{value:.3g}"
-        if column == "mean_rank":
-            return f"{value:.2f}"
-        return f"{value:.3f}"
-    return str(value)
-
-
-# ---- reading runs ----------------------------------------------------------------------------
-
-
-def read_run(run_dir: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """A run directory's results table (parquet, else csv) and its run.json (``{}`` if absent).
-
-    Raises ``FileNotFoundError`` naming the directory and what to do when there are no results.
-    """
-    from privaudit.audit.store import RunDir
-
-    rd = RunDir(run_dir)
-    return rd.read_results(), rd.read_meta()
-
-
-def run_chance(meta: Mapping[str, Any]) -> float | None:
-    """The chance level of a run's headline utility: ``chance_level`` (1/K for balanced
-    accuracy), else, for a run written before it, ``chance_accuracy`` (majority share)."""
-    for key in ("chance_level", "chance_accuracy"):
-        value = meta.get(key)
-        if value is not None and np.isfinite(value):
-            return float(value)
-    return None
-
-
-@dataclass(frozen=True)
-class Runs:
-    """One or more runs read for a leaderboard: results, chance, outcomes, resamples."""
-
-    frame: pd.DataFrame
-    chance: float
-    outcomes: Outcomes
-    bootstrap: Bootstrap
-
-
-def load_runs(run_dirs: Iterable[str | Path], *, chance: float | None = None) -> Runs:
-    """:func:`merge_runs` plus the runs' per-document outcomes (merged; the last run wins on
-    a repeated key) and the first run's bootstrap settings."""
-    from privaudit.audit.store import RunDir
-    from privaudit.leaderboard.stats import Bootstrap, Outcomes
-
-    dirs = [Path(d) for d in run_dirs]
-    frame, level = merge_runs(dirs, chance=chance)
-    entries = {}
-    for run_dir in dirs:
-        entries.update(Outcomes.from_frame(RunDir(run_dir).read_outcomes()).entries)
-    boot = Bootstrap.from_meta(RunDir(dirs[0]).read_meta())
-    return Runs(frame, level, Outcomes(entries), boot)
-
-
-def merge_runs(
-    run_dirs: Iterable[str | Path], *, chance: float | None = None
-) -> tuple[pd.DataFrame, float]:
-    """Concatenate several runs' results; a later run's row replaces an earlier one's.
-
-    Rows are de-duplicated on ``cell_key`` keeping the last (the key hashes everything that
-    determines a cell, so a repeated cell is the same measurement, re-run). The chance level
-    comes from the runs' run.json (:func:`run_chance`; ``chance`` overrides it); runs on
-    different corpora or with different chance levels are merged with a warning, using the
-    highest chance level (the stricter box). Raises ``ValueError`` for no directories, a
-    directory without results, or no chance level anywhere.
-    """
-    import pandas as pd
-
-    dirs = [Path(d) for d in run_dirs]
-    if not dirs:
-        raise ValueError("No run directory given; pass one or more (reports/<run-id>/).")
-    frames, chances = [], []
-    for run_dir in dirs:
-        frame, meta = read_run(run_dir)
-        frames.append(frame)
-        value = run_chance(meta)
-        if value is not None:
-            chances.append(value)
-    merged = pd.concat(frames, ignore_index=True)
-    if "cell_key" in merged.columns:
-        keyed = merged["cell_key"].notna()
-        unique = merged[keyed].drop_duplicates(subset="cell_key", keep="last")
-        merged = pd.concat([unique, merged[~keyed]]).sort_index().reset_index(drop=True)
-    if "corpus_fingerprint" in merged.columns:
-        prints = merged["corpus_fingerprint"].dropna().unique()
-        if len(prints) > 1:
-            warnings.warn(
-                f"The runs used {len(prints)} different corpora (corpus_fingerprint); their "
-                "utilities and privacies are not measured on the same data.",
-                stacklevel=2,
-            )
-    if chance is None:
-        if not chances:
-            raise ValueError(
-                f"None of {', '.join(map(str, dirs))} has a run.json with a chance level (an "
-                "interrupted run writes none). Pass the utility's chance level with --chance."
-            )
-        if max(chances) - min(chances) > 1e-9:
-            warnings.warn(
-                f"The runs have different chance levels {sorted(set(chances))}; using the "
-                f"highest, {max(chances):.4g}.",
-                stacklevel=2,
-            )
-        chance = max(chances)
-    return merged, float(chance)
-
-
-# ---- writing ---------------------------------------------------------------------------------
-
-
-def markdown_table(table: Table) -> str:
-    """A GitHub-flavoured Markdown table (pipes in cells escaped)."""
-
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|").replace("\n", " ")
-
-    lines = [
-        "| " + " | ".join(cell(h) for h in table.headers) + " |",
-        "|" + "|".join("---" for _ in table.headers) + "|",
-    ]
-    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in table.rows]
-    return "\n".join(lines)
-
-
-def html_table(table: Table, *, numeric_from: int = 1) -> str:
-    """An HTML ``<table>``, every cell escaped; columns from ``numeric_from`` right-aligned
-    where they look numeric."""
-
-    def cell(tag: str, text: str, k: int) -> str:
-        numeric = k >= numeric_from and _looks_numeric(text)
-        cls = ' class="num"' if numeric else ""
-        return f"<{tag}{cls}>{html.escape(text)}</{tag}>"
-
-    head = "".join(cell("th", h, -1) for h in table.headers)
-    thead = f"<thead><tr>{head}</tr></thead>\n" if table.headers else ""  # none: key/value
-    body = "\n".join(
-        "<tr>" + "".join(cell("td", c, k) for k, c in enumerate(row)) + "</tr>"
-        for row in table.rows
-    )
-    # The wrapper scrolls a wide table sideways instead of widening the whole page.
-    return f'<div class="scroll"><table>\n{thead}<tbody>\n{body}\n</tbody>\n</table></div>'
-
-
-def _looks_numeric(text: str) -> bool:
-    head = text.split(" ")[0]
-    try:
-        float(head)
-    except ValueError:
-        return head == "—"
-    return True
-
-
-TABLE_CSS = """
-body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 2rem;
-       color: #1d1d1f; max-width: 1200px; }
-table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; font-size: 0.9rem; }
-th, td { border: 1px solid #d0d0d5; padding: 0.3rem 0.6rem; text-align: left; }
-th { background: #f2f2f5; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-.scroll { overflow-x: auto; max-width: 100%; }
-tbody tr:nth-child(even) { background: #fafafc; }
-.note { color: #555; font-size: 0.9rem; }
-"""
-
-
-def _sections(board: Leaderboard) -> list[tuple[str, Table, str]]:
-    """(title, table, caption) in reading order: overall, each family with its matched-privacy
-    table, then the per-attack view."""
-    tables = board.tables()
-    level = f"{100 * board.level:.0f} %"
-    out = [("Overall", tables["overall"], "")]
-    for name, table in tables.items():
-        if name.startswith("family "):
-            family = name[len("family ") :]
-            out.append((
-                f"Family: {family} (worst-case privacy)", table,
-                f"Intervals: {level} bootstrap over test documents; 'holds rank' = share of "
-                "resamples in which the defense keeps this rank.",
-            ))  # fmt: skip
-            matched = tables.get(f"matched {family}")
-            if matched is not None:
-                out.append((
-                    f"Utility at matched privacy: {family}", matched,
-                    "Best measured utility among a defense's points whose worst-case "
-                    "normalised privacy reaches the level (measured points only).",
-                ))  # fmt: skip
-    if "rates" in tables:
-        out.append((
-            "Text defenses at equal replacement rate", tables["rates"],
-            "Every point of the defenses that replace words, ordered by the measured share of "
-            "tokens changed, so T2T, PCT2T and RAPT can be compared at equal rate (RAPT Table "
-            "II) as well as at equal η; 'target rate' is set where the grid gave knob values "
-            "as target replacement rates (η calibrated per rate).",
-        ))  # fmt: skip
-    out.append(("Per attack: raw-privacy hypervolume (rank)", tables["per attack"], ""))
-    return out
-
-
-def leaderboard_html_body(board: Leaderboard) -> str:
-    """The leaderboard's tables, notes and definition as an HTML fragment (no page around it)."""
-    parts = []
-    for title, table, caption in _sections(board):
-        parts.append(f"<h3>{html.escape(title)}</h3>\n")
-        if caption:
-            parts.append(f'<p class="note">{html.escape(caption)}</p>\n')
-        parts.append(html_table(table, numeric_from=0 if title == "Overall" else 1) + "\n")
-    notes = "".join(f"<li>{html.escape(n)}</li>" for n in board.notes)
-    return (
-        "".join(parts)
-        + f'<ul class="note">{notes}</ul>\n'
-        + f'<p class="note">{html.escape(HYPERVOLUME_DEFINITION)}</p>\n'
-        + f'<p class="note">{html.escape(PER_ATTACK_DEFINITION)}</p>\n'
-    )
-
-
-def write_leaderboard(board: Leaderboard, out_dir: str | Path) -> list[Path]:
-    """Write leaderboard.md, leaderboard.csv (overall plus per-family and per-attack columns),
-    leaderboard.html (a plain standalone page) and worst_case_points.csv (per family, label
-    and knob value: worst-case privacy and utility with intervals, their spread across seeds
-    ``privacy_sd``/``utility_sd``, the strongest attack) into ``out_dir``; return the paths."""
-    from privaudit.audit.store import RunDir, write_atomic, write_text
-
-    rd = RunDir(out_dir).create()
-    body = "".join(
-        f"## {title}\n\n" + (f"{caption}\n\n" if caption else "") + markdown_table(t) + "\n\n"
-        for title, t, caption in _sections(board)
-    )
-    md = write_text(
-        rd.leaderboard("md"),
-        "# privaudit leaderboard\n\n"
-        + body
-        + "".join(f"- {n}\n" for n in board.notes)
-        + f"\n{HYPERVOLUME_DEFINITION}\n\n{PER_ATTACK_DEFINITION}\n",
-    )
-    csv = write_atomic(rd.leaderboard("csv"), lambda p: board.wide().to_csv(p, index=False))
-    points = write_atomic(rd.worst_case_csv, lambda p: board.points.to_csv(p, index=False))
-    page = write_text(
-        rd.leaderboard("html"),
-        '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        "<title>privaudit leaderboard</title>\n"
-        f"<style>{TABLE_CSS}</style>\n</head>\n<body>\n<h1>privaudit leaderboard</h1>\n"
-        + leaderboard_html_body(board)
-        + "</body>\n</html>\n",
-    )
-    return [md, csv, page, points]

@@ -1,315 +1,30 @@
-"""Intervals, normalised privacy and worst-case privacy per attack family.
+"""Worst-case privacy per attack family and the resampled ranking statistics of the leaderboard.
 
-Everything here is computed from the results table and the per-document outcomes the cells
-stored (:mod:`privaudit.audit.outcomes`), on the run's one set of bootstrap resamples over
-test documents (:class:`Bootstrap`): B resamples of every row at once, so two defenses, two
-attacks, a minimum over attacks or a rank are all compared on the same resampled documents
-(paired intervals).
-
-**Normalised privacy** of an attack row, in [0, 1]::
-
-    normalised = clip((s_ref − s) / (s_ref − s_base), 0, 1)
-
-where ``s`` is the attack's score at this point, ``s_base`` its no-information baseline
-(``attack_baseline``: the frequent-token guess, the majority class, the unconditioned decoder;
-an attack that declares none is taken to recover nothing, score 0) and ``s_ref`` its score
-against the undefended release (the ``none`` defense, same attack and seed), or, when the run
-has no ``none`` or the attack cannot read the undefended release, the metric's perfect score
-(1, or 0 for the reconstruction MSE). 1 = the attacker does no better than guessing without
-the release; 0 = as well as against the original text. The formula is the same whichever way
-a metric points (for the MSE, ``s_ref`` is small and ``s_base`` large). Where the attack is
-not **informative** — ``s_ref`` beats ``s_base`` by less than :data:`MIN_SPAN` (0.02 on a
-bounded score), or the paired bootstrap interval of ``s_ref − s_base`` reaches 0 — it learns
-nothing measurable even from the original text: its normalised privacy is undefined (NaN)
-and it sets no worst case (a tiny span would make one lucky document decide it).
-
-**Families** (the ``family`` column the scorers write): ``text`` (token and text recovery:
-nn-, mlp-, ae-, optimization-, bow-inversion, geia), ``entity`` (ner, has-deanonymization and
-the entity rows of the inversion attacks), ``attribute[<name>]`` (one per private attribute).
-A defense point's **worst-case privacy** in a family is the minimum normalised privacy over
-that family's attacks that read its release (status ok): privacy is set by the strongest
-adversary. On each resample the minimum is taken again, so its interval is the interval of the
-minimum, not the minimum of intervals.
-
-Several seeds: a point's privacy and utility are the mean over seeds (on each resample too, so
-the interval is that of the seed mean over document resampling) and ``*_sd`` their standard
+Computed on the run's statistics (:mod:`privaudit.metrics.stats`: bootstrap samples of every
+row, normalised privacy). A defense point's **worst-case privacy** in a family is the minimum
+normalised privacy over that family's attacks that read its release (status ok): privacy is
+set by the strongest adversary. On each resample the minimum is taken again, so its interval
+is the interval of the minimum, not the minimum of intervals. Several seeds: a point's privacy
+and utility are the mean over seeds (on each resample too) and ``*_sd`` their standard
 deviation across seeds.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privaudit.audit.outcomes import Outcome, bootstrap_weights, interval, quiet_nan
+from privaudit.metrics.outcomes import interval, quiet_nan
 
 if TYPE_CHECKING:
     import pandas as pd
 
-NONE = "none"
-#: Metrics whose privacy is the score itself (an error); every other metric's is 1 − score.
-ERROR_METRICS = frozenset({"embedding_mse"})
-#: The least advantage (score points over the baseline, against the undefended release) for
-#: a bounded metric's attack to count as informative (:func:`_informative`).
-MIN_SPAN = 0.02
+    from privaudit.metrics.stats import RunStats
+
 #: The normalised-privacy levels of the utility-at-matched-privacy table.
 MATCHED_LEVELS = (0.5, 0.75, 0.9)
-
-
-def family_of(attack: str, metric: str) -> str:
-    """The family of a row written before the ``family`` column existed."""
-    if attack.startswith("attribute-inference[") or metric == "attribute_accuracy":
-        target = attack.split("[", 1)[1].rstrip("]") if "[" in attack else "?"
-        return f"attribute[{target}]"
-    if metric in ("entity_f1", "text_similarity") or attack.endswith("[entities]"):
-        return "entity"
-    return "text"
-
-
-@dataclass(frozen=True)
-class Bootstrap:
-    """The run's resamples: ``resamples`` draws of the test documents, seeded by ``seed``."""
-
-    resamples: int = 1000
-    level: float = 0.95
-    seed: int = 0
-
-    @classmethod
-    def from_meta(cls, meta: Mapping[str, Any]) -> Bootstrap:
-        spec = meta.get("bootstrap") or {}
-        return cls(**{k: spec[k] for k in ("resamples", "level", "seed") if k in spec})
-
-    def weights(self, n_docs: int) -> np.ndarray:
-        return _weights(n_docs, self.resamples, self.seed)
-
-
-@functools.lru_cache(maxsize=4)
-def _weights(n_docs: int, resamples: int, seed: int) -> np.ndarray:
-    w = bootstrap_weights(n_docs, resamples, seed).astype(np.float64)
-    w.setflags(write=False)
-    return w
-
-
-class Outcomes:
-    """The run's per-document outcomes by (key, what): ``what`` is ``attack`` or ``baseline``
-    for a result row (key ``cell_key``), ``utility`` for a defense point (key ``point``)."""
-
-    def __init__(self, entries: Mapping[tuple[str, str], Outcome] | None = None) -> None:
-        self.entries: dict[tuple[str, str], Outcome] = dict(entries or {})
-
-    def get(self, key: Any, what: str) -> Outcome | None:
-        if not isinstance(key, str):
-            return None
-        return self.entries.get((key, what))
-
-    def __len__(self) -> int:
-        return len(self.entries)
-
-    @classmethod
-    def from_frame(cls, frame: pd.DataFrame | None) -> Outcomes:
-        """From the ``outcomes.parquet`` table (columns key, what, reducer, k, docs, stats)."""
-        if frame is None or frame.empty:
-            return cls()
-        entries = {}
-        for key, what, reducer, k, docs, stats in frame[
-            ["key", "what", "reducer", "k", "docs", "stats"]
-        ].itertuples(index=False):
-            record = {"reducer": reducer, "k": int(k), "stats": np.asarray(stats, np.float64),
-                      "docs": None if docs is None else np.asarray(docs, np.int64)}  # fmt: skip
-            entries[(str(key), str(what))] = Outcome.from_record(record)
-        return cls(entries)
-
-    def to_frame(self) -> pd.DataFrame:
-        import pandas as pd
-
-        rows = [
-            {
-                "key": key,
-                "what": what,
-                "reducer": o.reducer,
-                "k": int(o.stats.shape[1]),
-                "docs": o.docs.tolist(),
-                "stats": o.stats.reshape(-1).tolist(),
-            }
-            for (key, what), o in self.entries.items()
-        ]
-        return pd.DataFrame(rows, columns=["key", "what", "reducer", "k", "docs", "stats"])
-
-
-@dataclass
-class RunStats:
-    """Bootstrap samples of every row of a results table (row order = ``frame``'s).
-
-    ``score``, ``baseline``, ``utility``, ``privacy`` (empirical privacy), ``normalised``:
-    arrays (rows, B), NaN where a row has no outcome (an older run, a plugin evaluator that
-    returned no predictions, a failed or n/a cell). ``available`` says whether any outcome was
-    found; without them intervals are NaN and ranks are point estimates.
-    """
-
-    frame: pd.DataFrame
-    bootstrap: Bootstrap
-    score: np.ndarray
-    baseline: np.ndarray
-    utility: np.ndarray
-    privacy: np.ndarray
-    normalised: np.ndarray
-    normalised_point: np.ndarray
-    available: bool
-
-    @property
-    def level(self) -> float:
-        return self.bootstrap.level
-
-    def ci(self, samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        lo, hi = interval(samples, self.level, axis=-1)
-        return np.asarray(lo, float), np.asarray(hi, float)
-
-
-def run_stats(
-    frame: pd.DataFrame, outcomes: Outcomes, bootstrap: Bootstrap, n_test: int | None = None
-) -> RunStats:
-    """Samples of every row of ``frame`` (reset to a 0..R-1 index) on the run's resamples."""
-    frame = _prepared(frame)
-    n_rows, b = len(frame), bootstrap.resamples
-    if n_test is None:
-        n_test = _n_test(frame, outcomes)
-    nan = np.full((n_rows, b), np.nan)
-    score, base, util = nan.copy(), nan.copy(), nan.copy()
-    found = False
-    if n_test:
-        w = bootstrap.weights(n_test)
-        memo: dict[int, np.ndarray] = {}
-
-        def sample(o: Outcome | None) -> np.ndarray | None:
-            if o is None:
-                return None
-            if id(o) not in memo:
-                memo[id(o)] = o.resample(w)
-            return memo[id(o)]
-
-        for r, (ok, key, point) in enumerate(
-            zip(frame["status"] == "ok", frame["cell_key"], frame["point"], strict=True)
-        ):
-            u = sample(outcomes.get(point, "utility"))
-            if u is not None:
-                util[r], found = u, True
-            if not ok:
-                continue
-            s = sample(outcomes.get(key, "attack"))
-            if s is not None:
-                score[r], found = s, True
-            bb = sample(outcomes.get(key, "baseline"))
-            if bb is not None:
-                base[r] = bb
-    error = frame["attack_metric"].isin(ERROR_METRICS).to_numpy()
-    privacy = np.where(error[:, None], score, 1.0 - score)
-    norm_point, norm = _normalised(frame, score, base, error, bootstrap.level)
-    return RunStats(frame, bootstrap, score, base, util, privacy, norm, norm_point, found)
-
-
-def _prepared(frame: pd.DataFrame) -> pd.DataFrame:
-    from privaudit.leaderboard.pareto import with_labels
-
-    frame = with_labels(frame).reset_index(drop=True)
-    for col in ("cell_key", "point", "attack_baseline", "family", "seed"):
-        if col not in frame.columns:
-            frame[col] = None if col != "attack_baseline" else np.nan
-    missing = frame["family"].isna()
-    if missing.any():
-        frame.loc[missing, "family"] = [
-            family_of(str(a), str(m))
-            for a, m in zip(frame.loc[missing, "attack"], frame.loc[missing, "attack_metric"],
-                            strict=True)
-        ]  # fmt: skip
-    return frame
-
-
-def _n_test(frame: pd.DataFrame, outcomes: Outcomes) -> int:
-    if "n_test" in frame.columns:
-        n = frame["n_test"].dropna()
-        if len(n):
-            return int(n.max())
-    top = max((int(o.docs.max()) + 1 for o in outcomes.entries.values() if o.docs.size), default=0)
-    return top
-
-
-def _normalised(
-    frame: pd.DataFrame, score: np.ndarray, base: np.ndarray, error: np.ndarray, level: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """Point estimates (rows,) and samples (rows, B) of normalised privacy."""
-    s_point = frame["attack_score"].astype(float).to_numpy()
-    b_point = frame["attack_baseline"].astype(float).to_numpy()
-    perfect = np.where(error, 0.0, 1.0)
-    # No declared baseline: an attacker that recovers nothing (success 0); none for an error.
-    no_base = ~np.isfinite(b_point)
-    b_point = np.where(no_base, np.where(error, np.nan, 0.0), b_point)
-    base = np.where(no_base[:, None] & np.isnan(base), b_point[:, None], base)
-    ref_point, ref = perfect.copy(), np.repeat(perfect[:, None], score.shape[1], axis=1)
-    ok = (frame["status"] == "ok").to_numpy()
-    is_none = (frame["defense"] == NONE).to_numpy() & ok
-    lookup = {
-        (a, s): r
-        for r, (a, s) in enumerate(zip(frame["attack"], frame["seed"], strict=True))
-        if is_none[r]
-    }
-    has_ref = np.zeros(len(frame), dtype=bool)
-    for r, (a, s) in enumerate(zip(frame["attack"], frame["seed"], strict=True)):
-        hit = lookup.get((a, s))
-        if hit is not None:
-            ref_point[r], ref[r], has_ref[r] = s_point[hit], score[hit], True
-    sign = np.where(error, -1.0, 1.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        span_p = ref_point - b_point
-        point = np.where(np.abs(span_p) > 1e-12, (ref_point - s_point) / span_p, np.nan)
-        span = ref - base
-        samples = np.where(np.abs(span) > 1e-12, (ref - score) / span, np.nan)
-    # Informativeness is a property of the attack on the undefended release; an attack that
-    # cannot read it (referred to its perfect score) only needs a positive span.
-    informative = np.where(
-        has_ref, _informative(span_p * sign, span * sign[:, None], error, level), span_p * sign > 0
-    )
-    point = np.where(informative, point, np.nan)
-    samples = np.where(informative[:, None] & (span * sign[:, None] > 0), samples, np.nan)
-    point = np.where(ok, np.clip(point, 0.0, 1.0), np.nan)
-    samples = np.where(ok[:, None], np.clip(samples, 0.0, 1.0), np.nan)
-    return point, samples
-
-
-def _informative(
-    span: np.ndarray, samples: np.ndarray, error: np.ndarray, level: float
-) -> np.ndarray:
-    """Whether an attack learns anything from the undefended release: its success there beats
-    its baseline by at least :data:`MIN_SPAN` (bounded metrics) and the paired bootstrap
-    interval of that difference excludes 0. Otherwise a tiny span turns one lucky document
-    into a normalised privacy of 0 (GEIA recovering 1 % of entity strings undefended, 0 % by
-    its baseline), and that noise would set the worst case."""
-    ok = np.isfinite(span) & (span > np.where(error, 1e-12, MIN_SPAN))
-    measured = np.isfinite(samples).any(axis=1)
-    with np.errstate(invalid="ignore"), quiet_nan():
-        tail = 100 * (1 - level) / 2  # the lower bound of the run's interval
-        low = np.nanpercentile(np.where(measured[:, None], samples, 0.0), tail, axis=1)
-    return ok & np.where(measured, low > 0, True)
-
-
-def annotate(stats: RunStats) -> pd.DataFrame:
-    """The results table with interval columns (``utility_ci_low``/``_high``,
-    ``attack_score_ci_*``, ``empirical_privacy_ci_*``), ``normalised_privacy`` and its
-    interval, and ``family``."""
-    frame = stats.frame.copy()
-    for name, samples in (
-        ("utility", stats.utility),
-        ("attack_score", stats.score),
-        ("empirical_privacy", stats.privacy),
-        ("normalised_privacy", stats.normalised),
-    ):
-        lo, hi = stats.ci(samples)
-        frame[f"{name}_ci_low"], frame[f"{name}_ci_high"] = lo, hi
-    frame["normalised_privacy"] = stats.normalised_point
-    return frame
 
 
 # ---- points per family -----------------------------------------------------------------
@@ -333,7 +48,7 @@ class FamilyPoints:
 def family_points(stats: RunStats) -> FamilyPoints:
     import pandas as pd
 
-    from privaudit.leaderboard.pareto import pareto_mask
+    from privaudit.leaderboard.frontier import pareto_mask
 
     f = stats.frame
     ok = (f["status"] == "ok").to_numpy() & np.isfinite(stats.normalised_point)

@@ -1,20 +1,31 @@
 """Utility by training the service's model on the release: prompt tuning, prefix tuning, LoRA
-or full fine-tuning of the backbone (``peft``), with the defense's service-side objective."""
+or full fine-tuning of the backbone (``peft``), with the defense's service-side objective.
+
+The evaluator (:class:`PeftUtility` and one registered class per method), its settings
+(:data:`PROFILES`) and the peft configuration of each method live here; the inputs built from a
+release are in :mod:`privaudit.utility.peft_inputs`, the models and the training loop in
+:mod:`privaudit.utility.peft_training`.
+"""
 
 from __future__ import annotations
 
-import copy
-import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, get_args
 
 import numpy as np
 
-from privaudit.api import Defense, Objective, Release, Space, TrainingBatch, UtilityEvaluator
-from privaudit.devices import module_device, to_device, torch_device
-from privaudit.mechanisms.seeding import draw_seed, seeded_torch, torch_threads
+from privaudit.api import Defense, Objective, Release, UtilityEvaluator
+from privaudit.mechanisms.seeding import draw_seed, torch_threads
 from privaudit.params import Fraction, NonNegativeFloat, PositiveFloat, PositiveInt
+from privaudit.utility.peft_inputs import Inputs, split_layer, stack_vectors, subset
+from privaudit.utility.peft_training import (
+    predict_encoder,
+    predict_head,
+    train_encoder,
+    train_head,
+    train_top,
+)
 from privaudit.utility.probe import classification_result, objective_status, one_line
 
 Method = Literal["prompt-tuning", "prefix-tuning", "lora", "fine-tuning"]
@@ -244,9 +255,9 @@ class PeftUtility(UtilityEvaluator):
             raise ValueError("Each released document needs exactly one label.")
         if train.kind != test.kind:
             raise ValueError(f"train is a {train.kind!r} release but test a {test.kind!r} one.")
-        layer = _split_layer(train, test)
-        train_idx = _subset(len(train), cfg["max_train"])
-        test_idx = _subset(len(test), cfg["max_test"])
+        layer = split_layer(train, test)
+        train_idx = subset(len(train), cfg["max_train"])
+        test_idx = subset(len(test), cfg["max_test"])
         y_fit, y_eval = y_train[train_idx], y_test[test_idx]
         if len(np.unique(y_fit)) < 2:
             raise ValueError("Training needs at least two classes in the training labels.")
@@ -264,28 +275,28 @@ class PeftUtility(UtilityEvaluator):
                 )
         with torch_threads(self.threads):
             if train.kind == "pooled_vectors":
-                data_fit = _vectors(train, train_idx)
-                data_eval = _vectors(test, test_idx)
-                model, info = _train_head(
+                data_fit = stack_vectors(train, train_idx)
+                data_eval = stack_vectors(test, test_idx)
+                model, info = train_head(
                     data_fit, y_fit, classes, cfg, seed, self.progress, objective, targets
                 )
-                pred = classes[_predict_head(model, data_eval)]
+                pred = classes[predict_head(model, data_eval)]
             else:
-                inputs_fit = _Inputs.build(bb, train, train_idx, cfg["max_length"])
-                inputs_eval = _Inputs.build(bb, test, test_idx, cfg["max_length"])
+                inputs_fit = Inputs.build(bb, train, train_idx, cfg["max_length"])
+                inputs_eval = Inputs.build(bb, test, test_idx, cfg["max_length"])
                 if layer is not None:
                     if self.lr is None and cfg["method"] != "fine-tuning":
                         cfg = cfg | {"lr": PROFILES[self.profile].lr["lora"]}  # LoRA on the top
-                    model, info = _train_top(
+                    model, info = train_top(
                         bb, layer, inputs_fit, y_fit, classes, cfg, seed, self.progress,
                         objective, targets, self._lora_config(range(layer, bb.n_layers)),
                     )  # fmt: skip
                 else:
-                    model, info = _train_encoder(
+                    model, info = train_encoder(
                         bb, inputs_fit, y_fit, classes, cfg, seed, self.progress, objective,
                         targets, self._peft_config(cfg),
                     )  # fmt: skip
-                pred = classes[_predict_encoder(model, inputs_eval, cfg["batch_size"])]
+                pred = classes[predict_encoder(model, inputs_eval, cfg["batch_size"])]
         trained = type(objective).__name__ if objective else None
         self.last_info = cfg | info | {"objective": trained, "objective_status": status}
         return classification_result(y_eval, pred, status, test_idx)
@@ -363,403 +374,3 @@ class FineTuning(PeftUtility):
     """Full fine-tuning on the release (every weight): peft, method=fine-tuning."""
 
     name: ClassVar[str] = "fine-tuning"
-
-
-# -------------------------------------------------------------------------------------------
-# Inputs
-# -------------------------------------------------------------------------------------------
-
-
-def _subset(n: int, cap: int | None) -> np.ndarray:
-    """The first ``cap`` documents (all when ``cap`` is None): a deterministic subset."""
-    return np.arange(n if cap is None else min(n, int(cap)))
-
-
-def _split_layer(train: Release, test: Release) -> int | None:
-    """The split layer of a hidden-state release (SAP at k > 0), else None."""
-    hidden = [r.space is Space.HIDDEN_STATES for r in (train, test)]
-    if not any(hidden):
-        return None
-    layers = {r.layer for r in (train, test)}
-    if not all(hidden) or len(layers) != 1:
-        raise ValueError(
-            f"train and test must be hidden states of one split layer, got layers {layers}."
-        )
-    return int(layers.pop())
-
-
-def _vectors(release: Release, idx: np.ndarray) -> np.ndarray:
-    vectors = release.vectors or []
-    return np.stack([np.asarray(vectors[i], np.float32).reshape(-1) for i in idx])
-
-
-def _prefix_positions(offsets: Sequence[tuple[int, int]], text: str, n_words: int) -> list[int]:
-    """Token index of the first piece of each of the first ``n_words`` words of ``text`` (the
-    release's public plain prefix), from a fast tokenizer's offset mapping (special tokens
-    have offsets (0, 0)); words cut off by truncation have no position."""
-    starts, pos = [], 0
-    for word in text.split()[:n_words]:
-        pos = text.index(word, pos)
-        starts.append(pos)
-        pos += len(word)
-    out = []
-    for start in starts:
-        for k, (a, b) in enumerate(offsets):
-            if b > a and a <= start < b:
-                out.append(k)
-                break
-    return out
-
-
-@dataclass
-class _Inputs:
-    """Padded encoder inputs for one split: ids (text) or input embeddings (vectors), the
-    attention mask, and per row the token positions of the release's public plain prefix
-    (empty lists when it has none)."""
-
-    ids: Any  # LongTensor (n, L) or None
-    embeds: Any  # FloatTensor (n, L, dim) or None
-    mask: Any  # LongTensor (n, L)
-    plain: list[list[int]]
-    pool: Any = None  # LongTensor (n, L): the positions the classifier pools; None = mask
-
-    def __len__(self) -> int:
-        return int(self.mask.shape[0])
-
-    @classmethod
-    def build(cls, bb: Any, release: Release, idx: np.ndarray, max_length: int) -> _Inputs:
-        import torch
-
-        if release.kind == "text":
-            texts = [(release.texts or [])[i] for i in idx]
-            n_words = release.plain_prefix
-            if not n_words:
-                enc = bb.tokenizer(texts, padding=True, truncation=True, max_length=max_length,
-                                   return_tensors="pt")  # fmt: skip
-                return cls(enc["input_ids"], None, enc["attention_mask"], [[] for _ in texts])
-            # RAPT's public plain prefix: ``max_length`` budgets the user's text alone, and the
-            # classifier pools over the user's text only (the service knows where the prefix is).
-            prefixes = [" ".join(t.split()[:n_words]) for t in texts]
-            room = max((len(p) for p in bb.tokenizer(prefixes, add_special_tokens=False)
-                        ["input_ids"]), default=0)  # fmt: skip
-            enc = bb.tokenizer(texts, padding=True, truncation=True, max_length=max_length + room,
-                               return_tensors="pt", return_offsets_mapping=True)  # fmt: skip
-            offsets = enc.pop("offset_mapping").tolist()
-            pool = enc["attention_mask"].clone()
-            plain: list[list[int]] = []
-            for r, (off, text, prefix) in enumerate(zip(offsets, texts, prefixes, strict=True)):
-                pool[r, [k for k, (a, b) in enumerate(off) if b > a and a < len(prefix)]] = 0
-                plain.append(_prefix_positions(off, text, n_words))
-            return cls(enc["input_ids"], None, enc["attention_mask"], plain, pool)
-        if release.kind != "token_vectors":
-            raise ValueError(f"Cannot train on a {release.kind!r} release here.")
-        given = release.vectors or []
-        vectors = [np.asarray(given[i], np.float32).reshape(-1, bb.dim) for i in idx]
-        if release.space is Space.HIDDEN_STATES:
-            # A split model's hidden states already hold every position, specials included.
-            seqs = [v[:max_length] for v in vectors]
-        else:
-            cls_v = bb.embeddings[bb.tokenizer.cls_token_id]
-            sep_v = bb.embeddings[bb.tokenizer.sep_token_id]
-            seqs = [np.vstack([cls_v, v[: max_length - 2], sep_v]) for v in vectors]
-        width = max((len(s) for s in seqs), default=2)
-        embeds = np.zeros((len(seqs), width, bb.dim), np.float32)
-        mask = np.zeros((len(seqs), width), np.int64)
-        for r, s in enumerate(seqs):
-            embeds[r, : len(s)], mask[r, : len(s)] = s, 1
-        return cls(None, torch.from_numpy(embeds), torch.from_numpy(mask), [[] for _ in seqs])
-
-    def batch(self, rows: Any) -> dict[str, Any]:
-        mask = self.mask[rows]
-        width = int(mask.sum(1).max()) if len(rows) else 1  # trim shared padding
-        out = {"attention_mask": mask[:, :width]}
-        if self.pool is not None:
-            out["pool_mask"] = self.pool[rows][:, :width]
-        if self.ids is not None:
-            out["input_ids"] = self.ids[rows][:, :width]
-        else:
-            out["inputs_embeds"] = self.embeds[rows][:, :width]
-        return out
-
-
-# -------------------------------------------------------------------------------------------
-# Models and training
-# -------------------------------------------------------------------------------------------
-
-
-def _classifier(encoder: Any, dim: int, n_classes: int, n_virtual: int) -> Any:
-    import torch
-
-    class Classifier(torch.nn.Module):
-        """Encoder (peft-wrapped or not) + mean pooling over the input tokens + linear head."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.encoder = encoder
-            self.head = torch.nn.Linear(dim, n_classes)
-
-        def forward(self, batch: dict[str, Any]) -> tuple[Any, Any, Any]:
-            batch = dict(batch)
-            pool = batch.pop("pool_mask", batch["attention_mask"])
-            hidden = self.encoder(**batch).last_hidden_state
-            if n_virtual and hidden.shape[1] > batch["attention_mask"].shape[1]:
-                hidden = hidden[:, n_virtual:]  # prompt tuning prepends the soft tokens
-            mask = pool.unsqueeze(-1).to(hidden.dtype)
-            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
-            return self.head(pooled), hidden, pooled
-
-    return Classifier()
-
-
-def _train_encoder(
-    bb: Any,
-    inputs: _Inputs,
-    y: np.ndarray,
-    classes: np.ndarray,
-    cfg: dict[str, Any],
-    seed: int,
-    progress: bool | None,
-    objective: Objective | None,
-    targets: list[Any],
-    peft_config: Any,
-) -> tuple[Any, dict[str, Any]]:
-    import torch
-
-    target = torch.from_numpy(np.searchsorted(classes, y).astype(np.int64))
-    with seeded_torch(seed) as generator:
-        encoder = copy.deepcopy(bb.model)
-        if peft_config is not None:
-            import warnings
-
-            from peft import get_peft_model
-
-            with warnings.catch_warnings():  # peft reads a property transformers deprecated
-                warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*")
-                encoder = get_peft_model(encoder, peft_config)
-        else:
-            for p in encoder.parameters():
-                p.requires_grad_(True)
-        n_virtual = cfg["num_virtual_tokens"] if cfg["method"] == "prompt-tuning" else 0
-        model = _classifier(encoder, bb.dim, len(classes), n_virtual).to(torch_device())
-        params = [p for p in model.parameters() if p.requires_grad]
-        trainable = sum(p.numel() for p in params)
-        # The objective's head right after the classifier: the seeded draws keep their order.
-        extra = _objective_term(objective, targets, inputs.plain, bb.dim, params)
-        opt = torch.optim.AdamW(params, lr=cfg["lr"], weight_decay=cfg["weight_decay"])
-        info = _loop(model, inputs, target, cfg, generator, progress, opt, extra=extra)
-    model.eval()
-    return model, info | {"trainable_params": int(trainable)}
-
-
-def _train_top(
-    bb: Any,
-    layer: int,
-    inputs: _Inputs,
-    y: np.ndarray,
-    classes: np.ndarray,
-    cfg: dict[str, Any],
-    seed: int,
-    progress: bool | None,
-    objective: Objective | None,
-    targets: list[Any],
-    lora: Any,
-) -> tuple[Any, dict[str, Any]]:
-    """SAP's service side: the top model (encoder layers ``layer``..n-1) continues from the
-    released hidden states; LoRA on those layers (every weight of them for fine-tuning; only
-    the head when ``layer`` is the last), a linear head on the mean of the outputs. A
-    defense's objective reads the top model's output states and that mean."""
-    import warnings
-
-    import torch
-
-    from privaudit.resources import top_model_forward
-
-    target = torch.from_numpy(np.searchsorted(classes, y).astype(np.int64))
-    with seeded_torch(seed) as generator:
-        bert = copy.deepcopy(bb.model)
-        for p in bert.parameters():
-            p.requires_grad_(False)
-        if lora is not None:
-            from peft import get_peft_model
-
-            with warnings.catch_warnings():  # peft reads a property transformers deprecated
-                warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*")
-                get_peft_model(bert, lora)  # injects the adapters into ``bert`` in place
-        elif cfg["method"] == "fine-tuning":
-            for p in bert.encoder.layer[layer:].parameters():
-                p.requires_grad_(True)
-        blocks = torch.nn.ModuleList(bert.encoder.layer[layer:])
-
-        class Top(torch.nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.blocks = blocks
-                self.head = torch.nn.Linear(bb.dim, len(classes))
-
-            def forward(self, batch: dict[str, Any]) -> tuple[Any, Any, Any]:
-                mask = batch["attention_mask"]
-                hidden = top_model_forward(self.blocks, batch["inputs_embeds"], mask)
-                m = mask.unsqueeze(-1).to(hidden.dtype)
-                pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
-                return self.head(pooled), hidden, pooled
-
-        model = Top().to(torch_device())
-        params = [p for p in model.parameters() if p.requires_grad]
-        trainable = sum(p.numel() for p in params)
-        extra = _objective_term(objective, targets, inputs.plain, bb.dim, params)
-        opt = torch.optim.AdamW(params, lr=cfg["lr"], weight_decay=cfg["weight_decay"])
-        info = _loop(model, inputs, target, cfg, generator, progress, opt, extra=extra)
-    model.eval()
-    trained = "lora" if lora is not None else cfg["method"]
-    return model, info | {
-        "trainable_params": int(trainable),
-        "top_model": f"{trained} on layers {layer}..{bb.n_layers - 1}"
-        if layer < bb.n_layers
-        else "head only (the release is the last layer)",
-    }
-
-
-def _objective_term(
-    objective: Objective | None,
-    targets: Sequence[Any],
-    positions: Sequence[list[int]],
-    hidden_size: int,
-    params: list[Any],
-) -> Callable[[Any, Any, Any], Any] | None:
-    """The defense objective's term for :func:`_loop` (None without an objective): builds its
-    head for features of ``hidden_size`` (call it where the seeded draws expect it), adds the
-    head's parameters to ``params``, and per minibatch hands the objective a TrainingBatch of
-    the rows' token states, features, plain-prefix positions and targets."""
-    if objective is None:
-        return None
-    head = objective.head(hidden_size, targets).to(torch_device())  # beside the model
-    params += list(head.parameters())
-
-    def term(hidden: Any, features: Any, rows: Any) -> Any:
-        picked = [int(r) for r in rows]
-        batch = TrainingBatch(
-            hidden=hidden,
-            features=features,
-            prefix_positions=[list(positions[r]) for r in picked],
-            targets=[targets[r] for r in picked],
-        )
-        return objective.loss(batch, head)
-
-    return term
-
-
-def _loop(
-    model: Any,
-    inputs: Any,
-    target: Any,
-    cfg: dict[str, Any],
-    generator: Any,
-    progress: bool | None,
-    opt: Any,
-    extra: Any = None,
-) -> dict[str, Any]:
-    """Minibatch AdamW epochs with a tqdm bar that shows the running loss; ``extra(hidden,
-    features, rows)`` is an objective's term added to the task loss (or None)."""
-    import time
-
-    import torch
-    from tqdm.auto import tqdm
-
-    n, bs = len(target), cfg["batch_size"]
-    device = module_device(model)  # the data stays on the CPU; each batch moves there
-    steps = cfg["epochs"] * math.ceil(n / bs)
-    bar = tqdm(total=steps, desc=f"train {cfg['method']}", leave=False,
-               disable=None if progress is None else not progress)  # fmt: skip
-    t0, seen, running = time.perf_counter(), 0, None
-    model.train()
-    for _ in range(cfg["epochs"]):
-        order = torch.randperm(n, generator=generator)
-        for start in range(0, n, bs):
-            rows = order[start : start + bs]
-            batch = inputs.batch(rows) if hasattr(inputs, "batch") else inputs[rows]
-            logits, hidden, features = model(to_device(batch, device))
-            loss = torch.nn.functional.cross_entropy(logits, target[rows].to(device))
-            if extra is not None:
-                term = extra(hidden, features, rows)
-                if term is not None:
-                    loss = loss + term
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            seen += len(rows)
-            value = float(loss.detach())
-            running = value if running is None else 0.9 * running + 0.1 * value
-            bar.set_postfix(loss=f"{running:.3f}")
-            bar.update()
-    bar.close()
-    seconds = time.perf_counter() - t0
-    return {"train_seconds": seconds, "examples_per_second": seen / seconds if seconds else 0.0,
-            "final_loss": running}  # fmt: skip
-
-
-def _predict_encoder(model: Any, inputs: _Inputs, batch_size: int) -> np.ndarray:
-    import torch
-
-    out = []
-    with torch.inference_mode():
-        for start in range(0, len(inputs), batch_size):
-            rows = torch.arange(start, min(start + batch_size, len(inputs)))
-            logits, _, _ = model(to_device(inputs.batch(rows), module_device(model)))
-            out.append(logits.argmax(1).cpu().numpy())
-    return np.concatenate(out) if out else np.zeros(0, np.int64)
-
-
-def _train_head(
-    x: np.ndarray,
-    y: np.ndarray,
-    classes: np.ndarray,
-    cfg: dict[str, Any],
-    seed: int,
-    progress: bool | None,
-    objective: Objective | None = None,
-    targets: Sequence[Any] = (),
-) -> tuple[Any, dict[str, Any]]:
-    """A one-hidden-layer classifier on pooled release vectors (standardised on train).
-
-    With a defense's ``objective`` (and its per-row ``targets``) — CAPE's adversary behind
-    gradient reversal — the objective's head reads the hidden layer as well, so the layer is
-    pushed to drop the attribute while the task head uses it (loss = L_task + L_adv)."""
-    import torch
-
-    mean, std = x.mean(0), x.std(0) + 1e-6
-    xs = torch.from_numpy(((x - mean) / std).astype(np.float32))
-    target = torch.from_numpy(np.searchsorted(classes, y).astype(np.int64))
-    with seeded_torch(seed) as generator:
-        trunk = torch.nn.Sequential(
-            torch.nn.Linear(x.shape[1], 256), torch.nn.ReLU(), torch.nn.Dropout(0.1)
-        )
-        task = torch.nn.Linear(256, len(classes))
-
-        class Head(torch.nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.trunk, self.task = trunk, task
-                self.mean, self.std = mean, std
-
-            def forward(self, z: Any) -> tuple[Any, Any, Any]:
-                h = self.trunk(z)
-                return self.task(h), None, h
-
-        model = Head().to(torch_device())
-        params = list(model.parameters())
-        trainable = sum(p.numel() for p in params)
-        # The objective reads the trunk's output (256 wide), what the task head reads.
-        extra = _objective_term(objective, targets, [[] for _ in range(len(xs))], 256, params)
-        opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=cfg["weight_decay"])
-        info = _loop(model, xs, target, cfg | {"epochs": max(cfg["epochs"], 10)}, generator,
-                     progress, opt, extra=extra)  # fmt: skip
-    model.eval()
-    return model, info | {"trainable_params": int(trainable)}
-
-
-def _predict_head(model: Any, x: np.ndarray) -> np.ndarray:
-    import torch
-
-    xs = torch.from_numpy(((x - model.mean) / model.std).astype(np.float32))
-    with torch.inference_mode():
-        return model(xs.to(module_device(model)))[0].argmax(1).cpu().numpy()

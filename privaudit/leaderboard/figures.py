@@ -1,55 +1,35 @@
-"""Empirical-privacy vs utility Pareto frontiers and their plots.
-
-Every function takes the runner's results table (one row per defense point × attack, see
-``privaudit.audit.runner.COLUMNS``). Only rows with ``status == "ok"`` and finite privacy and
-utility enter a frontier; seeds are averaged per (attack, label, knob value) first, so a
-frontier is drawn through mean points, not through the luckiest seed.
+"""The privacy–utility figures: per attack, every attack's frontiers in one figure, and the
+worst case per attack family.
 
 Every figure of a run draws a defense label with the same colour and marker: pass the same
 ``styles`` mapping (:func:`run_styles` of the whole results table) to each figure function.
 ``none`` (the undefended release) is always black. Where the table has confidence-interval
-columns (:data:`CI_COLUMNS`), every point gets thin error bars in its label's colour; tables
-without them (older runs) plot without. Knob labels beside the points are placed greedily so
-that none overlaps another or leaves the axes (a label with no free spot is left out).
+columns (:data:`~privaudit.leaderboard.frontier.CI_COLUMNS`), every point gets thin error bars
+in its label's colour; tables without them (older runs) plot without. Each axis reads the
+attack's declared metric (:class:`~privaudit.metrics.spec.MetricSpec`: its direction, whether it
+is bounded, its baseline's label), never its name. Knob labels are placed by
+:mod:`privaudit.leaderboard.labels`. Saving a figure to a run directory is the outputs
+layer's (:mod:`privaudit.outputs.plots`).
 """
 
 from __future__ import annotations
 
 import math
 import textwrap
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privaudit.params import shown
+from privaudit.leaderboard.frontier import CI_COLUMNS, NONE, seed_means
+from privaudit.leaderboard.labels import KnobLabel, figure_renderer, freeze, knob_text, place_labels
+from privaudit.metrics.spec import find_metric
+from privaudit.metrics.stats import with_labels
 
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.axes import Axes
-    from matplotlib.backend_bases import RendererBase
     from matplotlib.figure import Figure
-    from matplotlib.text import Annotation
-    from matplotlib.transforms import Bbox
-
-NONE = "none"  # the undefended baseline's defense name and default label
-
-# Percentile-bootstrap interval bounds the runner writes beside privacy and utility. seed_means
-# carries them through (NaN when the results have none): with several seeds, each bound is the
-# mean of the per-seed bounds (seeds without a bound are left out of that mean).
-CI_COLUMNS = [
-    "empirical_privacy_ci_low", "empirical_privacy_ci_high", "utility_ci_low", "utility_ci_high",
-]  # fmt: skip
-
-# Columns seed_means() / frontier() return, in order.
-POINT_COLUMNS = [
-    "attack", "label", "defense", "knob", "knob_value",
-    "empirical_privacy", "empirical_privacy_ci_low", "empirical_privacy_ci_high",
-    "utility", "utility_ci_low", "utility_ci_high",
-    "n_seeds", "attack_metric", "utility_metric", "guarantee", "on_frontier",
-]  # fmt: skip
 
 # The x axis of family_figure (wrapped to the panel's width when drawn).
 FAMILY_PRIVACY_LABEL = (
@@ -62,100 +42,25 @@ Style = tuple[Any, str]
 NONE_STYLE: Style = ("black", "*")
 
 
-def pareto_mask(privacy: np.ndarray, utility: np.ndarray) -> np.ndarray:
-    """True for points no other point beats on both axes (higher is better on both)."""
-    privacy, utility = np.asarray(privacy, float), np.asarray(utility, float)
-    keep = np.ones(len(privacy), dtype=bool)
-    for i in range(len(privacy)):
-        dominated = (
-            (privacy >= privacy[i])
-            & (utility >= utility[i])
-            & ((privacy > privacy[i]) | (utility > utility[i]))
-        )
-        keep[i] = not dominated.any()
-    return keep
-
-
-def with_labels(frame: pd.DataFrame) -> pd.DataFrame:
-    """A copy whose ``label`` column is filled from ``defense`` where missing (older runs)."""
-    frame = frame.copy()
-    fallback = frame["defense"] if "defense" in frame.columns else "?"
-    if "label" not in frame.columns:
-        frame["label"] = fallback
-    else:
-        frame["label"] = frame["label"].where(frame["label"].notna(), fallback)
-    frame["label"] = frame["label"].astype(str)
-    return frame
-
-
-def seed_means(frame: pd.DataFrame) -> pd.DataFrame:
-    """Every ok defense point per attack, privacy and utility averaged over seeds.
-
-    One row per (attack, label, knob value) with the columns of :data:`POINT_COLUMNS`;
-    ``on_frontier`` marks the points no other point *of the same label and attack* dominates.
-    The interval bounds of :data:`CI_COLUMNS` are averaged over seeds like the values (each
-    bound the mean of the per-seed bounds; NaN when the results have no such column, as older
-    runs do). Raises ``ValueError`` when the table has no usable ok row.
-    """
-    import pandas as pd
-
-    missing = {"attack", "status", "empirical_privacy", "utility"} - set(frame.columns)
-    if missing:
-        raise ValueError(
-            f"The results table lacks the columns {sorted(missing)}; expected a results.csv/"
-            "results.parquet written by `privaudit run`."
-        )
-    ok = with_labels(frame[frame["status"] == "ok"])
-    ok = ok[np.isfinite(ok["empirical_privacy"].astype(float))]
-    ok = ok[np.isfinite(ok["utility"].astype(float))]
-    if ok.empty:
-        counts = frame["status"].value_counts().to_dict() if len(frame) else {}
-        raise ValueError(
-            f"No cell with status 'ok' and finite privacy and utility (statuses: "
-            f"{counts or 'no rows'}); there is no frontier to draw. See the `reason` column of "
-            "the failed / n/a rows."
-        )
-    for col, default in (
-        ("knob", None), ("knob_value", math.nan), ("attack_metric", "attack"),
-        ("utility_metric", "utility"), ("guarantee", ""), ("defense", None),
-    ):  # fmt: skip
-        if col not in ok.columns:
-            ok[col] = ok["label"] if col == "defense" else default
-    for col in CI_COLUMNS:
-        ok[col] = pd.to_numeric(ok[col], errors="coerce") if col in ok.columns else math.nan
-    keys = ["attack", "label", "knob_value"]
-    grouped = ok.groupby(keys, dropna=False, sort=True)
-    points = grouped[["empirical_privacy", "utility", *CI_COLUMNS]].mean()
-    points["n_seeds"] = grouped.size()
-    firsts = grouped[["defense", "knob", "attack_metric", "utility_metric", "guarantee"]].first()
-    points = points.join(firsts).reset_index()
-    points["on_frontier"] = False
-    for _, idx in points.groupby(["attack", "label"], sort=False).groups.items():
-        sub = points.loc[idx]
-        points.loc[idx, "on_frontier"] = pareto_mask(
-            sub["empirical_privacy"].to_numpy(), sub["utility"].to_numpy()
-        )
-    points = points.sort_values(["attack", "label", "empirical_privacy", "utility"])
-    return pd.DataFrame(points[POINT_COLUMNS]).reset_index(drop=True)
-
-
-def frontier(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per attack and per defense label, the non-dominated (empirical privacy, utility) points.
-
-    Higher is better on both axes. Rows with ``status != "ok"`` are left out; seeds are averaged
-    per (attack, label, knob value) before dominance is decided. Points are sorted by attack,
-    label and increasing privacy (so along each frontier utility decreases).
-    """
-    points = seed_means(frame)
-    return points[points["on_frontier"]].drop(columns="on_frontier").reset_index(drop=True)
-
-
 def privacy_axis_label(attack: str | None, metric: str) -> str:
-    """The x-axis name: 1 − the attack's success metric, or the reconstruction MSE itself."""
+    """The x-axis name: 1 − the attack's success metric, or an error metric itself (its
+    declared :attr:`~privaudit.metrics.spec.MetricSpec.privacy_label`)."""
     against = f" vs {attack}" if attack else ""
-    if metric == "embedding_mse":  # reconstruction error: the privacy is the error itself
-        return f"empirical privacy{against} (embedding MSE)"
-    return f"empirical privacy{against} (1 − {metric})"
+    spec = find_metric(metric)
+    unit = spec.privacy_label if spec is not None else f"1 − {metric}"
+    return f"empirical privacy{against} ({unit})"
+
+
+def _unbounded(metric: str) -> bool:
+    """Whether the metric's privacy has no upper end (an error): its axis starts at 0."""
+    spec = find_metric(metric)
+    return spec is not None and not spec.bounded
+
+
+def _privacy_of(metric: str, score: Any) -> Any:
+    """Privacy of a score by the metric's declared direction (1 − score when unknown)."""
+    spec = find_metric(metric)
+    return spec.privacy(score) if spec is not None else 1.0 - score
 
 
 # ---- styles ------------------------------------------------------------------------------
@@ -237,146 +142,6 @@ def _error_bars(
         )  # fmt: skip
 
 
-@dataclass(frozen=True)
-class KnobLabel:
-    """A text to write beside the data point (x, y) of an axes; ``group`` (the defense label)
-    decides the order of placement (see :func:`place_labels`)."""
-
-    x: float
-    y: float
-    text: str
-    colour: Any
-    group: str = ""
-
-
-def _round_robin(labels: Sequence[KnobLabel]) -> list[KnobLabel]:
-    """The labels taken in turn from each group (groups in order of first appearance), so in a
-    crowded plot every defense gets some of the free spots, not the first one all of them."""
-    groups: dict[str, list[KnobLabel]] = {}
-    for lab in labels:
-        groups.setdefault(lab.group, []).append(lab)
-    queues = list(groups.values())
-    longest = max((len(q) for q in queues), default=0)
-    return [q[i] for i in range(longest) for q in queues if i < len(q)]
-
-
-# Offsets (points) of a label's anchor from its point, tried in order, with the alignment that
-# keeps the text on that side: above right first, then the other corners, sides, and farther.
-_NEAR: tuple[tuple[float, float, str, str], ...] = (
-    (4, 4, "left", "bottom"), (4, -4, "left", "top"), (-4, 4, "right", "bottom"),
-    (-4, -4, "right", "top"), (0, 6, "center", "bottom"), (0, -6, "center", "top"),
-    (6, 0, "left", "center"), (-6, 0, "right", "center"),
-)  # fmt: skip
-_OFFSETS: tuple[tuple[float, float, str, str], ...] = tuple(
-    (dx * r, dy * r, ha, va) for r in (1.0, 2.0) for dx, dy, ha, va in _NEAR
-)
-
-
-def _renderer(fig: Figure) -> RendererBase:
-    """The figure's Agg renderer (attaching an Agg canvas to a bare Figure if need be)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    canvas = fig.canvas
-    if not isinstance(canvas, FigureCanvasAgg):
-        canvas = FigureCanvasAgg(fig)
-    return canvas.get_renderer()
-
-
-def _freeze(ax: Axes, renderer: RendererBase) -> list[Bbox]:
-    """Fix the axes' limits and its legend's spot, so that the labels placed next measure
-    against what will be drawn; returns the legend's box (an obstacle), if any."""
-    ax.set_xlim(ax.get_xlim())
-    ax.set_ylim(ax.get_ylim())
-    legend = ax.get_legend()
-    if legend is None:
-        return []
-    box = legend.get_window_extent(renderer)  # where "best" puts it, before any label exists
-    corner = ax.transAxes.inverted().transform((box.x0, box.y0))
-    legend.set_loc((float(corner[0]), float(corner[1])))
-    return [legend.get_window_extent(renderer)]
-
-
-def place_labels(
-    ax: Axes,
-    labels: Sequence[KnobLabel],
-    *,
-    markers: Sequence[tuple[float, float]] = (),
-    obstacles: Sequence[Bbox] = (),
-    fontsize: float = 7.0,
-) -> list[Annotation]:
-    """Write each label beside its point where it fits, greedily, in display coordinates.
-
-    Labels are taken in turn from each ``group`` (:func:`_round_robin`); for each, the offsets
-    of :data:`_OFFSETS` are tried, and the first whose text box lies inside the axes and
-    overlaps no label placed before it (nor an ``obstacles`` box, such as the legend) wins.
-    Spots that also keep clear of every data point (``markers``, plus the labels' own points)
-    are preferred. A label with no such spot is dropped, never drawn outside the axes or over
-    another. Call it after the figure's layout is final (after ``tight_layout``): the boxes are
-    measured with the figure's renderer at that moment.
-    """
-    if not labels:
-        return []
-    fig = ax.get_figure()
-    assert fig is not None
-    renderer = _renderer(fig)  # type: ignore[arg-type]
-    frame = ax.get_window_extent(renderer)
-    pad = 1.0  # pixels kept between boxes and from the axes' edge
-    radius = 3.0 * fig.dpi / 72.0  # a marker's half-width, in pixels
-    from matplotlib.transforms import Bbox
-
-    points = [*markers, *((lab.x, lab.y) for lab in labels)]
-    marker_boxes = [
-        Bbox.from_extents(px - radius, py - radius, px + radius, py + radius)
-        for px, py in ax.transData.transform(np.asarray(points, float).reshape(-1, 2))
-        if np.isfinite(px) and np.isfinite(py)
-    ]
-    taken = [*obstacles]
-    drawn: list[Annotation] = []
-
-    def fits(box: Bbox, avoid: list[Bbox]) -> bool:
-        inside = (
-            box.x0 >= frame.x0 + pad
-            and box.x1 <= frame.x1 - pad
-            and box.y0 >= frame.y0 + pad
-            and box.y1 <= frame.y1 - pad
-        )
-        return inside and not any(box.padded(pad).overlaps(other) for other in avoid)
-
-    for lab in _round_robin(labels):
-        if not (np.isfinite(lab.x) and np.isfinite(lab.y)):
-            continue
-        px, py = ax.transData.transform((lab.x, lab.y))
-        if not frame.contains(px, py):
-            continue
-        ann = ax.annotate(
-            lab.text, (lab.x, lab.y), xytext=_OFFSETS[0][:2], textcoords="offset points",
-            fontsize=fontsize, color=lab.colour, ha=_OFFSETS[0][2], va=_OFFSETS[0][3],
-        )  # fmt: skip
-        chosen: Bbox | None = None
-        for avoid in ([*taken, *marker_boxes], taken):
-            for dx, dy, ha, va in _OFFSETS:
-                ann.xyann = (dx, dy)
-                ann.set_horizontalalignment(ha)
-                ann.set_verticalalignment(va)
-                box = ann.get_window_extent(renderer)
-                if fits(box, avoid):
-                    chosen = box
-                    break
-            if chosen is not None:
-                break
-        if chosen is None:
-            ann.remove()
-            continue
-        taken.append(chosen)
-        drawn.append(ann)
-    return drawn
-
-
-def _knob_text(knob: Any, value: float) -> str:
-    """``eta=105.2``: the knob's name (when known) and its value to 4 significant digits."""
-    return f"{knob}={shown(value)}" if isinstance(knob, str) and knob else shown(value)
-
-
 def _xs_for_limits(frame: pd.DataFrame) -> np.ndarray:
     """Privacy values (and interval tops) that the x axis must show."""
     cols = ["empirical_privacy", "empirical_privacy_ci_high"]
@@ -442,48 +207,41 @@ def pareto_figure(
         knob = group["knob"].iloc[0] if "knob" in group.columns else None
         for _, row in agg.iterrows():
             if np.isfinite(row["knob_value"]):
-                text = _knob_text(knob, float(row["knob_value"]))
+                text = knob_text(knob, float(row["knob_value"]))
                 knob_labels.append(
                     KnobLabel(
                         float(row["empirical_privacy"]), float(row["utility"]), text, colour, name
                     )
                 )
     has_baseline = "attack_baseline" in frame.columns and frame["attack_baseline"].notna().any()
-    # Baselines that do not depend on the defense point: one line. The others (HaS's
-    # anonymized text as it is, the ae-inversion MSE of a constant guess) vary per point.
-    guessers = {
-        "accuracy": "majority-guess attacker",
-        "attribute_accuracy": "majority-guess attacker",
-        "token_recovery": "frequent-token guess",
-        "token_f1": "frequent-token guess",
-        "word_set_f1": "frequent-words guess",
-        "generation_f1": "unconditioned decoder",
-        "embedding_mse": "mean-embedding guess",
-    }
-    if has_baseline and metric in guessers:
+    spec = find_metric(metric)
+    declared = spec.baseline if spec is not None else None
+    if has_baseline and declared is not None and not declared.per_point:
         # An attacker that ignores the release reaches this privacy, no further.
         mean = float(frame["attack_baseline"].dropna().mean())
-        ceiling = mean if metric == "embedding_mse" else 1.0 - mean  # an error is its privacy
-        ax.axvline(ceiling, color="0.6", ls="-.", lw=1, label=guessers[metric])
+        ceiling = _privacy_of(metric, mean)
+        ax.axvline(ceiling, color="0.6", ls="-.", lw=1, label=declared.label)
     elif has_baseline:
-        # Per point: the privacy an attacker gets by taking the release as it is.
+        # Per point (HaS's anonymized text as it is): the privacy of taking the release as is.
         base = frame.dropna(subset=["attack_baseline"])
         base = base.groupby([by, "knob_value"], dropna=False)[["attack_baseline", "utility"]]
         base = base.mean()
+        as_is = _privacy_of(metric, base["attack_baseline"])
+        label = declared.label if declared is not None else "the release as is (no attack)"
         ax.scatter(
-            1.0 - base["attack_baseline"], base["utility"], s=30, facecolors="none",
-            edgecolors="0.55", label="the release as is (no attack)", zorder=1,
+            as_is, base["utility"], s=30, facecolors="none", edgecolors="0.55", label=label,
+            zorder=1,
         )  # fmt: skip
-        markers.extend(zip(1.0 - base["attack_baseline"], base["utility"], strict=True))
+        markers.extend(zip(as_is, base["utility"], strict=True))
     if chance is not None and np.isfinite(chance):
         ax.axhline(chance, color="0.6", ls=":", lw=1, label="chance")
     ax.set_xlabel(privacy_axis_label(attack, metric))
-    if metric == "embedding_mse":
+    if _unbounded(metric):
         ax.set_xlim(left=0.0)
     else:
         xs = _xs_for_limits(frame) if len(frame) else np.array([])
         if has_baseline:  # keep the guess line / as-is markers in view
-            xs = np.concatenate([xs, 1.0 - frame["attack_baseline"].dropna()])
+            xs = np.concatenate([xs, _privacy_of(metric, frame["attack_baseline"].dropna())])
         top = float(xs.max()) if len(xs) else 1.0
         # Zoom in when every point is far from 1, else the lines collapse onto the y axis.
         ax.set_xlim(-0.03, 1.03) if top > 0.5 else ax.set_xlim(-0.01, top * 1.2 + 0.01)
@@ -492,34 +250,9 @@ def pareto_figure(
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
-    legend_box = _freeze(ax, _renderer(fig))
+    legend_box = freeze(ax, figure_renderer(fig))
     place_labels(ax, knob_labels, markers=markers, obstacles=legend_box)
     return fig
-
-
-def plot_pareto(
-    frame: Any,
-    path: str | Path,
-    *,
-    attack: str,
-    chance: float | None = None,
-    styles: Mapping[str, Style] | None = None,
-) -> Path:
-    """One panel: empirical privacy (x) vs utility (y), a line per defense through its privacy
-    levels (labelled with the knob value), the undefended point marked with a star and a dashed
-    line at its utility, and the chance level of the utility metric dotted. Pass the run's
-    ``styles`` (:func:`run_styles`) so colours agree with the run's other figures."""
-    fig = pareto_figure(frame, attack=attack, chance=chance, styles=styles)
-    return save_figure(fig, Path(path))
-
-
-def save_figure(fig: Any, path: Path) -> Path:
-    """Save atomically (a temporary file, then a rename): a crash or a full disk never leaves
-    a truncated image. The format follows ``path``'s suffix (the temporary name has none)."""
-    from privaudit.audit.store import write_atomic
-
-    fmt = path.suffix.lstrip(".").lower() or "png"
-    return write_atomic(path, lambda tmp: fig.savefig(tmp, format=fmt))
 
 
 # ---- the combined figure -----------------------------------------------------------------
@@ -655,20 +388,9 @@ def _frontier_panel(
     ax.set_ylabel(f"utility ({sub['utility_metric'].iloc[0]})", fontsize=8)
     ax.set_title(attack, fontsize=10)
     ax.tick_params(labelsize=7)
-    if metric == "embedding_mse":
+    if _unbounded(metric):
         ax.set_xlim(left=0.0)
     ax.grid(alpha=0.3)
-
-
-def plot_frontiers(
-    frame: pd.DataFrame,
-    path: str | Path,
-    *,
-    chance: float | None,
-    styles: Mapping[str, Style] | None = None,
-) -> Path:
-    """Save one figure with a Pareto-frontier panel per attack (see :func:`frontier_figure`)."""
-    return save_figure(frontier_figure(frame, chance=chance, styles=styles), Path(path))
 
 
 # ---- the worst-case figure, one panel per attack family ----------------------------------
@@ -733,9 +455,9 @@ def family_figure(
         ax.set_title(family, fontsize=10)
         panels.append((ax, knob_labels, markers))
     _shared_legend(fig, handles, styles)
-    renderer = _renderer(fig)
+    renderer = figure_renderer(fig)
     for ax, knob_labels, markers in panels:
-        _freeze(ax, renderer)
+        freeze(ax, renderer)
         place_labels(ax, knob_labels, markers=markers)
     return fig
 
@@ -779,7 +501,7 @@ def _family_panel(
         knob = front["knob"] if "knob" in front.columns else [None] * len(front)
         for (_, row), name in zip(front.iterrows(), knob, strict=True):
             if np.isfinite(float(row["knob_value"])):
-                text = _knob_text(name, float(row["knob_value"]))
+                text = knob_text(name, float(row["knob_value"]))
                 knob_labels.append(
                     KnobLabel(float(row["privacy"]), float(row["utility"]), text, colour, label)
                 )
@@ -789,14 +511,3 @@ def _family_panel(
     ax.tick_params(labelsize=7)
     ax.grid(alpha=0.3)
     return knob_labels, markers
-
-
-def plot_families(
-    points: pd.DataFrame,
-    path: str | Path,
-    *,
-    chance: float | None,
-    styles: Mapping[str, Style] | None = None,
-) -> Path:
-    """Save the worst-case figure, one panel per attack family (see :func:`family_figure`)."""
-    return save_figure(family_figure(points, chance=chance, styles=styles), Path(path))

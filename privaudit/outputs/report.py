@@ -18,24 +18,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from privaudit.audit.store import RunDir, cell_counts, write_text
-from privaudit.leaderboard.board import (
+from privaudit.leaderboard.board import Leaderboard, leaderboard
+from privaudit.leaderboard.figures import frontier_figure, pareto_figure, run_styles
+from privaudit.leaderboard.render import (
     HYPERVOLUME_DEFINITION,
     TABLE_CSS,
-    Leaderboard,
     Table,
     html_table,
-    leaderboard,
     leaderboard_html_body,
-    load_runs,
-    read_run,
-    run_chance,
 )
-from privaudit.leaderboard.pareto import (
-    frontier_figure,
-    pareto_figure,
-    run_styles,
-    with_labels,
-)
+from privaudit.metrics.stats import with_labels
+from privaudit.outputs.runs import load_runs, read_run, run_chance
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -156,7 +149,7 @@ def _families_section(board: Leaderboard | str, frame: pd.DataFrame) -> str:
     """The worst-case frontiers per family (one panel each), with intervals."""
     if isinstance(board, str) or board.points.empty:
         return _note("No worst-case frontier to draw.")
-    from privaudit.leaderboard.pareto import family_figure
+    from privaudit.leaderboard.figures import family_figure
 
     chance = board.chance if math.isfinite(board.chance) else None
     fig = family_figure(board.points, chance=chance, styles=run_styles(frame))

@@ -1,0 +1,406 @@
+"""From a loaded table to a :class:`~privaudit.corpora.base.Corpus`: the column mapping.
+
+:func:`corpus_from_frame` resolves each role's column (``text``, ``label``, ``attributes``,
+``entities``, ``author``, a split column; by name or 0-based position) and fails with one message
+naming every missing one; chooses rows (``where``) and derives labels (``label_map``,
+``label_threshold``), counting each dropped row under its reason; normalises entity spans; and
+splits by the split column or by a seeded random split by author. The file and hub loaders of
+:mod:`privaudit.corpora.files` both end here.
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from privaudit.corpora.base import SPLITS, Corpus, describe_dropped
+from privaudit.corpora.reading import cell_key, is_missing, is_number, plain_value, warn_once
+from privaudit.corpora.splits import assign_splits, corpus_features
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+SPLIT_ALIASES = {
+    "train": "train",
+    "training": "train",
+    "test": "test",
+    "testing": "test",
+    "validation": "test",
+    "valid": "test",
+    "val": "test",
+    "dev": "test",
+    "aux": "aux",
+    "auxiliary": "aux",
+}
+
+ColumnRef = str | int
+LabelValue = str | int | float | bool  # a cell value as a config writes it
+
+
+def _resolve(df: pd.DataFrame, ref: ColumnRef, header: bool) -> Any | None:
+    """The DataFrame column a user reference points at, or None."""
+    cols = list(df.columns)
+    if isinstance(ref, str) and not header and ref.isdigit():
+        ref = int(ref)
+    if isinstance(ref, bool):
+        return None
+    if isinstance(ref, numbers.Integral):
+        if ref in cols and not header:
+            return ref
+        return cols[int(ref)] if 0 <= int(ref) < len(cols) else None
+    return ref if ref in cols else None
+
+
+def _attribute_map(attributes: Any, df: pd.DataFrame, header: bool) -> dict[str, ColumnRef]:
+    """Normalise ``attributes`` (names, positions or a name → column map) to name → column."""
+    if attributes is None:
+        return {}
+    if isinstance(attributes, Mapping):
+        return {str(k): v for k, v in attributes.items()}
+    if isinstance(attributes, (str, int)):  # a lone column, not a sequence of characters
+        attributes = [attributes]
+    out: dict[str, ColumnRef] = {}
+    for ref in attributes:
+        if isinstance(ref, numbers.Integral) and not isinstance(ref, bool):
+            col = _resolve(df, int(ref), header)
+            name = f"col{int(ref)}" if (col is None or not header) else str(col)
+            out[name] = int(ref)
+        else:
+            out[str(ref)] = ref
+    return out
+
+
+def _entities(cell: Any, text: str, row: int) -> list[dict[str, Any]]:
+    """Normalise an entities cell (list of dicts/triples, or its JSON) to exact spans."""
+    if isinstance(cell, np.ndarray):
+        cell = cell.tolist()
+    if cell is None or (not isinstance(cell, (list, str)) and is_missing(cell)):
+        return []
+    if isinstance(cell, str):
+        if not cell.strip():
+            return []
+        try:
+            cell = json.loads(cell)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"Row {row}: entities cell is not valid JSON ({exc}).") from None
+    out = []
+    for ent in cell:
+        if isinstance(ent, Mapping):
+            start, end = ent.get("start"), ent.get("end")
+            etype = ent.get("type", ent.get("label"))  # spaCy-style "label" accepted
+        elif isinstance(ent, (list, tuple)) and len(ent) >= 3:
+            start, end, etype = ent[0], ent[1], ent[2]
+        else:
+            raise ValueError(
+                f"Row {row}: an entity must be {{'start','end','type'}} or [start, end, type], "
+                f"got {ent!r}."
+            )
+        try:
+            start, end = int(start), int(end)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise ValueError(f"Row {row}: entity {ent!r} lacks integer start/end.") from None
+        if not 0 <= start <= end <= len(text):
+            raise ValueError(
+                f"Row {row}: entity span [{start}, {end}) lies outside its text "
+                f"({len(text)} characters)."
+            )
+        given = ent.get("text") if isinstance(ent, Mapping) else (ent[3] if len(ent) > 3 else None)
+        if given is not None and str(given) != text[start:end]:
+            raise ValueError(
+                f"Row {row}: entity text {given!r} does not match its span [{start}, {end}), "
+                f"which reads {text[start:end]!r}; spans are 0-based, end-exclusive characters."
+            )
+        out.append({"start": start, "end": end, "type": str(etype), "text": text[start:end]})
+    return out
+
+
+def _check_columns(
+    df: pd.DataFrame, roles: dict[str, ColumnRef | None], header: bool, source: str
+) -> dict[str, Any]:
+    """Resolve every role's column or fail with one message naming all the missing ones."""
+    resolved: dict[str, Any] = {}
+    missing: list[str] = []
+    for role, ref in roles.items():
+        if ref is None:
+            continue
+        col = _resolve(df, ref, header)
+        if col is None:
+            missing.append(f"{role}={ref!r}")
+        resolved[role] = col
+    if missing:
+        cols = list(df.columns)
+        how = (
+            "this file was read without a header, so columns are 0-based positions "
+            f"0..{len(cols) - 1}"
+            if not header
+            else "pass header=False (--map header=false) if the file has no header row"
+        )
+        roles_missing = [r.split("=")[0].split("[")[0] for r in missing]
+        example = ",".join(
+            f"{r}=<column>:<value>" if r == "where" else f"{r}=<column>" for r in roles_missing
+        )
+        call = "load_hf(name, " if source.startswith("hf:") else "load_file(path, "
+        raise ValueError(
+            f"{source}: column(s) not found for {', '.join(missing)}. Available columns: {cols}. "
+            f"Map yours with keyword arguments (e.g. {call}text='review', label='stars', "
+            f"attributes=['gender'])) or on the command line with --map {example}; {how}."
+        )
+    return resolved
+
+
+def _label_index(values: list[Any], order: Sequence[str] | None) -> tuple[list[int], list[str]]:
+    if order is not None:  # a hub ClassLabel: values already index into its names
+        return [int(v) for v in values], [str(n) for n in order]
+    distinct = set(values)
+    try:
+        ordered = sorted(distinct)
+    except TypeError:  # mixed types: order by their string forms
+        ordered = sorted(distinct, key=str)
+    index = {v: i for i, v in enumerate(ordered)}
+    return [index[v] for v in values], [str(v) for v in ordered]
+
+
+def _where_match(values: list[Any], wanted: Any) -> np.ndarray:
+    """Rows whose cell equals ``wanted`` (or one of a list of values), compared as strings."""
+    options = wanted if isinstance(wanted, (list, tuple, set)) else [wanted]
+    keys = {cell_key(w) for w in options}
+    return np.array([not is_missing(v) and cell_key(v) in keys for v in values], dtype=bool)
+
+
+def _derive_labels(
+    values: dict[int, Any],
+    label_map: Mapping[Any, Any] | None,
+    threshold: float | None,
+    order: Sequence[str] | None,
+    source: str,
+    column: Any,
+) -> dict[int, Any]:
+    """Row → derived label: ``label_map``'s value (rows it does not map are left out), or
+    ``>=t``/``<t`` against ``threshold``. A hub ClassLabel is matched by class name or index."""
+    out: dict[int, Any] = {}
+    if label_map is not None:
+        lookup = {cell_key(k): v for k, v in label_map.items()}
+        for i, value in values.items():
+            forms = (
+                [cell_key(order[int(value)]), cell_key(value)]
+                if order is not None
+                else [cell_key(value)]
+            )
+            hit = next((f for f in forms if f in lookup), None)
+            if hit is not None:
+                out[i] = plain_value(lookup[hit])
+        return out
+    assert threshold is not None
+    for i, value in values.items():
+        if not is_number(value):
+            raise ValueError(
+                f"{source}: label_threshold={threshold:g} needs numbers in label column "
+                f"{column!r}, but row {i} holds {value!r}; map the values with label_map "
+                "instead, or drop such rows with where."
+            )
+        out[i] = f">={threshold:g}" if float(value) >= threshold else f"<{threshold:g}"
+    return out
+
+
+def corpus_from_frame(
+    df: pd.DataFrame,
+    *,
+    name: str,
+    source: str,
+    text: ColumnRef,
+    label: ColumnRef,
+    attributes: Any,
+    entities: ColumnRef | None,
+    author: ColumnRef | None,
+    header: bool,
+    split_column: ColumnRef | None,
+    fractions: tuple[float, float, float],
+    seed: int,
+    label_order: Sequence[str] | None = None,
+    info: dict[str, Any] | None = None,
+    label_map: Mapping[Any, Any] | None = None,
+    label_threshold: float | None = None,
+    where: Mapping[ColumnRef, Any] | None = None,
+) -> Corpus:
+    import datasets
+
+    if label_map is not None and label_threshold is not None:
+        raise ValueError(
+            f"{source}: give label_map or label_threshold, not both (label_map={dict(label_map)!r}"
+            f", label_threshold={label_threshold!r})."
+        )
+    if label_map is not None and not label_map:
+        raise ValueError(f"{source}: label_map is empty; map at least two label values.")
+    if len(df) == 0:
+        raise ValueError(f"{source} has a header but no rows; there is nothing to audit.")
+    attr_map = _attribute_map(attributes, df, header)
+    roles: dict[str, ColumnRef | None] = {
+        "text": text,
+        "label": label,
+        "entities": entities,
+        "author": author,
+        "split_column": split_column,
+    }
+    roles.update({f"attributes[{n}]": ref for n, ref in attr_map.items()})
+    roles.update({f"where[{k}]": k for k in where or {}})
+    cols = _check_columns(df, roles, header, source)
+
+    # Each row is counted once, under the first rule that drops it: where, then an empty
+    # text, a missing label, then a label that label_map does not map.
+    dropped: dict[str, int] = {}
+    selected = np.ones(len(df), dtype=bool)
+    for ref, wanted in (where or {}).items():
+        match = _where_match(df[cols[f"where[{ref}]"]].tolist(), wanted)
+        dropped[f"not matching where {ref}"] = int((selected & ~match).sum())
+        selected &= match
+        if not selected.any():
+            seen = sorted({cell_key(v) for v in df[cols[f"where[{ref}]"]].tolist()})
+            raise ValueError(
+                f"{source}: where {dict(where or {})!r} keeps no rows; column "
+                f"{cols[f'where[{ref}]']!r} holds {seen[:10]}{' ...' if len(seen) > 10 else ''}."
+            )
+
+    texts_raw = df[cols["text"]].tolist()
+    labels_raw = [plain_value(v) for v in df[cols["label"]].tolist()]
+    empty = [
+        bool(s) and (is_missing(t) or not str(t).strip())
+        for s, t in zip(selected, texts_raw, strict=True)
+    ]
+    # Hub ClassLabel uses -1 for "no label" (e.g. GLUE test splits).
+    no_label = [
+        s and not e and (is_missing(lab) or (label_order is not None and int(lab) < 0))
+        for s, e, lab in zip(selected, empty, labels_raw, strict=True)
+    ]
+    usable = [i for i in range(len(df)) if selected[i] and not (empty[i] or no_label[i])]
+    dropped["with an empty text"] = int(sum(empty))
+    dropped["with a missing label"] = int(sum(no_label))
+    if label_map is not None or label_threshold is not None:
+        derived = _derive_labels(
+            {i: labels_raw[i] for i in usable}, label_map, label_threshold, label_order,
+            source, cols["label"],
+        )  # fmt: skip
+        dropped["with a label not in label_map"] = len(usable) - len(derived)
+        labels_raw = [derived.get(i) for i in range(len(df))]
+        label_order = None  # the derived values are the classes now
+        keep = [i for i in usable if i in derived]
+    else:
+        keep = usable
+    if not keep:
+        raise ValueError(
+            f"{source}: no usable rows — all {len(df)} were dropped ("
+            + ", ".join(f"{n} {why}" for why, n in dropped.items() if n)
+            + f"; text column {cols['text']!r}, label column {cols['label']!r})."
+        )
+    label_ids, label_names = _label_index([labels_raw[i] for i in keep], label_order)
+
+    rows: list[dict[str, Any]] = []
+    col_values = {role: df[c].tolist() for role, c in cols.items() if role not in ("text", "label")}
+    for j, i in enumerate(keep):
+        doc = str(texts_raw[i])
+        row: dict[str, Any] = {"text": doc, "label": label_ids[j]}
+        if attr_map:
+            row["attributes"] = {
+                n: (
+                    None
+                    if is_missing(v := plain_value(col_values[f"attributes[{n}]"][i]))
+                    else str(v)
+                )
+                for n in attr_map
+            }
+        ents = col_values["entities"][i] if "entities" in col_values else None
+        row["entities"] = _entities(ents, doc, i)
+        a = col_values["author"][i] if "author" in col_values else None
+        # An anonymous row is its own author.
+        row["author"] = f"row-{i}" if is_missing(a) else str(plain_value(a))
+        rows.append(row)
+
+    info = dict(info or {})
+    if "split_column" in col_values:
+        given = [col_values["split_column"][i] for i in keep]
+        split_of = np.asarray(_normalise_splits(given, source), dtype=str)
+        info["split"] = f"column {cols['split_column']!r}"
+        _warn_author_overlap(rows, split_of, source, info)
+    else:
+        rng = np.random.default_rng(seed)
+        authors = [r["author"] for r in rows]
+        _, inverse, sizes = np.unique(authors, return_inverse=True, return_counts=True)
+        # np.unique sorts ids, so the split depends on the seed and the data, not on row order.
+        split_of = assign_splits(sizes, fractions, rng)[inverse]
+        info["split"] = "random by author" if "author" in cols else "random by document"
+        info["split_fractions"] = list(fractions)
+        info["seed"] = seed
+
+    features = corpus_features(list(attr_map))
+    splits = {}
+    for split in SPLITS:
+        members = [rows[i] for i in np.flatnonzero(split_of == split)]
+        if not members and split != "aux":
+            raise ValueError(
+                f"{source}: the {split} split would be empty ({len(rows)} usable rows, "
+                f"{info['split']}); a corpus needs documents in both train and test."
+            )
+        if not members and "split_column" in col_values:
+            continue  # a file without aux rows simply has no aux split
+        splits[split] = datasets.Dataset.from_list(members, features=features)
+    info.update(
+        {
+            "source": source,
+            # JSON-friendly: names stay names, positions plain ints.
+            "columns": {
+                role: plain_value(c) if isinstance(c, (int, np.integer)) else str(c)
+                for role, c in cols.items()
+            },
+            "rows_read": len(df),
+            "dropped_rows": len(df) - len(keep),
+            "dropped": {why: n for why, n in dropped.items() if n},
+            "dropped_empty_text": int(sum(empty)),
+            "dropped_missing_label": int(sum(no_label)),
+            "header": header,
+        }
+    )
+    if info["dropped_rows"]:
+        warn_once(f"{source}: {describe_dropped(info)}.")
+    return Corpus(
+        name=name,
+        splits=splits,
+        label_names=label_names,
+        attribute_names=list(attr_map),
+        info=info,
+    )
+
+
+def _normalise_splits(values: list[Any], source: str) -> list[str]:
+    out, unknown = [], set()
+    for v in values:
+        key = "" if is_missing(v) else str(v).strip().lower()
+        if key in SPLIT_ALIASES:
+            out.append(SPLIT_ALIASES[key])
+        else:
+            unknown.add(str(v))
+            out.append("")
+    if unknown:
+        raise ValueError(
+            f"{source}: unknown split name(s) {sorted(unknown)} in the split column; use train, "
+            "test or aux (validation/dev count as test), or drop split_column for a random split."
+        )
+    return out
+
+
+def _warn_author_overlap(
+    rows: list[dict[str, Any]], split_of: np.ndarray, source: str, info: dict[str, Any]
+) -> None:
+    seen: dict[str, set[str]] = {}
+    for row, split in zip(rows, split_of, strict=True):
+        seen.setdefault(row["author"], set()).add(str(split))
+    straddling = sum(len(s) > 1 for s in seen.values())
+    if straddling:
+        info["authors_across_splits"] = straddling
+        warn_once(
+            f"{source}: {straddling} author(s) appear in more than one split, so the attacker's "
+            "aux data is not author-disjoint from the victims; drop split_column to split by "
+            "author instead."
+        )

@@ -1,0 +1,99 @@
+"""The train/test/aux splits every corpus shares, generated or loaded.
+
+``check_fractions`` validates the (train, test, aux) fractions, ``assign_splits`` deals whole
+authors to the splits so that ``aux`` never shares an author with the victims, and
+``corpus_features`` is the ``datasets`` schema of a split. Used by the synthetic generator
+(:mod:`privaudit.corpora.synthetic`) and the file and hub loaders
+(:mod:`privaudit.corpora.files`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from privaudit.corpora.base import SPLITS
+
+if TYPE_CHECKING:
+    import datasets
+
+
+def check_fractions(value: Any, arg: str = "splits") -> tuple[float, float, float]:
+    """Validate (train, test, aux) fractions: three positive numbers summing to 1."""
+    try:
+        fractions = tuple(float(f) for f in value)
+    except (TypeError, ValueError):
+        fractions = ()
+    if (
+        len(fractions) != 3
+        or not all(math.isfinite(f) and f > 0 for f in fractions)
+        or abs(sum(fractions) - 1.0) > 1e-6
+    ):
+        raise ValueError(
+            f"{arg} must be three positive numbers (train, test, aux) summing to 1, got {value!r}."
+        )
+    return fractions  # type: ignore[return-value]
+
+
+def assign_splits(
+    group_sizes: Sequence[int],
+    fractions: Sequence[float],
+    rng: np.random.Generator,
+    strata: Sequence[str] | None = None,
+) -> np.ndarray:
+    """Assign whole groups (authors) to train/test/aux so document counts track ``fractions``.
+
+    Each group goes to the split furthest below its share of the documents dealt so far,
+    visiting groups in random order. With ``strata`` (one label per group, e.g. the author's
+    attributes) the visit goes stratum by stratum, strata and groups within them shuffled: the
+    greedy rule takes turns in proportion, so each stratum is spread like the whole (systematic
+    sampling) while the totals stay as exact as whole groups allow. The first three groups seed
+    one split each, so no split stays empty when there are at least three groups.
+    """
+    sizes = np.asarray(group_sizes, dtype=np.int64)
+    n = len(sizes)
+    noise = rng.random(n)
+    if strata is None:
+        order = np.argsort(noise, kind="stable")
+    else:
+        labels = np.asarray(strata, dtype=str)
+        if len(labels) != n:
+            raise ValueError(f"strata has {len(labels)} labels for {n} groups.")
+        uniq, codes = np.unique(labels, return_inverse=True)
+        block = rng.permutation(len(uniq))[codes]  # random order of the strata
+        order = np.lexsort((noise, block))
+    frac = np.asarray(fractions, dtype=np.float64)
+    filled = np.zeros(len(SPLITS))
+    out = np.empty(n, dtype=object)
+    seeds = rng.permutation(n)[: len(SPLITS)] if n >= len(SPLITS) else []
+    for s, g in enumerate(seeds):  # one random group per split first
+        out[g] = SPLITS[s]
+        filled[s] += sizes[g]
+    for g in order:
+        if out[g] is not None:
+            continue
+        # Deficit against the share of what has been dealt so far (not the final target), so
+        # the splits take turns in proportion throughout and every stratum is spread alike.
+        s = int(np.argmax(frac * (filled.sum() + sizes[g]) - filled))
+        out[g] = SPLITS[s]
+        filled[s] += sizes[g]
+    return out.astype(str)
+
+
+def corpus_features(attribute_names: Sequence[str]) -> datasets.Features:
+    """The datasets schema of a corpus split (no ``attributes`` column when there are none)."""
+    import datasets
+
+    string = datasets.Value("string")
+    feats: dict[str, Any] = {"text": string, "label": datasets.Value("int64")}
+    if attribute_names:
+        feats["attributes"] = {name: string for name in attribute_names}
+    feats["entities"] = datasets.List(
+        {"start": datasets.Value("int64"), "end": datasets.Value("int64"), "type": string,
+         "text": string}
+    )  # fmt: skip
+    feats["author"] = string
+    return datasets.Features(feats)

@@ -1,0 +1,112 @@
+"""Reading finished or partial runs from their directories for a leaderboard or a report:
+results, chance level, per-document outcomes and the run's bootstrap, several runs merged."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from privaudit.audit.store import RunDir
+from privaudit.metrics.stats import Bootstrap, Outcomes
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def read_run(run_dir: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """A run directory's results table (parquet, else csv) and its run.json (``{}`` if absent).
+
+    Raises ``FileNotFoundError`` naming the directory and what to do when there are no results.
+    """
+    rd = RunDir(run_dir)
+    return rd.read_results(), rd.read_meta()
+
+
+def run_chance(meta: Mapping[str, Any]) -> float | None:
+    """The chance level of a run's headline utility: ``chance_level`` (1/K for balanced
+    accuracy), else, for a run written before it, ``chance_accuracy`` (majority share)."""
+    for key in ("chance_level", "chance_accuracy"):
+        value = meta.get(key)
+        if value is not None and np.isfinite(value):
+            return float(value)
+    return None
+
+
+@dataclass(frozen=True)
+class Runs:
+    """One or more runs read for a leaderboard: results, chance, outcomes, resamples."""
+
+    frame: pd.DataFrame
+    chance: float
+    outcomes: Outcomes
+    bootstrap: Bootstrap
+
+
+def load_runs(run_dirs: Iterable[str | Path], *, chance: float | None = None) -> Runs:
+    """:func:`merge_runs` plus the runs' per-document outcomes (merged; the last run wins on
+    a repeated key) and the first run's bootstrap settings."""
+    dirs = [Path(d) for d in run_dirs]
+    frame, level = merge_runs(dirs, chance=chance)
+    entries = {}
+    for run_dir in dirs:
+        entries.update(Outcomes.from_frame(RunDir(run_dir).read_outcomes()).entries)
+    boot = Bootstrap.from_meta(RunDir(dirs[0]).read_meta())
+    return Runs(frame, level, Outcomes(entries), boot)
+
+
+def merge_runs(
+    run_dirs: Iterable[str | Path], *, chance: float | None = None
+) -> tuple[pd.DataFrame, float]:
+    """Concatenate several runs' results; a later run's row replaces an earlier one's.
+
+    Rows are de-duplicated on ``cell_key`` keeping the last (the key hashes everything that
+    determines a cell, so a repeated cell is the same measurement, re-run). The chance level
+    comes from the runs' run.json (:func:`run_chance`; ``chance`` overrides it); runs on
+    different corpora or with different chance levels are merged with a warning, using the
+    highest chance level (the stricter box). Raises ``ValueError`` for no directories, a
+    directory without results, or no chance level anywhere.
+    """
+    import pandas as pd
+
+    dirs = [Path(d) for d in run_dirs]
+    if not dirs:
+        raise ValueError("No run directory given; pass one or more (reports/<run-id>/).")
+    frames, chances = [], []
+    for run_dir in dirs:
+        frame, meta = read_run(run_dir)
+        frames.append(frame)
+        value = run_chance(meta)
+        if value is not None:
+            chances.append(value)
+    merged = pd.concat(frames, ignore_index=True)
+    if "cell_key" in merged.columns:
+        keyed = merged["cell_key"].notna()
+        unique = merged[keyed].drop_duplicates(subset="cell_key", keep="last")
+        merged = pd.concat([unique, merged[~keyed]]).sort_index().reset_index(drop=True)
+    if "corpus_fingerprint" in merged.columns:
+        prints = merged["corpus_fingerprint"].dropna().unique()
+        if len(prints) > 1:
+            warnings.warn(
+                f"The runs used {len(prints)} different corpora (corpus_fingerprint); their "
+                "utilities and privacies are not measured on the same data.",
+                stacklevel=2,
+            )
+    if chance is None:
+        if not chances:
+            raise ValueError(
+                f"None of {', '.join(map(str, dirs))} has a run.json with a chance level (an "
+                "interrupted run writes none). Pass the utility's chance level with --chance."
+            )
+        if max(chances) - min(chances) > 1e-9:
+            warnings.warn(
+                f"The runs have different chance levels {sorted(set(chances))}; using the "
+                f"highest, {max(chances):.4g}.",
+                stacklevel=2,
+            )
+        chance = max(chances)
+    return merged, float(chance)

@@ -1,0 +1,150 @@
+"""The import graph points one way (docs/DESIGN.md, "Layers").
+
+Read statically from the source (``ast``), so a function-local import counts as much as one
+at the top of a module: deferring an import hides a cycle from the interpreter, not from the
+design. Imports under ``if TYPE_CHECKING:`` are annotations only and are left out.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "privaudit"
+
+
+def _unit(module: str) -> str:
+    """The layer unit of a module: its subpackage (``audit``) or top-level module (``api``)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "<root>"
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    hidden: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            hidden |= {id(n) for n in ast.walk(node)}
+    return hidden
+
+
+def imports(path: Path) -> list[str]:
+    """The ``privaudit`` modules a file imports, anywhere in it (TYPE_CHECKING excluded)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    hidden = _type_checking_nodes(tree)
+    out = []
+    for node in ast.walk(tree):
+        if id(node) in hidden:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "privaudit":
+                out += [f"privaudit.{a.name}" for a in node.names]
+            elif node.module.startswith("privaudit."):
+                out.append(node.module)
+        elif isinstance(node, ast.Import):
+            out += [a.name for a in node.names if a.name.startswith("privaudit.")]
+    return out
+
+
+def graph() -> dict[str, set[str]]:
+    """Unit → the other units it imports."""
+    edges: dict[str, set[str]] = defaultdict(set)
+    for path in sorted(PACKAGE.rglob("*.py")):
+        me = _unit(_module_name(path))
+        for target in imports(path):
+            other = _unit(target)
+            if other != me and other != "__version__":
+                edges[me].add(other)
+    return dict(edges)
+
+
+def _cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of the graph, or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt) :] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        state[node] = 2
+        stack.pop()
+        return None
+
+    for node in sorted(edges):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def test_the_runner_never_imports_the_leaderboard_or_the_outputs() -> None:
+    offenders = [
+        f"{path.relative_to(PACKAGE.parent)} imports {target}"
+        for path in sorted((PACKAGE / "audit").rglob("*.py"))
+        for target in imports(path)
+        if _unit(target) in ("leaderboard", "outputs")
+    ]
+    assert not offenders, offenders
+
+
+def test_the_leaderboard_is_pure_it_reads_no_run_directory() -> None:
+    offenders = [
+        f"{path.relative_to(PACKAGE.parent)} imports {target}"
+        for path in sorted((PACKAGE / "leaderboard").rglob("*.py"))
+        for target in imports(path)
+        if _unit(target) in ("audit", "outputs", "cli")
+    ]
+    assert not offenders, offenders
+
+
+def test_no_two_subpackages_import_each_other() -> None:
+    edges = graph()
+    mutual = sorted({tuple(sorted((a, b))) for a in edges for b in edges[a] if a in edges.get(b, ())})
+    assert not mutual, f"subpackages importing each other: {mutual}"
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    cycle = _cycle(graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+@pytest.mark.parametrize(
+    ("low", "high"),
+    [
+        ("metrics", "audit"),
+        ("metrics", "leaderboard"),
+        ("audit", "outputs"),
+        ("leaderboard", "outputs"),
+        ("api", "defenses"),
+        ("api", "attacks"),
+    ],
+)
+def test_a_lower_layer_never_imports_a_higher_one(low: str, high: str) -> None:
+    assert high not in graph().get(low, set()), f"{low} imports {high}"
+
+
+def test_the_checker_sees_a_function_local_import(tmp_path: Path) -> None:
+    mod = tmp_path / "m.py"
+    mod.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from privaudit.outputs import run_grid\n"
+        "def f():\n    from privaudit.leaderboard.board import leaderboard\n"
+        "    import privaudit.metrics.spec\n"
+    )
+    assert imports(mod) == ["privaudit.leaderboard.board", "privaudit.metrics.spec"]
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
