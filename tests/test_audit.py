@@ -8,8 +8,8 @@ from typer.testing import CliRunner
 
 from privaudit.api import Release
 from privaudit.audit.plugin import UserDefense, conformance, parse_knob
-from privaudit.outputs import audit
 from privaudit.cli import app
+from privaudit.outputs import audit
 
 EXAMPLE = "examples/plugins/mask_words.py:MaskWords"
 

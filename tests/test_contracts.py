@@ -70,8 +70,8 @@ def toys():
 
 def test_toys_are_picked_up_everywhere(toys, tmp_path) -> None:
     from privaudit.audit.config import PRESETS, load_config
-    from privaudit.outputs import run_grid
     from privaudit.cli import app
+    from privaudit.outputs import run_grid
     from tests.test_attack_matrix import matrix_attacks, matrix_defenses
 
     quick = PRESETS["quick"]

@@ -78,7 +78,7 @@ def _cycle(edges: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for nxt in sorted(edges.get(node, ())):
             if state.get(nxt) == 1:
-                return stack[stack.index(nxt) :] + [nxt]
+                return [*stack[stack.index(nxt):], nxt]
             if nxt not in state and (found := visit(nxt)):
                 return found
         state[node] = 2
@@ -113,7 +113,9 @@ def test_the_leaderboard_is_pure_it_reads_no_run_directory() -> None:
 
 def test_no_two_subpackages_import_each_other() -> None:
     edges = graph()
-    mutual = sorted({tuple(sorted((a, b))) for a in edges for b in edges[a] if a in edges.get(b, ())})
+    mutual = sorted(
+        {tuple(sorted((a, b))) for a in edges for b in edges[a] if a in edges.get(b, ())}
+    )
     assert not mutual, f"subpackages importing each other: {mutual}"
 
 

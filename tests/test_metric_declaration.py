@@ -37,7 +37,9 @@ def run(made_up, tmp_path_factory):
     from privaudit.outputs import run_grid
 
     smoke = dict(PRESETS["smoke"]) | {"attacks": ["nn-inversion", "edit-reader"]}
-    return run_grid(load_config(smoke), run_dir=tmp_path_factory.mktemp("r") / "run", progress=False)
+    return run_grid(
+        load_config(smoke), run_dir=tmp_path_factory.mktemp("r") / "run", progress=False
+    )
 
 
 def test_the_declaration_is_resolved_at_registration(made_up) -> None:
@@ -90,15 +92,15 @@ def test_direction_reaches_privacy_normalisation_worst_case_plot_and_board(run) 
     norm = t2t["normalised_privacy"]
     assert norm.notna().all() and ((norm >= 0) & (norm <= 1)).all()
     assert norm.loc[1.0] > norm.loc[100.0]
-    assert (
-        t2t["normalised_privacy_ci_low"] <= t2t["normalised_privacy"] + 1e-12
-    ).all()
+    assert (t2t["normalised_privacy_ci_low"] <= t2t["normalised_privacy"] + 1e-12).all()
 
     # Worst case per family: the minimum over the family's attacks, this one included.
     points = run.board.points
     text = points[(points["family"] == "text") & (points["label"] == "t2t")]
     text = text.set_index("knob_value")
-    ok = frame[(frame["family"] == "text") & (frame["defense"] == "t2t") & (frame["status"] == "ok")]
+    ok = frame[
+        (frame["family"] == "text") & (frame["defense"] == "t2t") & (frame["status"] == "ok")
+    ]
     for knob, group in ok.groupby("knob_value"):
         assert text.loc[knob, "privacy"] == pytest.approx(group["normalised_privacy"].min())
         strongest = group.loc[group["normalised_privacy"].idxmin(), "attack"]

@@ -88,8 +88,8 @@ def test_config_mistakes_name_field_value_and_fix(tmp_path) -> None:
 
 
 def test_one_failing_output_costs_nothing_else(tmp_path, monkeypatch) -> None:
-    from privaudit.outputs import run_grid
     from privaudit.leaderboard import pareto
+    from privaudit.outputs import run_grid
 
     def broken(*args, **kwargs):
         raise RuntimeError("no room on the canvas")

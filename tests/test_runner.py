@@ -11,8 +11,8 @@ import pytest
 
 from privaudit.api import Defense, Release
 from privaudit.audit.config import PRESETS, load_config
-from privaudit.outputs import run_grid
 from privaudit.audit.store import COLUMNS
+from privaudit.outputs import run_grid
 
 
 @pytest.fixture(scope="module")

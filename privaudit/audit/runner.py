@@ -33,7 +33,7 @@ from privaudit.audit.estimate import (
     estimate,
 )
 from privaudit.audit.plan import Point, cell_key, check_levels, fmt_params, plan
-from privaudit.audit.store import COLUMNS, DiskFull, ResultStore, RunDir
+from privaudit.audit.store import COLUMNS, ResultStore, RunDir
 from privaudit.params import shown
 
 #: Appended to the label of a defense whose service-side objective the evaluator did not train.
