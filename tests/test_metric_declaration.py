@@ -36,7 +36,11 @@ def run(made_up, tmp_path_factory):
     from privaudit.audit.config import PRESETS, load_config
     from privaudit.outputs import run_grid
 
-    smoke = dict(PRESETS["smoke"]) | {"attacks": ["nn-inversion", "edit-reader"]}
+    # On the tiny random backbone, t2t replaces ~100 %, ~67 % and ~15 % of tokens here.
+    smoke = dict(PRESETS["smoke"]) | {
+        "defenses": [{"name": "none"}, {"name": "t2t", "knob_values": [1, 200, 300]}],
+        "attacks": ["nn-inversion", "edit-reader"],
+    }
     return run_grid(
         load_config(smoke), run_dir=tmp_path_factory.mktemp("r") / "run", progress=False
     )
@@ -85,13 +89,13 @@ def test_direction_reaches_privacy_normalisation_worst_case_plot_and_board(run) 
     none = rows[rows["defense"] == "none"].iloc[0]
     assert none["attack_score"] == pytest.approx(0.0)  # reads the original text back
     t2t = rows[rows["defense"] == "t2t"].set_index("knob_value")
-    assert t2t.loc[1.0, "empirical_privacy"] > t2t.loc[100.0, "empirical_privacy"]
+    assert t2t.loc[1.0, "empirical_privacy"] > t2t.loc[300.0, "empirical_privacy"]
     # Normalised privacy: 0 against the undefended text, more where more was replaced; had the
     # direction been read as higher-is-stronger, the attack would look uninformative (NaN).
     assert none["normalised_privacy"] == pytest.approx(0.0)
     norm = t2t["normalised_privacy"]
     assert norm.notna().all() and ((norm >= 0) & (norm <= 1)).all()
-    assert norm.loc[1.0] > norm.loc[100.0]
+    assert norm.loc[1.0] > norm.loc[300.0]
     assert (t2t["normalised_privacy_ci_low"] <= t2t["normalised_privacy"] + 1e-12).all()
 
     # Worst case per family: the minimum over the family's attacks, this one included.
@@ -105,7 +109,8 @@ def test_direction_reaches_privacy_normalisation_worst_case_plot_and_board(run) 
         assert text.loc[knob, "privacy"] == pytest.approx(group["normalised_privacy"].min())
         strongest = group.loc[group["normalised_privacy"].idxmin(), "attack"]
         assert text.loc[knob, "strongest"] == strongest
-    assert "edit-reader" in set(text["strongest"])
+    # Both attacks entered each minimum (a misread direction would leave this one NaN).
+    assert (text["n_attacks"] == 2).all()
 
     # The Pareto plot: the axis names the error, and the guess line sits at the baseline's
     # error (its privacy), not at 1 − it.
