@@ -1,16 +1,35 @@
-"""The ``privaudit`` command line. Heavy libraries load inside commands, so --help is instant."""
+"""The ``privaudit`` command line: the commands, their options and how they end.
+
+What the commands share in reading their input is in :mod:`privaudit.cli_options`, what they
+print to the terminal in :mod:`privaudit.cli_render`. Heavy libraries (and the run store, the
+runner and the leaderboard) load inside the commands that use them, so ``privaudit --help``
+and ``privaudit list`` answer at once and ``privaudit privatize`` loads only its defense.
+"""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+import warnings
+from collections.abc import Callable
 from enum import StrEnum
 from functools import wraps
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+
+from privaudit import __version__
+from privaudit.cli_options import (
+    MAP_HELP,
+    DeviceOption,
+    corpus_params,
+    on_device,
+    parse_params,
+    read_stdin_lines,
+    warnings_as_lines,
+)
+from privaudit.devices import check_device
+from privaudit.registry import ATTACKS, CORPORA, DEFENSES, UTILITY, build_defense
 
 app = typer.Typer(
     name="privaudit",
@@ -34,8 +53,6 @@ EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
 
 def _version(value: bool) -> None:
     if value:
-        from privaudit import __version__
-
         typer.echo(f"privaudit {__version__}")
         raise typer.Exit()
 
@@ -61,6 +78,8 @@ def _user_errors(func: F) -> F:
         except typer.Exit:  # a deliberate exit status (click's Exit is a RuntimeError)
             raise
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM during a run (Interrupted)
+            # lazy (both): privaudit.audit brings numpy and pydantic; only these errors need
+            # it, and --help and privatize must not load it
             from privaudit.audit.executors import Interrupted
 
             message = str(exc) if isinstance(exc, Interrupted) else "Interrupted."
@@ -86,89 +105,10 @@ def _user_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def _parse_params(items: list[str] | None) -> dict[str, Any]:
-    """``key=value`` pairs; values are parsed as JSON where possible (numbers, true, null)."""
-    import json
-
-    params: dict[str, Any] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--param expects key=value, got {item!r}.")
-        try:
-            params[key] = json.loads(value)
-        except json.JSONDecodeError:
-            params[key] = value
-    return params
-
-
-MAP_HELP = (
-    "Corpus parameters, merged over the config's corpus.params: "
-    "'path=reviews.csv,text=review,label=stars,attributes=gender|age' (see docs/usage.md)."
-)
-
-#: ``--device`` of run, audit, privatize and calibrate (privaudit.devices).
-DeviceOption = Annotated[
-    str | None,
-    typer.Option(
-        help="Where torch runs: auto (a GPU when torch sees one), cpu, cuda, cuda:N or mps "
-        "(default: a grid's `device:`, else auto)."
-    ),
-]
-
-
-def _on_device(func: F) -> F:
-    """Run the command with torch on its ``device`` option (:func:`privaudit.devices.
-    use_device`; a device that is not there is a one-line error)."""
-
-    @wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from privaudit.devices import use_device
-
-        with use_device(kwargs.get("device")):
-            return func(*args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _corpus_params(spec: str | None, items: list[str] | None = None) -> dict[str, Any]:
-    """Corpus parameters from ``--map`` (one compact mapping) and ``--corpus-param key=value``
-    (repeatable, values parsed as JSON where possible); the latter win on a shared key."""
-    from privaudit.corpora.files import parse_mapping
-
-    params: dict[str, Any] = {}
-    if spec is not None:
-        try:
-            params.update(parse_mapping(spec))
-        except ValueError as exc:
-            raise ValueError(f"--map: {exc}") from None
-    for item in items or []:
-        if "=" not in item.strip("="):
-            raise ValueError(f"--corpus-param expects key=value, got {item!r}.")
-        params.update(_parse_params([item]))
-    return params
-
-
-@contextmanager
-def _warnings_as_lines() -> Iterator[None]:
-    """Warnings while a command works (rows a corpus dropped, a header it did not read) as
-    one ``Warning:`` line each, not a source excerpt."""
-    import warnings
-
-    def show(message: Any, *args: Any, **kwargs: Any) -> None:
-        typer.secho(f"Warning: {message}", fg=typer.colors.YELLOW, err=True)
-
-    previous = warnings.showwarning
-    warnings.showwarning = show
-    try:
-        yield
-    finally:
-        warnings.showwarning = previous
-
-
 class Listing(StrEnum):
     defenses = "defenses"
     attacks = "attacks"
+    metrics = "metrics"
     corpora = "corpora"
     utility = "utility"
     all = "all"
@@ -179,15 +119,17 @@ class Listing(StrEnum):
 def list_cmd(
     what: Annotated[Listing, typer.Argument(help="Which registry to list.")] = Listing.all,
 ) -> None:
-    """List the registered defenses, attacks, corpora and utility evaluators."""
-    from privaudit.registry import ATTACKS, CORPORA, DEFENSES, UTILITY
-
+    """List the registered defenses, attacks, metrics, corpora and utility evaluators."""
     registries = {
         "defenses": DEFENSES, "attacks": ATTACKS, "corpora": CORPORA, "utility": UTILITY,
     }  # fmt: skip
-    chosen = registries if what is Listing.all else {what.value: registries[what.value]}
-    for title, registry in chosen.items():
+    chosen = [w.value for w in Listing if w is not Listing.all] if what is Listing.all else [what]
+    for title in map(str, chosen):
         typer.secho(title, bold=True)
+        if title == "metrics":
+            _list_metrics()
+            continue
+        registry = registries[title]
         for name in registry.names():
             try:
                 obj = registry.get(name)
@@ -209,10 +151,47 @@ def list_cmd(
                     if flag
                 ]
                 extra = (
-                    f"  [reads: {', '.join(sorted(obj.accepts))}; metric: {obj.metric}; "
-                    f"needs: {', '.join(needs) or 'the release only'}]"
+                    f"  [reads: {', '.join(sorted(obj.accepts))}; metric: {obj.metric}"
+                    f"{_direction_of(obj.metric)}; needs: {', '.join(needs) or 'the release only'}]"
                 )
             typer.echo(f"  {name:<20} {doc}{extra}")
+
+
+def _direction(higher_is_stronger: bool) -> str:
+    return f"{'higher' if higher_is_stronger else 'lower'} = stronger attack"
+
+
+def _direction_of(metric: str) -> str:
+    """`` (higher = stronger attack)`` for a registered metric, nothing for another."""
+    # lazy: the metric registry brings numpy and pydantic, which --help does not load
+    from privaudit.metrics import find_metric
+
+    spec = find_metric(metric)
+    return f" ({_direction(spec.higher_is_stronger)})" if spec is not None else ""
+
+
+def _list_metrics() -> None:
+    """One line per registered metric (its family, direction, prediction kind, baseline and
+    description), then the attack families."""
+    # lazy: the metric registry brings numpy and pydantic, which --help does not load
+    from privaudit.metrics import families, metrics
+
+    for name in ATTACKS.names():  # a plugin's metric is registered when its attack loads
+        try:
+            ATTACKS.get(name)
+        except Exception:  # `privaudit list attacks` says why it cannot load
+            continue
+    for name, spec in metrics().items():
+        baseline = spec.baseline.label if spec.baseline is not None else "none"
+        typer.echo(
+            f"  {name:<20} {spec.description}  [family: {spec.family}; "
+            f"{_direction(spec.higher_is_stronger)}; predictions: {spec.prediction_kind}; "
+            f"baseline: {baseline}]"
+        )
+    typer.secho("metric families", bold=True)
+    for name, family in families().items():
+        each = f" (one per target: {family.of('<target>')})" if family.per_target else ""
+        typer.echo(f"  {name:<20} {family.description}{each}")
 
 
 @app.command()
@@ -278,7 +257,11 @@ def run(
     --run-dir (or --resume RUN_DIR) skips the finished ones. Exit status: 0 when every cell
     is ok or n/a, 2 for an error before any work, 3 when some cells failed, 4 when the disk
     is full, 130 on Ctrl-C and 143 on SIGTERM (both print the --resume command)."""
+    # lazy: the config, runner, estimate and terminal tables bring pydantic, numpy,
+    # privaudit.audit and privaudit.leaderboard, which --help does not load
     from privaudit.audit.config import load_config
+    from privaudit.audit.estimate import estimate_config
+    from privaudit.cli_render import print_summary
     from privaudit.outputs import run_grid
 
     if resume is not None:
@@ -292,31 +275,27 @@ def run(
             )
         config, run_dir = saved, resume
     cfg = load_config(config if config is not None else preset)
-    cfg.corpus.params.update(_corpus_params(map_))
+    cfg.corpus.params.update(corpus_params(map_))
     if show_examples:  # an output choice: no cell key changes, so --resume may add it
         cfg = cfg.model_copy(update={"show_examples": True})
     if device is not None:  # no cell key either: --resume may continue on another device
-        from privaudit.devices import check_device
-
         cfg = cfg.model_copy(update={"device": check_device(device)})
     if estimate:
-        from privaudit.audit.estimate import estimate_config
-
-        with _warnings_as_lines():
+        with warnings_as_lines():
             forecast = estimate_config(cfg, run_dir=run_dir, jobs=jobs)
         typer.echo("\n".join(forecast.lines()))
         return
-    with _warnings_as_lines():
+    with warnings_as_lines():
         result = run_grid(cfg, reports_root=out, run_dir=run_dir, progress=progress,
                           executor=executor, jobs=jobs, address=address,
                           overwrite=overwrite)  # fmt: skip
-    _print_summary(result)
+    print_summary(result)
     _exit_for_failures(result.frame, allow_failures)
 
 
 def _exit_for_failures(frame: Any, allow: bool) -> None:
     """One line on the failed cells, then exit 3 (0 with --allow-failures)."""
-    from privaudit.audit.store import cell_counts
+    from privaudit.audit.store import cell_counts  # lazy: privaudit.audit is not for --help
 
     failed = frame[frame["status"] == "failed"]
     if failed.empty:
@@ -333,70 +312,9 @@ def _exit_for_failures(frame: Any, allow: bool) -> None:
         raise typer.Exit(EXIT_CELLS_FAILED)
 
 
-def _print_summary(result: Any) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    from privaudit.audit.store import cell_counts
-    from privaudit.leaderboard.board import leaderboard
-    from privaudit.params import shown
-
-    frame = result.frame
-    console = Console(width=max(110, Console().width))
-    if len(frame) <= 60:  # a big grid's cells belong in the report, not the terminal
-        table = Table(title=f"privaudit run: {result.run_dir.name}")
-        for col in ("defense", "knob", "attack", "status", "privacy", "utility", "repl. rate",
-                    "s"):  # fmt: skip
-            left = col in ("defense", "attack", "status")
-            table.add_column(col, justify="left" if left else "right", no_wrap=True)
-
-        def fmt(x: Any, spec: str = ".3f") -> str:
-            try:
-                return "-" if x != x else format(float(x), spec)
-            except (TypeError, ValueError):
-                return str(x)
-
-        for _, row in frame.iterrows():
-            knob = (
-                f"{row['knob']}={shown(row['knob_value'])}" if isinstance(row["knob"], str) else "-"
-            )
-            table.add_row(
-                Text(row["label"]), knob, Text(row["attack"]), row["status"],
-                fmt(row["empirical_privacy"]), fmt(row["utility"]),
-                fmt(row["replacement_rate"]), fmt(row["seconds"], ".1f"),
-            )  # fmt: skip
-        console.print(table)
-    for _, row in frame[frame["status"] == "failed"].iterrows():
-        console.print(
-            f"failed: {row['label']} × {row['attack']}: {row['reason']}",
-            soft_wrap=True, markup=False, style="yellow",
-        )  # fmt: skip
-    counts = cell_counts(frame)
-    if counts["n/a"]:
-        typer.echo(f"{counts['n/a']} of {counts['all']} cells are n/a (the attack cannot read "
-                   "the release); the report lists the reasons.")  # fmt: skip
-    typer.echo(f"chance level of the utility metric: {result.chance:.3f}")
-    if "objective" in frame.columns:
-        partial = frame[frame["objective"].astype(str).str.startswith("not applied")]
-        for label in sorted(partial["label"].astype(str).unique()):
-            typer.secho(
-                f"Warning: {label}: the utility evaluator did not train its service-side "
-                "objective, so its rows measure the noise alone (see the leaderboard notes).",
-                fg=typer.colors.YELLOW, err=True,
-            )  # fmt: skip
-    if result.board is not None:
-        _print_board(result.board, "leaderboard (this run)")
-    elif (frame["status"] == "ok").any():
-        _print_board(leaderboard(frame, result.chance), "leaderboard (this run)")
-    typer.echo("Wrote:")  # plain echo: paths must stay whole and copyable
-    for path in [result.run_dir / "results.csv", result.run_dir / "results.parquet", *result.plots]:
-        typer.echo(f"  {path}")
-
-
 @app.command()
 @_user_errors
-@_on_device
+@on_device
 def privatize(
     defense: Annotated[str, typer.Option(help="Defense name (see `privaudit list defenses`).")],
     knob: Annotated[
@@ -413,14 +331,12 @@ def privatize(
 
     Input is read as UTF-8; bytes that are not valid UTF-8 are replaced with U+FFFD (the
     replacement character) and one warning on standard error names the lines."""
-    import numpy as np
+    import numpy as np  # lazy: --help does not load numpy
 
-    from privaudit.registry import build_defense
-
-    obj = build_defense(defense, _parse_params(param), backbone)
+    obj = build_defense(defense, parse_params(param), backbone)
     if knob is not None:
         obj = obj.with_knob(knob)
-    lines = _read_stdin_lines()
+    lines = read_stdin_lines()
     release = obj.privatize(lines, rng=np.random.default_rng(seed))
     if release.kind != "text":
         raise ValueError(
@@ -430,31 +346,9 @@ def privatize(
         sys.stdout.write(text.replace("\n", " ") + "\n")
 
 
-def _read_stdin_lines() -> list[str]:
-    """Standard input as UTF-8 lines, undecodable bytes replaced (U+FFFD) with one warning:
-    one bad byte must not cost the whole batch (a strict decode, or surrogates, would)."""
-    lines, bad = [], []
-    for number, raw in enumerate(sys.stdin.buffer, start=1):
-        raw = raw.rstrip(b"\r\n")
-        try:
-            lines.append(raw.decode("utf-8"))
-        except UnicodeDecodeError:
-            lines.append(raw.decode("utf-8", errors="replace"))
-            bad.append(number)
-    if bad:
-        more = f" and {len(bad) - 10} more" if len(bad) > 10 else ""
-        shown = ", ".join(map(str, bad[:10])) + more
-        typer.secho(
-            f"Warning: stdin line(s) {shown} are not valid UTF-8; their undecodable bytes were "
-            "replaced with U+FFFD (\ufffd). Convert the file to UTF-8 (e.g. iconv) to keep them.",
-            fg=typer.colors.YELLOW, err=True,
-        )  # fmt: skip
-    return lines
-
-
 @app.command()
 @_user_errors
-@_on_device
+@on_device
 def calibrate(
     defense: Annotated[str, typer.Option(help="Defense with an eta-like knob, e.g. t2t.")],
     rate: Annotated[
@@ -485,14 +379,13 @@ def calibrate(
     The corpus is given as in a grid: --config GRID.yaml (its corpus and backbone), or
     --corpus NAME with --map / --corpus-param for its parameters (e.g. --corpus file
     --map path=reviews.csv,text=review,label=stars)."""
-    from rich.console import Console
-    from rich.table import Table
-
+    # lazy: calibration, the config and the terminal tables bring numpy, pydantic,
+    # privaudit.audit and privaudit.leaderboard, which --help does not load
     from privaudit.audit.calibration import calibrate as run_calibration
     from privaudit.audit.calibration import sample_texts
     from privaudit.audit.config import load_config
+    from privaudit.cli_render import print_calibration
     from privaudit.params import ParamError
-    from privaudit.registry import build_defense
 
     params: dict[str, Any] = {}
     if config is not None:
@@ -501,7 +394,7 @@ def calibrate(
             corpus, params = grid_cfg.corpus.name, dict(grid_cfg.corpus.params)
         backbone = backbone if backbone is not None else grid_cfg.backbone
     corpus = corpus or "synthetic-reviews"
-    params.update(_corpus_params(map_, corpus_param))
+    params.update(corpus_params(map_, corpus_param))
 
     grid = None
     if values:
@@ -513,7 +406,7 @@ def calibrate(
             ) from None
     obj = build_defense(defense, {}, backbone)
     try:
-        with _warnings_as_lines():
+        with warnings_as_lines():
             texts = sample_texts(corpus, n_docs=n_docs, seed=seed, params=params)
     except ParamError as exc:
         raise ValueError(
@@ -521,66 +414,7 @@ def calibrate(
             "--corpus-param key=value, or use a grid's corpus with --config GRID.yaml."
         ) from None
     result = run_calibration(obj, texts, values=grid, target=rate, seed=seed)
-    table = Table(title=f"{result.defense}: {result.knob} → replacement rate ({len(texts)} docs)")
-    table.add_column(result.knob, justify="right")
-    table.add_column("replacement rate", justify="right")
-    for value, measured in result.points:
-        mark = "  ← solution" if value == result.solution else ""
-        table.add_row(f"{value:.4g}", f"{measured:.4f}{mark}")
-    console = Console()
-    console.print(table)
-    if result.solution is not None:
-        console.print(
-            f"{result.knob} = {result.solution:.4g} gives replacement rate "
-            f"{result.solved_rate:.4f} (target {rate})"
-        )
-        typer.echo(f"{result.solution:.6g}")
-
-
-def _print_board(board: Any, title: str) -> None:
-    """The overall leaderboard as a terminal table, then its notes."""
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    overall = board.tables()["overall"]
-    console = Console(width=max(110, Console().width))
-    table = Table(title=title)
-    short = {
-        "mean family rank": "mean rank",
-        "best utility": "best util.",
-        "s / 1k words": "s/1k words",
-    }
-    headers = [short.get(h, h) for h in overall.headers]
-    g = headers.index("guarantee")
-    order = [k for k in range(len(headers)) if k != g] + [g]  # the long prose goes last
-    widths = [max([len(headers[k])] + [len(r[k]) for r in overall.rows]) for k in order]
-    # Labels and numbers keep their width; the guarantee gets what the terminal leaves.
-    room = max(12, console.width - sum(widths[:-1]) - 3 * len(order) - 1)
-    for k, width in zip(order, widths, strict=True):
-        table.add_column(
-            headers[k], justify="left" if k in (1, g) else "right", no_wrap=True,
-            overflow="ellipsis", width=min(width, room) if k == g else width,
-        )  # fmt: skip
-    for row in overall.rows:
-        table.add_row(*(Text(row[k]) for k in order))  # Text: has[mode=x] is not markup
-    console.print(table)
-    # The terminal keeps the ranking; ties and the strongest attack are in leaderboard.md.
-    keep = ("rank", "rank interval", "defense", "worst-case HV", "HV interval", "holds rank")
-    for name, fam in board.tables().items():
-        if not name.startswith("family "):
-            continue
-        cols = [fam.headers.index(h) for h in keep]
-        family = name[len("family ") :]
-        # Text: "attribute[gender]" is not rich markup
-        sub = Table(title=Text(f"{family}: worst-case privacy"), title_justify="left")
-        for k in cols:
-            sub.add_column(fam.headers[k], justify="left" if k == 2 else "right", no_wrap=True)
-        for row in fam.rows:
-            sub.add_row(*(Text(row[k]) for k in cols))
-        console.print(sub)
-    for note in board.notes:
-        console.print(f"- {note}", soft_wrap=True, markup=False)
+    print_calibration(result, len(texts), rate)
 
 
 @app.command()
@@ -616,15 +450,18 @@ def audit(
 ) -> None:
     """Audit your privatizer: conformance checks, then every applicable attack and the
     utility evaluator at each knob value, beside the built-in defenses; writes the report."""
+    # lazy: the audit and the terminal tables bring numpy, privaudit.audit and
+    # privaudit.leaderboard, which --help does not load
+    from privaudit.cli_render import print_summary
     from privaudit.outputs import audit as run_audit
 
-    with _warnings_as_lines():
+    with warnings_as_lines():
         result = run_audit(
-            target, knob=knob, params=_parse_params(param),
+            target, knob=knob, params=parse_params(param),
             preset=config if config is not None else preset,
             compare=[c.strip() for c in compare.split(",") if c.strip()], label=label,
             run_dir=run_dir, reports_root=out, progress=progress,
-            corpus_params=_corpus_params(map_), device=device,
+            corpus_params=corpus_params(map_), device=device,
         )  # fmt: skip
     typer.echo("Conformance checks:")
     for check in result.checks:
@@ -637,7 +474,7 @@ def audit(
             f"{len(result.failed)} conformance check(s) failed; fix the privatizer and rerun "
             "(nothing was benchmarked)."
         )
-    _print_summary(result.run)
+    print_summary(result.run)
 
 
 @app.command("leaderboard")
@@ -657,8 +494,9 @@ def leaderboard_cmd(
 ) -> None:
     """Rank defenses per attack family by worst-case privacy-utility hypervolume, with
     bootstrap intervals and rank stability."""
-    import warnings
-
+    # lazy: the leaderboard, the run loader and the terminal tables bring numpy, pydantic,
+    # privaudit.audit and privaudit.leaderboard, which --help does not load
+    from privaudit.cli_render import print_board
     from privaudit.leaderboard.board import leaderboard
     from privaudit.outputs.leaderboard import write_leaderboard
     from privaudit.outputs.runs import load_runs
@@ -669,7 +507,7 @@ def leaderboard_cmd(
     for warning in caught:  # one readable line each, not a warnings.warn source excerpt
         typer.secho(f"Warning: {warning.message}", fg=typer.colors.YELLOW, err=True)
     board = leaderboard(runs.frame, runs.chance, outcomes=runs.outcomes, bootstrap=runs.bootstrap)
-    _print_board(board, f"privaudit leaderboard ({len(run_dirs)} run(s))")
+    print_board(board, f"privaudit leaderboard ({len(run_dirs)} run(s))")
     typer.echo("Wrote:")
     for path in write_leaderboard(board, out if out is not None else run_dirs[0]):
         typer.echo(f"  {path}")
@@ -691,6 +529,8 @@ def report(
     ] = None,
 ) -> None:
     """Write one self-contained HTML report (leaderboard, plots, cells, failures) for a run."""
+    # lazy: the run store and the report writer bring numpy, pydantic and privaudit.audit,
+    # which --help does not load
     from privaudit.audit.store import RunDir
     from privaudit.outputs.report import no_examples, write_report
 

@@ -148,23 +148,25 @@ def spacy_entities(
     return out
 
 
-@functools.cache
-def faker_first_names() -> frozenset[str]:
-    """faker en_US first names, case-folded (a generative surrogate's source); empty without
-    faker."""
+def _faker_words(provider: str, attribute: str) -> frozenset[str]:
+    """A faker en_US provider's word list, case-folded (a generative surrogate's source);
+    empty without faker."""
+    import importlib
+
     try:
-        from faker.providers.person.en_US import Provider
+        module = importlib.import_module(f"faker.providers.{provider}.en_US")
     except ImportError:  # pragma: no cover - faker is a dependency of the defense
         return frozenset()
-    return frozenset(n.casefold() for n in getattr(Provider, "first_names", ()))
+    return frozenset(w.casefold() for w in getattr(module.Provider, attribute, ()))
+
+
+@functools.cache
+def faker_first_names() -> frozenset[str]:
+    """faker en_US first names, case-folded."""
+    return _faker_words("person", "first_names")
 
 
 @functools.cache
 def faker_countries() -> frozenset[str]:
-    """faker en_US countries, case-folded (a generative surrogate's source); empty without
-    faker."""
-    try:
-        from faker.providers.address.en_US import Provider
-    except ImportError:  # pragma: no cover - faker is a dependency of the defense
-        return frozenset()
-    return frozenset(c.casefold() for c in getattr(Provider, "countries", ()))
+    """faker en_US countries, case-folded."""
+    return _faker_words("address", "countries")

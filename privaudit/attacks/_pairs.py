@@ -32,6 +32,7 @@ import numpy as np
 
 from privaudit.api import Attack, Knowledge, Predictions, Release, Space
 from privaudit.mechanisms.batching import unflatten
+from privaudit.mechanisms.inputs import check_texts
 from privaudit.mechanisms.seeding import seeded_torch, torch_threads
 
 if TYPE_CHECKING:
@@ -82,12 +83,7 @@ def checked_release(release: object, *, name: str, nonempty: bool = False) -> Re
     if nonempty and len(release) == 0:
         raise ValueError(f"{name} got a release with no documents: nothing to attack.")
     if release.kind == "text":
-        texts = list(release.texts or [])
-        bad = [i for i, t in enumerate(texts) if not isinstance(t, str)]
-        if bad:
-            raise TypeError(
-                f"Released document {bad[0]} is a {type(texts[bad[0]]).__name__}, not a string."
-            )
+        check_texts(list(release.texts or []), name)
     return release
 
 

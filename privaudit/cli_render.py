@@ -1,0 +1,136 @@
+"""Terminal output of the ``privaudit`` commands: a run's summary (its cells, failures and
+leaderboard), the leaderboard tables and the calibration table, drawn with rich.
+
+It imports the run store and the leaderboard, so :mod:`privaudit.cli` imports it inside the
+commands that print these (run, audit, leaderboard, calibrate), never for ``--help``, ``list``
+or ``privatize``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from privaudit.audit.store import cell_counts
+from privaudit.leaderboard.board import leaderboard
+from privaudit.params import shown
+
+
+def print_summary(result: Any) -> None:
+    """A finished run: its cells (a small grid only), failures, n/a count, chance level,
+    partial objectives, its leaderboard and the files it wrote."""
+    frame = result.frame
+    console = Console(width=max(110, Console().width))
+    if len(frame) <= 60:  # a big grid's cells belong in the report, not the terminal
+        table = Table(title=f"privaudit run: {result.run_dir.name}")
+        for col in ("defense", "knob", "attack", "status", "privacy", "utility", "repl. rate",
+                    "s"):  # fmt: skip
+            left = col in ("defense", "attack", "status")
+            table.add_column(col, justify="left" if left else "right", no_wrap=True)
+
+        def fmt(x: Any, spec: str = ".3f") -> str:
+            try:
+                return "-" if x != x else format(float(x), spec)
+            except (TypeError, ValueError):
+                return str(x)
+
+        for _, row in frame.iterrows():
+            knob = (
+                f"{row['knob']}={shown(row['knob_value'])}" if isinstance(row["knob"], str) else "-"
+            )
+            table.add_row(
+                Text(row["label"]), knob, Text(row["attack"]), row["status"],
+                fmt(row["empirical_privacy"]), fmt(row["utility"]),
+                fmt(row["replacement_rate"]), fmt(row["seconds"], ".1f"),
+            )  # fmt: skip
+        console.print(table)
+    for _, row in frame[frame["status"] == "failed"].iterrows():
+        console.print(
+            f"failed: {row['label']} × {row['attack']}: {row['reason']}",
+            soft_wrap=True, markup=False, style="yellow",
+        )  # fmt: skip
+    counts = cell_counts(frame)
+    if counts["n/a"]:
+        typer.echo(f"{counts['n/a']} of {counts['all']} cells are n/a (the attack cannot read "
+                   "the release); the report lists the reasons.")  # fmt: skip
+    typer.echo(f"chance level of the utility metric: {result.chance:.3f}")
+    if "objective" in frame.columns:
+        partial = frame[frame["objective"].astype(str).str.startswith("not applied")]
+        for label in sorted(partial["label"].astype(str).unique()):
+            typer.secho(
+                f"Warning: {label}: the utility evaluator did not train its service-side "
+                "objective, so its rows measure the noise alone (see the leaderboard notes).",
+                fg=typer.colors.YELLOW, err=True,
+            )  # fmt: skip
+    if result.board is not None:
+        print_board(result.board, "leaderboard (this run)")
+    elif (frame["status"] == "ok").any():
+        print_board(leaderboard(frame, result.chance), "leaderboard (this run)")
+    typer.echo("Wrote:")  # plain echo: paths must stay whole and copyable
+    for path in [result.run_dir / "results.csv", result.run_dir / "results.parquet", *result.plots]:
+        typer.echo(f"  {path}")
+
+
+def print_board(board: Any, title: str) -> None:
+    """The overall leaderboard as a terminal table, then its notes."""
+    overall = board.tables()["overall"]
+    console = Console(width=max(110, Console().width))
+    table = Table(title=title)
+    short = {
+        "mean family rank": "mean rank",
+        "best utility": "best util.",
+        "s / 1k words": "s/1k words",
+    }
+    headers = [short.get(h, h) for h in overall.headers]
+    g = headers.index("guarantee")
+    order = [k for k in range(len(headers)) if k != g] + [g]  # the long prose goes last
+    widths = [max([len(headers[k])] + [len(r[k]) for r in overall.rows]) for k in order]
+    # Labels and numbers keep their width; the guarantee gets what the terminal leaves.
+    room = max(12, console.width - sum(widths[:-1]) - 3 * len(order) - 1)
+    for k, width in zip(order, widths, strict=True):
+        table.add_column(
+            headers[k], justify="left" if k in (1, g) else "right", no_wrap=True,
+            overflow="ellipsis", width=min(width, room) if k == g else width,
+        )  # fmt: skip
+    for row in overall.rows:
+        table.add_row(*(Text(row[k]) for k in order))  # Text: has[mode=x] is not markup
+    console.print(table)
+    # The terminal keeps the ranking; ties and the strongest attack are in leaderboard.md.
+    keep = ("rank", "rank interval", "defense", "worst-case HV", "HV interval", "holds rank")
+    for name, fam in board.tables().items():
+        if not name.startswith("family "):
+            continue
+        cols = [fam.headers.index(h) for h in keep]
+        family = name[len("family ") :]
+        # Text: "attribute[gender]" is not rich markup
+        sub = Table(title=Text(f"{family}: worst-case privacy"), title_justify="left")
+        for k in cols:
+            sub.add_column(fam.headers[k], justify="left" if k == 2 else "right", no_wrap=True)
+        for row in fam.rows:
+            sub.add_row(*(Text(row[k]) for k in cols))
+        console.print(sub)
+    for note in board.notes:
+        console.print(f"- {note}", soft_wrap=True, markup=False)
+
+
+def print_calibration(result: Any, n_docs: int, rate: float | None) -> None:
+    """The knob → replacement-rate table of ``privaudit calibrate``; with a solution, a line
+    naming it and then the bare value (last line, for scripts)."""
+    table = Table(title=f"{result.defense}: {result.knob} → replacement rate ({n_docs} docs)")
+    table.add_column(result.knob, justify="right")
+    table.add_column("replacement rate", justify="right")
+    for value, measured in result.points:
+        mark = "  ← solution" if value == result.solution else ""
+        table.add_row(f"{value:.4g}", f"{measured:.4f}{mark}")
+    console = Console()
+    console.print(table)
+    if result.solution is not None:
+        console.print(
+            f"{result.knob} = {result.solution:.4g} gives replacement rate "
+            f"{result.solved_rate:.4f} (target {rate})"
+        )
+        typer.echo(f"{result.solution:.6g}")
