@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, Self, runtim
 import numpy as np
 
 from privaudit.guarantees import Guarantee, as_guarantee, guarantee_property
+from privaudit.params import ParamError, declared, declared_arguments, validate_params
 
 if TYPE_CHECKING:
     import datasets
@@ -204,8 +205,6 @@ class Component:
 
         @functools.wraps(init)
         def checked(self: Any, *args: Any, **kw: Any) -> None:
-            from privaudit.params import ParamError, declared, declared_arguments, validate_params
-
             try:
                 bound = inspect.signature(init).bind(self, *args, **kw)
             except TypeError:
@@ -225,8 +224,6 @@ class Component:
 
     def params(self) -> dict[str, Any]:
         """The declared constructor parameters and their values, for result rows and keys."""
-        from privaudit.params import declared
-
         return {k: getattr(self, k) for k in declared(type(self))}
 
 
@@ -295,8 +292,6 @@ class Defense(Component):
         """This defense, fitted state and all, at another privacy level: the one way the grid,
         calibration and ``privaudit privatize`` set the knob. The value is checked against the
         knob's declaration."""
-        from privaudit.params import validate_params
-
         if self.knob is None:
             raise ValueError(f"Defense {self.name!r} has no privacy knob to set.")
         validate_params(type(self), {self.knob: value}, where=_owner(type(self)))

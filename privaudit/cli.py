@@ -123,8 +123,8 @@ def list_cmd(
     registries = {
         "defenses": DEFENSES, "attacks": ATTACKS, "corpora": CORPORA, "utility": UTILITY,
     }  # fmt: skip
-    chosen = [w.value for w in Listing if w is not Listing.all] if what is Listing.all else [what]
-    for title in map(str, chosen):
+    chosen = [w for w in Listing if w is not Listing.all] if what is Listing.all else [what]
+    for title in (w.value for w in chosen):
         typer.secho(title, bold=True)
         if title == "metrics":
             _list_metrics()

@@ -124,6 +124,7 @@ def spacy_entities(
     ]
     if not jobs:
         return out
+    # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
     from privaudit.resources import ner_pipeline
 
     nlp = ner_pipeline(spacy_model)

@@ -23,7 +23,7 @@ reads "g1 promises less than g2 lets leak" (``g1.stronger_than(g2)`` says the sa
 Across kinds, units or metrics there is no order: comparing raises a one-line ``TypeError``.
 Equality and hashing compare every field.
 
-The guarantee audit (issue 28) reads :meth:`Guarantee.loss` (the claimed bound on the log
+The guarantee audit reads :meth:`Guarantee.loss` (the claimed bound on the log
 likelihood ratio of two inputs at a distance), :attr:`Guarantee.unit`, :attr:`Guarantee.metric`
 and :attr:`Guarantee.sensitivity`; :meth:`Guarantee.to_dict` gives all fields as plain values.
 

@@ -14,6 +14,8 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
+from privaudit.devices import describe_device
+
 #: Distributions whose versions a run records.
 PACKAGES = (
     "privaudit", "torch", "transformers", "peft", "spacy", "numpy", "scikit-learn", "pandas",
@@ -65,6 +67,4 @@ def provenance() -> dict[str, object]:
 
 def _device() -> str:
     """Where this process runs torch (:func:`privaudit.devices.current_device`), described."""
-    from privaudit.devices import describe_device
-
     return describe_device()

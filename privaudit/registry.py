@@ -199,7 +199,8 @@ def _check_attack(name: str, obj: Any) -> None:
     metric = getattr(obj, "metric", None)
     if metric is None:
         return  # not an attack class: the grid's own checks say so
-    # Lazy: privaudit.metrics loads on the first attack resolved, never for `--help`.
+    # lazy: privaudit.metrics stays out of `--help`, `list defenses` and `privatize`; it
+    # loads on the first attack resolved.
     from privaudit.metrics import metric_spec
 
     try:
@@ -265,6 +266,7 @@ def build_component(
     declares one). A wrong name or value is one ``ValueError`` line that starts with ``where``
     (the config field). Imports only the named component's module, so a client privatizing
     text loads no attack, trainer or grid module."""
+    # lazy: privaudit.params (pydantic) stays out of `privaudit --help`
     from privaudit.params import ParamError, declared
 
     cls = registry.get(name)

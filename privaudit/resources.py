@@ -26,7 +26,10 @@ from typing import Any
 
 import numpy as np
 
+from privaudit.devices import current_device, torch_device
 from privaudit.mechanisms.memo import ContentMemo, cache_dir, digest
+from privaudit.mechanisms.nearest import NearestNeighbourIndex
+from privaudit.mechanisms.seeding import seeded_torch
 from privaudit.mechanisms.subwords import Subwords
 
 DEFAULT_BACKBONE = "all-MiniLM-L6-v2"
@@ -168,8 +171,6 @@ class Backbone:
     def index(self) -> Any:
         """The exact nearest-neighbour index over the candidate vocabulary (built once)."""
         if self._index is None:
-            from privaudit.mechanisms.nearest import NearestNeighbourIndex
-
             self._index = NearestNeighbourIndex(
                 self.embeddings, self.candidate_ids, cache_key=f"{self.fingerprint}"
             )
@@ -179,8 +180,6 @@ class Backbone:
         """The exact nearest-neighbour index over the candidates of one word class
         (:mod:`privaudit.mechanisms.subwords`), built once per class."""
         if word_class not in self._class_index:
-            from privaudit.mechanisms.nearest import NearestNeighbourIndex
-
             ids = self.candidate_ids[self.subwords.classes[self.candidate_ids] == word_class]
             self._class_index[word_class] = NearestNeighbourIndex(
                 self.embeddings, ids, cache_key=f"{self.fingerprint}-class{word_class}"
@@ -200,7 +199,6 @@ class Backbone:
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        from privaudit.devices import current_device
 
         # The memo is this backbone's own; a GPU's numbers may differ from the CPU's.
         key = digest([max_length, batch_size, current_device(), *texts])
@@ -336,8 +334,6 @@ class Backbone:
     def _on_device(self) -> Any:
         """The current torch device (:func:`privaudit.devices.current_device`), the encoder
         moved there (a no-op when it already is)."""
-        from privaudit.devices import torch_device
-
         device = torch_device()
         self.model.to(device)
         return device
@@ -458,8 +454,6 @@ def _load_tiny() -> tuple[Any, Any]:
     """A randomly initialised 2-layer BERT (hidden 32), the same weights in every process, with
     the default backbone's real tokenizer (for tests; the real weights are not read)."""
     from transformers import AutoTokenizer, BertConfig, BertModel
-
-    from privaudit.mechanisms.seeding import seeded_torch
 
     _torch_threads()
     tokenizer = AutoTokenizer.from_pretrained(_default_model_path())

@@ -24,6 +24,18 @@ def test_help_and_list_do_not_import_torch() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+def test_importing_the_cli_loads_no_numpy_pydantic_or_runner() -> None:
+    """What ``privaudit --help`` pays for: the commands' heavier imports stay inside them."""
+    code = (
+        "import sys; import privaudit.cli;"
+        "loaded = [m for m in ('numpy', 'pydantic', 'pandas', 'torch', 'privaudit.audit',"
+        " 'privaudit.leaderboard', 'privaudit.outputs', 'privaudit.metrics',"
+        " 'privaudit.cli_render') if m in sys.modules];"
+        "assert not loaded, loaded"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def test_help() -> None:
     result = runner.invoke(app, ["--help"])
     assert result.exit_code == 0
@@ -41,6 +53,39 @@ def test_list() -> None:
     assert "nn-inversion" in only.output and "t2t" not in only.output
     bad = runner.invoke(app, ["list", "gadgets"])
     assert bad.exit_code != 0
+
+
+def _line_of(output: str, name: str) -> str:
+    """The listing's line for ``name`` (its first word)."""
+    (line,) = [line for line in output.splitlines() if line.split()[:1] == [name]]
+    return line
+
+
+def test_list_metrics_shows_each_metric_its_direction_and_the_families() -> None:
+    from privaudit.metrics import families, metrics
+
+    result = runner.invoke(app, ["list", "metrics"])
+    assert result.exit_code == 0, result.output
+    for name, spec in metrics().items():
+        line = _line_of(result.output, name)
+        assert f"family: {spec.family}" in line and spec.description in line
+        assert f"predictions: {spec.prediction_kind}" in line
+        if spec.baseline is not None:
+            assert f"baseline: {spec.baseline.label}" in line
+    assert "lower = stronger attack" in _line_of(result.output, "embedding_mse")
+    assert "higher = stronger attack" in _line_of(result.output, "token_recovery")
+    assert "baseline: none" in _line_of(result.output, "entity_f1")
+    for name, family in families().items():
+        assert family.description in _line_of(result.output, name)
+    # With no argument, metrics come after the attacks and before the corpora.
+    everything = runner.invoke(app, ["list"]).output.splitlines()
+    heads = [line for line in everything if line and not line.startswith(" ")]
+    assert heads == ["defenses", "attacks", "metrics", "metric families", "corpora", "utility"]
+    attacks = runner.invoke(app, ["list", "attacks"]).output
+    assert "metric: embedding_mse (lower = stronger attack)" in _line_of(attacks, "ae-inversion")
+    assert "metrics" not in attacks.splitlines()
+    bad = runner.invoke(app, ["list", "metric"])  # an unknown target: a usage error, no trace
+    assert bad.exit_code == 2 and "'metric'" in bad.output and "Traceback" not in bad.output
 
 
 def test_privatize_stdin_to_stdout() -> None:

@@ -88,13 +88,12 @@ def test_config_mistakes_name_field_value_and_fix(tmp_path) -> None:
 
 
 def test_one_failing_output_costs_nothing_else(tmp_path, monkeypatch) -> None:
-    from privaudit.leaderboard import pareto
-    from privaudit.outputs import run_grid
+    from privaudit.outputs import plots, run_grid
 
     def broken(*args, **kwargs):
         raise RuntimeError("no room on the canvas")
 
-    monkeypatch.setattr(pareto, "plot_frontiers", broken)
+    monkeypatch.setattr(plots, "frontier_figure", broken)
     with pytest.warns(UserWarning, match="frontiers.png: RuntimeError: no room"):
         result = run_grid(load_config("smoke"), run_dir=tmp_path / "r", progress=False)
     meta = json.loads((tmp_path / "r" / "run.json").read_text())

@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 import numpy as np
 
 from privaudit.api import Attack, Knowledge, Predictions, Release, Space
+from privaudit.devices import torch_device
+from privaudit.mechanisms.align import align_positions
 from privaudit.mechanisms.batching import unflatten
 from privaudit.mechanisms.inputs import check_texts
 from privaudit.mechanisms.seeding import seeded_torch, torch_threads
@@ -130,8 +132,6 @@ def released_tokens(bb: Backbone, release: Release, *, name: str) -> ReleasedTok
 
 def aux_pairs(bb: Backbone, knowledge: Knowledge, *, max_aux: int | None, name: str) -> AuxPairs:
     """Query the mechanism on the attacker's aux texts and pair released with original tokens."""
-    from privaudit.mechanisms.align import align_positions
-
     if knowledge.query_mechanism is None:
         raise ValueError(
             f"{name} needs query access to the mechanism (Knowledge.query_mechanism) to "
@@ -219,8 +219,6 @@ def train(
     """
     import torch
     from tqdm.auto import tqdm
-
-    from privaudit.devices import torch_device
 
     device = torch_device()
 
@@ -332,6 +330,7 @@ class PairInversion(Attack):
         )
 
     def _load_backbone(self) -> Any:
+        # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
         from privaudit.resources import backbone
 
         return backbone(self._backbone if self._backbone is not None else self.backbone)

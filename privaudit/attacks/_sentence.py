@@ -66,8 +66,10 @@ import numpy as np
 
 from privaudit.api import ALL_SPACES, Attack, Knowledge, Predictions, Release, Space
 from privaudit.attacks._pairs import checked_release, train
+from privaudit.devices import current_device
 from privaudit.mechanisms.memo import digest
 from privaudit.mechanisms.seeding import torch_threads
+from privaudit.params import declared
 
 if TYPE_CHECKING:
     import torch
@@ -554,8 +556,6 @@ class SentenceInversion(Attack):
     def _pretrained(self, bb: Backbone) -> Pretrained:
         """The model pre-trained on clean pooled aux embeddings (cached, see the module
         docstring)."""
-        from privaudit.params import declared
-
         aux = self._aux
         assert aux is not None
         params = {
@@ -563,7 +563,6 @@ class SentenceInversion(Attack):
             for k in declared(type(self))
             if k not in self._finetune_only and k != "backbone"
         }
-        from privaudit.devices import current_device
 
         key = digest(  # the device too: a GPU's numbers may differ from the CPU's
             [self.name, self.version, sorted(params.items()), bb.name, bb.fingerprint, aux.key,
@@ -588,6 +587,7 @@ class SentenceInversion(Attack):
         return PRETRAINED.get(key, compute)
 
     def _load_backbone(self) -> Backbone:
+        # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
         from privaudit.resources import backbone
 
         return backbone(self._backbone if self._backbone is not None else self.backbone)

@@ -10,6 +10,7 @@ from annotated_types import Ge, Lt
 
 from privaudit.api import Knowledge
 from privaudit.attacks._pairs import PairInversion, aux_pairs, holdout, train
+from privaudit.devices import module_device, tensor
 from privaudit.params import NonNegativeFloat, PositiveInt
 
 _EPS = 1e-6
@@ -123,8 +124,6 @@ class AEInversion(PairInversion):
     def _fit(self, knowledge: Knowledge, bb: Any, rng: np.random.Generator) -> None:
         import torch
 
-        from privaudit.devices import tensor
-
         pairs = aux_pairs(bb, knowledge, max_aux=self.max_aux, name=self.name)
         val = holdout(pairs.docs, float(self.val_fraction), rng)
         released = pairs.released[~val]
@@ -198,8 +197,6 @@ class AEInversion(PairInversion):
 
     def _reconstruct(self, model: Any, vectors: np.ndarray) -> np.ndarray:
         import torch
-
-        from privaudit.devices import module_device
 
         device = module_device(model)
         vectors = np.asarray(vectors, dtype=np.float32)

@@ -10,6 +10,7 @@ import numpy as np
 from annotated_types import Ge
 
 from privaudit.api import ALL_SPACES, Attack, Knowledge, Predictions, Release, Space
+from privaudit.devices import module_device, tensor, torch_device
 from privaudit.mechanisms.seeding import seeded_torch
 from privaudit.params import NonNegativeFloat, PositiveInt
 
@@ -140,8 +141,6 @@ class AttributeInference(Attack):
         counts = np.bincount(y, minlength=len(classes))
         majority = classes[int(np.argmax(counts))]  # ties: the first class in sorted order
 
-        from privaudit.devices import tensor, torch_device
-
         device = torch_device()  # the current device: the head and its data live there
         xt = tensor(x[keep].astype(np.float32))
         yt = tensor(y)
@@ -174,8 +173,6 @@ class AttributeInference(Attack):
 
     def attack(self, release: Release) -> Predictions:
         import torch
-
-        from privaudit.devices import module_device
 
         if not self._heads or self._mean is None or self._std is None:
             raise ValueError(f"{self.name} is not fitted: call fit(knowledge) before attack().")
@@ -241,6 +238,7 @@ class AttributeInference(Attack):
         raise ValueError(f"{self.name} cannot read a {release.kind!r} release.")
 
     def _load_backbone(self) -> Backbone:
+        # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
         from privaudit.resources import backbone
 
         return backbone(self._backbone_name or self.backbone)

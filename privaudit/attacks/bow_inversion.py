@@ -12,6 +12,7 @@ from annotated_types import Gt, Lt
 
 from privaudit.api import Predictions
 from privaudit.attacks._sentence import AuxSplit, Objective, Scaler, SentenceInversion
+from privaudit.devices import module_device, tensor
 from privaudit.mechanisms.words import stop_words, words
 from privaudit.params import Fraction, NonNegativeFloat, NonNegativeInt, PositiveInt
 
@@ -191,8 +192,6 @@ class BowInversion(SentenceInversion):
         """Multi-hot word sets, BCE-with-logits; held out: the tuned content-word F1."""
         import torch
 
-        from privaudit.devices import tensor
-
         vocab = state.vocabulary
         index = {w: i for i, w in enumerate(vocab)}
         bags = [set(words(t)) for t in aux.texts]
@@ -279,8 +278,6 @@ class BowInversion(SentenceInversion):
 
 def _probabilities(model: Any, x: np.ndarray) -> np.ndarray:
     import torch
-
-    from privaudit.devices import module_device
 
     model.eval()
     xt = torch.from_numpy(np.ascontiguousarray(x)).to(module_device(model))

@@ -14,6 +14,7 @@ from annotated_types import Gt, Lt
 
 from privaudit.api import Predictions
 from privaudit.attacks._sentence import AuxSplit, Objective, Scaler, SentenceInversion
+from privaudit.devices import module_device, tensor
 from privaudit.params import Fraction, NonNegativeFloat, NonNegativeInt, PositiveInt
 
 if TYPE_CHECKING:
@@ -192,8 +193,6 @@ class GEIA(SentenceInversion):
     def _objective(self, bb: Backbone, aux: AuxSplit, xs: np.ndarray, state: _State) -> Objective:
         """Teacher-forced next-token cross-entropy (word dropout while training); held out:
         minus the loss."""
-        from privaudit.devices import tensor
-
         lookup = _lookup(state.vocab_ids, bb.embeddings.shape[0])
         seqs, lengths = _sequences([lookup[row] for row in self._token_ids(bb, aux)])
         # On the current device, as the model train() builds (privaudit.devices).
@@ -371,8 +370,6 @@ def _greedy(model: Any, x: np.ndarray, prefix: int, max_tokens: int) -> list[lis
     """Greedy decoding from the prefix of each row of ``x``: decoder indices up to [EOS]."""
     import torch
     from transformers import DynamicCache
-
-    from privaudit.devices import module_device
 
     model.eval()
     lm = model["lm"]

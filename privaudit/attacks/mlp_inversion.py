@@ -10,6 +10,7 @@ from annotated_types import Ge, Lt
 
 from privaudit.api import Knowledge
 from privaudit.attacks._pairs import PairInversion, aux_pairs, holdout, train
+from privaudit.devices import module_device, tensor
 from privaudit.params import Fraction, NonNegativeFloat, PositiveInt
 
 _EPS = 1e-6
@@ -121,8 +122,6 @@ class MLPInversion(PairInversion):
     def _fit(self, knowledge: Knowledge, bb: Any, rng: np.random.Generator) -> None:
         import torch
 
-        from privaudit.devices import tensor
-
         pairs = aux_pairs(bb, knowledge, max_aux=self.max_aux, name=self.name)
         val = holdout(pairs.docs, float(self.val_fraction), rng)
         fit_rows = ~val
@@ -210,8 +209,6 @@ class MLPInversion(PairInversion):
         """The guessed original token per position: the released token ``ids`` scores
         p(keep) + p(its class), every other class its probability; argmax."""
         import torch
-
-        from privaudit.devices import module_device
 
         device = module_device(model)
         classes = self._classes

@@ -12,6 +12,7 @@ import numpy as np
 from annotated_types import Ge, MinLen
 
 from privaudit.api import Attack, Knowledge, Predictions, Release, Space
+from privaudit.devices import module_device, torch_device
 from privaudit.entities import Span, spacy_entities
 from privaudit.mechanisms.inputs import check_texts
 from privaudit.mechanisms.seeding import seeded_torch
@@ -125,6 +126,7 @@ class NERAttack(Attack):
     def _train(self, aux: datasets.Dataset, rng: np.random.Generator) -> _Tagger:
         import torch
 
+        # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
         from privaudit.resources import backbone
 
         if "entities" not in aux.column_names or "text" not in aux.column_names:
@@ -151,8 +153,6 @@ class NERAttack(Attack):
             examples.append((ids, [_bio(s, e, spans[doc], index) for s, e in offsets]))
         if not examples:
             raise ValueError("The aux split has no text to fine-tune the NER tagger on.")
-
-        from privaudit.devices import torch_device
 
         device = torch_device()  # the current device: the tagger trains there
         with seeded_torch(rng) as generator:  # head init and dropout: scoped, seeded
@@ -217,7 +217,7 @@ class NERAttack(Attack):
     def _tag(self, texts: list[str]) -> list[list[Span]]:
         import torch
 
-        from privaudit.devices import module_device
+        # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
         from privaudit.resources import backbone
 
         tagger = self._tagger

@@ -42,6 +42,7 @@ class NNInversion(Attack):
         return self
 
     def attack(self, release: Release) -> Predictions:
+        # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
         from privaudit.resources import backbone
 
         if release.space not in self.accepts:

@@ -10,6 +10,7 @@ import numpy as np
 from annotated_types import MinLen
 
 from privaudit.api import Attack, Knowledge, Predictions, Release, Space
+from privaudit.devices import torch_device
 from privaudit.mechanisms.seeding import draw_seed, seeded_torch
 from privaudit.params import NonNegativeInt, PositiveFloat, PositiveInt
 
@@ -203,7 +204,6 @@ class OptimizationInversion(Attack):
         tokens: list[list[int]] = [[] for _ in doc_indices]
 
         t0 = time.perf_counter()
-        from privaudit.devices import torch_device
 
         device = torch_device()  # the current device: the bottom model runs there
         cand = torch.from_numpy(bb.embeddings[self._candidate_ids]).to(device)  # (C, d)
@@ -314,12 +314,14 @@ class OptimizationInversion(Attack):
         return [best[row, :n] for row, n in enumerate(inner)]
 
     def _load_backbone(self) -> Backbone:
+        # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
         from privaudit.resources import backbone
 
         return backbone(self._backbone)
 
 
 def _canonical(name: str | None) -> str:
+    # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
     from privaudit.resources import DEFAULT_BACKBONE
 
     if name in (None, f"sentence-transformers/{DEFAULT_BACKBONE}"):

@@ -15,6 +15,7 @@ import numpy as np
 
 from privaudit.api import Defense
 from privaudit.metrics import replacement_rate
+from privaudit.registry import CORPORA
 
 
 @dataclass
@@ -39,8 +40,6 @@ def sample_texts(
     params: dict[str, object] | None = None,
 ) -> list[str]:
     """A seeded sample of a corpus's train split, for calibration."""
-    from privaudit.registry import CORPORA
-
     if n_docs < 1:
         raise ValueError(f"n_docs must be at least 1, got {n_docs}.")
     data = CORPORA.get(corpus)(**(params or {}))

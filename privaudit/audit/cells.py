@@ -51,6 +51,7 @@ from privaudit.mechanisms.memo import charged_seconds
 from privaudit.metrics import NotScorable, Truth, family_of, replacement_rate, score_predictions
 from privaudit.metrics.outcomes import Outcome
 from privaudit.registry import ATTACKS, CORPORA, DEFENSES, UTILITY, build_component
+from privaudit.resources import backbone as load_backbone
 
 if TYPE_CHECKING:
     from privaudit.audit.config import GridConfig
@@ -90,8 +91,6 @@ class Context:
     each defense spec fitted once. Built once per process (the driver, and each worker)."""
 
     def __init__(self, config: GridConfig) -> None:
-        from privaudit.resources import backbone as load_backbone
-
         self.config = config
         self._specs, self.attacks, self.evaluator = build_components(config)
         corpus = build_component(

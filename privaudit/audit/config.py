@@ -11,6 +11,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from privaudit.devices import check_device
+from privaudit.registry import ATTACKS, CORPORA, DEFENSES, UTILITY
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -170,8 +173,6 @@ class GridConfig(_Strict):
     @field_validator("device")
     @classmethod
     def _device(cls, value: str) -> str:
-        from privaudit.devices import check_device
-
         return check_device(value)
 
     @field_validator("defenses", "attacks", "seeds")
@@ -183,7 +184,6 @@ class GridConfig(_Strict):
 
     def check_names(self) -> None:
         """Resolve every component name now, so a typo fails before any work starts."""
-        from privaudit.registry import ATTACKS, CORPORA, DEFENSES, UTILITY
 
         def resolve(registry: Any, name: str, where: str) -> Any:
             try:
@@ -224,8 +224,6 @@ def quick_preset() -> dict[str, Any]:
     declared ``levels``, against every built-in attack (with its ``quick_params`` cost bounds),
     on the default backbone and corpus. Derived from the registry's built-ins, so a new
     built-in is covered with no edit here; third-party plugins are not included."""
-    from privaudit.registry import ATTACKS, DEFENSES
-
     defenses: list[dict[str, Any]] = []
     for name in DEFENSES.builtins():
         cls = DEFENSES.get(name)
@@ -263,8 +261,6 @@ def paper_preset() -> dict[str, Any]:
     the whole corpus, against every built-in attack at its defaults (the papers' settings).
     The attacks are derived from the registry's built-ins, as the quick preset's are. Meant
     for a larger machine (hours on a GPU; days on two CPU cores)."""
-    from privaudit.registry import ATTACKS
-
     return {
         "name": "paper",
         "corpus": {"name": "synthetic-reviews", "params": {"n_docs": 6000, "seed": 0}},

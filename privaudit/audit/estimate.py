@@ -36,6 +36,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from privaudit.audit.cells import build_components, point_keys
+from privaudit.audit.plan import calibration_key, check_levels, identity
+from privaudit.audit.store import RunDir, write_json
+from privaudit.devices import current_device
+from privaudit.mechanisms.memo import cache_dir
+from privaudit.registry import CORPORA, build_component
+from privaudit.resources import backbone as load_backbone
+
 if TYPE_CHECKING:
     from privaudit.audit.config import GridConfig
 
@@ -59,16 +67,12 @@ SERIAL_CORES = 1.6
 def machine_tag() -> str:
     """This machine's section of the book: measurements on a cluster node or a laptop are
     never mixed with these, nor a GPU's (``--device``) with the CPU's."""
-    from privaudit.devices import current_device
-
     tag = f"{platform.system()}-{platform.machine()}-{os.cpu_count() or 1}cpu"
     device = current_device()
     return tag if device == "cpu" else f"{tag}-{device}"
 
 
 def costs_path() -> Path:
-    from privaudit.mechanisms.memo import cache_dir
-
     return cache_dir() / COSTS_FILE
 
 
@@ -217,7 +221,6 @@ class CostBook:
         """Merge this run's measurements into the file (atomically, under a lock)."""
         if not self._pending or self.path is None:
             return
-        from privaudit.audit.store import write_json
 
         with _locked(self.path.with_name(self.path.name + ".lock")):
             machines = self._read(warn=False)  # another run may have written since
@@ -367,11 +370,6 @@ def estimate_config(
     that needs the backbone's fingerprint (the model is loaded, not run)."""
     import numpy as np
 
-    from privaudit.audit.cells import build_components, point_keys
-    from privaudit.audit.plan import calibration_key, check_levels, identity
-    from privaudit.audit.store import RunDir
-    from privaudit.registry import CORPORA, build_component
-
     config.check_names()
     defenses, attacks, evaluator = build_components(config)
     check_levels(config, defenses)
@@ -383,8 +381,6 @@ def estimate_config(
         store = RunDir(run_dir).store()
     fps: tuple[str, str] | None = None
     if store is not None:
-        from privaudit.resources import backbone as load_backbone
-
         fps = corpus.fingerprint(), load_backbone(config.backbone).fingerprint
 
     work, points, cells, done = [], 0, 0, 0

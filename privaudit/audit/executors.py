@@ -33,11 +33,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from privaudit.audit.cells import compute, context_for
+from privaudit.audit.config import GridConfig
+from privaudit.audit.store import DiskFull
+from privaudit.devices import use_device
 from privaudit.params import PositiveInt, checked
 
 if TYPE_CHECKING:
     from privaudit.audit.cells import Context, Task
-    from privaudit.audit.config import GridConfig
 
 Put = Callable[[str, dict[str, Any]], None]
 Started = Callable[["Task", str], None]  # a task's component (privatize, ...) has started
@@ -82,8 +84,6 @@ def guard_run(run_dir: Path) -> Iterator[Callable[[], None]]:
     Yields a checkpoint to call between cells: Python swallows an exception raised while a
     ``__del__`` or a weakref callback runs, so a SIGTERM landing there would otherwise be
     lost and the run would go on; the signal is remembered and the checkpoint raises it."""
-    from privaudit.audit.store import DiskFull
-
     received: list[int] = []
 
     def on_term(signum: int, frame: Any) -> None:
@@ -349,9 +349,6 @@ def _exit_with(driver: int) -> None:
 def work(config_json: str, task: Task, device: str | None = None) -> Records:
     """A worker's unit: build (once per process) the grid's context and compute one task, on
     ``device`` (default: the grid's)."""
-    from privaudit.audit.config import GridConfig
-    from privaudit.devices import use_device
-
     config = GridConfig.model_validate_json(config_json)
     with use_device(device or config.device):
         return compute(context_for(config), task)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from privaudit.api import Defense
+from privaudit.audit.calibration import calibrate
 
 if TYPE_CHECKING:
     from privaudit.audit.config import GridConfig
@@ -117,8 +118,6 @@ def _calibrated_levels(
     defense: Defense, rates: list[float], texts: list[str], seed: int, n_docs: int = 150
 ) -> list[tuple[float | None, float | None]]:
     """Knob values reaching each target replacement rate on a seeded sample of ``texts``."""
-    from privaudit.audit.calibration import calibrate
-
     rng = np.random.default_rng(seed)
     sample = [texts[i] for i in sorted(rng.choice(len(texts), min(n_docs, len(texts)), False))]
     out: list[tuple[float | None, float | None]] = []

@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from privaudit.api import Defense, Release
+from privaudit.audit.config import PRESETS, load_config
+from privaudit.audit.runner import run_grid
 from privaudit.guarantees import Guarantee, as_guarantee
 from privaudit.mechanisms.inputs import check_rng, check_texts
 from privaudit.registry import DEFENSES, load_object
@@ -307,9 +309,6 @@ def audit(
     over the grid's ``corpus.params``; ``device`` (default: the grid's) is where torch runs;
     ``outputs`` writes the plots, leaderboard and report (:func:`privaudit.outputs.audit` passes
     it)."""
-    from privaudit.audit.config import PRESETS, load_config
-    from privaudit.audit.runner import run_grid
-
     knob_name, values = parse_knob(knob)
     options = dict(params or {})
     probe = UserDefense(target, knob_name, **options)

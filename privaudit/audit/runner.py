@@ -32,9 +32,14 @@ from privaudit.audit.estimate import (
     Work,
     estimate,
 )
+from privaudit.audit.executors import guard_run, make_executor
 from privaudit.audit.plan import Point, cell_key, check_levels, fmt_params, plan
 from privaudit.audit.store import COLUMNS, ResultStore, RunDir
+from privaudit.devices import resolve_device, use_device
+from privaudit.metrics.outcomes import Outcome
+from privaudit.metrics.stats import Bootstrap, Outcomes, annotate, run_stats
 from privaudit.params import shown
+from privaudit.provenance import provenance
 
 #: Appended to the label of a defense whose service-side objective the evaluator did not train.
 NOT_APPLIED = "(objective not applied)"
@@ -88,9 +93,6 @@ def run_grid(
     SIGTERM stops the run as Ctrl-C does: the workers are ended and
     :class:`~privaudit.audit.executors.Interrupted` names the ``--resume`` command; a full
     disk is :class:`~privaudit.audit.store.DiskFull`. Finished cells are kept either way."""
-    from privaudit.audit.executors import guard_run, make_executor
-    from privaudit.devices import resolve_device, use_device
-
     config.check_names()
     defenses, _, _ = build_components(config)  # every value checked before anything is written
     check_levels(config, defenses)
@@ -124,8 +126,6 @@ def _execute(
 ) -> RunResult:
     """The run in its claimed directory: plan, compute every unfinished cell, write outputs."""
     from tqdm.auto import tqdm
-
-    from privaudit.provenance import provenance
 
     t0 = time.perf_counter()
     ctx = context_for(config)
@@ -318,8 +318,6 @@ def results_table(
     written while the grid runs) and the outcomes table behind it."""
     import pandas as pd
 
-    from privaudit.metrics.stats import Bootstrap, annotate, run_stats
-
     rows, outcomes = assemble(ctx, points, store)
     frame = pd.DataFrame(rows).reindex(columns=COLUMNS)
     if frame.empty or not intervals:
@@ -337,9 +335,6 @@ def assemble(
     absent), and their per-document outcomes (:class:`privaudit.metrics.stats.Outcomes`:
     each row's attack and baseline outcome by ``cell_key``, each point's utility outcome by
     its key, the ``point`` column)."""
-    from privaudit.metrics.outcomes import Outcome
-    from privaudit.metrics.stats import Outcomes
-
     rows = []
     found: dict[tuple[str, str], Outcome] = {}
     for point in points:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from privaudit.devices import torch_device
 from privaudit.entities import (
     RELATIVE_DATES,
     faker_countries,
@@ -230,7 +231,6 @@ def model_generator(name: str, rng: np.random.Generator) -> Callable[[str, str],
         )
         if not seq2seq:
             prompt += "\nReplacement:"
-        from privaudit.devices import torch_device
 
         device = torch_device()  # the current device: the hide model generates there
         model.to(device)

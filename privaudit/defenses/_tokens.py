@@ -29,6 +29,7 @@ def token_noise(
 ) -> TokenNoise:
     """Check the inputs, tokenize, and draw one d_X noise vector per token (in order); ``eta``
     was checked by the defense's declaration."""
+    # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
     from privaudit.resources import backbone
 
     texts = check_texts(texts)

@@ -17,7 +17,8 @@ import numpy as np
 from privaudit.api import Defense, Release
 from privaudit.guarantees import Guarantee, Unit, embedding_distance, guarantee_property
 from privaudit.mechanisms.inputs import check_rng, check_texts
-from privaudit.mechanisms.memo import ContentMemo, digest
+from privaudit.mechanisms.memo import ContentMemo, cache_dir, digest
+from privaudit.mechanisms.nearest import NearestNeighbourIndex
 from privaudit.mechanisms.noise import sample_dx_noise
 from privaudit.params import PositiveFloat
 
@@ -213,6 +214,7 @@ class PosVocabulary:
 
 def _reference_texts() -> list[str]:
     """Public, offline text whose in-context tags complement the out-of-context ones."""
+    # lazy: the synthetic corpus (only to build the vocabulary) stays off the lean privatize path
     from privaudit.corpora.synthetic import synthetic_reviews
 
     return synthetic_reviews(n_docs=3000, seed=12345).texts("train")
@@ -228,7 +230,7 @@ def pos_vocabulary(backbone_name: str | None, spacy_name: str | None = None) -> 
     name and version; categories are chosen at load time from the stored tags, so a changed
     backbone, pipeline or category set never serves a stale vocabulary.
     """
-    from privaudit.mechanisms.memo import cache_dir
+    # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
     from privaudit.resources import backbone, spacy_pipeline
 
     bb = backbone(backbone_name)
@@ -345,7 +347,7 @@ class PCT2T(Defense):
 
     # -- shared machinery (RAPT reuses it) ----------------------------------------------------
     def _setup(self) -> tuple[Any, PosVocabulary, tuple[str, ...], dict[str, str], dict[str, Any]]:
-        from privaudit.mechanisms.nearest import NearestNeighbourIndex
+        # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
         from privaudit.resources import backbone
 
         cats = resolve_categories(self.categories)
@@ -428,6 +430,7 @@ class PCT2T(Defense):
         return out
 
     def _tag(self, texts: list[str]) -> list[tuple[Word, ...]]:
+        # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
         from privaudit.resources import spacy_pipeline
 
         return tag_memoised(spacy_pipeline(self.spacy_model, TAGGER_PIPES), texts)

@@ -75,6 +75,7 @@ class SAP(Defense):
         return eta
 
     def privatize(self, texts: Sequence[str], *, rng: np.random.Generator) -> Release:
+        # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
         from privaudit.resources import backbone
 
         texts = check_texts(texts)
@@ -169,6 +170,7 @@ class SAPCTI(SAP):
 
     def fit(self, train: Any) -> Self:
         """Learn token importances from a labelled split (a Dataset with text and label)."""
+        # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
         from privaudit.resources import backbone
 
         texts, labels = list(train["text"]), np.asarray(train["label"], dtype=np.int64)

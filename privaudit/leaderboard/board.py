@@ -18,14 +18,20 @@ import numpy as np
 
 from privaudit.leaderboard.frontier import NONE, seed_means
 from privaudit.leaderboard.render import OVERALL_HEADERS, Table, knob_text_of, tables
+from privaudit.leaderboard.stats import (
+    MATCHED_LEVELS,
+    family_points,
+    hypervolume_samples,
+    sample_ranks,
+)
 from privaudit.metrics.spec import find_metric
-from privaudit.metrics.stats import with_labels
+from privaudit.metrics.stats import Bootstrap, Outcomes, run_stats, with_labels
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from privaudit.leaderboard.stats import FamilyPoints
-    from privaudit.metrics.stats import Bootstrap, Outcomes, RunStats
+    from privaudit.metrics.stats import RunStats
 
 
 BOARD_COLUMNS = frozenset({
@@ -145,9 +151,6 @@ def leaderboard(
 
     Raises ``ValueError`` when ``chance`` is not in [0, 1) or no cell is ``ok``.
     """
-    from privaudit.leaderboard.stats import family_points
-    from privaudit.metrics.stats import Bootstrap, Outcomes, run_stats
-
     _check_chance(chance)
     frame = frame[[c for c in frame.columns if c in BOARD_COLUMNS]]  # pandas copies the rest
     seed_means(frame)  # the same error as the plots when nothing is usable
@@ -193,8 +196,6 @@ def _family_table(
     """One row per (family, label): worst-case hypervolume, its interval, rank, rank interval,
     holding share, ties, completeness."""
     import pandas as pd
-
-    from privaudit.leaderboard.stats import hypervolume_samples, sample_ranks
 
     f = stats.frame
     table = points.table
@@ -312,8 +313,6 @@ def _matched(points: FamilyPoints) -> pd.DataFrame:
     measured utility among the label's points whose worst-case privacy reaches the level
     (measured points only, no interpolation; NaN = not reached)."""
     import pandas as pd
-
-    from privaudit.leaderboard.stats import MATCHED_LEVELS
 
     t = points.table
     rows = []

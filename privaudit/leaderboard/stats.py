@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from privaudit.leaderboard.frontier import pareto_mask
 from privaudit.metrics.outcomes import interval, quiet_nan
 
 if TYPE_CHECKING:
@@ -47,8 +48,6 @@ class FamilyPoints:
 
 def family_points(stats: RunStats) -> FamilyPoints:
     import pandas as pd
-
-    from privaudit.leaderboard.frontier import pareto_mask
 
     f = stats.frame
     ok = (f["status"] == "ok").to_numpy() & np.isfinite(stats.normalised_point)

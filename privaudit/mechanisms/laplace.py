@@ -21,12 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from privaudit.api import Release
 from privaudit.params import FiniteNonNegativeFloat, FinitePositiveFloat, PositiveFloat, checked
 
 if TYPE_CHECKING:
     import torch
-
-    from privaudit.api import Release
 
 
 @checked
@@ -99,8 +98,6 @@ def pooled_release(
     """The release of CAPE and DPNR: each pooled row min-max normalised to [0, 1], plus i.i.d.
     Laplace(Δ/ε) noise per coordinate (none at ε = ``inf``). ``meta`` gains ``epsilon``,
     ``sensitivity`` and the whole-vector ``vector_epsilon`` = dim·ε/Δ."""
-    from privaudit.api import Release
-
     clean = minmax_normalise(pooled)
     noisy = clean + sample_laplace(clean.shape, laplace_scale(epsilon, sensitivity), rng)
     dim = clean.shape[1] if clean.ndim == 2 else 0

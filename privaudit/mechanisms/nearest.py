@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from privaudit.mechanisms.memo import ContentMemo, digest
+from privaudit.devices import offload_device
+from privaudit.mechanisms.memo import ContentMemo, cache_dir, digest
 
 
 class NearestNeighbourIndex:
@@ -62,8 +63,6 @@ class NearestNeighbourIndex:
         self._cache_path: Path | None = None
         self._radius = np.full(self.vocab_size, np.nan, dtype=np.float32)
         if cache_key is not None:
-            from privaudit.mechanisms.memo import cache_dir
-
             self._cache_path = cache_dir() / f"nn_radius_{cache_key}.npy"
             if self._cache_path.is_file():
                 cached = np.load(self._cache_path)
@@ -77,8 +76,6 @@ class NearestNeighbourIndex:
     # -- full search --------------------------------------------------------------------------
     def _search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The k smallest squared distances (minus ||x||^2) and candidate positions, per row."""
-        from privaudit.devices import offload_device
-
         device = offload_device()  # None on the CPU: this numpy path, unchanged
         if device is not None:
             return self._search_torch(queries, k, device)

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from privaudit.devices import current_device
+
 
 def draw_seed(rng: np.random.Generator) -> int:
     """One integer seed from ``rng`` (checked), for a library that takes an int."""
@@ -31,8 +33,6 @@ def seeded_torch(seed: int | np.random.Generator) -> Iterator[Any]:
     device's when :func:`privaudit.devices.current_device` is one); yields a CPU
     ``torch.Generator`` seeded the same way, for data order (drawn on the CPU, then moved)."""
     import torch
-
-    from privaudit.devices import current_device
 
     value = draw_seed(seed) if isinstance(seed, np.random.Generator) else int(seed)
     # On a GPU, its random state (dropout there) is forked and seeded too.

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from privaudit.metrics.outcomes import REDUCERS
+
 if TYPE_CHECKING:
     from privaudit.api import Predictions, Release
     from privaudit.metrics.outcomes import Outcome
@@ -102,8 +104,6 @@ class MetricSpec:
     target_families: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        from privaudit.metrics.outcomes import REDUCERS
-
         unknown = set(self.needs) - TRUTH_FIELDS
         if unknown:
             raise ValueError(
@@ -277,4 +277,5 @@ def family_of(metric: str, target: str = "") -> str:
 
 def _builtins() -> None:
     """Import the built-in metrics' modules (each registers its specs on import)."""
+    # lazy: the cycle spec -> builtin (builtin imports this module to register its specs)
     import privaudit.metrics.builtin  # noqa: F401

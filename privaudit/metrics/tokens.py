@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from privaudit.api import Predictions, Release
+from privaudit.mechanisms.align import align_positions
 from privaudit.metrics.multiset import multiset_counts, prf
 from privaudit.metrics.outcomes import Outcome
 from privaudit.metrics.spec import Baseline, MetricSpec
@@ -116,8 +117,6 @@ def embedding_errors(
     ``meta["released_tokens"]``, else position by position), the number of coordinates
     compared, and, when a ``guess`` vector is given, the squared error of putting it at the
     same positions (the no-information baseline)."""
-    from privaudit.mechanisms.align import align_positions
-
     if predictions.vectors is None or truth.embeddings is None:
         raise ValueError("embedding_mse needs predicted vectors and the backbone embeddings.")
     released = predictions.meta.get("released_tokens")

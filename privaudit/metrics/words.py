@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from privaudit.api import Predictions, Release
+from privaudit.mechanisms.words import entity_words, normalise, stop_words, words
 from privaudit.metrics.multiset import multiset_counts, prf
 from privaudit.metrics.outcomes import Outcome
 from privaudit.metrics.spec import Baseline, MetricSpec
@@ -31,8 +32,6 @@ def word_set_counts(
     """Per document, the statistics of :func:`word_set_scores`: ``content`` and ``all``
     (overlap, predicted, true) of the word sets without and with stop words, (n, 3), and
     ``entity`` (entity words guessed, entity words), (n, 2)."""
-    from privaudit.mechanisms.words import entity_words, stop_words, words
-
     if len(guesses) != len(originals):
         raise ValueError(
             f"The attack returned {len(guesses)} documents for {len(originals)} victims."
@@ -75,8 +74,6 @@ def generation_counts(
     ``rouge_l`` (ROUGE-L F-measure) and ``exact`` (1 when decoded word for word), (n,);
     ``entity`` (entity strings found, entity strings), (n, 2)."""
     from rouge_score import rouge_scorer
-
-    from privaudit.mechanisms.words import normalise, stop_words, words
 
     if len(decoded) != len(originals):
         raise ValueError(

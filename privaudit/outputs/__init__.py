@@ -14,7 +14,17 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from privaudit.audit.plugin import audit as audit_cells
+from privaudit.audit.runner import run_grid as run_cells
 from privaudit.audit.store import DiskFull, RunDir
+
+# Renamed: this package's submodule `leaderboard` would shadow the function's name.
+from privaudit.leaderboard.board import leaderboard as build_leaderboard
+from privaudit.leaderboard.figures import run_styles
+from privaudit.outputs.leaderboard import write_leaderboard
+from privaudit.outputs.plots import plot_families, plot_frontiers, plot_pareto
+from privaudit.outputs.report import write_report
+from privaudit.outputs.runs import load_runs
 
 if TYPE_CHECKING:
     from privaudit.audit.config import GridConfig
@@ -25,16 +35,12 @@ if TYPE_CHECKING:
 def run_grid(config: GridConfig, **options: Any) -> RunResult:
     """:func:`privaudit.audit.runner.run_grid` with the run's outputs written at the end
     (:func:`write_outputs`): the Python API's one call for a grid."""
-    from privaudit.audit.runner import run_grid as run_cells
-
     return run_cells(config, outputs=write_outputs, **options)
 
 
 def audit(target: str, **options: Any) -> AuditResult:
     """:func:`privaudit.audit.plugin.audit` (a user's privatizer: conformance checks, then
     every applicable attack beside the built-ins) with the run's outputs written."""
-    from privaudit.audit.plugin import audit as audit_cells
-
     return audit_cells(target, outputs=write_outputs, **options)
 
 
@@ -44,15 +50,6 @@ def write_outputs(frame: Any, rd: RunDir, chance: float) -> tuple[list[Path], li
     The results are already on disk; one output that cannot be made is recorded (returned,
     and warned about) and every other one is still written, so ``--resume`` can always
     finish. Returns the plots, the problems and the leaderboard (None if it failed)."""
-    # Imported here, not at the top: ``privaudit.outputs`` is imported by the CLI's `run`,
-    # which must not pay for matplotlib and the leaderboard before its first cell.
-    from privaudit.leaderboard.board import leaderboard
-    from privaudit.leaderboard.figures import run_styles
-    from privaudit.outputs.leaderboard import write_leaderboard
-    from privaudit.outputs.plots import plot_families, plot_frontiers, plot_pareto
-    from privaudit.outputs.report import write_report
-    from privaudit.outputs.runs import load_runs
-
     plots: list[Path] = []
     problems: list[str] = []
 
@@ -77,8 +74,8 @@ def write_outputs(frame: Any, rd: RunDir, chance: float) -> tuple[list[Path], li
 
     def board() -> list[Path]:
         runs = load_runs([rd.path], chance=chance)
-        boards.append(leaderboard(runs.frame, chance, outcomes=runs.outcomes,
-                                  bootstrap=runs.bootstrap))  # fmt: skip
+        boards.append(build_leaderboard(runs.frame, chance, outcomes=runs.outcomes,
+                                        bootstrap=runs.bootstrap))  # fmt: skip
         return write_leaderboard(boards[0], rd.path)
 
     if len(ok):

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from privaudit.audit.store import RunDir, cell_counts, write_text
+from privaudit.corpora.base import describe_dropped
 from privaudit.leaderboard.board import Leaderboard, leaderboard
-from privaudit.leaderboard.figures import frontier_figure, pareto_figure, run_styles
+from privaudit.leaderboard.figures import family_figure, frontier_figure, pareto_figure, run_styles
 from privaudit.leaderboard.render import (
     HYPERVOLUME_DEFINITION,
     TABLE_CSS,
@@ -122,8 +123,6 @@ def _summary(run_dir: Path, frame: pd.DataFrame, meta: dict[str, Any]) -> str:
     if "corpus_sizes" in meta:
         facts["corpus sizes"] = ", ".join(f"{k} {v}" for k, v in meta["corpus_sizes"].items())
     if (meta.get("corpus_dropped") or {}).get("dropped_rows"):  # rows the loader left out
-        from privaudit.corpora.base import describe_dropped
-
         facts["corpus rows"] = describe_dropped(meta["corpus_dropped"])
     rows = [[k, v] for k, v in facts.items()]
     return html_table(Table(headers=[], rows=rows), numeric_from=99)
@@ -149,7 +148,6 @@ def _families_section(board: Leaderboard | str, frame: pd.DataFrame) -> str:
     """The worst-case frontiers per family (one panel each), with intervals."""
     if isinstance(board, str) or board.points.empty:
         return _note("No worst-case frontier to draw.")
-    from privaudit.leaderboard.figures import family_figure
 
     chance = board.chance if math.isfinite(board.chance) else None
     fig = family_figure(board.points, chance=chance, styles=run_styles(frame))

@@ -243,6 +243,7 @@ class PeftUtility(UtilityEvaluator):
         """Train on ``train`` (with the defense's objective where it applies), score on
         ``test``: balanced accuracy, accuracy, macro-F1, predictions, test_indices, objective
         (see the class docstring)."""
+        # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
         from privaudit.resources import backbone
 
         cfg = self.settings()

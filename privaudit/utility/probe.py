@@ -53,6 +53,7 @@ class Probe(UtilityEvaluator):
         self.c = c
 
     def features(self, release: Release) -> np.ndarray:
+        # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
         from privaudit.resources import backbone
 
         if release.kind == "text":
