@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from privaudit.resources import ner_pipeline
+
 Span = tuple[int, int, str]  # (start, end, type): character offsets in the text it was found in
 
 _BATCH_SIZE = 128  # measured: 128 is the fastest of 32/128/256 for en_core_web_sm on reviews
@@ -124,9 +126,6 @@ def spacy_entities(
     ]
     if not jobs:
         return out
-    # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
-    from privaudit.resources import ner_pipeline
-
     nlp = ner_pipeline(spacy_model)
     keep = {"ner"} | {
         name for name, pipe in nlp.pipeline if "ner" in getattr(pipe, "listening_components", ())

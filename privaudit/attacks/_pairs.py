@@ -36,6 +36,7 @@ from privaudit.mechanisms.align import align_positions
 from privaudit.mechanisms.batching import unflatten
 from privaudit.mechanisms.inputs import check_texts
 from privaudit.mechanisms.seeding import seeded_torch, torch_threads
+from privaudit.resources import backbone
 
 if TYPE_CHECKING:
     import torch
@@ -330,7 +331,4 @@ class PairInversion(Attack):
         )
 
     def _load_backbone(self) -> Any:
-        # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
-        from privaudit.resources import backbone
-
         return backbone(self._backbone if self._backbone is not None else self.backbone)

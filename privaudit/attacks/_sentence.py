@@ -70,6 +70,7 @@ from privaudit.devices import current_device
 from privaudit.mechanisms.memo import digest
 from privaudit.mechanisms.seeding import torch_threads
 from privaudit.params import declared
+from privaudit.resources import backbone
 
 if TYPE_CHECKING:
     import torch
@@ -587,9 +588,6 @@ class SentenceInversion(Attack):
         return PRETRAINED.get(key, compute)
 
     def _load_backbone(self) -> Backbone:
-        # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
-        from privaudit.resources import backbone
-
         return backbone(self._backbone if self._backbone is not None else self.backbone)
 
 

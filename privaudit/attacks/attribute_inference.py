@@ -13,6 +13,7 @@ from privaudit.api import ALL_SPACES, Attack, Knowledge, Predictions, Release, S
 from privaudit.devices import module_device, tensor, torch_device
 from privaudit.mechanisms.seeding import seeded_torch
 from privaudit.params import NonNegativeFloat, PositiveInt
+from privaudit.resources import backbone
 
 if TYPE_CHECKING:
     import datasets
@@ -238,9 +239,6 @@ class AttributeInference(Attack):
         raise ValueError(f"{self.name} cannot read a {release.kind!r} release.")
 
     def _load_backbone(self) -> Backbone:
-        # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
-        from privaudit.resources import backbone
-
         return backbone(self._backbone_name or self.backbone)
 
 

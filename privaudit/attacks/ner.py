@@ -17,6 +17,7 @@ from privaudit.entities import Span, spacy_entities
 from privaudit.mechanisms.inputs import check_texts
 from privaudit.mechanisms.seeding import seeded_torch
 from privaudit.params import PositiveFloat, PositiveInt
+from privaudit.resources import backbone
 
 if TYPE_CHECKING:
     import datasets
@@ -126,9 +127,6 @@ class NERAttack(Attack):
     def _train(self, aux: datasets.Dataset, rng: np.random.Generator) -> _Tagger:
         import torch
 
-        # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
-        from privaudit.resources import backbone
-
         if "entities" not in aux.column_names or "text" not in aux.column_names:
             raise ValueError(
                 "The aux split needs 'text' and 'entities' columns (entities: lists of "
@@ -216,9 +214,6 @@ class NERAttack(Attack):
 
     def _tag(self, texts: list[str]) -> list[list[Span]]:
         import torch
-
-        # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
-        from privaudit.resources import backbone
 
         tagger = self._tagger
         assert tagger is not None

@@ -8,6 +8,7 @@ import numpy as np
 
 from privaudit.api import Attack, Knowledge, Predictions, Release, Space
 from privaudit.mechanisms.batching import flatten, unflatten
+from privaudit.resources import backbone
 
 
 class NNInversion(Attack):
@@ -42,9 +43,6 @@ class NNInversion(Attack):
         return self
 
     def attack(self, release: Release) -> Predictions:
-        # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
-        from privaudit.resources import backbone
-
         if release.space not in self.accepts:
             raise ValueError(
                 f"{self.name} maps released vectors to the nearest input embedding; it cannot "

@@ -13,6 +13,7 @@ from privaudit.api import Attack, Knowledge, Predictions, Release, Space
 from privaudit.devices import torch_device
 from privaudit.mechanisms.seeding import draw_seed, seeded_torch
 from privaudit.params import NonNegativeInt, PositiveFloat, PositiveInt
+from privaudit.resources import DEFAULT_BACKBONE, backbone
 
 if TYPE_CHECKING:
     from privaudit.resources import Backbone
@@ -314,16 +315,10 @@ class OptimizationInversion(Attack):
         return [best[row, :n] for row, n in enumerate(inner)]
 
     def _load_backbone(self) -> Backbone:
-        # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
-        from privaudit.resources import backbone
-
         return backbone(self._backbone)
 
 
 def _canonical(name: str | None) -> str:
-    # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
-    from privaudit.resources import DEFAULT_BACKBONE
-
     if name in (None, f"sentence-transformers/{DEFAULT_BACKBONE}"):
         return DEFAULT_BACKBONE
     return str(name)

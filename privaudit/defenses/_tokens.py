@@ -11,6 +11,7 @@ import numpy as np
 from privaudit.mechanisms.batching import flatten
 from privaudit.mechanisms.inputs import check_rng, check_texts
 from privaudit.mechanisms.noise import sample_dx_noise
+from privaudit.resources import backbone
 
 
 @dataclass
@@ -29,9 +30,6 @@ def token_noise(
 ) -> TokenNoise:
     """Check the inputs, tokenize, and draw one d_X noise vector per token (in order); ``eta``
     was checked by the defense's declaration."""
-    # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
-    from privaudit.resources import backbone
-
     texts = check_texts(texts)
     check_rng(rng)
     value = float(eta)

@@ -17,6 +17,7 @@ from privaudit.guarantees import Guarantee, guarantee_property
 from privaudit.mechanisms.inputs import check_rng, check_texts
 from privaudit.mechanisms.laplace import laplace_like, minmax_normalise_torch, pooled_release
 from privaudit.params import FiniteNonNegativeFloat, FinitePositiveFloat, PositiveFloat, PositiveInt
+from privaudit.resources import backbone
 
 if TYPE_CHECKING:
     import torch
@@ -246,9 +247,6 @@ class CAPE(Defense):
         return self
 
     def privatize(self, texts: Sequence[str], *, rng: np.random.Generator) -> Release:
-        # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
-        from privaudit.resources import backbone
-
         texts = check_texts(texts)
         check_rng(rng)
         delta = resolve_sensitivity(self.sensitivity)

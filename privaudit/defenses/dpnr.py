@@ -19,6 +19,7 @@ from privaudit.guarantees import (
 from privaudit.mechanisms.inputs import check_rng, check_texts
 from privaudit.mechanisms.laplace import pooled_release
 from privaudit.params import FinitePositiveFloat, Fraction, PositiveFloat
+from privaudit.resources import backbone
 
 PAPER_SENSITIVITY = 1.0  # Lyu et al. 2020: Δ = 1 for the [0, 1]-normalised representation
 
@@ -147,9 +148,6 @@ class DPNR(Defense):
         return self._drop(texts, float(self.dropout), rng)[0]
 
     def privatize(self, texts: Sequence[str], *, rng: np.random.Generator) -> Release:
-        # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
-        from privaudit.resources import backbone
-
         texts = check_texts(texts)
         check_rng(rng)
         eps = float(self.epsilon)

@@ -21,6 +21,7 @@ from privaudit.mechanisms.memo import ContentMemo, cache_dir, digest
 from privaudit.mechanisms.nearest import NearestNeighbourIndex
 from privaudit.mechanisms.noise import sample_dx_noise
 from privaudit.params import PositiveFloat
+from privaudit.resources import backbone, spacy_pipeline
 
 # Coarse categories over spaCy's universal POS tags (RAPT §III-A2 names the first four).
 CATEGORIES: dict[str, tuple[str, ...]] = {
@@ -230,9 +231,6 @@ def pos_vocabulary(backbone_name: str | None, spacy_name: str | None = None) -> 
     name and version; categories are chosen at load time from the stored tags, so a changed
     backbone, pipeline or category set never serves a stale vocabulary.
     """
-    # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
-    from privaudit.resources import backbone, spacy_pipeline
-
     bb = backbone(backbone_name)
     nlp = spacy_pipeline(spacy_name, TAGGER_PIPES)
     key = hashlib.sha256(
@@ -347,9 +345,6 @@ class PCT2T(Defense):
 
     # -- shared machinery (RAPT reuses it) ----------------------------------------------------
     def _setup(self) -> tuple[Any, PosVocabulary, tuple[str, ...], dict[str, str], dict[str, Any]]:
-        # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
-        from privaudit.resources import backbone
-
         cats = resolve_categories(self.categories)
         bb = backbone(self.backbone)
         vocab = pos_vocabulary(self.backbone, self.spacy_model)
@@ -430,9 +425,6 @@ class PCT2T(Defense):
         return out
 
     def _tag(self, texts: list[str]) -> list[tuple[Word, ...]]:
-        # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
-        from privaudit.resources import spacy_pipeline
-
         return tag_memoised(spacy_pipeline(self.spacy_model, TAGGER_PIPES), texts)
 
     def privatize(self, texts: Sequence[str], *, rng: np.random.Generator) -> Release:

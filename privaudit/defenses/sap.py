@@ -15,6 +15,7 @@ from privaudit.mechanisms.batching import flatten, unflatten
 from privaudit.mechanisms.inputs import check_rng, check_texts
 from privaudit.mechanisms.noise import sample_dx_noise
 from privaudit.params import NonNegativeInt, PositiveFloat
+from privaudit.resources import backbone
 
 
 class SAP(Defense):
@@ -75,9 +76,6 @@ class SAP(Defense):
         return eta
 
     def privatize(self, texts: Sequence[str], *, rng: np.random.Generator) -> Release:
-        # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
-        from privaudit.resources import backbone
-
         texts = check_texts(texts)
         check_rng(rng)
         eta = float(self.eta)
@@ -170,9 +168,6 @@ class SAPCTI(SAP):
 
     def fit(self, train: Any) -> Self:
         """Learn token importances from a labelled split (a Dataset with text and label)."""
-        # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
-        from privaudit.resources import backbone
-
         texts, labels = list(train["text"]), np.asarray(train["label"], dtype=np.int64)
         if len(texts) == 0:
             raise ValueError("SAP-CTI needs a non-empty labelled training split to fit.")

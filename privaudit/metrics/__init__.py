@@ -5,8 +5,12 @@ declared :class:`MetricSpec` (:mod:`privaudit.metrics.spec`), its scorer lives w
 (:mod:`.tokens`, :mod:`.entities`, :mod:`.words`, :mod:`.attributes`), the truth and its cuts in
 :mod:`.truth`, the one scoring entry point in :mod:`.scoring`, per-document outcomes in
 :mod:`.outcomes` and the run's bootstrap, intervals and normalised privacy in :mod:`.stats`.
+
+Importing any of it registers the built-in families and metrics (:mod:`.builtin`, imported
+here), so a lookup in :mod:`.spec` always sees them.
 """
 
+from privaudit.metrics import builtin  # noqa: F401  (registers the built-ins)
 from privaudit.metrics.attributes import score_attributes
 from privaudit.metrics.entities import entity_f1, similarity_ratios, text_similarity
 from privaudit.metrics.multiset import multiset_counts, prf

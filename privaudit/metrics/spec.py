@@ -214,7 +214,6 @@ def register_family(spec: FamilySpec) -> FamilySpec:
 def register_metric(spec: MetricSpec) -> MetricSpec:
     """Register a metric (once; the same object again is a no-op). Its family must be
     registered."""
-    _builtins()
     if spec.family not in _FAMILIES:
         raise ValueError(
             f"Metric {spec.name!r} names the unknown family {spec.family!r}; the families are "
@@ -238,7 +237,6 @@ def unregister_metric(name: str) -> None:
 
 def metric_spec(name: str) -> MetricSpec:
     """The declared metric ``name``; an unknown name is a ``ValueError`` listing the known."""
-    _builtins()
     if not isinstance(name, str):
         raise TypeError(f"A metric name must be a string, got {type(name).__name__}.")
     spec = _METRICS.get(name)
@@ -253,19 +251,16 @@ def metric_spec(name: str) -> MetricSpec:
 def find_metric(name: Any) -> MetricSpec | None:
     """The declared metric ``name``, or None when no such metric is registered (a row of an
     older run, an empty table)."""
-    _builtins()
     return _METRICS.get(str(name))
 
 
 def metrics() -> dict[str, MetricSpec]:
     """Every registered metric, by name."""
-    _builtins()
     return dict(_METRICS)
 
 
 def families() -> dict[str, FamilySpec]:
     """Every registered family, by name."""
-    _builtins()
     return dict(_FAMILIES)
 
 
@@ -273,9 +268,3 @@ def family_of(metric: str, target: str = "") -> str:
     """The attack family of a row of ``metric`` for ``target`` (``attribute[<target>]`` for an
     attribute row, ``attribute`` when the attribute is not known, e.g. an inapplicable cell)."""
     return metric_spec(metric).family_of(target)
-
-
-def _builtins() -> None:
-    """Import the built-in metrics' modules (each registers its specs on import)."""
-    # lazy: the cycle spec -> builtin (builtin imports this module to register its specs)
-    import privaudit.metrics.builtin  # noqa: F401

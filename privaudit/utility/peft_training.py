@@ -22,6 +22,7 @@ import numpy as np
 from privaudit.api import Objective, TrainingBatch
 from privaudit.devices import module_device, to_device, torch_device
 from privaudit.mechanisms.seeding import seeded_torch
+from privaudit.resources import top_model_forward
 from privaudit.utility.peft_inputs import Inputs
 
 
@@ -109,9 +110,6 @@ def train_top(
     import warnings
 
     import torch
-
-    # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
-    from privaudit.resources import top_model_forward
 
     target = torch.from_numpy(np.searchsorted(classes, y).astype(np.int64))
     with seeded_torch(seed) as generator:

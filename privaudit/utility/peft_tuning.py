@@ -18,6 +18,7 @@ import numpy as np
 from privaudit.api import Defense, Objective, Release, UtilityEvaluator
 from privaudit.mechanisms.seeding import draw_seed, torch_threads
 from privaudit.params import Fraction, NonNegativeFloat, PositiveFloat, PositiveInt
+from privaudit.resources import backbone
 from privaudit.utility.peft_inputs import Inputs, split_layer, stack_vectors, subset
 from privaudit.utility.peft_training import (
     predict_encoder,
@@ -243,9 +244,6 @@ class PeftUtility(UtilityEvaluator):
         """Train on ``train`` (with the defense's objective where it applies), score on
         ``test``: balanced accuracy, accuracy, macro-F1, predictions, test_indices, objective
         (see the class docstring)."""
-        # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
-        from privaudit.resources import backbone
-
         cfg = self.settings()
         if not isinstance(train, Release) or not isinstance(test, Release):
             raise TypeError("evaluate_releases takes two Release objects (train, test).")

@@ -19,6 +19,7 @@ import numpy as np
 from privaudit.api import Defense, Objective, Release, Space, UtilityEvaluator
 from privaudit.mechanisms.seeding import draw_seed
 from privaudit.params import PositiveFloat, PositiveInt
+from privaudit.resources import backbone
 
 
 class Probe(UtilityEvaluator):
@@ -53,9 +54,6 @@ class Probe(UtilityEvaluator):
         self.c = c
 
     def features(self, release: Release) -> np.ndarray:
-        # lazy: privaudit.resources (~5 ms) stays out of `privaudit list`
-        from privaudit.resources import backbone
-
         if release.kind == "text":
             # RAPT's public plain-word prefix is protocol for a reconstruction head a frozen
             # encoder does not have: the service skips it, as the peft evaluators' pooling does.
