@@ -250,9 +250,14 @@ class Defense(Component):
     the values filled in. The default is :meth:`Guarantee.none` (``"none"``); a class
     attribute that is a string is taken as a :meth:`Guarantee.stated` one.
     ``variants`` lists parameter sets the quick grid runs as separate defenses (HaS's modes).
+    ``calibrates_by_rate`` says whether calibration (``privaudit calibrate``, a grid's
+    ``target_rates``) can map the knob to a word-replacement rate: a continuous, eta-like knob
+    over text releases that report which words they replaced. False for a discrete knob
+    (HaS's entity-type level) or vector releases (CAPE, DPNR, embedding d_X).
     """
 
     knob: ClassVar[str | None] = None
+    calibrates_by_rate: ClassVar[bool] = True
     levels: ClassVar[tuple[float, ...]] = ()
     variants: ClassVar[tuple[Mapping[str, Any], ...]] = ({},)
 

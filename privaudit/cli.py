@@ -46,8 +46,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 #: some cells failed (their reasons are in the summary and the report; --allow-failures: 0);
 #: 4 the disk (or quota) is full: finished cells are kept, free space and --resume; 130 Ctrl-C
 #: and 143 SIGTERM (128 + the signal, as a shell reports it): the run stopped cleanly, its
-#: workers ended, finished cells kept, and the --resume command is printed.
-EXIT_USAGE, EXIT_CELLS_FAILED, EXIT_DISK_FULL = 2, 3, 4
+#: workers ended, finished cells kept, and the --resume command is printed. `report` and
+#: `leaderboard` exit 5 on an unfinished run (its run.json says finished: false): the files
+#: are written, and the first line says how many cells are missing and how to --resume.
+EXIT_USAGE, EXIT_CELLS_FAILED, EXIT_DISK_FULL, EXIT_UNFINISHED = 2, 3, 4, 5
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
 
 
@@ -382,7 +384,7 @@ def calibrate(
     # lazy: calibration, the config and the terminal tables bring numpy, pydantic,
     # privaudit.audit and privaudit.leaderboard, which --help does not load
     from privaudit.audit.calibration import calibrate as run_calibration
-    from privaudit.audit.calibration import sample_texts
+    from privaudit.audit.calibration import check_calibratable, sample_texts
     from privaudit.audit.config import load_config
     from privaudit.cli_render import print_calibration
     from privaudit.params import ParamError
@@ -405,6 +407,7 @@ def calibrate(
                 f"--values expects numbers separated by commas, got {values!r}."
             ) from None
     obj = build_defense(defense, {}, backbone)
+    check_calibratable(obj)  # before the corpus is loaded
     try:
         with warnings_as_lines():
             texts = sample_texts(corpus, n_docs=n_docs, seed=seed, params=params)
@@ -446,10 +449,22 @@ def audit(
     run_dir: Annotated[Path | None, typer.Option(help="Write into this directory.")] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
     map_: Annotated[str | None, typer.Option("--map", help=MAP_HELP)] = None,
+    allow_failures: Annotated[
+        bool, typer.Option(help="Exit 0 even when some cells failed (default: exit 3).")
+    ] = False,
+    strict: Annotated[
+        bool, typer.Option(help="Stop, exit 5, when its declared guarantee is violated.")
+    ] = False,
     device: DeviceOption = None,
 ) -> None:
-    """Audit your privatizer: conformance checks, then every applicable attack and the
-    utility evaluator at each knob value, beside the built-in defenses; writes the report."""
+    """Audit your privatizer: conformance checks, a test of its declared guarantee, then every
+    applicable attack and the utility evaluator at each knob value, beside the built-in
+    defenses; writes the report.
+
+    Exit status as for `run`: 0 when every cell is ok or n/a, 2 for an error before any work
+    (a failed conformance check included), 3 when some cells failed (0 with
+    --allow-failures), 4 when the disk is full, 5 with --strict when the declared guarantee
+    is violated (before any grid), 130 on Ctrl-C and 143 on SIGTERM."""
     # lazy: the audit and the terminal tables bring numpy, privaudit.audit and
     # privaudit.leaderboard, which --help does not load
     from privaudit.cli_render import print_summary
@@ -461,8 +476,11 @@ def audit(
             preset=config if config is not None else preset,
             compare=[c.strip() for c in compare.split(",") if c.strip()], label=label,
             run_dir=run_dir, reports_root=out, progress=progress,
-            corpus_params=corpus_params(map_), device=device,
+            corpus_params=corpus_params(map_), device=device, strict=strict,
         )  # fmt: skip
+    for g in result.guarantees:  # the verdict on its own claim comes first
+        bad = g.verdict == "violated"
+        typer.secho(g.line(), fg=typer.colors.RED if bad else None, bold=bad)
     typer.echo("Conformance checks:")
     for check in result.checks:
         typer.echo(f"  {check.line()}")
@@ -474,7 +492,59 @@ def audit(
             f"{len(result.failed)} conformance check(s) failed; fix the privatizer and rerun "
             "(nothing was benchmarked)."
         )
+    if result.run is None:  # --strict and a violated guarantee: nothing was benchmarked
+        raise typer.Exit(EXIT_GUARANTEE_VIOLATED)
     print_summary(result.run)
+    _exit_for_failures(result.run.frame, allow_failures)
+
+
+#: ``audit-guarantee --strict`` (and ``audit --strict``): a stated guarantee was violated.
+EXIT_GUARANTEE_VIOLATED = 5
+
+
+@app.command("audit-guarantee")
+@_user_errors
+def audit_guarantee_cmd(
+    defense: Annotated[
+        str, typer.Option(help="A built-in defense (see `privaudit list defenses`), or 'all'.")
+    ] = "all",
+    knob: Annotated[
+        list[float] | None,
+        typer.Option(help="Knob value to test (repeatable); default: the quick levels."),
+    ] = None,
+    alpha: Annotated[float, typer.Option(help="Error level: confidence is 1 - alpha.")] = 0.05,
+    seed: Annotated[int, typer.Option(help="Random seed of the pairs and the draws.")] = 0,
+    backbone: Annotated[str | None, typer.Option(help="Model name or path.")] = None,
+    param: Annotated[
+        list[str] | None, typer.Option(help="Extra defense parameter key=value (repeatable).")
+    ] = None,
+    strict: Annotated[
+        bool, typer.Option(help=f"Exit {EXIT_GUARANTEE_VIOLATED} when a claim is violated.")
+    ] = False,
+    csv: Annotated[Path | None, typer.Option(help="Also write the table to this CSV.")] = None,
+) -> None:
+    """Test each stated privacy guarantee empirically: an exact lower bound on the privacy
+    loss at confidence 1 - alpha, against the claim (the guarantee audit)."""
+    # lazy: the audit brings numpy, scipy and the defenses, which --help does not load
+    from privaudit.audit.guarantee_audit import audit_builtins, audit_levels, to_frame
+    from privaudit.cli_render import print_guarantees
+
+    if not 0 < alpha < 1:
+        raise ValueError(f"--alpha is a probability in (0, 1), got {alpha}.")
+    if defense == "all":
+        if knob or param:
+            raise ValueError("--knob and --param need one --defense NAME, not 'all'.")
+        audits = audit_builtins(backbone=backbone, alpha=alpha, seed=seed)
+    else:
+        DEFENSES.get(defense)  # an unknown name: one line with the known ones, before work
+        audits = audit_levels(defense, knob, params=parse_params(param), backbone=backbone,
+                              alpha=alpha, seed=seed)  # fmt: skip
+    print_guarantees(audits, f"guarantee audit (confidence {1 - alpha:.0%}, seed {seed})")
+    if csv is not None:
+        to_frame(audits).to_csv(csv, index=False)
+        typer.echo(f"Wrote: {csv}")
+    if strict and any(a.verdict == "violated" for a in audits):
+        raise typer.Exit(EXIT_GUARANTEE_VIOLATED)
 
 
 @app.command("leaderboard")
@@ -493,14 +563,22 @@ def leaderboard_cmd(
     ] = None,
 ) -> None:
     """Rank defenses per attack family by worst-case privacy-utility hypervolume, with
-    bootstrap intervals and rank stability."""
+    bootstrap intervals and rank stability.
+
+    Exit status: 0; 2 for an error (nothing written); 5 when a run is unfinished (the files
+    are written, and the first line says how many cells are missing and how to --resume)."""
     # lazy: the leaderboard, the run loader and the terminal tables bring numpy, pydantic,
     # privaudit.audit and privaudit.leaderboard, which --help does not load
+    from privaudit.audit.store import check_writable
     from privaudit.cli_render import print_board
     from privaudit.leaderboard.board import leaderboard
     from privaudit.outputs.leaderboard import write_leaderboard
     from privaudit.outputs.runs import load_runs
 
+    partial = [_say_unfinished(d) for d in run_dirs]  # before anything else is printed
+    target = out if out is not None else (run_dirs[0] if run_dirs else None)
+    if target is not None and (out is not None or target.is_dir()):  # else: not a run dir
+        check_writable(target, "--out")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         runs = load_runs(run_dirs, chance=chance)
@@ -511,6 +589,29 @@ def leaderboard_cmd(
     typer.echo("Wrote:")
     for path in write_leaderboard(board, out if out is not None else run_dirs[0]):
         typer.echo(f"  {path}")
+    if any(partial):
+        raise typer.Exit(EXIT_UNFINISHED)
+
+
+def _say_unfinished(run_dir: Path) -> bool:
+    """Print, first, that ``run_dir`` is an unfinished run (how many cells are missing, the
+    --resume command); whether it is. A directory that cannot be read says nothing here:
+    reading it later names what is wrong."""
+    # lazy: the run store brings numpy and pandas, which --help does not load
+    from privaudit.audit.store import RunDir
+    from privaudit.outputs.runs import unfinished
+
+    rd = RunDir(run_dir)
+    try:
+        meta = rd.read_meta()
+        if meta.get("finished") is not False:
+            return False
+        note = unfinished(run_dir, rd.read_results(), meta)
+    except (OSError, ValueError):
+        return False
+    if note is not None:
+        typer.secho(f"Warning: {note}", fg=typer.colors.YELLOW, bold=True, err=True)
+    return note is not None
 
 
 @app.command()
@@ -528,16 +629,27 @@ def report(
         Path | None, typer.Option(help="Report file (default: RUN_DIR/report.html).")
     ] = None,
 ) -> None:
-    """Write one self-contained HTML report (leaderboard, plots, cells, failures) for a run."""
+    """Write one self-contained HTML report (leaderboard, plots, cells, failures) for a run.
+
+    Exit status: 0; 2 for an error (nothing written); 5 when the run is unfinished (the
+    report is written with a banner at its top, and the first line printed says how many
+    cells are missing and how to --resume)."""
     # lazy: the run store and the report writer bring numpy, pydantic and privaudit.audit,
     # which --help does not load
-    from privaudit.audit.store import RunDir
+    from privaudit.audit.store import RunDir, check_writable
     from privaudit.outputs.report import no_examples, write_report
 
+    partial = _say_unfinished(run_dir)  # before anything else is printed
+    if out is not None and out.is_dir():
+        raise ValueError(f"--out {out} is a directory; give the report's file name.")
+    if out is not None or run_dir.is_dir():  # else reading it says it is not a run dir
+        check_writable(out.parent if out is not None else run_dir, "--out")
     path = write_report(run_dir, show_examples=show_examples, out=out)
     if show_examples and not RunDir(run_dir).examples_json.is_file():
         typer.secho(no_examples(run_dir), fg=typer.colors.YELLOW, err=True)
     typer.echo(str(path))
+    if partial:
+        raise typer.Exit(EXIT_UNFINISHED)
 
 
 def main() -> None:  # pragma: no cover

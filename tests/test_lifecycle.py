@@ -426,3 +426,43 @@ def test_ray_run_contacts_nothing_outside(tmp_path) -> None:
     assert logged == []
     if trace is not None:
         assert _outside_connects(trace) == []
+
+
+_RAY_SLOW = """
+from privaudit.audit.config import load_config
+from privaudit.outputs import run_grid
+run_grid(load_config({config!r}), run_dir={run_dir!r}, progress=False, executor="ray", jobs=2)
+"""
+
+
+def test_a_local_ray_instance_ends_with_its_driver(tmp_path) -> None:
+    """``kill -9`` of a driver that started a local Ray instance: none of the processes it
+    started (Ray's GCS and raylet, their agents, the workers) outlives it by more than a few
+    seconds. Ray's own agents used to live on, re-parented, for over a minute."""
+    pytest.importorskip("ray", reason="the ray extra is not installed (pip install privaudit[ray])")
+    psutil = pytest.importorskip("psutil")
+    run_dir = tmp_path / "run"
+    script = _RAY_SLOW.format(config=str(_slow_grid(tmp_path)), run_dir=str(run_dir))
+    driver = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=REPO, env=os.environ | {"PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )  # fmt: skip
+    started: list = []
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:  # Ray's agents are up and a first point is stored
+            assert driver.poll() is None, driver.communicate()[0]
+            started = psutil.Process(driver.pid).children(recursive=True)
+            titles = " ".join(" ".join(_cmdline(p)) for p in started)
+            if "DashboardAgent" in titles and any((run_dir / "cells").glob("*.json")):
+                break
+            time.sleep(0.5)
+        else:
+            raise AssertionError("the Ray run did not start in time")
+        driver.kill()  # kill -9: nothing runs in the driver
+        driver.communicate(timeout=30)
+        left = _survivors(started, timeout=10)
+        assert [" ".join(_cmdline(p)).strip() or p.name() for p in left] == []
+    finally:
+        for proc in _survivors(started, timeout=0):
+            proc.kill()

@@ -138,7 +138,7 @@ def test_a_run_directory_is_never_silently_reused_by_another_config(tmp_path) ->
 
 
 def test_failure_reasons_show_package_paths() -> None:
-    from privaudit.audit.cells import _package_path
+    from privaudit.audit.reasons import package_path as _package_path
 
     assert _package_path("/opt/venv/lib/site-packages/privaudit/utility/probe.py") == (
         "privaudit/utility/probe.py"

@@ -33,6 +33,20 @@ class Calibration:
         return dict(self.points).get(self.solution)
 
 
+def check_calibratable(defense: type[Defense] | Defense) -> None:
+    """Refuse, in one line and before any text is privatized, a defense whose knob cannot be
+    mapped to a replacement rate: no knob, or a declaration ``calibrates_by_rate = False``."""
+    if defense.knob is None:
+        raise ValueError(f"Defense {defense.name!r} has no privacy knob to calibrate.")
+    if not getattr(defense, "calibrates_by_rate", True):
+        raise ValueError(
+            f"Defense {defense.name!r} has no replacement-rate knob (its {defense.knob} is not a "
+            "continuous scale of replaced words), so it cannot be calibrated by replacement "
+            "rate; give "
+            f"its {defense.knob} values directly (knob_values in a grid config)."
+        )
+
+
 def sample_texts(
     corpus: str = "synthetic-reviews",
     n_docs: int = 150,
@@ -73,8 +87,7 @@ def calibrate(
 ) -> Calibration:
     """Measure the rate at ``values`` (default: a log grid); with ``target``, also solve for the
     knob value whose measured rate is within ``tol`` of it."""
-    if defense.knob is None:
-        raise ValueError(f"Defense {defense.name!r} has no privacy knob to calibrate.")
+    check_calibratable(defense)
     if target is not None and not 0.0 < target < 1.0:
         raise ValueError(f"The target rate must lie strictly between 0 and 1, got {target}.")
     if not texts:

@@ -7,7 +7,8 @@ mechanism on the attacker's own ``aux`` split, the ``aux`` labels); the runner a
 truth and scores predictions. An inapplicable pair is a record with status ``n/a`` and the
 reason, and so is a cell whose truth cannot judge the attack's metric
 (:class:`privaudit.audit.scoring.NotScorable`: it ran, so its ``attack_seconds`` are kept); a
-failing cell is one with status ``failed`` and the error, and the grid goes on.
+failing cell is one with status ``failed`` and the error, cut to what holds no corpus text
+(:mod:`privaudit.audit.reasons`), and the grid goes on.
 
 Records: each ``ok`` attack row carries its ``family``, its per-document ``outcome`` and
 ``baseline_outcome`` (:meth:`privaudit.audit.outcomes.Outcome.to_record`, or None), from which
@@ -32,9 +33,7 @@ import hashlib
 import json
 import math
 import time
-import traceback
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -47,6 +46,8 @@ from privaudit.audit.plan import (
     identity,
     stable_seed,
 )
+from privaudit.audit.reasons import FULL, corpus_text, failure_reason
+from privaudit.audit.wrapper import UserDefense
 from privaudit.mechanisms.memo import charged_seconds
 from privaudit.metrics import NotScorable, Truth, family_of, replacement_rate, score_predictions
 from privaudit.metrics.outcomes import Outcome
@@ -72,10 +73,7 @@ def build_components(config: GridConfig) -> tuple[list[Any], dict[str, Attack], 
     """Every defense spec, attack and the utility evaluator, built (names and values checked)
     without loading any data: what ``privaudit run`` does before anything else."""
     bb = config.backbone
-    defenses = [
-        build_component(DEFENSES, spec.name, spec.params, bb, f"defenses.{i}.params")
-        for i, spec in enumerate(config.defenses)
-    ]
+    defenses = [_build_defense(config, i) for i in range(len(config.defenses))]
     attacks = {
         spec.display(): build_component(ATTACKS, spec.name, spec.params, bb, f"attacks.{i}.params")
         for i, spec in enumerate(config.attack_specs())
@@ -83,6 +81,38 @@ def build_components(config: GridConfig) -> tuple[list[Any], dict[str, Attack], 
     util = config.utility_spec()
     evaluator = build_component(UTILITY, util.name, util.params, bb, "utility.params")
     return defenses, attacks, evaluator
+
+
+def _build_defense(config: GridConfig, i: int) -> Defense:
+    """Defense spec ``i``, built. A plain class (``module:Class`` with ``privatize(texts,
+    rng)``, not a :class:`~privaudit.api.Defense`) is wrapped as ``privaudit audit`` wraps it
+    (:class:`~privaudit.audit.wrapper.UserDefense`; its class attribute ``knob``, if any, names
+    the constructor parameter the grid sweeps), and built once now, at the first configured
+    level, so that a class that cannot be built or has no ``privatize`` fails before any
+    work."""
+    spec = config.defenses[i]
+    cls = DEFENSES.get(spec.name)
+    if isinstance(cls, type) and issubclass(cls, Defense):
+        return build_component(DEFENSES, spec.name, spec.params, config.backbone,
+                               f"defenses.{i}.params")  # fmt: skip
+    if ":" not in spec.name:  # a registered name: the wrapper re-imports by module:Class
+        raise ValueError(
+            f"defenses.{i}.name: {spec.name!r} is not a privaudit Defense; derive it from "
+            "privaudit.api.Defense, or name it as module:Class to have it wrapped."
+        )
+    knob = getattr(cls, "knob", None)
+    if knob is not None and not isinstance(knob, str):
+        raise ValueError(
+            f"defenses.{i}.name: {spec.name}.knob is {knob!r}; set it to the name of the "
+            "constructor parameter that sets the privacy level (a string), or drop it."
+        )
+    wrapped = UserDefense(spec.name, knob, **spec.params)
+    probe = wrapped.with_knob(spec.knob_values[0]) if knob and spec.knob_values else wrapped
+    try:
+        probe._load()
+    except ValueError as exc:  # no class, no privatize, or a constructor that refuses params
+        raise ValueError(f"defenses.{i}.name: {exc}") from None
+    return wrapped
 
 
 class Context:
@@ -129,6 +159,16 @@ class Context:
         self.train_attributes = {a: corpus.attribute("train", a) for a in corpus.attribute_names}
         self._fitted: dict[int, Defense] = {}
         self._keys: dict[Point, tuple[str, dict[str, str]]] = {}
+        self._corpus_text: str | None = None
+
+    @property
+    def corpus_text(self) -> str:
+        """Every text of the run (train, test, aux) as one string: what a failure reason is
+        scrubbed against (:mod:`privaudit.audit.reasons`). Joined on first use."""
+        if self._corpus_text is None:
+            aux = self.corpus.texts("aux") if "aux" in self.corpus.splits else []
+            self._corpus_text = corpus_text(self.train_texts, self.test_texts, aux)
+        return self._corpus_text
 
     def base(self, spec: int) -> Defense:
         """Defense spec ``spec`` as configured, fitted on the train split (once)."""
@@ -231,9 +271,10 @@ def compute(
                 utility["examples"] = _examples(ctx.test_texts, rel_test)
             emit(task.point_key, utility)
     except Exception as exc:  # a failing defense point must not end the grid
+        reason = failure_reason(exc, ctx.corpus_text)
         for label, key in task.attack_keys.items():
-            attack = ctx.attacks[label]
-            emit(key, {"kind": "cell", "status": "failed", "rows": [_failed(label, attack, exc)]})
+            row = _failed(label, ctx.attacks[label], reason)
+            emit(key, {"kind": "cell", "status": "failed", "rows": [row]})
         return out
 
     query = _memoized_query(defense, rng_query)
@@ -271,7 +312,8 @@ def compute(
             status = "ok" if any(r["status"] == "ok" for r in rows) else "n/a"
             emit(key, {"kind": "cell", "status": status, "rows": rows})
         except Exception as exc:
-            emit(key, {"kind": "cell", "status": "failed", "rows": [_failed(label, attack, exc)]})
+            row = _failed(label, attack, failure_reason(exc, ctx.corpus_text))
+            emit(key, {"kind": "cell", "status": "failed", "rows": [row]})
     return out
 
 
@@ -430,22 +472,16 @@ def _memoized_query(defense: Defense, rng: np.random.Generator) -> Any:
     return query
 
 
-def _failed(label: str, attack: Attack, exc: BaseException) -> dict[str, Any]:
-    last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
-    where = f" at {_package_path(last[0].filename)}:{last[0].lineno}" if last else ""
+def _failed(label: str, attack: Attack, reason: tuple[str, str]) -> dict[str, Any]:
+    """A failed cell's row: ``reason`` is :func:`~privaudit.audit.reasons.failure_reason`'s
+    (stored, full); the full message rides along only where it differs."""
+    stored, full = reason
     return {
         "attack": label,
         "attack_metric": attack.metric,
         "attack_params": fmt_params(attack.params()),
         **_family(attack),
         "status": "failed",
-        "reason": f"{type(exc).__name__}: {exc}{where}",
+        "reason": stored,
+        **({FULL: full} if full != stored else {}),
     }
-
-
-def _package_path(filename: str) -> str:
-    """``privaudit/utility/probe.py`` rather than this machine's install path."""
-    parts = Path(filename).parts
-    if "privaudit" in parts:
-        return "/".join(parts[len(parts) - 1 - parts[::-1].index("privaudit") :])
-    return Path(filename).name

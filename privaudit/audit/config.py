@@ -9,7 +9,14 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from privaudit.devices import check_device
 from privaudit.registry import ATTACKS, CORPORA, DEFENSES, UTILITY
@@ -18,6 +25,9 @@ from privaudit.registry import ATTACKS, CORPORA, DEFENSES, UTILITY
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+
+#: The undefended baseline's defense name, and the one label only it may carry.
+NONE = "none"
 
 _LABEL_FORBIDDEN = re.compile(r"[/\\\x00-\x1f]")
 
@@ -53,6 +63,9 @@ class DefenseSpec(_Strict):
 
     @property
     def display(self) -> str:
+        """The entry's identity in every table, plot and leaderboard row: its ``label``, else
+        ``name[param=value,...]`` (``backbone`` and ``spacy_model`` not shown). No two entries
+        of a grid share one (:meth:`GridConfig._distinct_labels`)."""
         if self.label:
             return self.label
         shown = {k: v for k, v in self.params.items() if k not in ("backbone", "spacy_model")}
@@ -75,9 +88,10 @@ class DefenseSpec(_Strict):
     @classmethod
     def _rates(cls, values: list[float] | None) -> list[float] | None:
         if values is not None:
-            bad = [v for v in values if not 0 < v < 1]
-            if not values or bad:
-                raise ValueError(f"target rates must lie strictly between 0 and 1, got {bad}")
+            if not values:
+                raise ValueError("target_rates is empty; give at least one rate or omit it")
+            if any(not 0 < v < 1 for v in values):  # the values given are appended once
+                raise ValueError("target rates must lie strictly between 0 and 1")
         return values
 
     @field_validator("knob_values")
@@ -86,9 +100,8 @@ class DefenseSpec(_Strict):
         if values is not None:
             if not values:
                 raise ValueError("knob_values is empty; give at least one value or omit it")
-            bad = [v for v in values if not v > 0]
-            if bad:
-                raise ValueError(f"knob values must be positive numbers, got {bad}")
+            if any(not v > 0 for v in values):  # the values given are appended once
+                raise ValueError("knob values must be positive numbers")
         return values
 
 
@@ -175,6 +188,29 @@ class GridConfig(_Strict):
     def _device(cls, value: str) -> str:
         return check_device(value)
 
+    @model_validator(mode="after")
+    def _distinct_labels(self) -> GridConfig:
+        """Labels are identities: results, plots and the leaderboard key every row by its
+        defense's display label, so two entries sharing one would be merged into one defense,
+        and any entry shown as ``none`` would be folded into the undefended baseline."""
+        seen: dict[str, int] = {}
+        for i, spec in enumerate(self.defenses):
+            shown = spec.display.strip()
+            if shown.lower() == NONE and spec.name != NONE:
+                raise ValueError(
+                    f"defenses.{i} ({spec.name}) is labelled {spec.display!r}, the undefended "
+                    "baseline's label: give it another label"
+                )
+            if shown in seen:
+                how = "" if spec.label else " (the default label, name[params])"
+                raise ValueError(
+                    f"defenses.{seen[shown]} and defenses.{i} are both labelled {shown!r}{how}: "
+                    "give each a distinct label"
+                    + ("" if spec.label else ", or merge their knob_values into one entry")
+                )
+            seen[shown] = i
+        return self
+
     @field_validator("defenses", "attacks", "seeds")
     @classmethod
     def _non_empty(cls, values: list[Any]) -> list[Any]:
@@ -195,9 +231,16 @@ class GridConfig(_Strict):
         resolve(UTILITY, self.utility_spec().name, "utility")
         for i, d in enumerate(self.defenses):
             cls = resolve(DEFENSES, d.name, f"defenses.{i}.name")
+            given = "knob_values" if d.knob_values else "target_rates"
             if (d.knob_values or d.target_rates) and getattr(cls, "knob", None) is None:
                 raise ValueError(
-                    f"Defense {d.name!r} has no privacy knob, but privacy levels were given."
+                    f"defenses.{i}.{given}: defense {d.name!r} has no privacy knob; remove "
+                    f"{given} (it runs once, at its only setting)."
+                )
+            if d.target_rates and not getattr(cls, "calibrates_by_rate", True):
+                raise ValueError(
+                    f"defenses.{i}.target_rates: defense {d.name!r} has no replacement-rate "
+                    f"knob, so target rates cannot be calibrated; give knob_values instead."
                 )
             if d.knob_values and d.target_rates:
                 raise ValueError(f"Defense {d.name!r}: give knob_values or target_rates, not both.")
@@ -410,4 +453,6 @@ def _error_line(error: Any) -> str:
     if error["type"] == "missing":
         return f"{where}: required field is missing"
     msg, got = error["msg"].removeprefix("Value error, "), repr(error.get("input"))
+    if not loc:  # a check across fields (distinct labels): its message names the fields
+        return msg
     return f"{where}: {msg}" if got in msg else f"{where}: {msg} (got {got})"

@@ -12,18 +12,23 @@
   cluster with GPUs), a point asks Ray for the share of a GPU its components declare
   (``Component.gpu``, the largest among its defense, evaluator and attacks) and runs on the
   GPU Ray assigns; a point that declares none runs on the CPU (:func:`ray_placement`).
+  A local instance ends with the driver, however it ends: a watchdog
+  (:mod:`privaudit.audit.raywatch`) kills its processes, Ray's agents included, when the
+  driver closes it or dies.
 
 Every worker runs its points on the grid's ``device`` (:mod:`privaudit.devices`).
 
 A run's processes end with it: :func:`guard_run` makes SIGTERM stop the driver as Ctrl-C does
 (:class:`Interrupted`, naming the ``--resume`` command); an interrupted pool's workers are
-terminated; and a worker whose driver died (``kill -9``) exits by itself within a second.
+terminated; a worker whose driver died (``kill -9``) exits by itself within a second; and so
+do the processes of a local Ray instance (its watchdog kills them).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import signal
 import threading
 import time
@@ -32,6 +37,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from privaudit.audit import raywatch
 from privaudit.audit.cells import compute, context_for
 from privaudit.audit.config import GridConfig
 from privaudit.audit.store import DiskFull
@@ -195,6 +201,7 @@ class RayExecutor:
         self.address = address
         self.jobs = jobs
         self._started = False
+        self._watchdog: Any = None
 
     def run(
         self, config: GridConfig, ctx: Context, tasks: list[Task], put: Put,
@@ -207,8 +214,10 @@ class RayExecutor:
                     ray.init(address=self.address, log_to_driver=False)
             else:
                 cpus = max(self.jobs, 1) if self.jobs > 1 else None
-                # Every process of the instance is started here and inherits this environment.
-                with _env(RAY_OFFLINE_ENV | RAY_LOCAL_ENV), _local_instance(ray):
+                # Every process of the instance is started here and inherits this environment,
+                # the watchdog's marker included.
+                marker = self._watch()
+                with _env(RAY_OFFLINE_ENV | RAY_LOCAL_ENV | marker), _local_instance(ray):
                     ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
             self._started = True
         remote = ray.remote(num_cpus=1)(work)
@@ -227,10 +236,22 @@ class RayExecutor:
                 put_all(put, records)
                 yield task, records
 
+    def _watch(self) -> dict[str, str]:
+        """Start the watchdog that ends the local instance with this driver; the marker its
+        processes must carry (none where the watchdog cannot see environments)."""
+        if not raywatch.available():
+            return {}
+        token = f"{os.getpid()}-{secrets.token_hex(8)}"
+        self._watchdog = raywatch.start(token)
+        return {raywatch.MARKER: token}
+
     def close(self) -> None:
         if self._started:
             self.ray.shutdown()
             self._started = False
+        watchdog, self._watchdog = self._watchdog, None
+        if watchdog is not None:  # after shutdown: it kills what Ray left (agents linger)
+            raywatch.stop(watchdog)
 
 
 #: Ray's usage statistics off (they are on by default for ``ray.init``).

@@ -10,7 +10,9 @@ audit
    grid is spent on a broken privatizer, with one line per check saying what was wrong. A
    privatizer that changes no word at some knob value passes with a warning (the leaderboard
    then ranks it below any real defense it ties with, and its notes say why);
-3. runs a grid: the user's privatizer at each knob value, the undefended baseline and the
+3. when the class declares a formal guarantee, tests it at each knob value
+   (:mod:`privaudit.audit.guarantee_audit`); under ``strict`` a violation stops here;
+4. runs a grid: the user's privatizer at each knob value, the undefended baseline and the
    built-in defenses to compare with (``t2t`` and ``pct2t`` by default) at the preset's
    privacy levels, every applicable attack and the preset's utility evaluator; the run ends
    with the Pareto plots, the leaderboard and the HTML report, as every run does.
@@ -19,20 +21,19 @@ audit
 from __future__ import annotations
 
 import copy
-import difflib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from privaudit.api import Defense, Release
 from privaudit.audit.config import PRESETS, load_config
+from privaudit.audit.guarantee_audit import VIOLATED, GuaranteeAudit, audit_guarantee
 from privaudit.audit.runner import run_grid
-from privaudit.guarantees import Guarantee, as_guarantee
-from privaudit.mechanisms.inputs import check_rng, check_texts
-from privaudit.registry import DEFENSES, load_object
+from privaudit.audit.wrapper import UserDefense
+from privaudit.registry import DEFENSES
 
 if TYPE_CHECKING:
     from privaudit.audit.runner import OutputWriter
@@ -47,121 +48,6 @@ _CHECK_TEXTS = [
     "Terrible service. The manager, Mr. Li, never called back about my account.",
     "Great value for the price, would buy again from this shop in Leeds.",
 ]
-
-
-class UserDefense(Defense):
-    """A user's privatizer as a defense (the ``privaudit audit`` wrapper).
-
-    ``target`` is ``module:Class`` or ``path/file.py:Class``; ``knob`` names the constructor
-    parameter that sets the privacy level (or None); every other keyword goes to the user's
-    constructor. The class may set ``name`` and ``guarantee`` (a
-    :class:`~privaudit.guarantees.Guarantee`, a string shown as written, or nothing for
-    ``"unknown (user privatizer)"``; another type is a ``TypeError``); its
-    ``privatize(texts, rng)`` may return strings (wrapped in a text release) or a Release.
-    Threat model, knob units and guarantee are the user's; privaudit measures, it does not
-    certify.
-    """
-
-    name: ClassVar[str] = "user"
-    knob: ClassVar[str | None] = "(set by the user)"  # a class-level stand-in; see __init__
-    guarantee: ClassVar[Guarantee] = Guarantee.unknown("user privatizer")
-
-    def __init__(self, target: str, knob: str | None = None, **options: Any) -> None:
-        self.target = target
-        self.knob = knob  # type: ignore[misc]
-        self.options = options
-        self._impl: Any = None
-        self._train: Any = None  # what fit() saw: a copy at another knob value refits on it
-
-    def _load(self) -> Any:
-        if self._impl is None:
-            cls = load_object(self.target) if isinstance(self.target, str) else None
-            if not callable(cls):
-                raise ValueError(f"{self.target!r} does not name a class or factory.")
-            try:
-                impl = cls(**self.options)
-            except TypeError as exc:
-                raise ValueError(
-                    f"Cannot construct {self.target} with {self.options}: {exc}. Pass its "
-                    "parameters with --param key=value (and the knob with --knob)."
-                ) from None
-            if not callable(getattr(impl, "privatize", None)):
-                raise ValueError(f"{self.target} has no privatize(texts, rng) method.")
-            if self._train is not None and callable(getattr(impl, "fit", None)):
-                impl.fit(self._train)
-            self._impl = impl
-            # The user's own name and guarantee, where given, label the results.
-            self.name = str(getattr(impl, "name", "") or cls.__name__)  # type: ignore[misc]
-            given = getattr(impl, "guarantee", None)
-            self.guarantee = as_guarantee(  # type: ignore[misc]
-                given, where=f"{self.target}.guarantee", default=UserDefense.guarantee
-            )
-        return self._impl
-
-    def fit(self, train: Any) -> UserDefense:
-        self._train, self._impl = train, None
-        self._load()
-        return self
-
-    def privatize(self, texts: Any, *, rng: np.random.Generator) -> Release:
-        texts = check_texts(texts)
-        check_rng(rng)
-        out = self._load().privatize(list(texts), rng=rng)
-        if isinstance(out, Release):
-            release = out
-        elif isinstance(out, (list, tuple)):
-            bad = next((i for i, t in enumerate(out) if not isinstance(t, str)), None)
-            if bad is not None:
-                value = out[bad]
-                item = "None" if value is None else f"{value!r:.40} ({type(value).__name__})"
-                raise TypeError(
-                    f"{self.target}.privatize returned a {type(out).__name__} whose item {bad} "
-                    f"is {item}; return a list of strings (one per input) or a privaudit Release."
-                )
-            release = Release("text", texts=list(out))
-        else:
-            raise TypeError(
-                f"{self.target}.privatize returned {type(out).__name__}; return a list of "
-                "strings (one per input) or a privaudit Release."
-            )
-        if len(release) != len(texts):
-            raise ValueError(
-                f"{self.target}.privatize returned {len(release)} outputs for {len(texts)} "
-                "inputs; it must return exactly one per input, in order."
-            )
-        if release.kind == "text" and "replaced" not in release.audit:
-            # The runner's replacement rate: 0 tells the leaderboard the text went out unchanged.
-            masks = [
-                changed_words(a, b) for a, b in zip(texts, release.content_texts(), strict=True)
-            ]
-            release.audit = {**release.audit, "replaced": masks}
-        return release
-
-    def params(self) -> dict[str, Any]:
-        return {"target": self.target, "knob": self.knob, **self.options}
-
-    @property
-    def knob_value(self) -> Any:
-        return None if self.knob is None else self.options.get(self.knob)
-
-    def with_knob(self, value: float) -> UserDefense:
-        if self.knob is None:
-            raise ValueError("This privatizer was given no knob; use --knob NAME=v1,v2,...")
-        other = copy.copy(self)  # the user's name, guarantee and fit data stay
-        other.options = {**self.options, self.knob: value}
-        other._impl = None  # rebuilt (and refitted) with the new value on first use
-        return other
-
-
-def changed_words(original: str, released: str) -> np.ndarray:
-    """Per whitespace-split word of ``original``: True unless it survives, in order, in
-    ``released`` (a word-level diff; a user's privatizer reports no mask of its own)."""
-    words = original.split()
-    kept = np.zeros(len(words), dtype=bool)
-    matcher = difflib.SequenceMatcher(None, words, released.split(), autojunk=False)
-    for block in matcher.get_matching_blocks():
-        kept[block.a : block.a + block.size] = True
-    return ~kept
 
 
 @dataclass
@@ -265,10 +151,17 @@ class AuditResult:
     run: Any = None  # RunResult, when the checks passed
     label: str = ""
     failed: list[Check] = field(default_factory=list)
+    #: The guarantee audit of a declared formal guarantee, one per knob value (else empty).
+    guarantees: list[GuaranteeAudit] = field(default_factory=list)
 
     @property
     def warnings(self) -> list[Check]:
         return [c for c in self.checks if c.passed and c.warn]
+
+    @property
+    def violated(self) -> list[GuaranteeAudit]:
+        """The knob values whose stated guarantee the guarantee audit contradicted."""
+        return [g for g in self.guarantees if g.verdict == VIOLATED]
 
 
 def parse_knob(spec: str | None) -> tuple[str | None, list[float]]:
@@ -302,13 +195,18 @@ def audit(
     corpus_params: dict[str, Any] | None = None,
     device: str | None = None,
     outputs: OutputWriter | None = None,
+    strict: bool = False,
+    alpha: float = 0.05,
 ) -> AuditResult:
     """Check, then benchmark, the privatizer ``target`` at each value of ``knob``
     (``"NAME=v1,v2"``); ``compare`` names the built-in defenses drawn beside it (their
     privacy levels from ``preset``, else from the quick preset); ``corpus_params`` are merged
     over the grid's ``corpus.params``; ``device`` (default: the grid's) is where torch runs;
     ``outputs`` writes the plots, leaderboard and report (:func:`privaudit.outputs.audit` passes
-    it)."""
+    it).A privatizer that declares a formal guarantee (d_X, ε-LDP or ε-DP per token or word) has it
+    tested at each knob value first (:mod:`privaudit.audit.guarantee_audit`, confidence
+    1 − ``alpha``; :attr:`AuditResult.guarantees`); with ``strict`` a violated guarantee ends
+    the audit before the grid."""
     knob_name, values = parse_knob(knob)
     options = dict(params or {})
     probe = UserDefense(target, knob_name, **options)
@@ -327,6 +225,17 @@ def audit(
     shown = label or probe.name
     if failed:
         return AuditResult(checks, None, shown, failed)
+    # A declared formal guarantee is tested at each knob value before the grid; under
+    # ``strict`` a violated one stops the audit there (nothing is benchmarked).
+    guarantees = []
+    for value in values or [None]:
+        point = probe if value is None else probe.with_knob(value)
+        point.fit([])
+        if point.guarantee.formal:
+            guarantees.append(audit_guarantee(
+                point, alpha=alpha, label=shown, backbone=options.get("backbone")))  # fmt: skip
+    if strict and any(g.verdict == VIOLATED for g in guarantees):
+        return AuditResult(checks, None, shown, [], guarantees)
 
     base = load_config(preset)
     data = base.model_dump()
@@ -352,4 +261,4 @@ def audit(
     result = run_grid(
         config, run_dir=run_dir, reports_root=reports_root, progress=progress, outputs=outputs
     )
-    return AuditResult(checks, result, shown, [])
+    return AuditResult(checks, result, shown, [], guarantees)

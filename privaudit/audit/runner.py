@@ -34,6 +34,7 @@ from privaudit.audit.estimate import (
 )
 from privaudit.audit.executors import guard_run, make_executor
 from privaudit.audit.plan import Point, cell_key, check_levels, fmt_params, plan
+from privaudit.audit.reasons import full_reasons
 from privaudit.audit.store import COLUMNS, ResultStore, RunDir
 from privaudit.devices import resolve_device, use_device
 from privaudit.metrics.outcomes import Outcome
@@ -87,12 +88,20 @@ def run_grid(
     every finished cell by its key; ``executor``/``jobs``/``address`` override the config's
     ``executor`` block (``local`` with a process pool when ``jobs`` > 1, or ``ray``). A
     directory that holds a run of another config is refused unless ``overwrite``: then the
-    new config takes the directory (its tables, plots and report) and the store's cells,
-    keyed by content, are reused wherever they still apply.
+    new config takes the directory (the previous config's tables, plots, leaderboard and
+    report are removed first) and the store's cells, keyed by content, are reused wherever
+    they still apply. Any other non-empty folder, or a location that cannot be written
+    (a file, a read-only file system), is refused before any work.
 
     SIGTERM stops the run as Ctrl-C does: the workers are ended and
     :class:`~privaudit.audit.executors.Interrupted` names the ``--resume`` command; a full
     disk is :class:`~privaudit.audit.store.DiskFull`. Finished cells are kept either way."""
+    option = "--run-dir" if run_dir is not None else "--out"
+    if run_dir is None:
+        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+        run_dir = Path(reports_root) / f"{stamp}-{config.name}"
+    rd = RunDir(run_dir)
+    rd.check_target(option)  # writable, and not a folder of the user's own files
     config.check_names()
     defenses, _, _ = build_components(config)  # every value checked before anything is written
     check_levels(config, defenses)
@@ -107,10 +116,6 @@ def run_grid(
         executor or spec.kind, jobs=jobs if jobs is not None else spec.jobs,
         address=address if address is not None else spec.address,
     )  # fmt: skip
-    if run_dir is None:
-        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-        run_dir = Path(reports_root) / f"{stamp}-{config.name}"
-    rd = RunDir(run_dir)
     _claim(rd, config, overwrite)
     with guard_run(rd.path) as checkpoint, use_device(device):
         return _execute(config, rd, runner, progress, checkpoint, outputs)
@@ -164,13 +169,22 @@ def _execute(
     if context_s > 0.5:  # built here, not reused from an earlier grid in this process
         _keep_costs(book, lambda: book.add([STARTUP], context_s, 1.0))
     meta["estimate"] = forecast.record()
-    if progress:  # before the first cell: the grid's size and what it will cost here
-        print("\n".join(forecast.lines()), file=sys.stderr, flush=True)
+    meta["cells"] = total
+    rd.write_meta(meta)  # a report of the run if it is cut short can count the missing cells
+    # Before the first cell, progress bar or not: the grid's size and what it will cost here.
+    print("\n".join(forecast.lines()), file=sys.stderr, flush=True)
     bar = tqdm(total=total, initial=done, desc="cells", unit="cell", disable=not progress)
     in_flight = _InFlight(bar, tasks, runner)
+    told: set[str] = set()  # full failure messages printed (a failed point fails every cell)
     try:
 
         def put(key: str, record: dict[str, Any]) -> None:
+            # A failure's full message may quote the corpus: the terminal gets it, the run
+            # directory only when the run keeps examples.
+            for full in full_reasons(record, keep=config.show_examples):
+                if full not in told:
+                    told.add(full)
+                    tqdm.write(f"cell failed: {full}", file=sys.stderr)
             store.put(key, record)
             checkpoint()  # stop after the cell that was running when SIGTERM came
 
@@ -218,7 +232,8 @@ def chance_level(ctx: Context) -> float:
 
 def _claim(rd: RunDir, config: GridConfig, overwrite: bool) -> None:
     """The same config continues a run in its directory; another one is refused (or, with
-    ``overwrite``, takes it over), so a finished grid is never silently replaced."""
+    ``overwrite``, takes it over: the previous config's outputs are removed, so none of its
+    plots looks like part of the new run), so a finished grid is never silently replaced."""
     import json
 
     saved = rd.read_config() if rd.config_json.is_file() else None
@@ -239,6 +254,8 @@ def _claim(rd: RunDir, config: GridConfig, overwrite: bool) -> None:
             f"with `privaudit run --resume {rd.path}`, choose another --run-dir, or pass "
             "--overwrite to replace it (finished cells that still apply are reused)."
         )
+    for path in rd.outputs():
+        path.unlink()
 
 
 OUTPUT_OPTIONS = ("show_examples", "bootstrap", "device")

@@ -126,6 +126,25 @@ def write_json(path: Path, data: Any) -> Path:
     return write_text(path, json.dumps(data, indent=2, default=json_default))
 
 
+def check_writable(path: Path, option: str) -> None:
+    """Raise ``ValueError`` (one line naming ``option``, the way out) unless ``path`` is, or can
+    be made, a directory this process can write: called before any work, so a file in the
+    way or a read-only file system is not a traceback after the first cells."""
+    for existing in (path, *path.parents):
+        if existing.exists():
+            break
+    else:  # pragma: no cover - the root always exists
+        return
+    if not existing.is_dir():
+        where = "is a file" if existing == path else f"cannot be created: {existing} is a file"
+        raise ValueError(f"{path} {where}, not a directory; choose another {option}.")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(
+            f"{existing} is not writable (a read-only file system, or no permission), so "
+            f"{path} cannot be written; choose another {option}."
+        )
+
+
 def _read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -215,6 +234,41 @@ class RunDir:
     def worst_case_csv(self) -> Path:
         """The leaderboard's worst-case points per family (the numbers behind families.png)."""
         return self.path / "worst_case_points.csv"
+
+    def outputs(self) -> list[Path]:
+        """The files a run writes from its results, those present: the tables, the plots
+        (a Pareto plot per attack of the results table), the leaderboard files and the
+        report. What ``--overwrite`` removes; never config.json/run.json (rewritten), the
+        cell store (reused by key) or a file privaudit does not write."""
+        try:
+            attacks = sorted({str(a) for a in self.read_results()["attack"].dropna()})
+        except (OSError, ValueError, KeyError):  # no table yet: no plot was drawn from it
+            attacks = []
+        names = [self.results_csv, self.results_parquet, self.outcomes_parquet,
+                 self.examples_json, self.report_html, self.frontiers_png, self.families_png,
+                 *(self.leaderboard(ext) for ext in ("md", "csv", "html")), self.worst_case_csv,
+                 *(self.pareto_png(a) for a in attacks)]  # fmt: skip
+        return [p for p in names if p.is_file()]
+
+    def is_run(self) -> bool:
+        """Whether privaudit wrote this directory: its run.json is a run's (an object with
+        ``finished``), which every run writes before its first cell."""
+        try:
+            meta = self.read_meta()
+        except (OSError, ValueError):
+            return False
+        return isinstance(meta, dict) and "finished" in meta
+
+    def check_target(self, option: str = "--run-dir") -> None:
+        """Refuse, in one line with the way out, a directory a run must not write into: one
+        that cannot be written (:func:`check_writable`), or a non-empty folder that is not a
+        privaudit run (the user's own files would be written over)."""
+        check_writable(self.path, option)
+        if self.path.is_dir() and any(self.path.iterdir()) and not self.is_run():
+            raise ValueError(
+                f"{self.path} is not empty and is not a privaudit run (it has no run.json); "
+                f"choose another {option}, or empty it."
+            )
 
     def store(self) -> ResultStore:
         return ResultStore(self.path / "cells")

@@ -24,7 +24,7 @@ import numpy as np
 
 from privaudit.corpora.base import SPLITS, Corpus
 from privaudit.corpora.columns import ColumnRef, LabelValue, corpus_from_frame
-from privaudit.corpora.reading import infer_format, read_with_header
+from privaudit.corpora.reading import check_encoding, infer_format, read_with_header
 from privaudit.corpora.splits import check_fractions
 from privaudit.params import NonNegativeInt, checked
 
@@ -55,8 +55,12 @@ def load_file(
     label_map: Mapping[LabelValue, str | int] | None = None,
     label_threshold: float | None = None,
     where: Mapping[ColumnRef, LabelValue | Sequence[LabelValue]] | None = None,
+    encoding: str = "utf-8",
 ) -> Corpus:
     """Load a corpus from a csv / tsv / jsonl / json / parquet file.
+
+    ``encoding`` decodes a text format (csv, tsv, jsonl, json): ``latin-1``, ``cp1252``,
+    ``utf-16``, ... (any Python codec; default utf-8).
 
     Columns are named, or given as 0-based positions (``text=0, label=1``).
     ``attributes`` lists attribute columns, or maps attribute names to columns
@@ -87,12 +91,13 @@ def load_file(
     if not path.is_file():
         raise FileNotFoundError(f"No such corpus file: {path}.")
     fmt = infer_format(path, fmt)
+    encoding = check_encoding(encoding)
     if path.stat().st_size == 0:
         raise ValueError(f"{path} is empty (0 bytes); there is nothing to audit.")
     fractions = check_fractions(splits)
     refs = [text, label, entities, author, split_column, *(where or {})]
     refs += list(attributes.values()) if isinstance(attributes, Mapping) else list(attributes)
-    df, header = read_with_header(path, fmt, header, refs)
+    df, header = read_with_header(path, fmt, header, refs, encoding)
     return corpus_from_frame(
         df,
         name=name or path.name.split(".")[0],

@@ -1,7 +1,9 @@
 """Reading a corpus file into a pandas DataFrame, and reading its cells as plain values.
 
 The format comes from ``fmt`` or the file's extension (compression suffixes skipped); csv/tsv
-keep texts such as ``"NA"`` as text. A csv/tsv whose columns are given as 0-based positions and
+keep texts such as ``"NA"`` as text. Text formats are decoded with the corpus option
+``encoding`` (default utf-8): a file that does not decode, or holds NUL bytes, is an error
+that names the encoding, not the format. A csv/tsv whose columns are given as 0-based positions and
 whose first row reads as data is read without a header row, with a warning
 (:func:`read_with_header`). The cell helpers (:func:`plain_value`, :func:`is_missing`,
 :func:`cell_key`, :func:`is_number`) are what the column mapping in
@@ -11,6 +13,7 @@ one warning per run.
 
 from __future__ import annotations
 
+import codecs
 import math
 import numbers
 import warnings
@@ -104,28 +107,66 @@ def infer_format(path: Path, fmt: str | None) -> str:
     return _EXTENSIONS[ext]
 
 
-def _read(path: Path, fmt: str, header: bool) -> pd.DataFrame:
+def check_encoding(encoding: str) -> str:
+    """The codec's canonical name; an unknown one is a one-line error."""
+    try:
+        return codecs.lookup(encoding).name
+    except LookupError:
+        raise ValueError(
+            f"Unknown encoding {encoding!r}; give a Python codec name such as utf-8, latin-1 "
+            "or cp1252 (the corpus option encoding)."
+        ) from None
+
+
+def _check_text(path: Path, fmt: str, encoding: str) -> None:
+    """A text format's file that holds NUL bytes is binary (unless its encoding is UTF-16 or
+    UTF-32, whose text does): say so, not that the format might be wrong."""
+    if fmt == "parquet" or any(s.lower() in _COMPRESSIONS for s in path.suffixes[-1:]):
+        return
+    if codecs.lookup(encoding).name.startswith(("utf-16", "utf-32")):
+        return
+    with path.open("rb") as fh:
+        head = fh.read(8192)
+    if b"\x00" in head:
+        raise ValueError(
+            f"{path} holds NUL bytes: it is binary, not {encoding} {fmt} text. Check the file, "
+            "or set its encoding with the corpus option encoding (e.g. --map encoding=utf-16)."
+        )
+
+
+def _read(path: Path, fmt: str, header: bool, encoding: str = "utf-8") -> pd.DataFrame:
     import pandas as pd
 
+    _check_text(path, fmt, encoding)
     # Only truly empty cells are missing: a review reading "NA" or "null" stays text.
     csv_opts: dict[str, Any] = {
         "header": 0 if header else None,
         "keep_default_na": False,
         "na_values": [""],
+        "encoding": encoding,
     }
+    json_opts: dict[str, Any] = {"dtype": False, "convert_dates": False, "encoding": encoding}
     try:
         if fmt in ("csv", "tsv"):
             return pd.read_csv(path, sep="," if fmt == "csv" else "\t", **csv_opts)
         if fmt == "jsonl":
-            return pd.read_json(path, lines=True, dtype=False, convert_dates=False)
+            return pd.read_json(path, lines=True, **json_opts)
         if fmt == "json":
             try:
-                return pd.read_json(path, dtype=False, convert_dates=False)
+                return pd.read_json(path, **json_opts)
+            except UnicodeDecodeError:
+                raise
             except ValueError:  # a .json file holding one record per line
-                return pd.read_json(path, lines=True, dtype=False, convert_dates=False)
+                return pd.read_json(path, lines=True, **json_opts)
         return pd.read_parquet(path)
     except pd.errors.EmptyDataError:
         raise ValueError(f"{path} is empty: it has no header and no rows.") from None
+    except UnicodeDecodeError as exc:  # the encoding is the problem, not the format
+        raise ValueError(
+            f"Could not read {path} as {encoding} text ({exc.reason}); set the file's encoding "
+            "with the corpus option encoding (e.g. --map encoding=latin-1, or "
+            "corpus.params.encoding: cp1252 in a grid config)."
+        ) from None
     except (ValueError, pd.errors.ParserError, OSError) as exc:
         raise ValueError(
             f"Could not read {path} as {fmt}: {exc}. If the format is wrong, pass fmt= one of "
@@ -161,18 +202,19 @@ def _first_row_is_data(df: pd.DataFrame) -> str | None:
 
 
 def read_with_header(
-    path: Path, fmt: str, header: bool | None, refs: Sequence[Any]
+    path: Path, fmt: str, header: bool | None, refs: Sequence[Any], encoding: str = "utf-8"
 ) -> tuple[pd.DataFrame, bool]:
-    """Read the file and settle ``header``. ``None`` means a header row, except that a csv/tsv
-    whose columns are given as positions and whose first row reads as data is read without
-    one (with a warning): its first row is a document, never silently a list of names."""
+    """Read the file (text formats decoded with ``encoding``) and settle ``header``. ``None``
+    means a header row, except that a csv/tsv whose columns are given as positions and whose
+    first row reads as data is read without one (with a warning): its first row is a
+    document, never silently a list of names."""
     if fmt not in ("csv", "tsv"):
-        return _read(path, fmt, True), True
+        return _read(path, fmt, True, encoding), True
     if header is not None:
-        return _read(path, fmt, header), header
+        return _read(path, fmt, header, encoding), header
     if not _positions(refs):
-        return _read(path, fmt, True), True
-    raw = _read(path, fmt, False)
+        return _read(path, fmt, True, encoding), True
+    raw = _read(path, fmt, False, encoding)
     why = _first_row_is_data(raw) if len(raw) > 1 else None
     if why:
         warn_once(
@@ -181,7 +223,7 @@ def read_with_header(
             "(--map header=true) if that row is a header."
         )
         return raw, False
-    return _read(path, fmt, True), True
+    return _read(path, fmt, True, encoding), True
 
 
 def warn_once(message: str) -> None:

@@ -97,6 +97,7 @@ class DPNR(Defense):
     cost_prior: ClassVar[float] = 0.3  # s per 1,000 words (estimate)
     gpu: ClassVar[float] = 0.25  # encodes with the backbone (privaudit.devices)
     knob: ClassVar[str | None] = "epsilon"
+    calibrates_by_rate: ClassVar[bool] = False  # vector releases replace no words
     levels: ClassVar[tuple[float, ...]] = (3, 10, 100)
 
     def __init__(

@@ -37,6 +37,7 @@ class EmbeddingDX(Defense):
     name: ClassVar[str] = "embedding-dx"
     cost_prior: ClassVar[float] = 0.03  # s per 1,000 words (estimate)
     knob: ClassVar[str | None] = "eta"
+    calibrates_by_rate: ClassVar[bool] = False  # vector releases replace no words
     # Two levels: its utility sits at chance at every η the quick grid can afford.
     levels: ClassVar[tuple[float, ...]] = (50, 100)
 

@@ -109,6 +109,7 @@ class HideAndSeek(Defense):
     name: ClassVar[str] = "has"
     cost_prior: ClassVar[float] = 0.2  # s per 1,000 words (estimate)
     knob: ClassVar[str | None] = "level"
+    calibrates_by_rate: ClassVar[bool] = False  # a discrete entity-type preset, not a rate
     guarantee: ClassVar[Guarantee] = Guarantee.none("empirical anonymization")
     # The knob is an entity-type preset: 1 = PERSON only … 4 = all 14 HaS types.
     levels: ClassVar[tuple[float, ...]] = (1, 4)  # the fewest and the most types

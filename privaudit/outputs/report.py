@@ -29,7 +29,7 @@ from privaudit.leaderboard.render import (
     leaderboard_html_body,
 )
 from privaudit.metrics.stats import with_labels
-from privaudit.outputs.runs import load_runs, read_run, run_chance
+from privaudit.outputs.runs import load_runs, read_run, run_chance, unfinished
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -47,6 +47,8 @@ code { font-size: 0.85rem; }
 details { margin: 0.4rem 0; }
 summary { cursor: pointer; font-weight: 600; }
 .ok { color: #1a7f37; } .failed { color: #b42318; } .na { color: #8a6d00; }
+.unfinished { background: #fff4e5; border: 2px solid #b54708; padding: 0.6rem 0.8rem;
+              font-weight: 600; }
 """
 )
 
@@ -114,6 +116,10 @@ def _summary(run_dir: Path, frame: pd.DataFrame, meta: dict[str, Any]) -> str:
         "chance level of the utility metric": _fmt(run_chance(meta)),
         "majority-class accuracy": _fmt(meta.get("chance_accuracy")),
     }
+    if meta.get("finished") is False:  # "cells" counts what finished, not the whole grid
+        planned = meta.get("cells")
+        status = "unfinished" + (f": {planned} cells planned" if isinstance(planned, int) else "")
+        facts = {"run status": status} | facts
     for col, name in (
         ("corpus", "corpus"), ("backbone", "backbone"), ("utility_evaluator", "utility"),
         ("privaudit_version", "privaudit version of the run"), ("seed", "seeds"),
@@ -300,6 +306,9 @@ def write_report(
     )
     env_rows = environment(meta)
     frontiers, per_attack = _plots_section(frame, chance)
+    # Before anything else on the page: every number below is of a partial run.
+    partial = unfinished(run_dir, frame, meta)
+    banner = f'<p class="unfinished">{html.escape(partial)}</p>\n' if partial else ""
     sections = [
         ("summary", "Summary", _summary(run_dir, frame, meta)),
         ("leaderboard", "Leaderboard", _leaderboard_section(board)),
@@ -327,7 +336,7 @@ def write_report(
     page = (
         '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f"<title>{html.escape(title)}</title>\n<style>{REPORT_CSS}</style>\n</head>\n<body>\n"
-        f"<h1>{html.escape(title)}</h1>\n"
+        f"<h1>{html.escape(title)}</h1>\n{banner}"
         f'<p class="note">Written {html.escape(stamp)} by privaudit.</p>\n<nav>{nav}</nav>\n'
         f"{body}\n<script>{IMAGES_LOADED_JS}</script>\n</body>\n</html>\n"
     )

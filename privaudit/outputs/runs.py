@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privaudit.audit.store import RunDir
+from privaudit.audit.store import RunDir, cell_counts
 from privaudit.metrics.stats import Bootstrap, Outcomes
 
 if TYPE_CHECKING:
@@ -25,6 +25,21 @@ def read_run(run_dir: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     """
     rd = RunDir(run_dir)
     return rd.read_results(), rd.read_meta()
+
+
+def unfinished(run_dir: str | Path, frame: pd.DataFrame, meta: Mapping[str, Any]) -> str | None:
+    """One line when run.json says the run did not finish (``kill -9``, a crash, a power
+    cut), else None: how many of its cells are missing (``frame``: its results table; the
+    planned total is in run.json from the first cell on; a run without it is only said to be
+    unfinished) and the command that finishes it."""
+    if meta.get("finished") is not False:
+        return None
+    total = meta.get("cells")
+    finish = f"finish it with `privaudit run --resume {run_dir}`."
+    if not isinstance(total, int) or isinstance(total, bool):
+        return f"{run_dir} is an unfinished run (its cell count was not recorded); {finish}"
+    missing = max(total - cell_counts(frame)["all"], 0)
+    return f"{run_dir} is an unfinished run: {missing} of its {total} cells are missing; {finish}"
 
 
 def run_chance(meta: Mapping[str, Any]) -> float | None:

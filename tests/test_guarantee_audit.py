@@ -1,0 +1,141 @@
+"""The guarantee audit: exact bounds, planted bugs flagged, correct mechanisms not flagged."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+from scipy.stats import binomtest
+
+import privaudit.defenses._tokens as tokens_module
+import privaudit.defenses.cape as cape_module
+import privaudit.defenses.dpnr as dpnr_module
+from privaudit.audit.guarantee_audit import (
+    HOLDS,
+    NO_CLAIM,
+    VIOLATED,
+    Sizes,
+    audit_guarantee,
+    audit_levels,
+    to_frame,
+)
+from privaudit.audit.guarantee_audit.stats import cp_high, cp_low, threshold_evidence
+from privaudit.defenses.cape import CAPE
+from privaudit.defenses.dpnr import DPNR
+from privaudit.defenses.t2t import T2T
+from privaudit.mechanisms.laplace import minmax_normalise, sample_laplace
+from privaudit.mechanisms.noise import sample_dx_noise
+from tests.conftest import TINY
+
+SMALL = Sizes(release=300, noise=20_000, laplace=2000)
+
+
+def test_clopper_pearson_matches_scipy() -> None:
+    for k, n in [(0, 50), (3, 50), (50, 50), (17, 400)]:
+        ci = binomtest(k, n).proportion_ci(confidence_level=0.9, method="exact")
+        assert cp_low(k, n, 0.05) == pytest.approx(ci.low, abs=1e-9)
+        assert cp_high(k, n, 0.05) == pytest.approx(ci.high, abs=1e-9)
+
+
+def test_threshold_event_is_chosen_on_held_out_draws() -> None:
+    rng = np.random.default_rng(0)
+    a, b = rng.laplace(0, 1, 4000), rng.laplace(1, 1, 4000)  # 1-D Laplace, loss at most 1
+    e = threshold_evidence(a, b, a=0.025, names=("0", "1"), distance=1, claimed=1.0,
+                           test="t", statistic="y")  # fmt: skip
+    assert e.n == e.n2 == 2800  # the other 30 % chose the event
+    assert 0.5 < e.lower <= 1.0 and not e.violated
+
+
+# ---- planted bugs: each must be flagged at 95 % ------------------------------------------------
+def test_t2t_noise_at_half_scale_is_flagged(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The noise t2t draws at half the stated scale (an effective 2η): the noise-step test
+    sees it on the tiny backbone (D = 32; at D = 384 no feasible sample could)."""
+
+    def half_scale(n: int, dim: int, eta: Any, rng: np.random.Generator, **kw: Any) -> Any:
+        return sample_dx_noise(n, dim, 2 * np.asarray(eta, dtype=float) if np.ndim(eta)
+                               else 2 * float(eta), rng, **kw)  # fmt: skip
+
+    monkeypatch.setattr(tokens_module, "sample_dx_noise", half_scale)
+    result = audit_guarantee(T2T(eta=100, backbone=TINY), seed=1,
+                             sizes=Sizes(release=200, noise=3_000_000))  # fmt: skip
+    assert result.verdict == VIOLATED, result.line()
+    bad = result.violations[0]
+    assert bad.test == "noise step" and bad.lower > bad.claimed
+    assert "VIOLATED" in result.line() and bad.event in result.line()
+
+
+def test_laplace_with_understated_sensitivity_is_flagged(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = dpnr_module.pooled_release
+
+    def understated(pooled: Any, epsilon: float, sensitivity: float, *args: Any) -> Any:
+        return real(pooled, epsilon, sensitivity / 2, *args)  # noise at Δ/2: 2ε
+
+    monkeypatch.setattr(dpnr_module, "pooled_release", understated)
+    result = audit_guarantee(DPNR(epsilon=3, backbone=TINY), sizes=SMALL)
+    assert result.verdict == VIOLATED, result.line()
+    assert result.best is not None and result.best.test in ("per coordinate", "batch of two")
+    assert result.best.lower > 3.0
+
+
+class SometimesOriginal(T2T):
+    """A word replacement that returns the original word 5 % of the time whatever η."""
+
+    def privatize(self, texts: Any, *, rng: np.random.Generator) -> Any:
+        release = super().privatize(texts, rng=rng)
+        keep = rng.random(len(texts)) < 0.05
+        release.texts = [t if k else r for t, r, k in zip(texts, release.texts, keep,
+                                                          strict=True)]  # fmt: skip
+        return release
+
+
+def test_word_replacement_returning_the_original_is_flagged() -> None:
+    result = audit_guarantee(SometimesOriginal(eta=5, backbone=TINY),
+                             sizes=Sizes(release=1000, noise=2000))  # fmt: skip
+    assert result.verdict == VIOLATED, result.line()
+    bad = max(result.violations, key=lambda e: e.lower)
+    assert bad.test == "release"
+    first = bad.pair.split(" vs ")[0].strip("'")
+    assert first in bad.event  # the event: the first word of the pair comes back
+
+
+def test_laplace_reusing_one_noise_draw_is_flagged(monkeypatch: pytest.MonkeyPatch) -> None:
+    def shared_noise(pooled: Any, epsilon: float, sensitivity: float,
+                     rng: np.random.Generator, meta: dict, audit: Any = None) -> Any:  # fmt: skip
+        clean = minmax_normalise(pooled)
+        noise = sample_laplace((1, clean.shape[1]), sensitivity / epsilon, rng)
+        return [row for row in clean + noise]  # one draw for every document of the batch
+
+    monkeypatch.setattr(cape_module, "pooled_release", shared_noise)
+    result = audit_guarantee(CAPE(epsilon=3, backbone=TINY), sizes=SMALL)
+    assert result.verdict == VIOLATED, result.line()
+    bad = max(result.violations, key=lambda e: e.lower)
+    assert bad.test == "batch of two" and bad.k == bad.n and bad.k2 == 0
+
+
+# ---- correct mechanisms ------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["t2t", "embedding-dx", "dpnr", "cape"])
+def test_correct_builtins_are_not_flagged(name: str) -> None:
+    """A few seeds here; benchmarks/test_guarantee_false_alarms.py runs 20 per built-in."""
+    for seed in range(3):
+        for result in audit_levels(name, backbone=TINY, seed=seed, sizes=SMALL):
+            assert result.verdict == HOLDS, result.line()
+            assert all(e.lower <= e.claimed for e in result.evidence)
+
+
+def test_table_rows_and_no_claim() -> None:
+    frame = to_frame(audit_levels("none") + audit_levels("dpnr", [3.0], backbone=TINY,
+                                                         sizes=SMALL))  # fmt: skip
+    none, dpnr = frame.iloc[0], frame.iloc[1]
+    assert none["verdict"] == NO_CLAIM and math.isnan(none["ratio"])
+    assert dpnr["verdict"] == HOLDS and dpnr["knob_value"] == 3.0
+    assert 0.5 < dpnr["ratio"] <= 1.0  # the per-coordinate Laplace test is nearly tight
+    assert dpnr["confidence"] == pytest.approx(0.95)
+    assert dpnr["estimate"] == pytest.approx(dpnr["ratio"] * 3.0)
+
+
+def test_pct2t_words_are_tested_in_their_category() -> None:
+    (result,) = audit_levels("pct2t", [50.0], backbone=TINY, sizes=SMALL)
+    assert result.verdict == HOLDS, result.line()
+    assert any(e.test == "release (noun)" for e in result.evidence)
