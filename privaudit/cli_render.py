@@ -138,28 +138,27 @@ def print_calibration(result: Any, n_docs: int, rate: float | None) -> None:
 
 def print_guarantees(audits: Any, title: str = "guarantee audit") -> None:
     """The guarantee audit's table (``privaudit audit-guarantee``): per defense and level the
-    claim, the largest empirical lower bound on the privacy loss with its confidence, the claim
-    at the same distance, their ratio (tightness), and the verdict; then, in red, one line per
-    violated claim with the pair and the event that showed it."""
-    console = Console(width=max(110, Console().width))
+    claim, the verdict, the largest empirical lower bound on the privacy loss (at the table's
+    confidence) with the test that gave it, the claim at the same distance, their ratio
+    (tightness), and the release tests' own ratio; then, in red, one line per violated claim
+    with the pair and the event that showed it."""
+    console = Console(width=max(120, Console().width))
     table = Table(title=title)
     for col in ("defense", "level", "claim", "verdict", "test", "lower bound", "claimed",
-                "ratio", "conf.", "s"):  # fmt: skip
+                "ratio", "release ratio", "s"):  # fmt: skip
         left = col in ("defense", "level", "claim", "verdict", "test")
-        table.add_column(col, justify="left" if left else "right",
-                         overflow="fold" if col == "claim" else "ellipsis")  # fmt: skip
+        table.add_column(col, justify="left" if left else "right", no_wrap=col != "claim")
 
     def num(x: float, spec: str = ".3g") -> str:
         return "-" if x != x else format(x, spec)
 
     for a in audits:
         row = a.row()
-        style = "bold red" if a.verdict == "violated" else None
-        claim = row["claim"] if a.guarantee.formal else str(a.guarantee)
+        style = "bold red" if a.verdict == "violated" else ""
         table.add_row(
-            Text(a.defense), a.level, Text(claim), Text(a.verdict, style=style or ""),
+            Text(a.defense), a.level, Text(row["claim"]), Text(a.verdict, style=style),
             Text(row["test"]), num(row["lower_bound"]), num(row["claimed_loss"]),
-            num(row["ratio"], ".2f"), f"{row['confidence']:.0%}", f"{a.seconds:.1f}",
+            num(row["ratio"], ".2f"), num(row["release_ratio"], ".2f"), f"{a.seconds:.1f}",
         )  # fmt: skip
     console.print(table)
     for a in audits:

@@ -139,3 +139,60 @@ def test_pct2t_words_are_tested_in_their_category() -> None:
     (result,) = audit_levels("pct2t", [50.0], backbone=TINY, sizes=SMALL)
     assert result.verdict == HOLDS, result.line()
     assert any(e.test == "release (noun)" for e in result.evidence)
+
+
+# ---- where the audit shows: the CLI, a user's privatizer, the run's report ---------------------
+def test_cli_audit_guarantee_table_and_strict(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from privaudit.cli import EXIT_GUARANTEE_VIOLATED, app
+
+    args = ["audit-guarantee", "--defense", "dpnr", "--knob", "3", "--backbone", TINY, "--strict"]
+    ok = CliRunner().invoke(app, args)
+    assert ok.exit_code == 0, ok.output
+    assert "dpnr" in ok.output and "holds" in ok.output and "95%" in ok.output
+    real = dpnr_module.pooled_release
+    monkeypatch.setattr(dpnr_module, "pooled_release",
+                        lambda p, e, s, *rest: real(p, e, s / 2, *rest))  # fmt: skip
+    bad = CliRunner().invoke(app, args)
+    assert bad.exit_code == EXIT_GUARANTEE_VIOLATED, bad.output
+    assert "GUARANTEE VIOLATED: dpnr epsilon=3" in bad.output
+    unknown = CliRunner().invoke(app, ["audit-guarantee", "--defense", "nope"])
+    assert unknown.exit_code == 2 and "nope" in unknown.output
+
+
+def test_user_privatizer_violation_is_the_first_line_and_stops_under_strict() -> None:
+    from typer.testing import CliRunner
+
+    from privaudit.cli import EXIT_GUARANTEE_VIOLATED, app
+
+    target = "examples/plugins/dx_wrong_scale.py:NoisyWords"
+    args = ["audit", target, "--knob", "eta=5", "--param", f"backbone={TINY}", "--strict"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == EXIT_GUARANTEE_VIOLATED, result.output
+    first = result.output.splitlines()[0]
+    assert first.startswith("GUARANTEE VIOLATED: noisy-words eta=5")
+    assert " vs " in first and "event output ∈ {" in first
+    assert "Conformance checks:" in result.output  # they ran, and passed, before it
+
+
+def test_run_outputs_carry_the_guarantee_table(tmp_path: Any) -> None:
+    import json
+
+    import pandas as pd
+
+    from privaudit.audit.store import RunDir
+    from privaudit.outputs import write_guarantees
+    from privaudit.outputs.report import write_report
+    from tests.test_leaderboard import make_run, ranked_rows
+
+    run = make_run(tmp_path / "run", ranked_rows(), config={"name": "g", "seeds": [0]})
+    points = pd.DataFrame({
+        "defense": ["dpnr", "none"], "label": ["dpnr", "none"],
+        "defense_params": [json.dumps({"epsilon": 3.0, "backbone": TINY}), json.dumps({})],
+    })  # fmt: skip
+    write_guarantees(points, RunDir(run))
+    table = RunDir(run).read_guarantees()
+    assert table is not None and list(table["verdict"]) == ["holds", "no formal claim"]
+    page = write_report(run).read_text(encoding="utf-8")
+    assert 'id="guarantees"' in page and "Guarantee audit" in page and "per coordinate" in page

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from privaudit.api import Defense, Release
 from privaudit.audit.config import PRESETS
+from privaudit.audit.store import RunDir
 from privaudit.cli import EXIT_UNFINISHED, app
 from privaudit.params import PositiveFloat
 
@@ -55,7 +56,7 @@ def test_a_users_own_folder_is_refused_before_any_work(tmp_path, monkeypatch) ->
                                      "--no-progress", *extra])  # fmt: skip
         assert result.exit_code == 2, result.output
         assert result.output.strip().splitlines() == [
-            f"Error: {mine} is not empty and is not a privaudit run (it has no run.json); "
+            f"Error: {mine} is not empty and is not a privaudit run; "
             "choose another --run-dir, or empty it."
         ]
     assert (mine / "results.csv").read_text() == "my,own\n1,2\n"
@@ -81,6 +82,9 @@ def test_overwrite_removes_the_previous_configs_outputs_and_only_those(tmp_path)
     assert done.exit_code == 0, done.output
     stale = sorted(p.name for p in run_dir.glob("pareto_attribute-inference-*.png"))
     assert len(stale) == 2  # one per target
+    # RunDir declares every file a run writes besides its config, run.json and cell store.
+    written = {p.name for p in run_dir.iterdir()} - {"config.json", "run.json", "cells"}
+    assert {p.name for p in RunDir(run_dir).outputs()} == written
     (run_dir / "notes.txt").write_text("the user's own note")  # privaudit never wrote it
     cells = sorted(p.name for p in (run_dir / "cells").iterdir())
 

@@ -109,7 +109,7 @@ def _build_defense(config: GridConfig, i: int) -> Defense:
     wrapped = UserDefense(spec.name, knob, **spec.params)
     probe = wrapped.with_knob(spec.knob_values[0]) if knob and spec.knob_values else wrapped
     try:
-        probe._load()
+        probe.check()
     except ValueError as exc:  # no class, no privatize, or a constructor that refuses params
         raise ValueError(f"defenses.{i}.name: {exc}") from None
     return wrapped

@@ -14,6 +14,8 @@ through :class:`RunDir`, so a file's name or a column is declared once::
                            for them (show_examples); otherwise no corpus text is stored
       pareto_<attack>.png, frontiers.png, families.png (worst case per attack family),
       leaderboard.{md,csv,html}, worst_case_points.csv, report.html
+      guarantees.csv       the guarantee audit: each defense point's stated guarantee against
+                           an empirical lower bound on its privacy loss
 
 Every file is written atomically (a temporary file, then a rename), so a reader or a crash
 never sees half a file; a full disk is :class:`DiskFull`, naming the file, with nothing
@@ -235,6 +237,11 @@ class RunDir:
         """The leaderboard's worst-case points per family (the numbers behind families.png)."""
         return self.path / "worst_case_points.csv"
 
+    @property
+    def guarantees_csv(self) -> Path:
+        """The guarantee audit of the run's defense points (claim vs empirical lower bound)."""
+        return self.path / "guarantees.csv"
+
     def outputs(self) -> list[Path]:
         """The files a run writes from its results, those present: the tables, the plots
         (a Pareto plot per attack of the results table), the leaderboard files and the
@@ -247,7 +254,7 @@ class RunDir:
         names = [self.results_csv, self.results_parquet, self.outcomes_parquet,
                  self.examples_json, self.report_html, self.frontiers_png, self.families_png,
                  *(self.leaderboard(ext) for ext in ("md", "csv", "html")), self.worst_case_csv,
-                 *(self.pareto_png(a) for a in attacks)]  # fmt: skip
+                 self.guarantees_csv, *(self.pareto_png(a) for a in attacks)]  # fmt: skip
         return [p for p in names if p.is_file()]
 
     def is_run(self) -> bool:
@@ -266,7 +273,7 @@ class RunDir:
         check_writable(self.path, option)
         if self.path.is_dir() and any(self.path.iterdir()) and not self.is_run():
             raise ValueError(
-                f"{self.path} is not empty and is not a privaudit run (it has no run.json); "
+                f"{self.path} is not empty and is not a privaudit run; "
                 f"choose another {option}, or empty it."
             )
 
@@ -291,6 +298,12 @@ class RunDir:
 
     def read_config(self) -> dict[str, Any] | None:
         return _read_json(self.config_json) if self.config_json.is_file() else None
+
+    def read_guarantees(self) -> pd.DataFrame | None:
+        """guarantees.csv (None when the run has no guarantee audit)."""
+        import pandas as pd
+
+        return pd.read_csv(self.guarantees_csv) if self.guarantees_csv.is_file() else None
 
     def read_examples(self) -> list[dict[str, Any]] | None:
         return _read_json(self.examples_json) if self.examples_json.is_file() else None
@@ -328,6 +341,10 @@ class RunDir:
 
     def write_config(self, config_json: str) -> Path:
         return write_text(self.config_json, config_json)
+
+    def write_guarantees(self, frame: pd.DataFrame) -> Path:
+        """guarantees.csv, one row per defense point (the guarantee audit's table)."""
+        return write_atomic(self.guarantees_csv, lambda p: frame.to_csv(p, index=False))
 
     def write_examples(self, examples: list[dict[str, Any]]) -> Path:
         return write_text(self.examples_json, json.dumps(examples, indent=1))

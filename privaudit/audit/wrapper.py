@@ -70,6 +70,11 @@ class UserDefense(Defense):
             )
         return self._impl
 
+    def check(self) -> None:
+        """Build the user's object now (its constructor and ``privatize`` checked), so that a
+        class that cannot be built fails before any work rather than at its first point."""
+        self._load()
+
     def fit(self, train: Any) -> UserDefense:
         self._train, self._impl = train, None
         self._load()

@@ -14,6 +14,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from privaudit.audit.guarantee_audit import QUICK_SIZES, audit_points, to_frame
 from privaudit.audit.plugin import audit as audit_cells
 from privaudit.audit.runner import run_grid as run_cells
 from privaudit.audit.store import DiskFull, RunDir
@@ -44,9 +45,16 @@ def audit(target: str, **options: Any) -> AuditResult:
     return audit_cells(target, outputs=write_outputs, **options)
 
 
+def write_guarantees(frame: Any, rd: RunDir) -> Path:
+    """The guarantee audit of every defense point in ``frame`` (at the smaller
+    :data:`~privaudit.audit.guarantee_audit.QUICK_SIZES`), written as ``guarantees.csv``."""
+    return rd.write_guarantees(to_frame(audit_points(frame, sizes=QUICK_SIZES)))
+
+
 def write_outputs(frame: Any, rd: RunDir, chance: float) -> tuple[list[Path], list[str], Any]:
     """Per-attack Pareto plots, the combined frontier figure, the leaderboard (from the run
-    directory's results and outcomes) with its worst-case family figure, and the HTML report.
+    directory's results and outcomes) with its worst-case family figure, the guarantee audit
+    of every defense point (``guarantees.csv``) and the HTML report.
     The results are already on disk; one output that cannot be made is recorded (returned,
     and warned about) and every other one is still written, so ``--resume`` can always
     finish. Returns the plots, the problems and the leaderboard (None if it failed)."""
@@ -85,6 +93,8 @@ def write_outputs(frame: Any, rd: RunDir, chance: float) -> tuple[list[Path], li
         if boards and not boards[0].points.empty:
             attempt("families.png", lambda: plot_families(
                 boards[0].points, rd.families_png, chance=chance, styles=styles))  # fmt: skip
+    if len(frame):
+        attempt("guarantees.csv", lambda: write_guarantees(frame, rd) and [])  # a table, not a plot
     # The report shows the same leaderboard: computed once (its resampled ranks cost seconds).
     attempt("report.html", lambda: write_report(rd.path, board=boards[0] if boards else None))
     return plots, problems, boards[0] if boards else None

@@ -28,6 +28,7 @@ from privaudit.audit.guarantee_audit.core import (
     audit_builtins,
     audit_guarantee,
     audit_levels,
+    audit_points,
     to_frame,
 )
 from privaudit.audit.guarantee_audit.stats import Evidence
@@ -45,5 +46,6 @@ __all__ = [
     "audit_builtins",
     "audit_guarantee",
     "audit_levels",
+    "audit_points",
     "to_frame",
 ]

@@ -34,6 +34,7 @@ audit flags a correct mechanism with probability <= α.
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 import time
@@ -42,12 +43,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from privaudit.api import Defense
 from privaudit.audit.guarantee_audit import dx, ldp
 from privaudit.audit.guarantee_audit.stats import Evidence
+from privaudit.audit.wrapper import UserDefense
+from privaudit.corpora.synthetic import synthetic_reviews
+from privaudit.defenses.cape import CAPE
+from privaudit.defenses.dpnr import DPNR, resolve_sensitivity
+from privaudit.defenses.embedding_dx import EmbeddingDX
+from privaudit.defenses.pct2t import PCT2T, pos_vocabulary, resolve_categories
+from privaudit.defenses.sap import SAP, SAPCTI
+from privaudit.defenses.t2t import T2T
 from privaudit.guarantees import Guarantee, Kind, Unit
 from privaudit.params import shown
+from privaudit.registry import DEFENSES, build_defense
+from privaudit.resources import backbone
 
 
 @dataclass(frozen=True)
@@ -124,6 +136,22 @@ class GuaranteeAudit:
             )
         return f"{head}: {self.verdict}{f' ({self.note})' if self.note else ''}"
 
+    @property
+    def claim(self) -> str:
+        """The claim in a few symbols: ``η=50 d_X per token``, ``ε=3 LDP per coordinate``."""
+        g = self.guarantee
+        if not g.formal or g.value is None:
+            return str(g)
+        symbol = {"eta": "η", "eta0": "η0", "epsilon": "ε"}.get(g.parameter, g.parameter)
+        kind = {Kind.DX: "d_X", Kind.LDP: "LDP", Kind.DP: "DP"}[g.kind]
+        text = f"{symbol}={shown(g.value)} {kind} per {g.unit}"
+        return text + (f" (η_m < {shown(g.largest)})" if g.per_unit else "")
+
+    def release_evidence(self) -> Evidence | None:
+        """The strongest test of the release itself (not the noise step)."""
+        released = [e for e in self.evidence if e.test != "noise step"]
+        return max(released, key=lambda e: (e.ratio, e.lower)) if released else None
+
     def row(self) -> dict[str, Any]:
         """One row of ``guarantees.csv`` / the table (:data:`COLUMNS`)."""
         e = self.best
@@ -137,7 +165,7 @@ class GuaranteeAudit:
             "knob": self.knob,
             "knob_value": self.knob_value,
             "guarantee": str(self.guarantee),
-            "claim": self.guarantee.describe().split(";")[0] if self.guarantee.formal else "-",
+            "claim": self.claim,
             "kind": str(self.guarantee.kind),
             "verdict": self.verdict,
             "test": e.test if e else "",
@@ -149,6 +177,8 @@ class GuaranteeAudit:
             "estimate": eta_hat,
             "ratio": e.ratio if e else math.nan,
             "confidence": 1 - self.alpha,
+            "release_bound": r.lower if (r := self.release_evidence()) else math.nan,
+            "release_ratio": r.ratio if r else math.nan,
             "tests": len(self.evidence),
             "n": e.n if e else 0,
             "seconds": self.seconds,
@@ -160,7 +190,7 @@ class GuaranteeAudit:
 COLUMNS = [
     "defense", "knob", "knob_value", "guarantee", "claim", "kind", "verdict", "test", "pair",
     "event", "distance", "claimed_loss", "lower_bound", "estimate", "ratio", "confidence",
-    "tests", "n", "seconds", "note", "seed",
+    "release_bound", "release_ratio", "tests", "n", "seconds", "note", "seed",
 ]  # fmt: skip
 
 
@@ -214,11 +244,6 @@ Plan = tuple[int, Callable[[float, np.random.Generator], list[Evidence]]]
 def _dx_token_plans(defense: Any, g: Guarantee, sizes: Sizes, rng: np.random.Generator,
                     backbone_name: str | None) -> list[Plan]:  # fmt: skip
     """t2t, embedding-dx, sap/sap-cti and a user's text privatizer: one-token texts."""
-    from privaudit.resources import backbone  # lazy: loads the backbone's embeddings
-
-    from privaudit.defenses.embedding_dx import EmbeddingDX
-    from privaudit.defenses.sap import SAP
-    from privaudit.defenses.t2t import T2T
 
     bb = backbone(backbone_name)
     pool = bb.candidate_ids
@@ -237,6 +262,7 @@ def _dx_token_plans(defense: Any, g: Guarantee, sizes: Sizes, rng: np.random.Gen
         return word_of[u]
 
     if isinstance(defense, EmbeddingDX):
+
         def draw_vec(units: list[int], n: int, r: np.random.Generator) -> list[np.ndarray]:
             rel = defense.privatize(_texts_for(units, n, name), rng=r)
             return [np.concatenate(v) for v in _split(rel.vectors or [], units, n)]
@@ -244,6 +270,7 @@ def _dx_token_plans(defense: Any, g: Guarantee, sizes: Sizes, rng: np.random.Gen
         plans.append((len(pairs), lambda a, r: dx.vector_release_tests(
             draw_vec, pairs, name, bb.embeddings, g, a=a, n=sizes.release, rng=r)))  # fmt: skip
     elif not (is_sap and layer > 0):
+
         def draw(units: list[int], n: int, r: np.random.Generator) -> list[list[Hashable]]:
             rel = defense.privatize(_texts_for(units, n, name), rng=r)
             if rel.texts is not None:
@@ -280,8 +307,6 @@ def _dx_token_plans(defense: Any, g: Guarantee, sizes: Sizes, rng: np.random.Gen
 
 def _pos_plans(defense: Any, g: Guarantee, sizes: Sizes, rng: np.random.Generator) -> list[Plan]:
     """pct2t and rapt: their word kernel on one word of the first selected category."""
-    from privaudit.defenses.pct2t import pos_vocabulary, resolve_categories
-    from privaudit.resources import backbone
 
     category = resolve_categories(defense.categories)[0]
     vocab = pos_vocabulary(defense.backbone, defense.spacy_model)
@@ -309,8 +334,6 @@ def _pos_plans(defense: Any, g: Guarantee, sizes: Sizes, rng: np.random.Generato
 
 def _laplace_plans(defense: Any, g: Guarantee, sizes: Sizes) -> list[Plan]:
     """cape and dpnr: the Laplace step (``pooled_release``) on constructed vectors."""
-    from privaudit.defenses.dpnr import resolve_sensitivity
-    from privaudit.resources import backbone
 
     release = kernel(defense, "pooled_release")
     dim = g.dimension or backbone(defense.backbone).dim
@@ -322,12 +345,6 @@ def _laplace_plans(defense: Any, g: Guarantee, sizes: Sizes) -> list[Plan]:
 def plan(defense: Defense, sizes: Sizes, rng: np.random.Generator,
          backbone_name: str | None = None) -> tuple[list[Plan], str]:  # fmt: skip
     """The tests for ``defense``'s guarantee, and a note (why none, or what is left out)."""
-    from privaudit.defenses.cape import CAPE
-    from privaudit.defenses.dpnr import DPNR
-    from privaudit.defenses.embedding_dx import EmbeddingDX
-    from privaudit.defenses.pct2t import PCT2T
-    from privaudit.defenses.sap import SAP
-    from privaudit.defenses.t2t import T2T
 
     g = defense.guarantee
     if not g.formal:
@@ -344,8 +361,8 @@ def plan(defense: Defense, sizes: Sizes, rng: np.random.Generator,
                 if int(getattr(defense, "split_layer", 0) or 0) > 0 else "")  # fmt: skip
         return _dx_token_plans(defense, g, sizes, rng, name), note
     # A user's (or unknown) privatizer: one-word texts through privatize.
-    if g.unit not in (Unit.TOKEN, Unit.WORD) or g.kind is Kind.DX and "embedding" not in (
-        g.metric or "embedding"
+    if g.unit not in (Unit.TOKEN, Unit.WORD) or (
+        g.kind is Kind.DX and "embedding" not in (g.metric or "embedding")
     ):
         return [], (f"a {g.kind} claim per {g.unit} has no generic test (one-word texts test "
                     "claims per token or word)")  # fmt: skip
@@ -394,11 +411,7 @@ def _as_float(value: Any) -> float | None:
 def fitted(defense: Defense) -> Defense:
     """SAP-CTI needs token importances from a labelled split: fitted here on a small seeded
     synthetic-reviews sample (public data), as a grid would fit it on its corpus."""
-    from privaudit.defenses.sap import SAPCTI
-
     if isinstance(defense, SAPCTI) and getattr(defense, "_budget_factor", None) is None:
-        from privaudit.corpora.synthetic import synthetic_reviews
-
         defense.fit(synthetic_reviews(n_docs=300, seed=0).split("train"))
     return defense
 
@@ -415,15 +428,12 @@ def audit_levels(
 ) -> list[GuaranteeAudit]:
     """A registered defense at each of ``values`` of its knob (default: its quick ``levels``;
     one audit without a knob)."""
-    from privaudit.registry import build_defense
 
     base = fitted(build_defense(name, dict(params or {}), backbone))
     if base.knob is None:
         return [audit_guarantee(base, alpha=alpha, seed=seed, sizes=sizes)]
     levels = list(values) if values else list(type(base).levels)
-    return [
-        audit_guarantee(base.with_knob(v), alpha=alpha, seed=seed, sizes=sizes) for v in levels
-    ]
+    return [audit_guarantee(base.with_knob(v), alpha=alpha, seed=seed, sizes=sizes) for v in levels]
 
 
 def audit_builtins(
@@ -435,7 +445,6 @@ def audit_builtins(
     sizes: Sizes | None = None,
 ) -> list[GuaranteeAudit]:
     """Every built-in defense (or ``names``) at its quick levels."""
-    from privaudit.registry import DEFENSES
 
     out: list[GuaranteeAudit] = []
     for name in names or DEFENSES.builtins():
@@ -443,8 +452,33 @@ def audit_builtins(
     return out
 
 
+def audit_points(
+    frame: Any,
+    *,
+    alpha: float = 0.05,
+    seed: int = 0,
+    sizes: Sizes | None = None,
+) -> list[GuaranteeAudit]:
+    """Each defense point of a results table once (its ``defense``, ``defense_params`` — the
+    knob value among them — and ``label``): what a run's outputs add as ``guarantees.csv``.
+    A user's privatizer (parameters with its ``target``) is rebuilt through its wrapper."""
+
+    points = frame[["defense", "defense_params", "label"]].drop_duplicates()
+    out = []
+    for name, params_json, label in points.itertuples(index=False):
+        params = json.loads(params_json) if isinstance(params_json, str) else {}
+        if "target" in params:
+            defense: Defense = UserDefense(**params)
+            defense.fit([])
+        else:
+            defense = fitted(build_defense(str(name), params, params.get("backbone")))
+        shown_as = str(label) if isinstance(label, str) and label else str(name)
+        out.append(audit_guarantee(defense, alpha=alpha, seed=seed,
+                                   sizes=sizes or QUICK_SIZES, label=shown_as))  # fmt: skip
+    return out
+
+
 def to_frame(audits: Sequence[GuaranteeAudit]) -> Any:
     """The table (``guarantees.csv``): one row per defense and level, columns :data:`COLUMNS`."""
-    import pandas as pd
 
     return pd.DataFrame([a.row() for a in audits], columns=COLUMNS)

@@ -126,9 +126,15 @@ def release_tests(
         shown = dict(zip(values, show_many(values), strict=True))
     return [
         discrete_evidence(
-            outs[i], outs[j], a=a, names=(f"'{name(i)}'", f"'{name(j)}'"), distance=d,
-            claimed=guarantee.loss(d), test=test, show=shown or None,
-        )  # fmt: skip
+            outs[i],
+            outs[j],
+            a=a,
+            names=(f"'{name(i)}'", f"'{name(j)}'"),
+            distance=d,
+            claimed=guarantee.loss(d),
+            test=test,
+            show=shown or None,
+        )
         for i, j, d in pairs
     ]
 

@@ -101,7 +101,7 @@ class Evidence:
 
 
 def _n_select(n: int) -> int:
-    return max(1, min(n - 1, int(round(n * SELECT_SHARE))))
+    return max(1, min(n - 1, round(n * SELECT_SHARE)))
 
 
 def discrete_evidence(
@@ -119,7 +119,8 @@ def discrete_evidence(
     """The best event over sets of discrete outputs. Selection (the first
     :data:`SELECT_SHARE` of each input's draws): for each direction, the outputs ranked by
     the bound each gives alone, and each top-j set (j <= ``max_set``; outputs seen fewer than
-    :data:`MIN_COUNT` times join none but the first) scored by the bound it would give; the best set and direction are then counted on the remaining draws."""
+    :data:`MIN_COUNT` times join none but the first) scored by the bound it would give; the
+    best set and direction are then counted on the remaining draws."""
     xs, ys = list(outputs_x), list(outputs_y)
     sx, sy = _n_select(len(xs)), _n_select(len(ys))
     values = sorted(set(xs[:sx]) | set(ys[:sy]), key=repr)
