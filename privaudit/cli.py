@@ -49,7 +49,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 #: workers ended, finished cells kept, and the --resume command is printed. `report` and
 #: `leaderboard` exit 5 on an unfinished run (its run.json says finished: false): the files
 #: are written, and the first line says how many cells are missing and how to --resume.
+#: `audit-guarantee --strict` and `audit --strict` exit 6 when a stated guarantee is violated.
 EXIT_USAGE, EXIT_CELLS_FAILED, EXIT_DISK_FULL, EXIT_UNFINISHED = 2, 3, 4, 5
+EXIT_GUARANTEE_VIOLATED = 6
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
 
 
@@ -453,7 +455,7 @@ def audit(
         bool, typer.Option(help="Exit 0 even when some cells failed (default: exit 3).")
     ] = False,
     strict: Annotated[
-        bool, typer.Option(help="Stop, exit 5, when its declared guarantee is violated.")
+        bool, typer.Option(help="Stop, exit 6, when its declared guarantee is violated.")
     ] = False,
     device: DeviceOption = None,
 ) -> None:
@@ -496,10 +498,6 @@ def audit(
         raise typer.Exit(EXIT_GUARANTEE_VIOLATED)
     print_summary(result.run)
     _exit_for_failures(result.run.frame, allow_failures)
-
-
-#: ``audit-guarantee --strict`` (and ``audit --strict``): a stated guarantee was violated.
-EXIT_GUARANTEE_VIOLATED = 5
 
 
 @app.command("audit-guarantee")
@@ -587,7 +585,7 @@ def leaderboard_cmd(
     board = leaderboard(runs.frame, runs.chance, outcomes=runs.outcomes, bootstrap=runs.bootstrap)
     print_board(board, f"privaudit leaderboard ({len(run_dirs)} run(s))")
     typer.echo("Wrote:")
-    for path in write_leaderboard(board, out if out is not None else run_dirs[0]):
+    for path in write_leaderboard(board, out if out is not None else run_dirs[0], runs.guarantees):
         typer.echo(f"  {path}")
     if any(partial):
         raise typer.Exit(EXIT_UNFINISHED)

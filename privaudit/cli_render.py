@@ -142,12 +142,13 @@ def print_guarantees(audits: Any, title: str = "guarantee audit") -> None:
     confidence) with the test that gave it, the claim at the same distance, their ratio
     (tightness), and the release tests' own ratio; then, in red, one line per violated claim
     with the pair and the event that showed it."""
-    console = Console(width=max(120, Console().width))
+    console = Console(width=max(150, Console().width))  # one line per point
     table = Table(title=title)
     for col in ("defense", "level", "claim", "verdict", "test", "lower bound", "claimed",
                 "ratio", "release ratio", "s"):  # fmt: skip
         left = col in ("defense", "level", "claim", "verdict", "test")
-        table.add_column(col, justify="left" if left else "right", no_wrap=col != "claim")
+        table.add_column(col, justify="left" if left else "right", no_wrap=True,
+                         min_width=24 if col == "claim" else None)  # fmt: skip
 
     def num(x: float, spec: str = ".3g") -> str:
         return "-" if x != x else format(x, spec)

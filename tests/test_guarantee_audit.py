@@ -188,11 +188,35 @@ def test_run_outputs_carry_the_guarantee_table(tmp_path: Any) -> None:
 
     run = make_run(tmp_path / "run", ranked_rows(), config={"name": "g", "seeds": [0]})
     points = pd.DataFrame({
-        "defense": ["dpnr", "none"], "label": ["dpnr", "none"],
-        "defense_params": [json.dumps({"epsilon": 3.0, "backbone": TINY}), json.dumps({})],
+        "defense": ["dpnr", "none", "gone"], "label": ["dpnr", "none", "gone"],
+        "defense_params": [json.dumps({"epsilon": 3.0, "backbone": TINY}), json.dumps({}),
+                           json.dumps({})],
+        "guarantee": ["epsilon-LDP ...", "none", "eta·d_X-privacy per token"],
     })  # fmt: skip
     write_guarantees(points, RunDir(run))
     table = RunDir(run).read_guarantees()
-    assert table is not None and list(table["verdict"]) == ["holds", "no formal claim"]
+    assert table is not None
+    assert list(table["verdict"]) == ["holds", "no formal claim", "not tested"]
+    assert "not rebuilt" in table["note"].iloc[2]  # one defense it cannot build costs no other
     page = write_report(run).read_text(encoding="utf-8")
     assert 'id="guarantees"' in page and "Guarantee audit" in page and "per coordinate" in page
+
+    # The leaderboard files carry the same table, a violated claim named first.
+    from privaudit.leaderboard.board import leaderboard
+    from privaudit.outputs.leaderboard import write_leaderboard
+    from privaudit.outputs.runs import load_runs
+
+    runs = load_runs([run])
+    assert runs.guarantees is not None and len(runs.guarantees) == 3
+    bad = runs.guarantees.assign(
+        verdict=["violated", "no formal claim", "not tested"], lower_bound=[9.0, None, None]
+    )
+    board = leaderboard(runs.frame, runs.chance, outcomes=runs.outcomes, bootstrap=runs.bootstrap)
+    md, _, page_html, _ = write_leaderboard(board, tmp_path / "lb", bad)
+    text = md.read_text(encoding="utf-8")
+    audit = text[text.index("## Guarantee audit") :]
+    assert audit.splitlines()[2].startswith("**Guarantee violated: dpnr epsilon=3")
+    assert "| dpnr | epsilon | 3 |" in audit and "| none |" in audit
+    assert "Guarantee violated: dpnr" in page_html.read_text(encoding="utf-8")
+    md_plain, *_ = write_leaderboard(board, tmp_path / "plain")
+    assert "Guarantee audit" not in md_plain.read_text(encoding="utf-8")

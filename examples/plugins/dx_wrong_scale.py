@@ -10,7 +10,7 @@ false:
     privaudit audit examples/plugins/dx_wrong_scale.py:NoisyWords --knob eta=5,10 --strict
 
 prints a red first line naming the pair of words and the output event that contradict the
-claim, and exits 5 before any grid is run. ``correct=True`` draws the right magnitude.
+claim, and exits 6 before any grid is run. ``correct=True`` draws the right magnitude.
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ from privaudit.leaderboard.frontier import NONE
 from privaudit.params import shown
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from privaudit.leaderboard.board import Leaderboard
 
 
@@ -285,3 +287,51 @@ def leaderboard_html_body(board: Leaderboard) -> str:
         + f'<p class="note">{html.escape(HYPERVOLUME_DEFINITION)}</p>\n'
         + f'<p class="note">{html.escape(PER_ATTACK_DEFINITION)}</p>\n'
     )
+
+
+GUARANTEE_NOTE = (
+    "Each stated guarantee tested empirically: pairs of inputs differing in one protected "
+    "unit, the output event chosen on held-out draws, exact (Clopper–Pearson) bounds with a "
+    "Bonferroni correction over the tests of a point; 'lower bound' is ln(p_low/q_high), "
+    "'claimed' the guarantee's bound at the same distance, 'ratio' their quotient (how "
+    "tight the claim is; above 1 it is violated)."
+)
+
+
+def _num(value: Any, spec: str = ".3f") -> str:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return "—" if value is None else str(value)
+    return "—" if np.isnan(number) else format(number, spec)
+
+
+def guarantee_table(table: pd.DataFrame) -> Table:
+    """The guarantee audit (``guarantees.csv``) as a display table: per defense point its
+    claim, verdict, test, pair and event, the empirical lower bound on the privacy loss, the
+    claim at the same distance, their ratio and the confidence."""
+    headers = ["defense", "knob", "value", "claim", "verdict", "test", "pair", "event",
+               "lower bound", "claimed", "ratio", "confidence"]  # fmt: skip
+    rows = [
+        [
+            str(r["defense"]), str(r["knob"]) if isinstance(r["knob"], str) else "—",
+            _num(r["knob_value"], ".4g"),
+            str(r["claim"]) if r["claim"] != "-" else str(r["guarantee"]),
+            str(r["verdict"]), *(str(r[c]) if isinstance(r[c], str) else "" for c in
+                                 ("test", "pair", "event")),
+            _num(r["lower_bound"]), _num(r["claimed_loss"]), _num(r["ratio"], ".2f"),
+            _num(r["confidence"], ".0%"),
+        ]
+        for _, r in table.iterrows()
+    ]  # fmt: skip
+    return Table(headers, rows)
+
+
+def guarantee_violations(table: pd.DataFrame) -> list[str]:
+    """One line per violated claim, with the test, pair and event that showed it."""
+    return [
+        f"Guarantee violated: {r['defense']} {r['knob']}={_num(r['knob_value'], '.4g')}: "
+        f"the {r['test']} test shows a privacy loss of at least {_num(r['lower_bound'])}, "
+        f"above the claimed {_num(r['claimed_loss'])} ({r['pair']}, event {r['event']})."
+        for _, r in table[table["verdict"] == "violated"].iterrows()
+    ]

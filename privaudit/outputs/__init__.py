@@ -84,8 +84,10 @@ def write_outputs(frame: Any, rd: RunDir, chance: float) -> tuple[list[Path], li
         runs = load_runs([rd.path], chance=chance)
         boards.append(build_leaderboard(runs.frame, chance, outcomes=runs.outcomes,
                                         bootstrap=runs.bootstrap))  # fmt: skip
-        return write_leaderboard(boards[0], rd.path)
+        return write_leaderboard(boards[0], rd.path, runs.guarantees)
 
+    if len(frame):  # before the leaderboard, which shows it
+        attempt("guarantees.csv", lambda: write_guarantees(frame, rd) and [])  # a table, not a plot
     if len(ok):
         attempt("frontiers.png", lambda: plot_frontiers(
             frame, rd.frontiers_png, chance=chance, styles=styles))  # fmt: skip
@@ -93,8 +95,6 @@ def write_outputs(frame: Any, rd: RunDir, chance: float) -> tuple[list[Path], li
         if boards and not boards[0].points.empty:
             attempt("families.png", lambda: plot_families(
                 boards[0].points, rd.families_png, chance=chance, styles=styles))  # fmt: skip
-    if len(frame):
-        attempt("guarantees.csv", lambda: write_guarantees(frame, rd) and [])  # a table, not a plot
     # The report shows the same leaderboard: computed once (its resampled ranks cost seconds).
     attempt("report.html", lambda: write_report(rd.path, board=boards[0] if boards else None))
     return plots, problems, boards[0] if boards else None

@@ -3,30 +3,51 @@ worst-case points."""
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from privaudit.audit.store import RunDir, write_atomic, write_text
 from privaudit.leaderboard.board import Leaderboard
 from privaudit.leaderboard.render import (
+    GUARANTEE_NOTE,
     HYPERVOLUME_DEFINITION,
     PER_ATTACK_DEFINITION,
     TABLE_CSS,
+    guarantee_table,
+    guarantee_violations,
+    html_table,
     leaderboard_html_body,
     markdown_table,
     sections,
 )
 
+if TYPE_CHECKING:
+    import pandas as pd
 
-def write_leaderboard(board: Leaderboard, out_dir: str | Path) -> list[Path]:
+
+def write_leaderboard(
+    board: Leaderboard, out_dir: str | Path, guarantees: pd.DataFrame | None = None
+) -> list[Path]:
     """Write leaderboard.md, leaderboard.csv (overall plus per-family and per-attack columns),
     leaderboard.html (a plain standalone page) and worst_case_points.csv (per family, label
     and knob value: worst-case privacy and utility with intervals, their spread across seeds
-    ``privacy_sd``/``utility_sd``, the strongest attack) into ``out_dir``; return the paths."""
+    ``privacy_sd``/``utility_sd``, the strongest attack) into ``out_dir``; return the paths.
+    ``guarantees`` (the runs' guarantee audit, ``guarantees.csv``) adds its section to the
+    Markdown and HTML, a violated claim first."""
     rd = RunDir(out_dir).create()
+    audited = guarantees is not None and not guarantees.empty
     body = "".join(
         f"## {title}\n\n" + (f"{caption}\n\n" if caption else "") + markdown_table(t) + "\n\n"
         for title, t, caption in sections(board)
     )
+    if audited:
+        assert guarantees is not None
+        body += (
+            "## Guarantee audit\n\n"
+            + "".join(f"**{line}**\n\n" for line in guarantee_violations(guarantees))
+            + f"{GUARANTEE_NOTE}\n\n{markdown_table(guarantee_table(guarantees))}\n\n"
+        )
     md = write_text(
         rd.leaderboard("md"),
         "# privaudit leaderboard\n\n"
@@ -42,6 +63,19 @@ def write_leaderboard(board: Leaderboard, out_dir: str | Path) -> list[Path]:
         "<title>privaudit leaderboard</title>\n"
         f"<style>{TABLE_CSS}</style>\n</head>\n<body>\n<h1>privaudit leaderboard</h1>\n"
         + leaderboard_html_body(board)
+        + (_guarantees_html(guarantees) if audited else "")
         + "</body>\n</html>\n",
     )
     return [md, csv, page, points]
+
+
+def _guarantees_html(guarantees: pd.DataFrame) -> str:
+    violated = "".join(
+        f"<p><strong>{html.escape(line)}</strong></p>\n"
+        for line in guarantee_violations(guarantees)
+    )
+    return (
+        "<h3>Guarantee audit</h3>\n" + violated
+        + f'<p class="note">{html.escape(GUARANTEE_NOTE)}</p>\n'
+        + html_table(guarantee_table(guarantees), numeric_from=8) + "\n"
+    )  # fmt: skip

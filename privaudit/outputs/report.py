@@ -22,9 +22,12 @@ from privaudit.corpora.base import describe_dropped
 from privaudit.leaderboard.board import Leaderboard, leaderboard
 from privaudit.leaderboard.figures import family_figure, frontier_figure, pareto_figure, run_styles
 from privaudit.leaderboard.render import (
+    GUARANTEE_NOTE,
     HYPERVOLUME_DEFINITION,
     TABLE_CSS,
     Table,
+    guarantee_table,
+    guarantee_violations,
     html_table,
     leaderboard_html_body,
 )
@@ -189,37 +192,10 @@ def _guarantees_section(table: pd.DataFrame | None) -> str:
     their ratio and the verdict; a violated claim is named first, in a banner."""
     if table is None or table.empty:
         return _note("No guarantee audit in this run directory (guarantees.csv).")
-    headers = ["defense", "knob", "value", "claim", "verdict", "test", "pair", "event",
-               "lower bound", "claimed", "ratio", "confidence"]  # fmt: skip
-    rows = [
-        [
-            str(r["defense"]), str(r["knob"]) if isinstance(r["knob"], str) else "—",
-            _fmt(r["knob_value"], ".4g"),
-            str(r["claim"]) if r["claim"] != "-" else str(r["guarantee"]),
-            str(r["verdict"]), *(str(r[c]) if isinstance(r[c], str) else "" for c in
-                                 ("test", "pair", "event")),
-            _fmt(r["lower_bound"]), _fmt(r["claimed_loss"]), _fmt(r["ratio"], ".2f"),
-            _fmt(r["confidence"], ".0%"),
-        ]
-        for _, r in table.iterrows()
-    ]  # fmt: skip
-    bad = table[table["verdict"] == "violated"]
-    banner = ""
-    for _, r in bad.iterrows():
-        what = (
-            f"Guarantee violated: {r['defense']} {r['knob']}={_fmt(r['knob_value'], '.4g')}: "
-            f"the {r['test']} test shows a privacy loss of at least {_fmt(r['lower_bound'])}, "
-            f"above the claimed {_fmt(r['claimed_loss'])} ({r['pair']}, event {r['event']})."
-        )
-        banner += f'<p class="unfinished">{html.escape(what)}</p>\n'
-    note = _note(
-        "Each stated guarantee tested empirically: pairs of inputs differing in one protected "
-        "unit, the output event chosen on held-out draws, exact (Clopper–Pearson) bounds with a "
-        "Bonferroni correction over the tests of a point; 'lower bound' is ln(p_low/q_high), "
-        "'claimed' the guarantee's bound at the same distance, 'ratio' their quotient (how "
-        "tight the claim is; above 1 it is violated)."
+    banner = "".join(
+        f'<p class="unfinished">{html.escape(line)}</p>\n' for line in guarantee_violations(table)
     )
-    return banner + note + html_table(Table(headers, rows), numeric_from=8)
+    return banner + _note(GUARANTEE_NOTE) + html_table(guarantee_table(table), numeric_from=8)
 
 
 def _cells_section(frame: pd.DataFrame) -> str:

@@ -60,6 +60,7 @@ class Runs:
     chance: float
     outcomes: Outcomes
     bootstrap: Bootstrap
+    guarantees: pd.DataFrame | None = None  # the runs' guarantees.csv
 
 
 def load_runs(run_dirs: Iterable[str | Path], *, chance: float | None = None) -> Runs:
@@ -71,7 +72,13 @@ def load_runs(run_dirs: Iterable[str | Path], *, chance: float | None = None) ->
     for run_dir in dirs:
         entries.update(Outcomes.from_frame(RunDir(run_dir).read_outcomes()).entries)
     boot = Bootstrap.from_meta(RunDir(dirs[0]).read_meta())
-    return Runs(frame, level, Outcomes(entries), boot)
+    audits = [g for g in (RunDir(d).read_guarantees() for d in dirs) if g is not None]
+    guarantees = None
+    if audits:
+        import pandas as pd
+
+        guarantees = pd.concat(audits, ignore_index=True).drop_duplicates(keep="last")
+    return Runs(frame, level, Outcomes(entries), boot, guarantees)
 
 
 def merge_runs(

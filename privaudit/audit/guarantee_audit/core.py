@@ -93,6 +93,7 @@ class GuaranteeAudit:
     evidence: list[Evidence] = field(default_factory=list)
     note: str = ""  # why there is no test, or what the tests left out
     seconds: float = 0.0
+    skipped: bool = False  # the defense could not be rebuilt to test (see the note)
 
     @property
     def violations(self) -> list[Evidence]:
@@ -100,6 +101,8 @@ class GuaranteeAudit:
 
     @property
     def verdict(self) -> str:
+        if self.skipped:
+            return NOT_TESTED
         if not self.guarantee.formal:
             return NO_CLAIM
         if not self.evidence:
@@ -127,6 +130,11 @@ class GuaranteeAudit:
                 f"but {e.test} test: {e.pair} (d = {e.distance:.3g}), event {e.event}: "
                 f"P = {e.k}/{e.n} vs {e.k2}/{e.n2}, privacy loss >= {e.lower:.3g} > claimed "
                 f"{e.claimed:.3g} at confidence {1 - self.alpha:.0%}"
+            )
+        if self.verdict == HOLDS and self.best is not None and self.best.lower <= 0:
+            return (
+                f"guarantee not contradicted: {head}: no output event told a pair apart "
+                f"(lower bounds <= 0, confidence {1 - self.alpha:.0%})"
             )
         if self.verdict == HOLDS and self.best is not None:
             return (
@@ -460,19 +468,28 @@ def audit_points(
     sizes: Sizes | None = None,
 ) -> list[GuaranteeAudit]:
     """Each defense point of a results table once (its ``defense``, ``defense_params`` — the
-    knob value among them — and ``label``): what a run's outputs add as ``guarantees.csv``.
-    A user's privatizer (parameters with its ``target``) is rebuilt through its wrapper."""
-
-    points = frame[["defense", "defense_params", "label"]].drop_duplicates()
+    knob value among them — ``label`` and ``guarantee``): what a run's outputs add as
+    ``guarantees.csv``. A user's privatizer (parameters with its ``target``) is rebuilt
+    through its wrapper; a defense that cannot be rebuilt here (registered only in another
+    process) is a row "not tested" with the reason, and the others are still audited."""
+    points = frame[["defense", "defense_params", "label", "guarantee"]].drop_duplicates(
+        ["defense", "defense_params", "label"]
+    )
     out = []
-    for name, params_json, label in points.itertuples(index=False):
-        params = json.loads(params_json) if isinstance(params_json, str) else {}
-        if "target" in params:
-            defense: Defense = UserDefense(**params)
-            defense.fit([])
-        else:
-            defense = fitted(build_defense(str(name), params, params.get("backbone")))
+    for name, params_json, label, stated in points.itertuples(index=False):
         shown_as = str(label) if isinstance(label, str) and label else str(name)
+        params = json.loads(params_json) if isinstance(params_json, str) else {}
+        try:
+            if "target" in params:
+                defense: Defense = UserDefense(**params)
+                defense.fit([])
+            else:
+                defense = fitted(build_defense(str(name), params, params.get("backbone")))
+        except (ValueError, TypeError, ImportError) as exc:
+            skipped = GuaranteeAudit(shown_as, None, None, Guarantee.stated(str(stated)), alpha,
+                                     seed, note=f"not rebuilt: {exc}", skipped=True)  # fmt: skip
+            out.append(skipped)
+            continue
         out.append(audit_guarantee(defense, alpha=alpha, seed=seed,
                                    sizes=sizes or QUICK_SIZES, label=shown_as))  # fmt: skip
     return out
@@ -480,5 +497,4 @@ def audit_points(
 
 def to_frame(audits: Sequence[GuaranteeAudit]) -> Any:
     """The table (``guarantees.csv``): one row per defense and level, columns :data:`COLUMNS`."""
-
     return pd.DataFrame([a.row() for a in audits], columns=COLUMNS)
