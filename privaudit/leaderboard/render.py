@@ -298,7 +298,8 @@ GUARANTEE_NOTE = (
 )
 
 
-def _num(value: Any, spec: str = ".3f") -> str:
+def fmt_number(value: Any, spec: str = ".3f") -> str:
+    """A number for display (``spec``), ``—`` for a missing one, a string as it is."""
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -315,12 +316,13 @@ def guarantee_table(table: pd.DataFrame) -> Table:
     rows = [
         [
             str(r["defense"]), str(r["knob"]) if isinstance(r["knob"], str) else "—",
-            _num(r["knob_value"], ".4g"),
+            fmt_number(r["knob_value"], ".4g"),
             str(r["claim"]) if r["claim"] != "-" else str(r["guarantee"]),
             str(r["verdict"]), *(str(r[c]) if isinstance(r[c], str) else "" for c in
                                  ("test", "pair", "event")),
-            _num(r["lower_bound"]), _num(r["claimed_loss"]), _num(r["ratio"], ".2f"),
-            _num(r["confidence"], ".0%"),
+            fmt_number(r["lower_bound"]), fmt_number(r["claimed_loss"]),
+            fmt_number(r["ratio"], ".2f"),
+            fmt_number(r["confidence"], ".0%"),
         ]
         for _, r in table.iterrows()
     ]  # fmt: skip
@@ -330,8 +332,8 @@ def guarantee_table(table: pd.DataFrame) -> Table:
 def guarantee_violations(table: pd.DataFrame) -> list[str]:
     """One line per violated claim, with the test, pair and event that showed it."""
     return [
-        f"Guarantee violated: {r['defense']} {r['knob']}={_num(r['knob_value'], '.4g')}: "
-        f"the {r['test']} test shows a privacy loss of at least {_num(r['lower_bound'])}, "
-        f"above the claimed {_num(r['claimed_loss'])} ({r['pair']}, event {r['event']})."
+        f"Guarantee violated: {r['defense']} {r['knob']}={fmt_number(r['knob_value'], '.4g')}: "
+        f"the {r['test']} test shows a privacy loss of at least {fmt_number(r['lower_bound'])}, "
+        f"above the claimed {fmt_number(r['claimed_loss'])} ({r['pair']}, event {r['event']})."
         for _, r in table[table["verdict"] == "violated"].iterrows()
     ]

@@ -26,6 +26,7 @@ from privaudit.leaderboard.render import (
     HYPERVOLUME_DEFINITION,
     TABLE_CSS,
     Table,
+    fmt_number,
     guarantee_table,
     guarantee_violations,
     html_table,
@@ -98,14 +99,6 @@ def _note(text: str) -> str:
     return f'<p class="note">{html.escape(text)}</p>'
 
 
-def _fmt(value: Any, spec: str = ".3f") -> str:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return "—" if value is None else str(value)
-    return "—" if math.isnan(number) else format(number, spec)
-
-
 def _summary(run_dir: Path, frame: pd.DataFrame, meta: dict[str, Any]) -> str:
     counts = cell_counts(frame)  # as the progress bar and the terminal count them
     facts = {
@@ -116,8 +109,8 @@ def _summary(run_dir: Path, frame: pd.DataFrame, meta: dict[str, Any]) -> str:
         "defense labels": str(frame["label"].nunique()),
         "attacks": str(frame["attack"].nunique()),
         "utility metric": str(meta.get("utility_metric", "accuracy")),
-        "chance level of the utility metric": _fmt(run_chance(meta)),
-        "majority-class accuracy": _fmt(meta.get("chance_accuracy")),
+        "chance level of the utility metric": fmt_number(run_chance(meta)),
+        "majority-class accuracy": fmt_number(meta.get("chance_accuracy")),
     }
     if meta.get("finished") is False:  # "cells" counts what finished, not the whole grid
         planned = meta.get("cells")
@@ -208,14 +201,14 @@ def _cells_section(frame: pd.DataFrame) -> str:
             [
                 str(r["label"]),
                 str(r["knob"]) if isinstance(r["knob"], str) else "—",
-                _fmt(r["knob_value"], ".4g"),
-                _fmt(r["seed"], "g"),
+                fmt_number(r["knob_value"], ".4g"),
+                fmt_number(r["seed"], "g"),
                 str(attack),
                 str(r["status"]),
                 _with_ci(r, "empirical_privacy"),
                 _with_ci(r, "normalised_privacy"),
                 _with_ci(r, "utility"),
-                _fmt(r.get("seconds"), ".1f"),
+                fmt_number(r.get("seconds"), ".1f"),
             ]
             for _, r in sub.iterrows()
         ]
@@ -230,11 +223,11 @@ def _cells_section(frame: pd.DataFrame) -> str:
 
 def _with_ci(row: Any, column: str) -> str:
     """``value [low, high]`` when the row has the interval, else the value."""
-    value = _fmt(row.get(column))
+    value = fmt_number(row.get(column))
     lo, hi = row.get(f"{column}_ci_low"), row.get(f"{column}_ci_high")
-    if value == "—" or _fmt(lo) == "—" or _fmt(hi) == "—":
+    if value == "—" or fmt_number(lo) == "—" or fmt_number(hi) == "—":
         return value
-    return f"{value} [{_fmt(lo)}, {_fmt(hi)}]"
+    return f"{value} [{fmt_number(lo)}, {fmt_number(hi)}]"
 
 
 def _grouped_reasons(frame: pd.DataFrame, status: str) -> str:
@@ -278,7 +271,12 @@ def _examples_section(run_dir: Path, show_examples: bool) -> str:
     ):
         raise ValueError(f"{path} must be a JSON list of objects with the keys {', '.join(keys)}.")
     rows = [
-        [str(e["defense"]), _fmt(e["knob_value"], ".4g"), str(e["original"]), str(e["released"])]
+        [
+            str(e["defense"]),
+            fmt_number(e["knob_value"], ".4g"),
+            str(e["original"]),
+            str(e["released"]),
+        ]
         for e in examples
     ]
     return html_table(
