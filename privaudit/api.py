@@ -27,6 +27,11 @@ ReleaseKind = Literal["text", "token_vectors", "pooled_vectors"]
 RELEASE_KINDS: frozenset[str] = frozenset({"text", "token_vectors", "pooled_vectors"})
 
 
+#: The undefended reference: the ``none`` defense's name, and the one display label only it
+#: may carry (every table, plot and leaderboard compares against it).
+NONE = "none"
+
+
 class Space(StrEnum):
     """The representation a release lives in: what an attack or a service can read of it."""
 

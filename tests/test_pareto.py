@@ -20,6 +20,7 @@ from matplotlib.container import ErrorbarContainer
 from matplotlib.figure import Figure
 from matplotlib.text import Annotation
 
+from privaudit.api import NONE
 from privaudit.leaderboard.figures import (
     FAMILY_PRIVACY_LABEL,
     NONE_STYLE,
@@ -29,7 +30,7 @@ from privaudit.leaderboard.figures import (
     pareto_figure,
     run_styles,
 )
-from privaudit.leaderboard.frontier import NONE, seed_means
+from privaudit.leaderboard.frontier import seed_means
 from privaudit.leaderboard.labels import KnobLabel, place_labels
 from privaudit.outputs.plots import plot_families, plot_pareto
 from tests.test_leaderboard import cell

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privaudit.api import Attack, Defense, Knowledge, Release
+from privaudit.api import NONE, Attack, Defense, Knowledge, Release
 from privaudit.audit.plan import (
     Point,
     cell_key,
@@ -260,7 +260,7 @@ def compute(
                 "status": "ok",
                 **_utility_fields(util, ev.metric, ctx.y_test),
                 "replacement_rate": replacement_rate([rel_train.audit, rel_test.audit])
-                if defense.name != "none"
+                if defense.name != NONE
                 else 0.0,
                 "privatize_seconds": privatize_s,
                 "privatize_wall_seconds": privatize_wall,  # what this run waited (estimates)

@@ -18,6 +18,7 @@ from pydantic import (
     model_validator,
 )
 
+from privaudit.api import NONE
 from privaudit.devices import check_device
 from privaudit.registry import ATTACKS, CORPORA, DEFENSES, UTILITY
 
@@ -25,9 +26,6 @@ from privaudit.registry import ATTACKS, CORPORA, DEFENSES, UTILITY
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-
-#: The undefended baseline's defense name, and the one label only it may carry.
-NONE = "none"
 
 _LABEL_FORBIDDEN = re.compile(r"[/\\\x00-\x1f]")
 

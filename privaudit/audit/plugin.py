@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privaudit.api import Defense, Release
+from privaudit.api import NONE, Defense, Release
 from privaudit.audit.config import PRESETS, load_config
 from privaudit.audit.guarantee_audit import VIOLATED, GuaranteeAudit, audit_guarantee
 from privaudit.audit.runner import run_grid
@@ -242,10 +242,10 @@ def audit(
     data["corpus"]["params"].update(corpus_params or {})  # --map: merged over the grid's
     quick = {d["name"]: d for d in PRESETS["quick"]["defenses"]}
     from_preset = {d["name"]: d for d in data["defenses"]}
-    defenses = [{"name": "none"}]
+    defenses = [{"name": NONE}]
     for name in compare:
         DEFENSES.get(name)  # a typo fails here, before any work
-        if name == "none":
+        if name == NONE:
             continue
         spec = copy.deepcopy(from_preset.get(name) or quick.get(name) or {"name": name})
         defenses.append(spec)

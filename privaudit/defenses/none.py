@@ -7,7 +7,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from privaudit.api import Defense, Release
+from privaudit.api import NONE, Defense, Release
 from privaudit.guarantees import Guarantee
 from privaudit.mechanisms.inputs import check_rng, check_texts
 
@@ -19,7 +19,7 @@ class NoDefense(Defense):
     Privacy knob: none. Guarantee: none.
     """
 
-    name: ClassVar[str] = "none"
+    name: ClassVar[str] = NONE
     cost_prior: ClassVar[float] = 0.0  # s per 1,000 words (estimate)
     knob: ClassVar[str | None] = None
     guarantee: ClassVar[Guarantee] = Guarantee.none()

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privaudit.leaderboard.frontier import NONE, seed_means
+from privaudit.api import NONE
+from privaudit.leaderboard.frontier import seed_means
 from privaudit.leaderboard.render import OVERALL_HEADERS, Table, knob_text_of, tables
 from privaudit.leaderboard.stats import (
     MATCHED_LEVELS,

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privaudit.leaderboard.frontier import CI_COLUMNS, NONE, seed_means
+from privaudit.api import NONE
+from privaudit.leaderboard.frontier import CI_COLUMNS, seed_means
 from privaudit.leaderboard.labels import KnobLabel, figure_renderer, freeze, knob_text, place_labels
 from privaudit.metrics.spec import find_metric
 from privaudit.metrics.stats import with_labels

@@ -18,7 +18,6 @@ from privaudit.metrics.stats import with_labels
 if TYPE_CHECKING:
     import pandas as pd
 
-NONE = "none"  # the undefended baseline's defense name and default label
 
 # Percentile-bootstrap interval bounds the runner writes beside privacy and utility. seed_means
 # carries them through (NaN when the results have none): with several seeds, each bound is the

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privaudit.leaderboard.frontier import NONE
+from privaudit.api import NONE
 from privaudit.params import shown
 
 if TYPE_CHECKING:

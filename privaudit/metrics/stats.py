@@ -39,13 +39,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from privaudit.api import NONE
 from privaudit.metrics.outcomes import Outcome, bootstrap_weights, interval, quiet_nan
 from privaudit.metrics.spec import MetricSpec, find_metric
 
 if TYPE_CHECKING:
     import pandas as pd
 
-NONE = "none"
 #: The least advantage (score points over the baseline, against the undefended release) for
 #: a bounded metric's attack to count as informative (:func:`_informative`).
 MIN_SPAN = 0.02

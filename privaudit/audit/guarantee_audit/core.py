@@ -476,6 +476,9 @@ def audit_points(
         ["defense", "defense_params", "label"]
     )
     out = []
+    # One fitted defense per (name, parameters but the knob): its levels are with_knob copies,
+    # so SAP-CTI's token importances are learned once, not once per level.
+    bases: dict[tuple[str, str], Defense] = {}
     for name, params_json, label, stated in points.itertuples(index=False):
         shown_as = str(label) if isinstance(label, str) and label else str(name)
         params = json.loads(params_json) if isinstance(params_json, str) else {}
@@ -484,7 +487,14 @@ def audit_points(
                 defense: Defense = UserDefense(**params)
                 defense.fit([])
             else:
-                defense = fitted(build_defense(str(name), params, params.get("backbone")))
+                knob = getattr(DEFENSES.get(str(name)), "knob", None)
+                rest = {k: v for k, v in params.items() if k != knob}
+                key = (str(name), json.dumps(rest, sort_keys=True, default=str))
+                if key not in bases:
+                    bases[key] = fitted(build_defense(str(name), params, params.get("backbone")))
+                defense = bases[key]
+                if knob is not None and knob in params:
+                    defense = defense.with_knob(params[knob])
         except (ValueError, TypeError, ImportError) as exc:
             skipped = GuaranteeAudit(shown_as, None, None, Guarantee.stated(str(stated)), alpha,
                                      seed, note=f"not rebuilt: {exc}", skipped=True)  # fmt: skip
