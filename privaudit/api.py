@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, Self, runtim
 
 import numpy as np
 
-from privaudit.guarantees import Guarantee, as_guarantee, guarantee_property
+from privaudit.guarantees import Guarantee, Kind, Unit, as_guarantee, guarantee_property
 from privaudit.params import ParamError, declared, declared_arguments, validate_params
 
 if TYPE_CHECKING:
@@ -151,13 +151,15 @@ class Knowledge:
     """What the threat model grants the attacker.
 
     ``query_mechanism`` runs the public privatizer on the attacker's *own* texts; ``aux`` is
-    the attacker's auxiliary labelled split, never the victim's.
+    the attacker's auxiliary labelled split, never the victim's; ``guarantee`` is the
+    mechanism's declared guarantee (public, as the mechanism is: its kind, unit and parameter).
     """
 
     white_box: bool = True
     backbone: str | None = None
     query_mechanism: Callable[[list[str]], Release] | None = None
     aux: datasets.Dataset | None = None  # the aux split: text, label, attributes, entities
+    guarantee: Guarantee | None = None
 
     def query(self, texts: list[str]) -> Release:
         """Privatize the attacker's own ``texts`` with the public mechanism and return what an
@@ -323,6 +325,9 @@ class Attack(Component):
     needs_white_box: ClassVar[bool] = False
     needs_query: ClassVar[bool] = False
     needs_aux: ClassVar[bool] = False
+    #: (kind, unit) pairs of the declared guarantees whose mechanism the attack models
+    #: (``Knowledge.guarantee`` must be one of them); empty: any mechanism
+    needs_guarantee: ClassVar[frozenset[tuple[Kind, Unit]]] = frozenset()
     quick_params: ClassVar[Mapping[str, Any]] = {}
     #: Cheap parameters for the tiny-model tests (the attack matrix, the conformance suite).
     test_params: ClassVar[Mapping[str, Any]] = {}
@@ -339,6 +344,14 @@ class Attack(Component):
             return f"{self.name} needs query access to the mechanism"
         if self.needs_aux and knowledge.aux is None:
             return f"{self.name} needs the attacker's auxiliary labelled split"
+        if self.needs_guarantee:
+            g = knowledge.guarantee
+            if g is None or (g.kind, g.unit) not in self.needs_guarantee:
+                wanted = " or ".join(sorted(f"{k} per {u}" for k, u in self.needs_guarantee))
+                return (
+                    f"{self.name} models a mechanism that declares {wanted}; this one "
+                    f"declares {'nothing' if g is None else repr(str(g))}"
+                )
         return None
 
     def fit(self, knowledge: Knowledge, *, rng: np.random.Generator) -> Self:

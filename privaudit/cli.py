@@ -319,6 +319,41 @@ def _exit_for_failures(frame: Any, allow: bool) -> None:
 @app.command()
 @_user_errors
 @on_device
+def pretrain(
+    preset: Annotated[str, typer.Option(help="Built-in grid whose attacks to prepare.")] = "quick",
+    config: Annotated[
+        Path | None, typer.Option(help="A YAML or JSON grid config (overrides --preset).")
+    ] = None,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    device: DeviceOption = None,
+) -> None:
+    """Build the pre-trained models a grid's attacks keep on disk (geia's and vec2text's
+    inverter, trained on public text only), so the run finds them cached.
+
+    Each is keyed by the backbone's fingerprint, the public corpus and the parameters that
+    shape it (see `privaudit list attacks`); one already cached is not rebuilt."""
+    # lazy: the config and the components bring pydantic, numpy and the registry
+    from privaudit.audit.cells import build_components
+    from privaudit.audit.config import load_config
+    from privaudit.resources import backbone as load_backbone
+
+    cfg = load_config(config if config is not None else preset)
+    _, attacks, _ = build_components(cfg)
+    ready = {label: a for label, a in attacks.items() if callable(getattr(a, "prepare", None))}
+    if not ready:
+        typer.echo("No attack of this grid keeps a pre-trained model on disk; nothing to do.")
+        return
+    bb = load_backbone(cfg.backbone)
+    for label, attack in ready.items():
+        attack.progress = progress
+        note = attack.prepare(bb)
+        what = "found in the cache" if note["cache"] == "hit" else f"built in {note['seconds']} s"
+        typer.echo(f"{label}: pre-trained model {what} ({attack.spec().path(bb)})")
+
+
+@app.command()
+@_user_errors
+@on_device
 def privatize(
     defense: Annotated[str, typer.Option(help="Defense name (see `privaudit list defenses`).")],
     knob: Annotated[
@@ -585,7 +620,9 @@ def leaderboard_cmd(
     board = leaderboard(runs.frame, runs.chance, outcomes=runs.outcomes, bootstrap=runs.bootstrap)
     print_board(board, f"privaudit leaderboard ({len(run_dirs)} run(s))")
     typer.echo("Wrote:")
-    for path in write_leaderboard(board, out if out is not None else run_dirs[0], runs.guarantees):
+    target = out if out is not None else run_dirs[0]
+    for path in write_leaderboard(board, target, runs.guarantees, frame=runs.frame,
+                                  strength=runs.strength):  # fmt: skip
         typer.echo(f"  {path}")
     if any(partial):
         raise typer.Exit(EXIT_UNFINISHED)

@@ -232,6 +232,7 @@ BUILTINS: dict[Registry[Any], dict[str, str]] = {
     ATTACKS: {
         "nn-inversion": "privaudit.attacks.nn_inversion:NNInversion",
         "mlp-inversion": "privaudit.attacks.mlp_inversion:MLPInversion",
+        "bayes-inversion": "privaudit.attacks.bayes_inversion:BayesInversion",
         "ae-inversion": "privaudit.attacks.ae_inversion:AEInversion",
         "optimization-inversion": "privaudit.attacks.optimization_inversion:OptimizationInversion",
         "attribute-inference": "privaudit.attacks.attribute_inference:AttributeInference",
@@ -239,6 +240,7 @@ BUILTINS: dict[Registry[Any], dict[str, str]] = {
         "has-deanonymization": "privaudit.attacks.has_deanonymization:HaSDeanonymization",
         "bow-inversion": "privaudit.attacks.bow_inversion:BowInversion",
         "geia": "privaudit.attacks.geia:GEIA",
+        "vec2text": "privaudit.attacks.vec2text:Vec2Text",
     },
     CORPORA: {
         "synthetic-reviews": "privaudit.corpora.synthetic:synthetic_reviews",

@@ -134,6 +134,8 @@ class Backbone:
     _class_index: dict[int, Any] = field(default_factory=dict, repr=False)
     # Every level of a pooled-vector defense (CAPE) encodes the same clean texts.
     _pooled_memo: ContentMemo = field(default_factory=lambda: ContentMemo(size=8), repr=False)
+    # The service's utility and each sentence attack finish the same token-vector releases.
+    _finished_memo: ContentMemo = field(default_factory=lambda: ContentMemo(size=8), repr=False)
 
     def _full(self) -> tuple[Any, Any]:
         if self._loaded is None:
@@ -242,16 +244,23 @@ class Backbone:
     ) -> np.ndarray:
         """Mean-pooled last hidden states when the input word embeddings are given directly
         (e.g. a noisy-embedding release): [CLS] and [SEP] embeddings are added around each
-        sequence, and the model adds position embeddings and layer norm as usual."""
+        sequence, and the model adds position embeddings and layer norm as usual (memoised by
+        content)."""
+        seqs = [np.asarray(v, np.float32).reshape(-1, self.dim) for v in vectors]
+        key = digest(["words", max_length, batch_size, current_device(), *seqs])
+        return self._finished_memo.get(
+            key, lambda: self._pooled_from_word_embeddings(seqs, max_length, batch_size)
+        )
+
+    def _pooled_from_word_embeddings(
+        self, vectors: list[np.ndarray], max_length: int, batch_size: int
+    ) -> np.ndarray:
         import torch
 
         out = np.zeros((len(vectors), self.dim), dtype=np.float32)
         cls = self.embeddings[self.tokenizer.cls_token_id]
         sep = self.embeddings[self.tokenizer.sep_token_id]
-        seqs = [
-            np.vstack([cls, np.asarray(v, np.float32).reshape(-1, self.dim)[: max_length - 2], sep])
-            for v in vectors
-        ]
+        seqs = [np.vstack([cls, v[: max_length - 2], sep]) for v in vectors]
         order = np.argsort([len(x) for x in seqs], kind="stable")
         device = self._on_device()
         with torch.inference_mode():
@@ -307,12 +316,19 @@ class Backbone:
     ) -> np.ndarray:
         """The top model of a split: continue from hidden states after encoder layer ``layer``
         (0 = the embedding layer's output) through the remaining layers, then mean-pool.
-        Written once for every split depth; ``layer == n_layers`` only pools."""
+        Written once for every split depth; ``layer == n_layers`` only pools (memoised by
+        content)."""
+        self._check_layer(layer, lowest=0)
+        seqs = [np.asarray(v, np.float32).reshape(-1, self.dim) for v in vectors]
+        key = digest(["layer", int(layer), batch_size, current_device(), *seqs])
+        return self._finished_memo.get(
+            key, lambda: self._pooled_from_layer(seqs, int(layer), batch_size)
+        )
+
+    def _pooled_from_layer(self, seqs: list[np.ndarray], layer: int, batch_size: int) -> np.ndarray:
         import torch
 
-        self._check_layer(layer, lowest=0)
-        out = np.zeros((len(vectors), self.dim), dtype=np.float32)
-        seqs = [np.asarray(v, np.float32).reshape(-1, self.dim) for v in vectors]
+        out = np.zeros((len(seqs), self.dim), dtype=np.float32)
         order = np.argsort([len(x) for x in seqs], kind="stable")
         device = self._on_device()
         blocks = self.model.encoder.layer[layer:]

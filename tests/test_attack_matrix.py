@@ -55,12 +55,13 @@ MUST_RUN = {
     ("embedding-dx", "mlp-inversion"), ("cape", "attribute-inference"),
     ("dpnr", "attribute-inference"), ("cape", "bow-inversion"), ("dpnr", "geia"),
     ("sap-k1", "bow-inversion"), ("sap-k1", "geia"), ("embedding-dx", "geia"),
-    ("has-label", "bow-inversion"), ("t2t", "geia"),
+    ("has-label", "bow-inversion"), ("t2t", "geia"), ("t2t", "bayes-inversion"),
+    ("none", "vec2text"), ("cape", "vec2text"), ("sap-k1", "vec2text"),
 }  # fmt: skip
 MUST_BE_NA = {
     ("t2t", "has-deanonymization"), ("sap-k1", "nn-inversion"), ("sap-k1", "mlp-inversion"),
     ("cape", "nn-inversion"), ("dpnr", "ner"), ("none", "optimization-inversion"),
-    ("sap", "ner"),
+    ("sap", "ner"), ("none", "bayes-inversion"), ("sap", "bayes-inversion"),
 }  # fmt: skip
 
 
@@ -104,6 +105,7 @@ def attack_cell(ctx: Context, label: str, attack: Attack, seed: int) -> Predicti
         backbone=ctx.config.backbone,
         query_mechanism=lambda texts: defense.privatize(texts, rng=np.random.default_rng(seed)),
         aux=ctx.aux,
+        guarantee=defense.guarantee,
     )
     assert attack.applicable(release, knowledge) is None, (label, attack.name)
     return attack.fit(knowledge, rng=np.random.default_rng(seed)).attack(release)
@@ -150,6 +152,10 @@ def test_applicability_rules(matrix) -> None:
     pairs = matrix[~matrix["attack"].str.startswith("attribute-inference")]
     assert pairs["cell"].nunique() == len(matrix_defenses()) * (len(ATTACKS.builtins()) - 1)
     entities = pairs[pairs["attack"].str.endswith("[entities]")]
-    assert set(entities["attack"]) == {"bow-inversion[entities]", "geia[entities]"}
-    assert len(entities) == 2 * len(matrix_defenses())
+    assert set(entities["attack"]) == {
+        "bow-inversion[entities]",
+        "geia[entities]",
+        "vec2text[entities]",
+    }
+    assert len(entities) == 3 * len(matrix_defenses())
     assert set(entities["family"]) == {"entity"}

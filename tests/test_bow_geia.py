@@ -22,13 +22,13 @@ from privaudit.mechanisms.words import entity_words, stop_words, words
 from privaudit.metrics import Truth, generation_scores, metrics, score_predictions, word_set_scores
 from privaudit.params import ParamError, validate_params
 from privaudit.registry import ATTACKS
+from privaudit.resources import backbone
 from tests.conftest import TINY
 
 # Cheap settings: the tests pin behaviour, not the quick grid's budget.
 FAST: dict[type, dict] = {
     BowInversion: {"hidden": 64, "pretrain_epochs": 30, "epochs": 3},
-    GEIA: {"n_layer": 1, "n_head": 2, "n_embd": 32, "prefix_len": 2, "pretrain_epochs": 2,
-           "epochs": 1, "max_tokens": 24},
+    GEIA: dict(GEIA.test_params) | {"epochs": 1},
 }  # fmt: skip
 CLASSES = [BowInversion, GEIA]
 
@@ -196,8 +196,8 @@ def test_non_adaptive_needs_no_queries(cls) -> None:
         assert len(score_predictions(pred, truth(), cls.metric)) == 2  # headline, entities
 
 
-@pytest.mark.parametrize("cls", CLASSES)
-def test_pretraining_is_cached_by_content(cls) -> None:
+def test_pretraining_is_cached_by_content() -> None:
+    cls = BowInversion
     PRETRAINED.clear()
     run(cls, NoDefense())
     assert (PRETRAINED.hits, PRETRAINED.misses) == (0, 1)
@@ -247,10 +247,55 @@ def test_bad_inputs_say_what_is_wrong(cls) -> None:
         attack.attack(Release("pooled_vectors", vectors=[np.zeros(4), np.zeros(5)]))
 
 
-def test_geia_checks_its_shape() -> None:
-    attack = GEIA(backbone=TINY, **(FAST[GEIA] | {"n_embd": 30, "n_head": 4}))
-    with pytest.raises(ValueError, match="multiple of n_head"):
-        attack.fit(knowledge(NoDefense()), rng=np.random.default_rng(0))
+def test_geia_pretrains_on_public_text_once_and_caches_it_on_disk() -> None:
+    from privaudit.attacks import geia
+
+    attack = GEIA(backbone=TINY, **FAST[GEIA])
+    path = attack.spec().path(backbone(TINY))
+    path.unlink(missing_ok=True)
+    geia._INVERTERS.__init__()
+    assert attack.prepare()["cache"] == "miss"
+    assert path.is_file()
+    assert attack.prepare()["cache"] == "hit"  # in this process
+    geia._INVERTERS.__init__()
+    assert attack.prepare()["cache"] == "hit"  # from disk, as a new process would
+    # Fine-tuning parameters share it; a pre-training parameter is another model.
+    assert GEIA(backbone=TINY, **(FAST[GEIA] | {"epochs": 3})).spec().path(backbone(TINY)) == path
+    other = GEIA(backbone=TINY, **(FAST[GEIA] | {"public_seed": 5}))
+    assert other.spec().path(backbone(TINY)) != path
+    # The corpus of the run is never the public text.
+    with pytest.raises(ValueError, match="public_seed"):
+        GEIA(public_seed=0).check_corpus("synthetic-reviews", {"seed": 0})
+    GEIA().check_corpus("synthetic-reviews", {"seed": 0})
+
+
+def test_vec2text_declares_geias_parameters_with_its_defaults() -> None:
+    from privaudit.attacks.vec2text import Vec2Text
+    from privaudit.params import declared
+
+    params = declared(Vec2Text)
+    assert set(params) == set(declared(GEIA))
+    assert params["steps"].default == 2 and params["hypotheses"].default == 4
+    with pytest.raises(ParamError):
+        Vec2Text(steps=-1)
+    with pytest.raises(ParamError, match="Did you mean 'steps'"):
+        Vec2Text(stepz=3)
+
+
+def test_vec2text_reports_the_score_before_correction_with_a_paired_interval() -> None:
+    from privaudit.attacks.vec2text import Vec2Text
+
+    attack = Vec2Text(backbone=TINY, **Vec2Text.test_params)
+    attack.fit(knowledge(NoDefense()), rng=np.random.default_rng(0))
+    pred = attack.attack(victims(NoDefense()))
+    assert set(pred.meta["variants"]) == {"steps_0"}  # non_adaptive: on geia's row
+    row = score_predictions(pred, truth(), Vec2Text.metric)[0]
+    details = row["attack_details"]
+    lo, hi = details["gain_over_steps_0_ci"]
+    assert lo <= details["gain_over_steps_0"] <= hi
+    assert math.isclose(details["gain_over_steps_0"], row["attack_score"] - details["steps_0_f1"])
+    # A correction only replaces a guess by one nearer the target: never farther.
+    assert pred.meta["settings"]["steps"] == 1
 
 
 def test_empty_documents_are_attacked() -> None:
@@ -305,3 +350,26 @@ def test_generation_scores() -> None:
     assert 0.5 < s["f1"] < 1.0
     perfect = generation_scores(texts, texts, entities)
     assert perfect["f1"] == perfect["rouge_l"] == perfect["exact"] == 1.0
+
+
+def test_vec2text_ranks_hypotheses_under_a_laplace_release_s_noise_model() -> None:
+    from privaudit.attacks.vec2text import Vec2Text
+    from privaudit.mechanisms.laplace import minmax_normalise
+
+    defense = CAPE(epsilon=10.0, backbone=TINY)
+    attack = Vec2Text(backbone=TINY, **Vec2Text.test_params)
+    attack.fit(knowledge(defense, guarantee=defense.guarantee), rng=np.random.default_rng(0))
+    assert attack._laplace  # CAPE declares epsilon-LDP Laplace noise
+    bb = backbone(TINY)
+    texts = ["the room was clean and quiet", "the staff were rude to us"]
+    ids = [list(bb.token_ids(texts))] * 2  # two victims, the same two hypotheses
+    noise = np.random.default_rng(0).laplace(0, 0.01, (2, bb.dim))
+    attack._laplace_release = (minmax_normalise(bb.pooled(texts)) + noise).astype(np.float32)
+    base = attack._pretrained(bb).state
+    chosen, _, dist = attack._closest(bb, base, np.zeros((2, bb.dim), np.float32), ids)
+    # Each victim's release was made from its own text: that hypothesis is the likelier.
+    assert [list(c) for c in chosen] == [list(i) for i in ids[0]]
+    assert np.all(dist < 0.01 * bb.dim * 3)
+    # Attacking CAPE end to end with the noise model.
+    pred = attack.attack(victims(defense))
+    assert len(score_predictions(pred, truth(), Vec2Text.metric)) == 2

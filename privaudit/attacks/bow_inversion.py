@@ -55,9 +55,10 @@ class BowInversion(SentenceInversion):
     victims'), may query the public privatizer on them at the victims' mechanism and privacy
     level (``Knowledge.query``), and owns the *public* backbone, with which it re-encodes
     released text and computes clean embeddings of its aux texts. It sees only the victims'
-    public release. Every release kind is read (:mod:`privaudit.attacks._sentence`): text
-    re-encoded with the backbone's pooled encoder, token-vector and hidden-state releases
-    mean-pooled, pooled vectors as released; so no built-in defense is ``n/a``.
+    public release. Every release kind is read as the public backbone's pooled embedding
+    (:mod:`privaudit.attacks._sentence`): text re-encoded, token-vector and hidden-state
+    releases run through the rest of the encoder and mean-pooled, pooled vectors as released;
+    so no built-in defense is ``n/a``.
 
     Words (a choice, documented): whole words, not WordPieces —
     :func:`privaudit.mechanisms.words.words` (case-folded, accents dropped, runs of letters and

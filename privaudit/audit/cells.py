@@ -78,6 +78,13 @@ def build_components(config: GridConfig) -> tuple[list[Any], dict[str, Attack], 
         spec.display(): build_component(ATTACKS, spec.name, spec.params, bb, f"attacks.{i}.params")
         for i, spec in enumerate(config.attack_specs())
     }
+    for i, (label, attack) in enumerate(attacks.items()):
+        check = getattr(attack, "check_corpus", None)  # an attack's own plan-time check
+        if callable(check):
+            try:
+                check(config.corpus.name, dict(config.corpus.params))
+            except ValueError as exc:
+                raise ValueError(f"attacks.{i} ({label}): {exc}") from None
     util = config.utility_spec()
     evaluator = build_component(UTILITY, util.name, util.params, bb, "utility.params")
     return defenses, attacks, evaluator
@@ -279,8 +286,9 @@ def compute(
 
     query = _memoized_query(defense, rng_query)
     knowledge = Knowledge(
-        white_box=True, backbone=ctx.config.backbone, query_mechanism=query, aux=ctx.aux
-    )
+        white_box=True, backbone=ctx.config.backbone, query_mechanism=query, aux=ctx.aux,
+        guarantee=defense.guarantee,
+    )  # fmt: skip
     public = rel_test.public()
     for label, key in task.attack_keys.items():
         attack = ctx.attacks[label]
@@ -292,9 +300,7 @@ def compute(
             row = base | _family(attack) | {"status": "n/a", "reason": reason}
             emit(key, {"kind": "cell", "status": "n/a", "rows": [row]})
             continue
-        rng_attack = np.random.default_rng(
-            stable_seed(point.seed, defense.name, defense.params(), "attack", label)
-        )
+        rng_attack = attack_rng(point, defense, label)
         t0 = time.perf_counter()
         try:
             predictions = attack.fit(knowledge, rng=rng_attack).attack(public)
@@ -394,13 +400,37 @@ def _point_streams(point: Point, defense: Defense) -> list[np.random.Generator]:
     return [np.random.default_rng(s) for s in seq.spawn(4)]
 
 
-def point_examples(ctx: Context, point: Point) -> list[dict[str, str]]:
-    """The point's (original, released) pairs, for a run that asks for examples after its
-    cells were computed without them: the test release is drawn again from the point's own
-    stream, so the pairs are the ones the cells were scored on."""
+def attack_rng(point: Point, defense: Defense, label: str) -> np.random.Generator:
+    """The attack cell's own stream (seed, defense, params, attack label)."""
+    return np.random.default_rng(
+        stable_seed(point.seed, defense.name, defense.params(), "attack", label)
+    )
+
+
+def test_release(ctx: Context, point: Point) -> Release:
+    """The point's test release, drawn again from its own stream: the one its cells were
+    scored on."""
     defense = ctx.defense(point)
     rng_test = _point_streams(point, defense)[1]
-    return _examples(ctx.test_texts, defense.privatize(ctx.test_texts, rng=rng_test))
+    return defense.privatize(ctx.test_texts, rng=rng_test)
+
+
+def knowledge(ctx: Context, point: Point, aux: Any) -> Knowledge:
+    """What the threat model grants an attacker at ``point`` with ``aux`` as its own split:
+    the backbone and queries to the mechanism at this level from the point's query stream
+    (the attack-strength curve gives a share of the aux, :mod:`privaudit.audit.strength`)."""
+    defense = ctx.defense(point)
+    query = _memoized_query(defense, _point_streams(point, defense)[3])
+    return Knowledge(
+        white_box=True, backbone=ctx.config.backbone, query_mechanism=query, aux=aux,
+        guarantee=defense.guarantee,
+    )  # fmt: skip
+
+
+def point_examples(ctx: Context, point: Point) -> list[dict[str, str]]:
+    """The point's (original, released) pairs, for a run that asks for examples after its
+    cells were computed without them (:func:`test_release`)."""
+    return _examples(ctx.test_texts, test_release(ctx, point))
 
 
 def _examples(texts: list[str], release: Release, n: int = 3) -> list[dict[str, str]]:

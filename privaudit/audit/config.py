@@ -147,6 +147,40 @@ class BootstrapSpec(_Strict):
     seed: int = Field(default=0, ge=0, description="seed of the run's resample indices")
 
 
+class StrengthSpec(_Strict):
+    """The attack-strength curve (:mod:`privaudit.audit.strength`): at the undefended ``none``
+    point, each attack that learns from the attacker's aux is fitted again on these shares of
+    the aux documents (nested seeded subsamples); 1.0 is the grid's own cell, reused."""
+
+    fractions: list[Any] = Field(
+        default_factory=lambda: [0.25, 0.5, 1.0],
+        description="shares of the attacker's aux documents, each in (0, 1]",
+    )
+
+    @field_validator("fractions")
+    @classmethod
+    def _fractions(cls, values: list[Any]) -> list[float]:
+        example = "e.g. strength: {fractions: [0.25, 0.5, 1.0]}"
+        if not values:
+            raise ValueError(f"fractions is empty; give at least one share of the aux, {example}")
+        for v in values:
+            if isinstance(v, bool) or not isinstance(v, int | float):
+                raise ValueError(
+                    f"{v!r} is not a number; give shares of the aux in (0, 1], {example}"
+                )
+            if not 0 < v <= 1:
+                raise ValueError(
+                    f"{v!r} is not in (0, 1]; a share of the aux is above 0 and at most 1, "
+                    f"{example}"
+                )
+        return [float(v) for v in values]
+
+    def levels(self) -> list[float]:
+        """The curve's shares, ascending, without repeats, always ending at 1.0 (the grid's
+        own cell)."""
+        return sorted({*self.fractions, 1.0})
+
+
 class GridConfig(_Strict):
     name: str = "custom"
     corpus: CorpusSpec = Field(default_factory=CorpusSpec)
@@ -174,6 +208,13 @@ class GridConfig(_Strict):
         default_factory=BootstrapSpec,
         description="confidence intervals: {resamples, level, seed} (an output option)",
     )
+    strength: StrengthSpec | None = Field(
+        default=None,
+        description="the attack-strength curve: {fractions: [0.25, 0.5, 1.0]} refits each "
+        "aux-trained attack at the undefended point on these shares of the aux (strength.csv, "
+        "strength.png, the report's Attack strength section); derived from the cells, so an "
+        "output option: --resume may add it",
+    )
     device: str = Field(
         default="auto",
         description="where torch runs: auto (a GPU when torch sees one), cpu, cuda, cuda:N or "
@@ -185,6 +226,16 @@ class GridConfig(_Strict):
     @classmethod
     def _device(cls, value: str) -> str:
         return check_device(value)
+
+    @model_validator(mode="after")
+    def _strength_needs_none(self) -> GridConfig:
+        """The strength curve is measured against the undefended release."""
+        if self.strength is not None and not any(d.name == NONE for d in self.defenses):
+            raise ValueError(
+                "strength: the attack-strength curve is measured at the undefended point; add "
+                f"{{name: {NONE}}} to defenses, or remove strength"
+            )
+        return self
 
     @model_validator(mode="after")
     def _distinct_labels(self) -> GridConfig:
@@ -279,6 +330,8 @@ def quick_preset() -> dict[str, Any]:
     for name in ATTACKS.builtins():
         params = dict(ATTACKS.get(name).quick_params)
         attacks.append({"name": name, "params": params} if params else name)
+    # No attack-strength curve (``strength``): refitting the aux-trained attacks on 25 % and
+    # 50 % of the aux adds ~80 s at the undefended point here (docs/usage.md).
     return {
         "name": "quick",
         "corpus": {
@@ -420,7 +473,7 @@ def _parse(path: Path) -> Any:
 #: The model behind each config field that holds one, for did-you-mean on unknown keys.
 _SECTIONS: dict[str, type[BaseModel]] = {
     "corpus": CorpusSpec, "defenses": DefenseSpec, "attacks": AttackSpec,
-    "utility": UtilitySpec, "executor": ExecutorSpec,
+    "utility": UtilitySpec, "executor": ExecutorSpec, "strength": StrengthSpec,
 }  # fmt: skip
 
 

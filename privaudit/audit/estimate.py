@@ -24,14 +24,13 @@ predicts this run's wall clock, where the memo's savings are real. The driver's 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
 import os
 import platform
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,7 +39,7 @@ from privaudit.audit.cells import build_components, point_keys
 from privaudit.audit.plan import calibration_key, check_levels, identity
 from privaudit.audit.store import RunDir, write_json
 from privaudit.devices import current_device
-from privaudit.mechanisms.memo import cache_dir
+from privaudit.mechanisms.memo import cache_dir, locked
 from privaudit.registry import CORPORA, build_component
 from privaudit.resources import backbone as load_backbone
 
@@ -222,7 +221,7 @@ class CostBook:
         if not self._pending or self.path is None:
             return
 
-        with _locked(self.path.with_name(self.path.name + ".lock")):
+        with locked(self.path.with_name(self.path.name + ".lock")):
             machines = self._read(warn=False)  # another run may have written since
             entries = machines.setdefault(self.machine, {})
             for key, (seconds, units, n) in self._pending.items():
@@ -237,22 +236,6 @@ class CostBook:
             write_json(self.path, {"format": FORMAT, "machines": machines})
         self.entries = dict(entries)
         self._pending.clear()
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """An exclusive advisory lock on ``path`` (none where ``fcntl`` is missing)."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows: the merge still re-reads first
-        yield
-        return
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @dataclass
@@ -277,8 +260,19 @@ class Estimate:
     measured: int  # components priced from this machine's measurements
     components: int
     priors: list[str] = field(default_factory=list)  # the others, by name
+    #: one-time work before the grid (pre-training an attack's disk-cached model): (what, s)
+    one_time: list[tuple[str, float]] = field(default_factory=list)
 
     def lines(self) -> list[str]:
+        out = self._grid_lines()
+        for what, seconds in self.one_time:
+            out.append(
+                f"One-time, first run only: {what} ≈ {_duration(seconds)} (cached on disk "
+                "after; `privaudit pretrain` builds it ahead)."
+            )
+        return out
+
+    def _grid_lines(self) -> list[str]:
         todo = self.cells - self.done
         size = (
             f"Grid: {self.points} points, {self.cells} cells ({self.done} done, {todo} to compute)"
@@ -413,7 +407,32 @@ def estimate_config(
                 if utility or todo:
                     work.append(Work(defense, utility, todo, spec.display))
     spec_jobs = jobs if jobs is not None else config.executor.jobs
-    return estimate(
+    forecast = estimate(
         work, attacks, evaluator, Sizes.of(corpus), book or CostBook(), points=points,
         cells=cells, done=done, jobs=spec_jobs,
     )  # fmt: skip
+    forecast.one_time = one_time_work(config, attacks)
+    forecast.wall += sum(s for _, s in forecast.one_time)
+    return forecast
+
+
+def one_time_work(config: GridConfig, attacks: dict[str, Any]) -> list[tuple[str, float]]:
+    """The pre-trainings the grid's attacks would do before their first cell (a model not in
+    the disk cache yet), each once: (which attacks, estimated seconds)."""
+    pending: dict[Any, tuple[list[str], float]] = {}
+    bb = None
+    for label, attack in attacks.items():
+        cost = getattr(attack, "pretrain_cost", None)
+        if not callable(cost):
+            continue
+        bb = bb or load_backbone(config.backbone)  # lean: its fingerprint, no model
+        seconds = cost(bb)
+        if seconds is None:  # cached
+            continue
+        key = attack.spec()
+        names, _ = pending.get(key, ([], seconds))
+        pending[key] = ([*names, label], seconds)
+    return [
+        (f"pre-training the inverter of {', '.join(names)}", seconds)
+        for names, seconds in pending.values()
+    ]

@@ -36,6 +36,7 @@ from privaudit.audit.executors import guard_run, make_executor
 from privaudit.audit.plan import Point, cell_key, check_levels, fmt_params, plan
 from privaudit.audit.reasons import full_reasons
 from privaudit.audit.store import COLUMNS, ResultStore, RunDir
+from privaudit.audit.strength import strength_curve
 from privaudit.devices import resolve_device, use_device
 from privaudit.metrics.outcomes import Outcome
 from privaudit.metrics.stats import Bootstrap, Outcomes, annotate, run_stats
@@ -201,6 +202,10 @@ def _execute(
 
     outputs_start = time.perf_counter()
     frame = rd.write_results(*results_table(ctx, points, store))
+    if config.strength is not None:  # a declared stage, after every cell: reuses their rows
+        t0 = time.perf_counter()
+        rd.write_strength(strength_curve(ctx, points, frame, progress=progress))
+        outputs_start += time.perf_counter() - t0  # attacks fitted, not outputs: not costed so
     if config.show_examples:
         rd.write_examples(examples(ctx, points, store))
     else:  # no corpus text in the run directory unless asked for
@@ -258,7 +263,7 @@ def _claim(rd: RunDir, config: GridConfig, overwrite: bool) -> None:
         path.unlink()
 
 
-OUTPUT_OPTIONS = ("show_examples", "bootstrap", "device")
+OUTPUT_OPTIONS = ("show_examples", "bootstrap", "device", "strength")
 
 
 def _sans_outputs(config: dict[str, Any]) -> dict[str, Any]:

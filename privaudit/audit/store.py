@@ -16,6 +16,8 @@ through :class:`RunDir`, so a file's name or a column is declared once::
       leaderboard.{md,csv,html}, worst_case_points.csv, report.html
       guarantees.csv       the guarantee audit: each defense point's stated guarantee against
                            an empirical lower bound on its privacy loss
+      strength.csv, strength.png   the attack-strength curve (when the grid asks for it):
+                           each aux-trained attack at the undefended point by aux documents
 
 Every file is written atomically (a temporary file, then a rename), so a reader or a crash
 never sees half a file; a full disk is :class:`DiskFull`, naming the file, with nothing
@@ -242,6 +244,16 @@ class RunDir:
         """The guarantee audit of the run's defense points (claim vs empirical lower bound)."""
         return self.path / "guarantees.csv"
 
+    @property
+    def strength_csv(self) -> Path:
+        """The attack-strength curve (:mod:`privaudit.audit.strength`): derived results, no
+        corpus text."""
+        return self.path / "strength.csv"
+
+    @property
+    def strength_png(self) -> Path:
+        return self.path / "strength.png"
+
     def outputs(self) -> list[Path]:
         """The files a run writes from its results, those present: the tables, the plots
         (a Pareto plot per attack of the results table), the leaderboard files and the
@@ -254,7 +266,8 @@ class RunDir:
         names = [self.results_csv, self.results_parquet, self.outcomes_parquet,
                  self.examples_json, self.report_html, self.frontiers_png, self.families_png,
                  *(self.leaderboard(ext) for ext in ("md", "csv", "html")), self.worst_case_csv,
-                 self.guarantees_csv, *(self.pareto_png(a) for a in attacks)]  # fmt: skip
+                 self.guarantees_csv, self.strength_csv, self.strength_png,
+                 *(self.pareto_png(a) for a in attacks)]  # fmt: skip
         return [p for p in names if p.is_file()]
 
     def is_run(self) -> bool:
@@ -305,6 +318,14 @@ class RunDir:
 
         return pd.read_csv(self.guarantees_csv) if self.guarantees_csv.is_file() else None
 
+    def read_strength(self) -> pd.DataFrame | None:
+        """strength.csv (None when the run computed no attack-strength curve)."""
+        import pandas as pd
+
+        if not self.strength_csv.is_file():
+            return None
+        return pd.read_csv(self.strength_csv, keep_default_na=False, na_values=[""])  # "n/a"
+
     def read_examples(self) -> list[dict[str, Any]] | None:
         return _read_json(self.examples_json) if self.examples_json.is_file() else None
 
@@ -345,6 +366,10 @@ class RunDir:
     def write_guarantees(self, frame: pd.DataFrame) -> Path:
         """guarantees.csv, one row per defense point (the guarantee audit's table)."""
         return write_atomic(self.guarantees_csv, lambda p: frame.to_csv(p, index=False))
+
+    def write_strength(self, frame: pd.DataFrame) -> Path:
+        """strength.csv, one row per (seed, attack row, share of the aux)."""
+        return write_atomic(self.strength_csv, lambda p: frame.to_csv(p, index=False))
 
     def write_examples(self, examples: list[dict[str, Any]]) -> Path:
         return write_text(self.examples_json, json.dumps(examples, indent=1))

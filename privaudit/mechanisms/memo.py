@@ -62,6 +62,23 @@ def cache_dir() -> Path:
     return path
 
 
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """An exclusive advisory lock on ``path`` (none where ``fcntl`` is missing): concurrent
+    runs and a pool's workers take turns on a shared cache file."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: callers re-read before they write
+        yield
+        return
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def digest(parts: Iterable[Any]) -> str:
     """A digest of arrays (dtype, shape and bytes), strings and other ``repr``-able values."""
     h = hashlib.blake2b(digest_size=20)
@@ -69,7 +86,8 @@ def digest(parts: Iterable[Any]) -> str:
         if isinstance(part, np.ndarray):
             arr = np.ascontiguousarray(part)
             h.update(f"{arr.dtype.str}{arr.shape}".encode())
-            h.update(memoryview(arr).cast("B"))
+            if arr.size:  # an empty array's view cannot be cast; its shape says it all
+                h.update(memoryview(arr).cast("B"))
         elif isinstance(part, str):
             h.update(b"s%d:" % len(part))
             h.update(part.encode("utf-8", "surrogatepass"))

@@ -19,7 +19,7 @@ import numpy as np
 from privaudit.api import Predictions, Release
 from privaudit.mechanisms.words import entity_words, normalise, stop_words, words
 from privaudit.metrics.multiset import multiset_counts, prf
-from privaudit.metrics.outcomes import Outcome
+from privaudit.metrics.outcomes import Outcome, bootstrap_weights, interval
 from privaudit.metrics.spec import Baseline, MetricSpec
 from privaudit.metrics.truth import NotScorable, Truth
 
@@ -186,7 +186,31 @@ def _score_generation(
         b = generation_counts(truth.texts, prior, truth.entities)
         bs = _generation_summary(b)
         details |= {f"baseline_{k}": bs[k] for k in keys[2:]}
+    for name, texts in dict(predictions.meta.get("variants") or {}).items():
+        details |= _variant_details(name, c, generation_counts(truth.texts, list(texts)), truth)
     return _text_rows(spec, truth, details, c, b, "entity_strings")
+
+
+def _variant_details(
+    name: str, counts: dict[str, np.ndarray], other: dict[str, np.ndarray], truth: Truth
+) -> dict[str, Any]:
+    """Another decoding of the same victims (``steps_0``: before correction; ``non_adaptive``):
+    its F1 and exact rate, and the headline's paired gain over it with its interval (the
+    run's bootstrap resamples of the victims, :func:`bootstrap_weights`)."""
+    s = _generation_summary(other)
+
+    def f1(c: dict[str, np.ndarray]) -> Outcome:
+        return Outcome.f1(c["content"][:, 0], c["content"][:, 1], c["content"][:, 2])
+
+    main, alt = f1(counts), f1(other)
+    w = bootstrap_weights(len(main.stats)).astype(np.float64)
+    lo, hi = interval(main.resample(w) - alt.resample(w))
+    return {
+        f"{name}_f1": s["f1"],
+        f"{name}_exact": s["exact"],
+        f"gain_over_{name}": main.value() - alt.value(),
+        f"gain_over_{name}_ci": [float(lo), float(hi)],
+    }
 
 
 def _generation_summary(c: dict[str, np.ndarray]) -> dict[str, float]:

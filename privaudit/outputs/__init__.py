@@ -22,8 +22,9 @@ from privaudit.audit.store import DiskFull, RunDir
 # Renamed: this package's submodule `leaderboard` would shadow the function's name.
 from privaudit.leaderboard.board import leaderboard as build_leaderboard
 from privaudit.leaderboard.figures import run_styles
+from privaudit.leaderboard.strength import strength_figure
 from privaudit.outputs.leaderboard import write_leaderboard
-from privaudit.outputs.plots import plot_families, plot_frontiers, plot_pareto
+from privaudit.outputs.plots import plot_families, plot_frontiers, plot_pareto, save_figure
 from privaudit.outputs.report import write_report
 from privaudit.outputs.runs import load_runs
 
@@ -54,7 +55,8 @@ def write_guarantees(frame: Any, rd: RunDir) -> Path:
 def write_outputs(frame: Any, rd: RunDir, chance: float) -> tuple[list[Path], list[str], Any]:
     """Per-attack Pareto plots, the combined frontier figure, the leaderboard (from the run
     directory's results and outcomes) with its worst-case family figure, the guarantee audit
-    of every defense point (``guarantees.csv``) and the HTML report.
+    of every defense point (``guarantees.csv``), the attack-strength curve (``strength.png``,
+    when the run computed ``strength.csv``) and the HTML report.
     The results are already on disk; one output that cannot be made is recorded (returned,
     and warned about) and every other one is still written, so ``--resume`` can always
     finish. Returns the plots, the problems and the leaderboard (None if it failed)."""
@@ -84,7 +86,8 @@ def write_outputs(frame: Any, rd: RunDir, chance: float) -> tuple[list[Path], li
         runs = load_runs([rd.path], chance=chance)
         boards.append(build_leaderboard(runs.frame, chance, outcomes=runs.outcomes,
                                         bootstrap=runs.bootstrap))  # fmt: skip
-        return write_leaderboard(boards[0], rd.path, runs.guarantees)
+        return write_leaderboard(boards[0], rd.path, runs.guarantees, frame=runs.frame,
+                                 strength=runs.strength)  # fmt: skip
 
     if len(frame):  # before the leaderboard, which shows it
         attempt("guarantees.csv", lambda: write_guarantees(frame, rd) and [])  # a table, not a plot
@@ -95,6 +98,9 @@ def write_outputs(frame: Any, rd: RunDir, chance: float) -> tuple[list[Path], li
         if boards and not boards[0].points.empty:
             attempt("families.png", lambda: plot_families(
                 boards[0].points, rd.families_png, chance=chance, styles=styles))  # fmt: skip
+    curve = rd.read_strength()
+    if curve is not None and (curve["status"] == "ok").any():
+        attempt("strength.png", lambda: save_figure(strength_figure(curve), rd.strength_png))
     # The report shows the same leaderboard: computed once (its resampled ranks cost seconds).
     attempt("report.html", lambda: write_report(rd.path, board=boards[0] if boards else None))
     return plots, problems, boards[0] if boards else None

@@ -21,20 +21,28 @@ from privaudit.leaderboard.render import (
     markdown_table,
     sections,
 )
+from privaudit.leaderboard.strength import markdown as strength_markdown
 
 if TYPE_CHECKING:
     import pandas as pd
 
 
 def write_leaderboard(
-    board: Leaderboard, out_dir: str | Path, guarantees: pd.DataFrame | None = None
+    board: Leaderboard,
+    out_dir: str | Path,
+    guarantees: pd.DataFrame | None = None,
+    *,
+    frame: pd.DataFrame | None = None,
+    strength: pd.DataFrame | None = None,
 ) -> list[Path]:
     """Write leaderboard.md, leaderboard.csv (overall plus per-family and per-attack columns),
     leaderboard.html (a plain standalone page) and worst_case_points.csv (per family, label
     and knob value: worst-case privacy and utility with intervals, their spread across seeds
     ``privacy_sd``/``utility_sd``, the strongest attack) into ``out_dir``; return the paths.
     ``guarantees`` (the runs' guarantee audit, ``guarantees.csv``) adds its section to the
-    Markdown and HTML, a violated claim first."""
+    Markdown and HTML, a violated claim first; ``frame`` (the runs' results) adds the
+    Markdown's "Attack strength" section, with the curve of ``strength`` (strength.csv) when
+    the runs have one."""
     rd = RunDir(out_dir).create()
     audited = guarantees is not None and not guarantees.empty
     body = "".join(
@@ -48,6 +56,8 @@ def write_leaderboard(
             + "".join(f"**{line}**\n\n" for line in guarantee_violations(guarantees))
             + f"{GUARANTEE_NOTE}\n\n{markdown_table(guarantee_table(guarantees))}\n\n"
         )
+    if frame is not None and len(frame):
+        body += strength_markdown(frame, strength)
     md = write_text(
         rd.leaderboard("md"),
         "# privaudit leaderboard\n\n"

@@ -32,6 +32,12 @@ from privaudit.leaderboard.render import (
     html_table,
     leaderboard_html_body,
 )
+from privaudit.leaderboard.strength import (
+    STRENGTH_NOTE,
+    saturation,
+    strength_figure,
+    undefended_table,
+)
 from privaudit.metrics.stats import with_labels
 from privaudit.outputs.runs import load_runs, read_run, run_chance, unfinished
 
@@ -191,6 +197,24 @@ def _guarantees_section(table: pd.DataFrame | None) -> str:
     return banner + _note(GUARANTEE_NOTE) + html_table(guarantee_table(table), numeric_from=8)
 
 
+def _strength_section(frame: pd.DataFrame, curve: pd.DataFrame | None) -> str:
+    """Each attack against the undefended release beside its baseline and published figure,
+    then the curve of strength against the attacker's data (``strength.csv``) with one
+    sentence per attack, or what enables it."""
+    table = undefended_table(frame)
+    parts = [_note(STRENGTH_NOTE)]
+    none = "No ok attack at the undefended point (the none defense)."
+    parts.append(html_table(table, numeric_from=2) if table.rows else _note(none))
+    if curve is not None and not curve.empty:
+        try:
+            fig = strength_figure(curve)
+            parts.append(_img(figure_png(fig), "Attack strength against the attacker's data"))
+        except ValueError as exc:  # no ok row: the sentences say why
+            parts.append(_note(str(exc)))
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in saturation(curve))
+    return "\n".join(parts) + f'\n<ul class="note">{items}</ul>'
+
+
 def _cells_section(frame: pd.DataFrame) -> str:
     parts = []
     headers = ["defense", "knob", "value", "seed", "attack", "status", "privacy",
@@ -322,10 +346,12 @@ def write_report(
     # Before anything else on the page: every number below is of a partial run.
     partial = unfinished(run_dir, frame, meta)
     banner = f'<p class="unfinished">{html.escape(partial)}</p>\n' if partial else ""
+    strength = _strength_section(frame, RunDir(run_dir).read_strength())
     sections = [
         ("summary", "Summary", _summary(run_dir, frame, meta)),
         ("leaderboard", "Leaderboard", _leaderboard_section(board)),
         ("guarantees", "Guarantee audit", _guarantees_section(RunDir(run_dir).read_guarantees())),
+        ("strength", "Attack strength", strength),
         ("families", "Worst-case frontiers per attack family", _families_section(board, frame)),
         ("frontiers", "Pareto frontiers per attack", frontiers),
         ("pareto", "Pareto plots per attack", per_attack or _note("No ok cell to plot.")),

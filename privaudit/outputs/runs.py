@@ -61,6 +61,7 @@ class Runs:
     outcomes: Outcomes
     bootstrap: Bootstrap
     guarantees: pd.DataFrame | None = None  # the runs' guarantees.csv
+    strength: pd.DataFrame | None = None  # the runs' strength.csv (the attack-strength curve)
 
 
 def load_runs(run_dirs: Iterable[str | Path], *, chance: float | None = None) -> Runs:
@@ -78,7 +79,13 @@ def load_runs(run_dirs: Iterable[str | Path], *, chance: float | None = None) ->
         import pandas as pd
 
         guarantees = pd.concat(audits, ignore_index=True).drop_duplicates(keep="last")
-    return Runs(frame, level, Outcomes(entries), boot, guarantees)
+    curves = [c for c in (RunDir(d).read_strength() for d in dirs) if c is not None]
+    strength = None
+    if curves:
+        import pandas as pd
+
+        strength = pd.concat(curves, ignore_index=True).drop_duplicates(keep="last")
+    return Runs(frame, level, Outcomes(entries), boot, guarantees, strength)
 
 
 def merge_runs(

@@ -1,0 +1,649 @@
+"""The pre-trained sentence-embedding inverter shared by ``geia`` and ``vec2text``.
+
+**Decoder** — the public backbone's own weights, warm-started as a decoder (Rothe, Narayan &
+Severyn, "Leveraging Pre-trained Checkpoints for Sequence Generation Tasks", TACL 2020): its
+embeddings and its lowest ``n_layer`` transformer layers become a BERT decoder with a causal
+self-attention mask and a cross-attention block per layer (new, randomly initialised), which
+attends to a *memory* built from the released vector: ``n_memory`` vectors projected from the
+(standardised) embedding. The output layer is a Linear whose rows start as the backbone's
+input embeddings of the output vocabulary (tied in spirit, free to move). The word-embedding
+matrix stays frozen (it is the backbone's lexical geometry and the largest tensor: freezing it
+halves a training step).
+
+Output vocabulary (a choice, documented): every WordPiece of the public pre-training text plus
+[SEP] (the end of a sentence) — about 2,000 pieces for 4,000 generated reviews, covering 99.5 %
+of the quick corpus's test pieces. The decoder reads any of the backbone's 30,522 pieces (its
+whole vocabulary is its input), but a piece it never saw as a target gets no probability worth
+decoding; the restricted softmax makes training and decoding 14 times cheaper, which is what
+lets beams and correction run on every defense point of the quick grid on two CPU cores.
+
+**Corrector** (Morris, Kuleshov, Shmatikov & Rush, "Text Embeddings Reveal (Almost) As Much As
+Text", EMNLP 2023, "Vec2Text") — a copy of the decoder whose memory also holds the current
+hypothesis: projections of its re-embedding ê and of the difference e − ê, and the
+hypothesis's own token embeddings (so it can copy what is right and change what is not). It is
+trained after the decoder on (e, decoder's greedy hypothesis, ê) → the true text, for the
+public training documents.
+
+**Pre-training** — on *public text* only, never on the user's corpus: by default
+``public_docs`` documents of the built-in generator (``synthetic-reviews``) with
+``public_seed`` (104729), disjoint from the presets' seed 0 (a run whose own corpus is that
+generator at that seed is refused when the grid is planned); a user may name another public
+corpus (a registered corpus name, or a file path read as the ``files`` corpus). As in
+:mod:`privaudit.attacks._sentence`, each training document's sentences are extra pairs.
+The result is cached on disk like a downloaded model, under
+``cache_dir()/inverters/<key>.pt``, where ``key`` digests the backbone's name and fingerprint,
+the public corpus, every parameter that shapes the pre-training and the device; a change to
+any of them is a miss. The public corpus is public: nothing of the user's corpus is written.
+``privaudit pretrain`` builds it ahead of time; ``privaudit run --estimate`` shows its
+one-time cost when it is missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import math
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from privaudit.attacks._pairs import train
+from privaudit.attacks._sentence import standardise_rows
+from privaudit.devices import current_device, module_device
+from privaudit.mechanisms.memo import cache_dir, digest, locked
+
+if TYPE_CHECKING:
+    import torch
+
+    from privaudit.resources import Backbone
+
+#: Bumped when the pre-training changes in a way its parameters do not show.
+VERSION = 1
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_EPS = 1e-6
+
+
+# -------------------------------------------------------------------------------------------
+# Public text
+# -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PublicText:
+    """Where the attacker's public pre-training text comes from."""
+
+    corpus: str = "synthetic-reviews"
+    n_docs: int = 4000
+    seed: int = 104729
+
+    def describe(self) -> str:
+        return f"{self.corpus} ({self.n_docs} documents, seed {self.seed})"
+
+    def texts(self) -> list[str]:
+        """The public documents, at most ``n_docs``: the built-in generator at ``seed``, another
+        registered corpus (every split, in order), or a file (``.txt``: one document per line;
+        ``.csv``/``.jsonl``/``.parquet``: its ``text`` column)."""
+        path = Path(self.corpus)
+        if path.suffix in (".txt", ".csv", ".jsonl", ".parquet"):
+            out = _file_texts(path)
+        else:
+            from privaudit.registry import CORPORA
+
+            params = {"seed": int(self.seed)} if self.corpus == "synthetic-reviews" else {}
+            if self.corpus == "synthetic-reviews":
+                params["n_docs"] = int(self.n_docs)
+            corpus = CORPORA.get(self.corpus)(**params)
+            out = [str(t) for split in corpus.splits.values() for t in split["text"]]
+        out = [t for t in out if t.strip()]
+        if not out:
+            raise ValueError(f"The public corpus {self.describe()} has no text.")
+        return out[: int(self.n_docs)]
+
+
+def _file_texts(path: Path) -> list[str]:
+    import pandas as pd
+
+    if not path.is_file():
+        raise ValueError(f"The public corpus file {path} does not exist; give a file path or a "
+                         "corpus name (e.g. synthetic-reviews).")  # fmt: skip
+    if path.suffix == ".txt":
+        return path.read_text(encoding="utf-8").splitlines()
+    frame = {".csv": pd.read_csv, ".jsonl": lambda p: pd.read_json(p, lines=True),
+             ".parquet": pd.read_parquet}[path.suffix](path)  # fmt: skip
+    if "text" not in frame.columns:
+        raise ValueError(f"The public corpus file {path} has no 'text' column.")
+    return [str(t) for t in frame["text"].dropna()]
+
+
+def sentences(text: str) -> list[str]:
+    return [p for p in _SENTENCE_END.split(text.strip()) if p]
+
+
+# -------------------------------------------------------------------------------------------
+# The pre-trained model
+# -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InverterSpec:
+    """Every choice that shapes the pre-trained inverter (the disk cache's key)."""
+
+    public: PublicText
+    n_layer: int = 2
+    n_memory: int = 4
+    max_tokens: int = 48
+    epochs: int = 2
+    correction_epochs: int = 1
+    lr: float = 3e-4
+    weight_decay: float = 0.01
+    batch_size: int = 32
+    dropout: float = 0.1
+    word_dropout: float = 0.1
+    sentences: bool = True
+
+    def key(self, bb: Backbone) -> str:
+        fields = sorted((k, v) for k, v in self.__dict__.items() if k != "public")
+        return digest(
+            ["inverter", VERSION, fields, sorted(self.public.__dict__.items()), bb.name,
+             bb.fingerprint, current_device()]
+        )  # fmt: skip
+
+    def path(self, bb: Backbone) -> Path:
+        return cache_dir() / "inverters" / f"{self.key(bb)[:24]}.pt"
+
+
+@dataclass
+class Inverter:
+    """A pre-trained decoder and corrector, with the scaling of their conditioning."""
+
+    decoder: Any  # torch.nn.ModuleDict (see build_model)
+    corrector: Any
+    vocab_ids: np.ndarray  # backbone ids of the output vocabulary
+    mean: np.ndarray  # feature scaling, fitted on the public clean embeddings
+    std: np.ndarray
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def scale(self, x: np.ndarray) -> np.ndarray:
+        return ((np.asarray(x, np.float32) - self.mean) / self.std).astype(np.float32)
+
+
+def build_model(bb: Backbone, spec: InverterSpec, n_vocab_ids: np.ndarray) -> torch.nn.Module:
+    """The decoder warm-started from the backbone's embeddings and lowest ``n_layer`` layers."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    base = bb.model
+    config = BertConfig(**base.config.to_dict())
+    n_layer = min(int(spec.n_layer), int(config.num_hidden_layers))
+    config.num_hidden_layers = n_layer
+    config.is_decoder = True
+    config.add_cross_attention = True
+    config.hidden_dropout_prob = float(spec.dropout)
+    config.attention_probs_dropout_prob = float(spec.dropout)
+    bert = BertModel(config, add_pooling_layer=False)
+    # Warm start: the backbone's embeddings and its first n_layer layers; cross-attention new.
+    bert.load_state_dict(_warm_weights(base.state_dict(), n_layer), strict=False)
+    bert.embeddings.word_embeddings.weight.requires_grad_(False)
+    hidden = int(config.hidden_size)
+    dim = bb.dim
+    m = int(spec.n_memory)
+    out = torch.nn.Linear(hidden, len(n_vocab_ids))
+    with torch.no_grad():
+        out.weight.copy_(bert.embeddings.word_embeddings.weight[torch.from_numpy(n_vocab_ids)])
+        out.bias.zero_()
+    parts = {
+        "bert": bert,
+        "cond": torch.nn.Linear(dim, m * hidden),
+        "cond_hyp": torch.nn.Linear(dim, m * hidden),
+        "cond_diff": torch.nn.Linear(dim, m * hidden),
+        "head": torch.nn.Sequential(
+            torch.nn.Linear(hidden, hidden), torch.nn.GELU(), torch.nn.LayerNorm(hidden)
+        ),
+        "out": out,
+    }
+    for name in ("cond", "cond_hyp", "cond_diff"):  # memory on the scale of hidden states
+        torch.nn.init.normal_(parts[name].weight, std=1.0 / math.sqrt(dim))
+        torch.nn.init.zeros_(parts[name].bias)
+    return torch.nn.ModuleDict(parts)
+
+
+def _warm_weights(state: dict[str, Any], n_layer: int) -> dict[str, Any]:
+    out = {}
+    for k, v in state.items():
+        keep = k.startswith("embeddings.") or (
+            k.startswith("encoder.layer.") and int(k.split(".")[2]) < n_layer
+        )
+        if keep:
+            out[k] = v
+    return out
+
+
+# -------------------------------------------------------------------------------------------
+# Memory, loss, decoding
+# -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Hypothesis:
+    """The corrector's view of the current guess: its re-embedding (scaled) and its pieces."""
+
+    embedding: torch.Tensor  # (n, dim)
+    ids: torch.Tensor  # (n, T) backbone ids, right-padded with 0
+    mask: torch.Tensor  # (n, T) 1 on real pieces
+
+
+def memory(
+    model: Any, e: torch.Tensor, hyp: Hypothesis | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The cross-attention memory (and its mask) for targets ``e`` (scaled embeddings)."""
+    import torch
+
+    n = len(e)
+    hidden = model["out"].in_features
+    parts = [model["cond"](e).view(n, -1, hidden)]
+    if hyp is not None:
+        parts += [
+            model["cond_hyp"](hyp.embedding).view(n, -1, hidden),
+            model["cond_diff"](e - hyp.embedding).view(n, -1, hidden),
+        ]
+    head = torch.cat(parts, dim=1)
+    mask = torch.ones(n, head.shape[1], dtype=torch.long, device=e.device)
+    if hyp is None:
+        return head, mask
+    tokens = model["bert"].embeddings(input_ids=hyp.ids)
+    return torch.cat([head, tokens], dim=1), torch.cat([mask, hyp.mask.long()], dim=1)
+
+
+def sequences(rows: Sequence[np.ndarray], cls: int, sep: int, max_tokens: int) -> np.ndarray:
+    """[CLS] + pieces (at most ``max_tokens``) + [SEP], right-padded with 0 ([PAD])."""
+    width = max((min(len(r), max_tokens) for r in rows), default=0) + 2
+    out = np.zeros((len(rows), width), dtype=np.int64)
+    for i, r in enumerate(rows):
+        r = np.asarray(r, np.int64)[:max_tokens]
+        out[i, 0] = cls
+        out[i, 1 : 1 + len(r)] = r
+        out[i, 1 + len(r)] = sep
+    return out
+
+
+def loss(
+    model: Any,
+    e: torch.Tensor,
+    seqs: torch.Tensor,
+    lookup: torch.Tensor,
+    hyp: Hypothesis | None = None,
+    word_dropout: float = 0.0,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Teacher-forced next-piece cross-entropy over the output vocabulary (``lookup``: backbone
+    id → output index, −100 outside it); [PAD] is masked out of attention and loss."""
+    import torch
+
+    inputs, targets = seqs[:, :-1], seqs[:, 1:]
+    attn = (inputs != 0).long()
+    attn[:, 0] = 1
+    labels = lookup[targets]
+    labels[targets == 0] = -100
+    if word_dropout > 0:  # lean on the memory, not only on the history (Bowman et al.)
+        drop = torch.rand(inputs.shape, generator=generator).to(inputs.device) < word_dropout
+        drop[:, 0] = False
+        inputs = inputs.masked_fill(drop & (inputs != 0), 100)  # [UNK]
+    mem, mem_mask = memory(model, e, hyp)
+    h = model["bert"](
+        input_ids=inputs, attention_mask=attn, encoder_hidden_states=mem,
+        encoder_attention_mask=mem_mask,
+    ).last_hidden_state  # fmt: skip
+    logits = model["out"](model["head"](h))
+    return torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100
+    )
+
+
+def generate(
+    model: Any,
+    e: np.ndarray,
+    vocab_ids: np.ndarray,
+    *,
+    cls: int,
+    sep: int,
+    max_tokens: int,
+    hyp: Hypothesis | None = None,
+    samples: int = 0,
+    temperature: float = 0.7,
+    generator: torch.Generator | None = None,
+    batch: int = 256,
+) -> list[list[np.ndarray]]:
+    """Per target row of ``e`` (scaled): the greedy decoding, then ``samples`` decodings drawn
+    at ``temperature``; each a backbone-id array up to [SEP]. All of a batch's hypotheses run
+    as one batch with the key/value cache (self- and cross-attention)."""
+    import torch
+    from transformers import DynamicCache, EncoderDecoderCache
+
+    model.eval()
+    device = module_device(model)
+    k = 1 + int(samples)
+    vocab = torch.from_numpy(np.asarray(vocab_ids, np.int64)).to(device)
+    sep_index = int(np.flatnonzero(np.asarray(vocab_ids) == sep)[0])
+    out: list[list[np.ndarray]] = [[] for _ in range(len(e))]
+    with torch.inference_mode():
+        for start in range(0, len(e), max(1, batch // k)):
+            stop = min(len(e), start + max(1, batch // k))
+            rows = torch.from_numpy(np.ascontiguousarray(e[start:stop])).to(device)
+            h = None
+            if hyp is not None:
+                h = Hypothesis(hyp.embedding[start:stop], hyp.ids[start:stop], hyp.mask[start:stop])
+            mem, mem_mask = memory(model, rows, h)
+            # Each row's k hypotheses side by side: row-major repeat.
+            mem = mem.repeat_interleave(k, dim=0)
+            mem_mask = mem_mask.repeat_interleave(k, dim=0)
+            n = len(mem)
+            greedy = (torch.arange(n, device=device) % k) == 0
+            cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+            cur = torch.full((n, 1), cls, dtype=torch.long, device=device)
+            tokens = torch.zeros((n, max_tokens), dtype=torch.long, device=device)
+            done = torch.zeros(n, dtype=torch.bool, device=device)
+            length = 0
+            for step in range(max_tokens + 1):
+                hidden = model["bert"](
+                    input_ids=cur, attention_mask=torch.ones(n, step + 1, dtype=torch.long,
+                                                             device=device),
+                    encoder_hidden_states=mem, encoder_attention_mask=mem_mask,
+                    cache=cache, use_cache=True,
+                ).last_hidden_state[:, -1]  # fmt: skip
+                logits = model["out"](model["head"](hidden))
+                if step == max_tokens:
+                    break
+                nxt = logits.argmax(dim=-1)
+                if k > 1:
+                    probs = torch.softmax(logits / float(temperature), dim=-1)
+                    drawn = torch.multinomial(probs.cpu(), 1, generator=generator)[:, 0]
+                    nxt = torch.where(greedy, nxt, drawn.to(device))
+                nxt = torch.where(done, torch.full_like(nxt, sep_index), nxt)
+                tokens[:, step] = nxt
+                length = step + 1
+                done |= nxt == sep_index
+                if bool(done.all()):
+                    break
+                cur = vocab[nxt][:, None]
+            ids = vocab[tokens[:, :length]].cpu().numpy()
+            ended = (tokens[:, :length] == sep_index).cpu().numpy()
+            for j in range(n):
+                stop_at = np.flatnonzero(ended[j])
+                row = ids[j, : stop_at[0] if len(stop_at) else length]
+                out[start + j // k].append(row.astype(np.int64))
+    return out
+
+
+def hypothesis(ids: Sequence[np.ndarray], embedding: np.ndarray, max_tokens: int) -> Hypothesis:
+    """The corrector's input for the chosen guesses ``ids`` with scaled ``embedding``."""
+    import torch
+
+    from privaudit.devices import tensor
+
+    width = max(1, max((min(len(r), max_tokens) for r in ids), default=1))
+    arr = np.zeros((len(ids), width), np.int64)
+    mask = np.zeros((len(ids), width), np.int64)
+    for i, r in enumerate(ids):
+        r = np.asarray(r, np.int64)[:max_tokens]
+        arr[i, : len(r)] = r
+        mask[i, : len(r)] = 1
+    mask[:, 0] = 1  # an empty guess still has one (padding) slot to attend to
+    return Hypothesis(tensor(embedding), tensor(arr).to(torch.long), tensor(mask).to(torch.long))
+
+
+# -------------------------------------------------------------------------------------------
+# Pre-training and the disk cache
+# -------------------------------------------------------------------------------------------
+
+
+def load_or_pretrain(
+    bb: Backbone,
+    spec: InverterSpec,
+    *,
+    threads: int | None = None,
+    progress: bool | None = None,
+) -> tuple[Inverter, dict[str, Any]]:
+    """The pre-trained inverter for ``bb`` and ``spec``: read from the disk cache, or trained
+    (its seed drawn from the cache key, so the model is a pure function of the key) and saved
+    there. Returns the inverter and a note (``cache``: hit or miss, ``seconds``)."""
+    path = spec.path(bb)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # One pre-training per machine: a pool's other workers wait for it, then read it.
+    with locked(path.with_suffix(".lock")):
+        return _load_or_pretrain(bb, spec, path, threads, progress)
+
+
+def _load_or_pretrain(
+    bb: Backbone, spec: InverterSpec, path: Path, threads: int | None, progress: bool | None
+) -> tuple[Inverter, dict[str, Any]]:
+    from privaudit.mechanisms.seeding import torch_threads
+
+    start = time.perf_counter()
+    if path.exists():
+        try:
+            inv = _read(path, bb, spec)
+        except Exception:  # a torn or stale file: rebuild it rather than fail the run
+            path.unlink(missing_ok=True)
+        else:
+            return inv, {"cache": "hit", "seconds": round(time.perf_counter() - start, 2)}
+    with torch_threads(threads):
+        inv = pretrain(bb, spec, progress=progress)
+    _write(path, inv)
+    seconds = time.perf_counter() - start
+    _record_timing(spec, seconds)
+    inv.info["pretrain_seconds"] = round(seconds, 1)
+    return inv, {"cache": "miss", "seconds": round(seconds, 1)}
+
+
+def cached(bb: Backbone, spec: InverterSpec) -> bool:
+    return spec.path(bb).exists()
+
+
+#: Seconds per public document (default size, two CPU cores) before any measurement here.
+PRETRAIN_PRIOR = 0.12
+
+
+def pretrain_estimate(bb: Backbone, spec: InverterSpec) -> float | None:
+    """Estimated seconds to pre-train ``spec`` here: the latest measured rate (seconds per
+    public document per epoch, :func:`load_or_pretrain` records it), else the prior; None when
+    the model is cached."""
+    if cached(bb, spec):
+        return None
+    rate = PRETRAIN_PRIOR / 2
+    book = _timings_path()
+    if book.is_file():
+        with contextlib.suppress(ValueError, KeyError, TypeError):  # unreadable: the prior
+            rate = float(json.loads(book.read_text())["seconds_per_doc_epoch"])
+    epochs = int(spec.epochs) + int(spec.correction_epochs)
+    return rate * int(spec.public.n_docs) * epochs
+
+
+def _timings_path() -> Path:
+    return cache_dir() / "inverters" / "timings.json"
+
+
+def _record_timing(spec: InverterSpec, seconds: float) -> None:
+    epochs = int(spec.epochs) + int(spec.correction_epochs)
+    rate = seconds / max(1, int(spec.public.n_docs) * epochs)
+    path = _timings_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"seconds_per_doc_epoch": rate}))
+
+
+def pretrain(bb: Backbone, spec: InverterSpec, *, progress: bool | None = None) -> Inverter:
+    """Pre-train the decoder on the public text's clean pooled embeddings, then the corrector
+    on the decoder's own hypotheses (see the module docstring)."""
+    import torch
+
+    from privaudit.devices import tensor
+
+    key = spec.key(bb)
+    rng = np.random.default_rng(int(key[:12], 16))
+    docs = spec.public.texts()
+    order = rng.permutation(len(docs))
+    n_val = max(1, len(docs) // 20)
+    val_docs = [docs[i] for i in order[:n_val]]
+    fit_docs = [docs[i] for i in order[n_val:]]
+    fit_texts = list(fit_docs)
+    if spec.sentences:
+        for d in fit_docs:
+            parts = sentences(d)
+            if len(parts) > 1:
+                fit_texts.extend(parts)
+    texts = fit_texts + val_docs
+    clean = standardise_rows(bb.pooled(texts, progress=bool(progress)))
+    mean, std = clean[: len(fit_texts)].mean(0), clean[: len(fit_texts)].std(0) + _EPS
+    xs = ((clean - mean) / std).astype(np.float32)
+    cls, sep = specials(bb)
+    rows = [r[: int(spec.max_tokens)] for r in bb.token_ids(texts)]
+    vocab_ids = np.unique(np.concatenate([*rows, np.asarray([sep], np.int64)])).astype(np.int64)
+    lookup_np = np.full(bb.embeddings.shape[0], -100, np.int64)
+    lookup_np[vocab_ids] = np.arange(len(vocab_ids))
+    seqs_np = sequences(rows, cls, sep, int(spec.max_tokens))
+    xt, seqs, lookup = tensor(xs), tensor(seqs_np).long(), tensor(lookup_np).long()
+    fit = np.arange(len(fit_texts))
+    val = np.arange(len(fit_texts), len(texts))
+    fit_t, val_t = tensor(fit).long(), tensor(val).long()
+    drop_gen = torch.Generator().manual_seed(int(key[12:24], 16))
+
+    def trimmed(idx: torch.Tensor) -> torch.Tensor:
+        s = seqs[idx]
+        width = int((s != 0).sum(1).max())
+        return s[:, :width]
+
+    def base_loss(model: torch.nn.Module, idx: torch.Tensor) -> torch.Tensor:
+        rows_ = fit_t[idx]
+        wd = float(spec.word_dropout) if model.training else 0.0
+        return loss(model, xt[rows_], trimmed(rows_), lookup, None, wd, drop_gen)
+
+    def base_val(model: torch.nn.Module) -> float:
+        return -float(_chunked(lambda r: loss(model, xt[r], trimmed(r), lookup), val_t))
+
+    decoder, info = train(
+        lambda: build_model(bb, spec, vocab_ids), base_loss, len(fit),
+        epochs=int(spec.epochs), batch_size=int(spec.batch_size), lr=float(spec.lr),
+        weight_decay=float(spec.weight_decay), rng=rng, desc="pretrain inverter",
+        progress=progress, validate=base_val,
+    )  # fmt: skip
+    inv = Inverter(decoder, None, vocab_ids, mean.astype(np.float32), std.astype(np.float32))
+    inv.info = {
+        "public_corpus": spec.public.describe(),
+        "public_pairs": len(fit_texts),
+        "vocabulary": len(vocab_ids),
+        "decoder_layers": int(decoder["bert"].config.num_hidden_layers),
+        "pretrain_val_loss": round(-float(info["val_score"]), 4),
+    }
+    # The corrector: trained on the decoder's greedy guesses for the public documents.
+    n_docs = len(fit_docs)
+    corr_rows = np.concatenate([np.arange(n_docs), val])
+    guesses = [g[0] for g in _generate_all(inv, decoder, xs[corr_rows], bb, spec)]
+    g_emb = inv.scale(standardise_rows(bb.pooled(bb.detokenize(guesses))))
+    hyp_all = hypothesis(guesses, g_emb, int(spec.max_tokens))
+    c_fit = tensor(np.arange(n_docs)).long()
+    c_val = tensor(np.arange(n_docs, len(corr_rows))).long()
+    corr_t = tensor(corr_rows).long()
+
+    def hyp_at(i: torch.Tensor) -> Hypothesis:
+        ids, mask = hyp_all.ids[i], hyp_all.mask[i]
+        width = int(mask.sum(1).max())
+        return Hypothesis(hyp_all.embedding[i], ids[:, :width], mask[:, :width])
+
+    def corr_loss(model: torch.nn.Module, idx: torch.Tensor) -> torch.Tensor:
+        i = c_fit[idx]
+        r = corr_t[i]
+        return loss(model, xt[r], trimmed(r), lookup, hyp_at(i))
+
+    def corr_val(model: torch.nn.Module) -> float:
+        return -float(
+            _chunked(lambda i: loss(model, xt[corr_t[i]], trimmed(corr_t[i]), lookup, hyp_at(i)),
+                     c_val)
+        )  # fmt: skip
+
+    corrector, cinfo = train(
+        lambda: copy.deepcopy(decoder), corr_loss, n_docs,
+        epochs=int(spec.correction_epochs), batch_size=int(spec.batch_size), lr=float(spec.lr),
+        weight_decay=float(spec.weight_decay), rng=rng, desc="pretrain corrector",
+        progress=progress, validate=corr_val,
+    )  # fmt: skip
+    inv.corrector = corrector
+    inv.info["corrector_val_loss"] = round(-float(cinfo["val_score"]), 4)
+    return inv
+
+
+def _chunked(fn: Callable[[Any], Any], idx: Any, size: int = 256) -> float:
+    total, n = 0.0, 0
+    for s in range(0, len(idx), size):
+        part = idx[s : s + size]
+        total += float(fn(part)) * len(part)
+        n += len(part)
+    return total / max(n, 1)
+
+
+def _generate_all(
+    inv: Inverter, model: Any, xs: np.ndarray, bb: Backbone, spec: InverterSpec
+) -> list[list[np.ndarray]]:
+    cls, sep = specials(bb)
+    return generate(model, xs, inv.vocab_ids, cls=cls, sep=sep, max_tokens=int(spec.max_tokens))
+
+
+def specials(bb: Backbone) -> tuple[int, int]:
+    tok = bb.tokenizer
+    cls = tok.cls_token_id if tok.cls_token_id is not None else tok.bos_token_id
+    sep = tok.sep_token_id if tok.sep_token_id is not None else tok.eos_token_id
+    if cls is None or sep is None:
+        raise ValueError(
+            f"The backbone {bb.name!r} has no [CLS]/[SEP] (or BOS/EOS) tokens, which the "
+            "pre-trained inverter uses to start and end a sentence; use a BERT-style backbone."
+        )
+    return int(cls), int(sep)
+
+
+def _write(path: Path, inv: Inverter) -> None:
+    import torch
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    torch.save(
+        {
+            "decoder": _own_weights(inv.decoder),
+            "corrector": _own_weights(inv.corrector),
+            "vocab_ids": inv.vocab_ids,
+            "mean": inv.mean,
+            "std": inv.std,
+            "info": json.dumps(inv.info),
+        },
+        tmp,
+    )
+    tmp.replace(path)  # atomic: a killed run leaves no torn cache entry
+
+
+def _own_weights(model: Any) -> dict[str, Any]:
+    """The weights to save: all but the frozen word embeddings (the backbone's own, 47 MB)."""
+    return {k: v for k, v in model.state_dict().items() if "word_embeddings" not in k}
+
+
+def _read(path: Path, bb: Backbone, spec: InverterSpec) -> Inverter:
+    import torch
+
+    blob = torch.load(path, map_location="cpu", weights_only=False)
+    vocab_ids = np.asarray(blob["vocab_ids"], np.int64)
+    models = []
+    for name in ("decoder", "corrector"):
+        m = build_model(bb, spec, vocab_ids)
+        # strict but for the frozen word embeddings, which build_model took from the backbone
+        result = m.load_state_dict(blob[name], strict=False)
+        if [k for k in result.missing_keys if "word_embeddings" not in k] or result.unexpected_keys:
+            raise ValueError(f"{path} does not hold this inverter's weights")
+        m.to(module_device(m) if current_device() == "cpu" else current_device())
+        m.eval()
+        models.append(m)
+    return Inverter(
+        models[0], models[1], vocab_ids, np.asarray(blob["mean"], np.float32),
+        np.asarray(blob["std"], np.float32), json.loads(blob["info"]),
+    )  # fmt: skip

@@ -1,0 +1,144 @@
+"""The attack-strength curve: how strong each attack is with more or less of the attacker's data.
+
+An optional stage of a run (``strength: {fractions: [...]}`` in the grid config,
+:class:`~privaudit.audit.config.StrengthSpec`), run after every cell is finished. At each
+undefended point (the ``none`` defense, per seed) every attack that learns from the aux
+split (``needs_aux``) and whose cell is ``ok`` is fitted again on a share of the aux documents
+and scored on the same victims, with the same truth and the run's bootstrap. A reader then
+sees whether the attacker has saturated or would grow stronger with more data.
+
+- **Subsets** are nested: one seeded permutation of the aux per (seed, attack), its first
+  ``round(fraction · n)`` documents (at least one), kept in the split's order. The attack's
+  own stream is the grid cell's (:func:`~privaudit.audit.cells.attack_rng`), so only its data
+  differs from the cell's.
+- **1.0 is the grid's cell**, reused from the results table (score, interval, baseline), never
+  recomputed, so the curve ends exactly on the number the rest of the report shows.
+- Attacks that do not read the aux (white-box nn-inversion, optimization-inversion, a
+  pretrained NER) are left out: their score does not depend on it.
+- A subset the attack cannot learn from (one class in a small share) is a ``failed`` row with
+  the reason, scrubbed of corpus text as a cell's is; the curve goes on.
+
+Rows (:data:`STRENGTH_COLUMNS`) hold scores only, never corpus text.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from privaudit.api import NONE
+from privaudit.audit.cells import attack_rng, knowledge, test_release
+from privaudit.audit.plan import stable_seed
+from privaudit.audit.reasons import failure_reason
+from privaudit.metrics import interval, score_predictions
+from privaudit.metrics.stats import Bootstrap
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from privaudit.audit.cells import Context
+    from privaudit.audit.plan import Point
+
+#: strength.csv's columns, in order.
+STRENGTH_COLUMNS = [
+    "seed", "attack", "attack_metric", "fraction", "n_aux", "status", "reason", "attack_score",
+    "attack_score_ci_low", "attack_score_ci_high", "attack_baseline", "reused", "attack_seconds",
+]  # fmt: skip
+
+
+def strength_curve(
+    ctx: Context, points: list[Point], frame: pd.DataFrame, *, progress: bool = True
+) -> pd.DataFrame:
+    """The curve's rows for ``ctx.config.strength`` (see the module docstring); ``frame`` is
+    the run's finished results table, with intervals. Empty when the grid has no ``ok``
+    aux-trained attack at an undefended point (or no aux split)."""
+    import pandas as pd
+    from tqdm.auto import tqdm
+
+    spec = ctx.config.strength
+    assert spec is not None, "strength_curve needs a config with strength"
+    shares = spec.levels()
+    aux = ctx.aux
+    n_aux = len(aux) if aux is not None else 0
+    jobs = []  # (point, cell label, its ok rows in the results table)
+    for point in points:
+        if ctx.defense(point).name != NONE or not n_aux:
+            continue
+        _, cells = ctx.keys(point)
+        for label, key in cells.items():
+            rows = frame[(frame["cell"] == key) & (frame["status"] == "ok")]
+            if ctx.attacks[label].needs_aux and len(rows):
+                jobs.append((point, label, rows))
+    out: list[dict[str, Any]] = []
+    fits = [s for s in shares if s < 1.0]
+    bar = tqdm(total=len(jobs) * len(fits), desc="strength", unit="fit", disable=not progress)
+    boot = Bootstrap(**ctx.config.bootstrap.model_dump())
+    weights = boot.weights(len(ctx.test_texts))
+    try:
+        for point, label, rows in jobs:
+            public = test_release(ctx, point).public()
+            order = np.random.default_rng(stable_seed(point.seed, NONE, "strength", label))
+            perm = order.permutation(n_aux)
+            for share in fits:
+                bar.set_postfix_str(f"{label} · {share:g}", refresh=True)
+                n = max(1, round(share * n_aux))
+                sub = aux.select(sorted(int(i) for i in perm[:n]))
+                out += _refit(ctx, point, label, sub, public, weights, boot.level, share, n)
+                bar.update(1)
+            out += [_reused(point, row, n_aux) for _, row in rows.iterrows()]
+    finally:
+        bar.close()
+    table = pd.DataFrame(out, columns=STRENGTH_COLUMNS)
+    return table.sort_values(["seed", "attack", "fraction"], kind="stable").reset_index(drop=True)
+
+
+def _refit(
+    ctx: Context, point: Point, label: str, aux: Any, public: Any, weights: np.ndarray,
+    level: float, share: float, n: int,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """The attack of cell (point, label) fitted on ``aux`` (a share of the split) and scored:
+    one row per scored target, or one ``failed`` row."""
+    attack = ctx.attacks[label]
+    base = {"seed": point.seed, "attack_metric": attack.metric, "fraction": share,
+            "n_aux": n, "reused": False}  # fmt: skip
+    rng = attack_rng(point, ctx.defense(point), label)
+    t0 = time.perf_counter()
+    try:
+        predictions = attack.fit(knowledge(ctx, point, aux), rng=rng).attack(public)
+        scored = score_predictions(predictions, ctx.truth, attack.metric, public)
+    except Exception as exc:  # a small share may be too little to learn from: say so, go on
+        stored, full = failure_reason(exc, ctx.corpus_text)
+        print(f"strength: {label} on {n} aux documents failed: {full}", file=sys.stderr)
+        return [base | {"attack": label, "status": "failed", "reason": stored}]
+    seconds = time.perf_counter() - t0
+    rows = []
+    for result in scored:
+        target = result.get("target") or ""
+        name = f"{label}[{target}]" if target else label
+        if result.get("status", "ok") != "ok":
+            rows.append(base | {"attack": name, "status": "n/a", "reason": result.get("reason")})
+            continue
+        lo, hi = interval(result["outcome"].resample(weights), level)
+        rows.append(base | {
+            "attack": name, "status": "ok", "reason": "",
+            "attack_score": float(result["attack_score"]),
+            "attack_score_ci_low": float(lo), "attack_score_ci_high": float(hi),
+            "attack_baseline": float(result.get("attack_baseline", math.nan)),
+            "attack_seconds": seconds,
+        })  # fmt: skip
+    return rows
+
+
+def _reused(point: Point, row: Any, n_aux: int) -> dict[str, Any]:
+    """The grid's own cell as the curve's last point (all of the aux)."""
+    return {
+        "seed": point.seed, "attack": row["attack"], "attack_metric": row["attack_metric"],
+        "fraction": 1.0, "n_aux": n_aux, "status": "ok", "reason": "", "reused": True,
+        **{c: float(row.get(c, math.nan)) for c in (
+            "attack_score", "attack_score_ci_low", "attack_score_ci_high", "attack_baseline",
+            "attack_seconds")},
+    }  # fmt: skip
