@@ -294,7 +294,6 @@ def test_vec2text_reports_the_score_before_correction_with_a_paired_interval() -
     lo, hi = details["gain_over_steps_0_ci"]
     assert lo <= details["gain_over_steps_0"] <= hi
     assert math.isclose(details["gain_over_steps_0"], row["attack_score"] - details["steps_0_f1"])
-    # A correction only replaces a guess by one nearer the target: never farther.
     assert pred.meta["settings"]["steps"] == 1
 
 

@@ -14,6 +14,7 @@ from privaudit.api import Knowledge, Predictions, Release
 from privaudit.attacks import _inverter as inv
 from privaudit.attacks._sentence import (
     AuxSplit,
+    Format,
     Objective,
     ObjectMemo,
     Pretrained,
@@ -26,7 +27,9 @@ from privaudit.devices import tensor
 from privaudit.guarantees import Kind
 from privaudit.mechanisms.laplace import minmax_normalise
 from privaudit.mechanisms.memo import digest
+from privaudit.mechanisms.seeding import torch_threads
 from privaudit.params import Fraction, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
+from privaudit.resources import backbone
 
 if TYPE_CHECKING:
     import torch
@@ -206,8 +209,6 @@ class GEIA(SentenceInversion):
 
     def prepare(self, bb: Backbone | None = None) -> dict[str, Any]:
         """Build (or find) the pre-trained inverter in the disk cache; returns its note."""
-        from privaudit.resources import backbone
-
         bb = bb if bb is not None else backbone(self.backbone)
         _, note = _INVERTERS.get(bb, self.spec(), self.threads, self.progress)
         return note
@@ -222,7 +223,10 @@ class GEIA(SentenceInversion):
         scaler = Scaler(inverter.mean, inverter.std)
         state = _State(inverter, inverter.decoder, scaler, dict(inverter.info) | {
             "pretrain_cache": note["cache"]})  # fmt: skip
-        state.prior = self._texts(bb, state.model, state, np.zeros((1, bb.dim), np.float32))[0]
+        nothing = np.zeros((1, bb.dim), np.float32)  # the public embeddings' mean, scaled
+        state.prior = bb.detokenize(
+            inv.greedy(bb, state.model, inverter.vocab_ids, nothing, int(self.max_tokens))
+        )[0]
         return Pretrained(state, clean)
 
     # ---------------------------------------------------------------------------------------
@@ -256,16 +260,12 @@ class GEIA(SentenceInversion):
         cls, sep = inv.specials(bb)
         rows = [r[: int(self.max_tokens)] for r in bb.token_ids(aux.texts)]
         seqs = tensor(inv.sequences(rows, cls, sep, int(self.max_tokens))).long()
-        lookup = np.full(bb.embeddings.shape[0], -100, np.int64)
-        lookup[state.inverter.vocab_ids] = np.arange(len(state.inverter.vocab_ids))
-        look = tensor(lookup).long()
+        look = tensor(inv.output_lookup(state.inverter.vocab_ids, bb.embeddings.shape[0])).long()
         xt = tensor(xs)
         fit_rows, val_rows = tensor(aux.fit).long(), tensor(aux.val).long()
 
         def batch_loss(model: torch.nn.Module, rows_: torch.Tensor) -> torch.Tensor:
-            s = seqs[rows_]
-            s = s[:, : int((s != 0).sum(1).max())]
-            return inv.loss(model, xt[rows_], s, look)
+            return inv.loss(model, xt[rows_], inv.trim(seqs[rows_]), look)
 
         return (lambda model, idx: batch_loss(model, fit_rows[idx]),
                 lambda model: -float(batch_loss(model, val_rows)))  # fmt: skip
@@ -295,16 +295,12 @@ class GEIA(SentenceInversion):
             base = self._pretrained(bb)
             x = standardise_rows(release_features(bb, release, name=self.name))
             adapter = self._non_adaptive_adapter(bb, x.shape[1])
-            from privaudit.mechanisms.seeding import torch_threads
-
             with torch_threads(self.threads):
                 texts, _ = self._invert(bb, base.state, adapter(x), steps=0, k=1)
             predictions.meta.setdefault("variants", {})["non_adaptive"] = texts
         return predictions
 
     def _non_adaptive_adapter(self, bb: Backbone, dim: int) -> Any:
-        from privaudit.attacks._sentence import Format
-
         assert self._format is not None
         fmt = Format(self._format.kind, self._format.space, self._format.layer, dim)
         return self._clean_adapted(bb, fmt)[1]
@@ -387,12 +383,6 @@ class GEIA(SentenceInversion):
         pick = dist.argmin(1)
         rows = np.arange(len(ids))
         return [ids[i][pick[i]] for i in rows], emb[rows, pick].copy(), dist[rows, pick].copy()
-
-    def _texts(self, bb: Backbone, model: Any, state: _State, x: np.ndarray) -> list[str]:
-        cls, sep = inv.specials(bb)
-        ids = inv.generate(model, x, state.inverter.vocab_ids, cls=cls, sep=sep,
-                           max_tokens=int(self.max_tokens))  # fmt: skip
-        return bb.detokenize([h[0] for h in ids])
 
 
 class _Inverters:
