@@ -365,10 +365,27 @@ def test_vec2text_ranks_hypotheses_under_a_laplace_release_s_noise_model() -> No
     noise = np.random.default_rng(0).laplace(0, 0.01, (2, bb.dim))
     attack._laplace_release = (minmax_normalise(bb.pooled(texts)) + noise).astype(np.float32)
     base = attack._pretrained(bb).state
-    chosen, _, dist = attack._closest(bb, base, np.zeros((2, bb.dim), np.float32), ids)
+    seen: dict[str, np.ndarray] = {}
+    chosen, _, dist = attack._closest(bb, base, np.zeros((2, bb.dim), np.float32), ids, seen)
+    assert sorted(seen) == sorted(bb.detokenize(ids[0]))  # each distinct text encoded once
     # Each victim's release was made from its own text: that hypothesis is the likelier.
     assert [list(c) for c in chosen] == [list(i) for i in ids[0]]
     assert np.all(dist < 0.01 * bb.dim * 3)
     # Attacking CAPE end to end with the noise model.
     pred = attack.attack(victims(defense))
     assert len(score_predictions(pred, truth(), Vec2Text.metric)) == 2
+
+
+def test_geia_and_vec2text_at_one_point_decode_the_greedy_guess_once() -> None:
+    from privaudit.attacks import geia
+    from privaudit.attacks.vec2text import Vec2Text
+
+    defense = NoDefense()
+    geia._GREEDY.clear()
+    first = run(GEIA, defense)
+    assert geia._GREEDY.misses >= 1 and geia._GREEDY.hits == 0
+    # vec2text's first hypothesis is that guess: taken from the memo, not decoded again.
+    attack = Vec2Text(backbone=TINY, **(FAST[GEIA] | {"hypotheses": 2, "steps": 0}))
+    later = attack.fit(knowledge(defense), rng=np.random.default_rng(1)).attack(victims(defense))
+    assert geia._GREEDY.hits == 1
+    assert len(later.texts) == len(first.texts)

@@ -96,3 +96,34 @@ def test_generation_keeps_each_victims_hypotheses_together() -> None:
     # The first hypothesis of each victim is its greedy decoding.
     assert all(np.array_equal(a[0], b[0]) for a, b in zip(out, greedy, strict=True))
     assert all(len(h) <= 6 and sep not in h for hs in out for h in hs)
+
+
+def test_a_finished_hypothesis_leaves_the_batch_without_changing_the_others() -> None:
+    import torch
+
+    bb = backbone(TINY)
+    spec = GEIA(**PARAMS).spec()
+    cls, sep = inv.specials(bb)
+    vocab = np.unique(np.r_[np.arange(5, 60), sep]).astype(np.int64)
+    torch.manual_seed(0)
+    model = inv.build_model(bb, spec, vocab)
+    e = np.random.default_rng(1).standard_normal((12, bb.dim)).astype(np.float32)
+    model.eval()
+    with torch.no_grad():  # [SEP] about as likely as the best word: rows end at different steps
+        mem, mask = inv.memory(model, torch.from_numpy(e))
+        first = model["bert"](
+            input_ids=torch.full((len(e), 1), cls),
+            encoder_hidden_states=mem,
+            encoder_attention_mask=mask,
+        )
+        logits = model["out"](model["head"](first.last_hidden_state[:, -1]))
+        at = int(np.flatnonzero(vocab == sep)[0])
+        gap = logits.max(dim=1).values - logits[:, at]
+        model["out"].bias[at] += float(gap.quantile(0.3))
+    together = [h[0] for h in inv.generate(model, e, vocab, cls=cls, sep=sep, max_tokens=8)]
+    alone = [inv.generate(model, e[i : i + 1], vocab, cls=cls, sep=sep, max_tokens=8)[0][0]
+             for i in range(len(e))]  # fmt: skip
+    assert len({len(h) for h in together}) > 1  # some left the batch, the others went on
+    assert all(np.array_equal(a, b) for a, b in zip(together, alone, strict=True))
+    with pytest.raises(ValueError, match="greedy decoding or at least one sample"):
+        inv.generate(model, e, vocab, cls=cls, sep=sep, max_tokens=8, with_greedy=False)

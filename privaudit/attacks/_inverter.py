@@ -333,16 +333,21 @@ def generate(
     temperature: float = 0.7,
     generator: torch.Generator | None = None,
     batch: int = 256,
+    with_greedy: bool = True,
 ) -> list[list[np.ndarray]]:
-    """Per target row of ``e`` (scaled): the greedy decoding, then ``samples`` decodings drawn
-    at ``temperature``; each a backbone-id array up to [SEP]. All of a batch's hypotheses run
-    as one batch with the key/value cache (self- and cross-attention)."""
+    """Per target row of ``e`` (scaled): the greedy decoding (unless ``with_greedy`` is
+    False), then ``samples`` decodings drawn at ``temperature``; each a backbone-id array up
+    to [SEP]. All of a batch's hypotheses run as one batch with the key/value cache (self-
+    and cross-attention); a hypothesis that has ended leaves the batch and its cache, so the
+    steps cost what the unfinished ones need."""
     import torch
     from transformers import DynamicCache, EncoderDecoderCache
 
     model.eval()
     device = module_device(model)
-    k = 1 + int(samples)
+    k = int(with_greedy) + int(samples)
+    if k < 1:
+        raise ValueError("generate needs the greedy decoding or at least one sample.")
     vocab = torch.from_numpy(np.asarray(vocab_ids, np.int64)).to(device)
     sep_index = int(np.flatnonzero(np.asarray(vocab_ids) == sep)[0])
     out: list[list[np.ndarray]] = [[] for _ in range(len(e))]
@@ -358,33 +363,36 @@ def generate(
             mem = mem.repeat_interleave(k, dim=0)
             mem_mask = mem_mask.repeat_interleave(k, dim=0)
             n = len(mem)
-            greedy = (torch.arange(n, device=device) % k) == 0
+            greedy = (torch.arange(n, device=device) % k == 0) & with_greedy
             cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
             cur = torch.full((n, 1), cls, dtype=torch.long, device=device)
-            tokens = torch.zeros((n, max_tokens), dtype=torch.long, device=device)
-            done = torch.zeros(n, dtype=torch.bool, device=device)
+            tokens = torch.full((n, max_tokens), sep_index, dtype=torch.long, device=device)
+            live = torch.arange(n, device=device)  # the unfinished hypotheses' rows
             length = 0
-            for step in range(max_tokens + 1):
+            for step in range(max_tokens):
                 hidden = model["bert"](
-                    input_ids=cur, attention_mask=torch.ones(n, step + 1, dtype=torch.long,
-                                                             device=device),
+                    input_ids=cur,
+                    attention_mask=torch.ones(len(live), step + 1, dtype=torch.long,
+                                              device=device),
                     encoder_hidden_states=mem, encoder_attention_mask=mem_mask,
                     cache=cache, use_cache=True,
                 ).last_hidden_state[:, -1]  # fmt: skip
                 logits = model["out"](model["head"](hidden))
-                if step == max_tokens:
-                    break
                 nxt = logits.argmax(dim=-1)
-                if k > 1:
+                if not bool(greedy[live].all()):
                     probs = torch.softmax(logits / float(temperature), dim=-1)
                     drawn = torch.multinomial(probs.cpu(), 1, generator=generator)[:, 0]
-                    nxt = torch.where(greedy, nxt, drawn.to(device))
-                nxt = torch.where(done, torch.full_like(nxt, sep_index), nxt)
-                tokens[:, step] = nxt
+                    nxt = torch.where(greedy[live], nxt, drawn.to(device))
+                tokens[live, step] = nxt
                 length = step + 1
-                done |= nxt == sep_index
-                if bool(done.all()):
+                going = nxt != sep_index
+                if not bool(going.any()):
                     break
+                if not bool(going.all()):  # the ended ones leave the batch and the cache
+                    keep = torch.nonzero(going).squeeze(1)
+                    cache.reorder_cache(keep)
+                    live, nxt = live[keep], nxt[keep]
+                    mem, mem_mask = mem[keep], mem_mask[keep]
                 cur = vocab[nxt][:, None]
             ids = vocab[tokens[:, :length]].cpu().numpy()
             ended = (tokens[:, :length] == sep_index).cpu().numpy()

@@ -47,6 +47,7 @@ class _State:
     scaler: Scaler
     info: dict[str, Any] = field(default_factory=dict)
     prior: str = ""  # what the pre-trained decoder writes with no conditioning
+    key: str = ""  # names the decoder's weights (its greedy decodings are memoised by it)
 
 
 class GEIA(SentenceInversion):
@@ -222,7 +223,7 @@ class GEIA(SentenceInversion):
         )
         scaler = Scaler(inverter.mean, inverter.std)
         state = _State(inverter, inverter.decoder, scaler, dict(inverter.info) | {
-            "pretrain_cache": note["cache"]})  # fmt: skip
+            "pretrain_cache": note["cache"]}, key=self.spec().key(bb))  # fmt: skip
         nothing = np.zeros((1, bb.dim), np.float32)  # the public embeddings' mean, scaled
         state.prior = bb.detokenize(
             inv.greedy(bb, state.model, inverter.vocab_ids, nothing, int(self.max_tokens))
@@ -253,7 +254,9 @@ class GEIA(SentenceInversion):
         key = digest([self.spec().key(bb), x, aux.key, int(self.epochs),
                       float(self.finetune_lr), int(self.batch_size)])  # fmt: skip
         seeded = np.random.default_rng(int(key[:12], 16))
-        return _FINETUNED.get(key, lambda: super(GEIA, self)._train(bb, aux, x, state, seeded))
+        tuned = _FINETUNED.get(key, lambda: super(GEIA, self)._train(bb, aux, x, state, seeded))
+        tuned.key = key
+        return tuned
 
     def _objective(self, bb: Backbone, aux: AuxSplit, xs: np.ndarray, state: _State) -> Objective:
         """Teacher-forced cross-entropy on the aux documents; held out: minus the loss."""
@@ -339,10 +342,16 @@ class GEIA(SentenceInversion):
             "cls": cls, "sep": sep, "max_tokens": int(self.max_tokens), "samples": k - 1,
             "temperature": float(self.temperature), "generator": gen,
         }  # fmt: skip
-        ids = inv.generate(state.model, e, state.inverter.vocab_ids, **opts)
+        greedy = self._greedy(state, e, cls, sep)
         if k == 1 and not steps:
-            return bb.detokenize([h[0] for h in ids]), {}
-        best, emb, dist = self._closest(bb, state, e, ids)
+            return bb.detokenize(greedy), {}
+        ids = [[g] for g in greedy]
+        if k > 1:
+            drawn = inv.generate(state.model, e, state.inverter.vocab_ids, with_greedy=False,
+                                 **(opts | {"samples": k - 1}))  # fmt: skip
+            ids = [g + d for g, d in zip(ids, drawn, strict=True)]
+        seen: dict[str, np.ndarray] = {}  # re-embedded hypotheses, by text
+        best, emb, dist = self._closest(bb, state, e, ids, seen)
         variants: dict[str, list[str]] = {}
         for step in range(int(steps)):
             if step == 0:
@@ -350,29 +359,51 @@ class GEIA(SentenceInversion):
             hyp = inv.hypothesis(best, emb, int(self.max_tokens))
             new = inv.generate(state.inverter.corrector, e, state.inverter.vocab_ids, hyp=hyp,
                                **opts)  # fmt: skip
-            cand, cemb, cdist = self._closest(bb, state, e, new)
+            cand, cemb, cdist = self._closest(bb, state, e, new, seen)
             better = cdist < dist
             for i in np.flatnonzero(better):
                 best[i] = cand[i]
             emb[better], dist[better] = cemb[better], cdist[better]
         return bb.detokenize(best), variants
 
+    def _greedy(self, state: _State, e: np.ndarray, cls: int, sep: int) -> list[np.ndarray]:
+        """The decoder's greedy decoding of each row of ``e``: a pure function of the
+        decoder's weights (``state.key``) and ``e``, so ``geia`` and ``vec2text`` at one point
+        decode it once."""
+
+        def decode() -> list[np.ndarray]:
+            out = inv.generate(state.model, e, state.inverter.vocab_ids, cls=cls, sep=sep,
+                               max_tokens=int(self.max_tokens))  # fmt: skip
+            return [h[0] for h in out]
+
+        if not state.key:
+            return decode()
+        return _GREEDY.get(digest([state.key, e, int(self.max_tokens)]), decode)
+
     def _closest(
-        self, bb: Backbone, state: _State, e: np.ndarray, ids: list[list[np.ndarray]]
+        self,
+        bb: Backbone,
+        state: _State,
+        e: np.ndarray,
+        ids: list[list[np.ndarray]],
+        seen: dict[str, np.ndarray],
     ) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
         """Each victim's most likely hypothesis given its release: re-embedded by the public
         encoder (one pass for all of them); under the defense's public noise model where it
         has one (Laplace noise on min-max normalised pooled vectors, CAPE and DPNR: the L1
         distance between the release and the hypothesis's normalised embedding is its
         negative log-likelihood), else the squared distance to the mapped target ``e`` in the
-        scaled clean space. Returns the choice, its scaled embedding and its distance."""
+        scaled clean space. Each distinct text is encoded once: ``seen`` keeps the pooled
+        embeddings of the texts already encoded (a correction often rewrites a guess as it
+        was). Returns the choice, its scaled embedding and its distance."""
         k = len(ids[0]) if ids else 1
         flat = [h for hs in ids for h in hs]
         texts = bb.detokenize(flat)
-        pooled = np.zeros((len(flat), bb.dim), np.float32)
-        full = [i for i, t in enumerate(texts) if t.strip()]
-        if full:
-            pooled[full] = bb.pooled([texts[i] for i in full])
+        new = sorted({t for t in texts if t.strip() and t not in seen})
+        if new:
+            seen.update(zip(new, bb.pooled(new), strict=True))
+        zero = np.zeros(bb.dim, np.float32)
+        pooled = np.stack([seen.get(t, zero) if t.strip() else zero for t in texts])
         emb = state.scaler(standardise_rows(pooled)).reshape(len(ids), k, -1)
         raw = self._laplace_release
         if raw is not None and raw.shape == (len(ids), bb.dim):
@@ -405,3 +436,5 @@ class _Inverters:
 _INVERTERS = _Inverters()
 #: The latest points' fine-tuned decoders (geia's and vec2text's cells of a point share one).
 _FINETUNED = ObjectMemo(size=2)
+#: Their greedy decodings (geia's whole guess; vec2text's first hypothesis).
+_GREEDY = ObjectMemo(size=4)
