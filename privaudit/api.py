@@ -317,7 +317,8 @@ class Attack(Component):
 
     ``accepts`` declares the release spaces it reads; the runner derives ``n/a`` from it (and
     from ``needs_*``). ``quick_params`` are cost bounds the quick grid uses; ``test_params``
-    are cheap parameters for the tiny-model tests (speed only, not a setting to report).
+    are cheap parameters for the tiny-model tests (speed only, not a setting to report);
+    ``fit_sd`` is the score's spread between attacker fits, which the intervals include.
     """
 
     accepts: ClassVar[frozenset[Space]] = frozenset()
@@ -331,6 +332,12 @@ class Attack(Component):
     quick_params: ClassVar[Mapping[str, Any]] = {}
     #: Cheap parameters for the tiny-model tests (the attack matrix, the conformance suite).
     test_params: ClassVar[Mapping[str, Any]] = {}
+    #: The standard deviation of the headline score between fits with different ``rng`` seeds
+    #: on the same data, on the score's own scale (measured, per class, with the point and
+    #: seeds in a comment). The run's bootstrap adds an independent N(0, fit_sd²) effect per
+    #: cell to each resample (:mod:`privaudit.metrics.stats`), so intervals include attacker
+    #: randomness as well as the test documents. 0: deterministic given its data.
+    fit_sd: ClassVar[float] = 0.0
 
     def applicable(self, release: Release, knowledge: Knowledge) -> str | None:
         """``None`` if this attack can run on ``release`` (public) with ``knowledge``;

@@ -17,14 +17,21 @@ from rich.text import Text
 
 from privaudit.audit.store import cell_counts
 from privaudit.leaderboard.board import leaderboard
+from privaudit.leaderboard.verdict import terminal_lines
 from privaudit.params import shown
 
 
 def print_summary(result: Any) -> None:
-    """A finished run: its cells (a small grid only), failures, n/a count, chance level,
-    partial objectives, its leaderboard and the files it wrote."""
+    """A finished run: the leaderboard's verdict first, then its cells (a small grid only),
+    failures, n/a count, chance level, partial objectives, its leaderboard and the files it
+    wrote."""
     frame = result.frame
     console = Console(width=max(110, Console().width))
+    board = result.board
+    if board is None and (frame["status"] == "ok").any():
+        board = leaderboard(frame, result.chance)
+    if board is not None:
+        print_verdict(board, console)
     if len(frame) <= 60:  # a big grid's cells belong in the report, not the terminal
         table = Table(title=f"privaudit run: {result.run_dir.name}")
         for col in ("defense", "knob", "attack", "status", "privacy", "utility", "repl. rate",
@@ -66,19 +73,27 @@ def print_summary(result: Any) -> None:
                 "objective, so its rows measure the noise alone (see the leaderboard notes).",
                 fg=typer.colors.YELLOW, err=True,
             )  # fmt: skip
-    if result.board is not None:
-        print_board(result.board, "leaderboard (this run)")
-    elif (frame["status"] == "ok").any():
-        print_board(leaderboard(frame, result.chance), "leaderboard (this run)")
+    if board is not None:
+        print_board(board, "leaderboard (this run)", verdict=False)  # printed first, above
     typer.echo("Wrote:")  # plain echo: paths must stay whole and copyable
     for path in [result.run_dir / "results.csv", result.run_dir / "results.parquet", *result.plots]:
         typer.echo(f"  {path}")
 
 
-def print_board(board: Any, title: str) -> None:
-    """The overall leaderboard as a terminal table, then its notes."""
+def print_verdict(board: Any, console: Console) -> None:
+    """The leaderboard's headline and power lines (:mod:`privaudit.leaderboard.verdict`)."""
+    if board.verdict is not None:
+        for line in terminal_lines(board.verdict):
+            console.print(line, soft_wrap=True, markup=False, highlight=False)
+
+
+def print_board(board: Any, title: str, *, verdict: bool = True) -> None:
+    """The verdict first (unless ``verdict`` is False: the caller printed it), then the
+    overall leaderboard as a terminal table, the family tables and the notes."""
     overall = board.tables()["overall"]
     console = Console(width=max(110, Console().width))
+    if verdict:
+        print_verdict(board, console)
     table = Table(title=title)
     short = {
         "mean family rank": "mean rank",
@@ -86,17 +101,23 @@ def print_board(board: Any, title: str) -> None:
         "s / 1k words": "s/1k words",
     }
     headers = [short.get(h, h) for h in overall.headers]
-    g = headers.index("guarantee")
-    order = [k for k in range(len(headers)) if k != g] + [g]  # the long prose goes last
-    widths = [max([len(headers[k])] + [len(r[k]) for r in overall.rows]) for k in order]
+    g, d = headers.index("guarantee"), headers.index("defense")
+    # The rank with its interval in one column ("2 (1–4)"); ties and holding shares are in
+    # leaderboard.md. The long prose goes last.
+    r, ci = headers.index("rank"), headers.index("rank interval")
+    rows = [[f"{row[r]} ({row[ci]})" if row[ci] != "—" else row[r], *row[1:]]
+            for row in overall.rows]  # fmt: skip
+    drop = {ci, headers.index("tied with"), headers.index("holds rank"), g}
+    order = [k for k in range(len(headers)) if k not in drop] + [g]
+    widths = [max([len(headers[k])] + [len(row[k]) for row in rows]) for k in order]
     # Labels and numbers keep their width; the guarantee gets what the terminal leaves.
     room = max(12, console.width - sum(widths[:-1]) - 3 * len(order) - 1)
     for k, width in zip(order, widths, strict=True):
         table.add_column(
-            headers[k], justify="left" if k in (1, g) else "right", no_wrap=True,
+            headers[k], justify="left" if k in (d, g) else "right", no_wrap=True,
             overflow="ellipsis", width=min(width, room) if k == g else width,
         )  # fmt: skip
-    for row in overall.rows:
+    for row in rows:
         table.add_row(*(Text(row[k]) for k in order))  # Text: has[mode=x] is not markup
     console.print(table)
     # The terminal keeps the ranking; ties and the strongest attack are in leaderboard.md.

@@ -18,7 +18,7 @@ import importlib
 import importlib.util
 import sys
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -203,11 +203,17 @@ def _check_attack(name: str, obj: Any) -> None:
     # loads on the first attack resolved.
     from privaudit.metrics import metric_spec
 
+    where = f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', obj)}"
     try:
         metric_spec(metric)
     except (TypeError, ValueError) as exc:
-        where = f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', obj)}"
         raise ValueError(f"attack {name!r} ({where}): {exc}") from None
+    sd = getattr(obj, "fit_sd", 0.0)
+    if isinstance(sd, bool) or not isinstance(sd, (int, float)) or not 0 <= sd < float("inf"):
+        raise ValueError(
+            f"attack {name!r} ({where}): fit_sd is {sd!r}; set it to the standard deviation "
+            "of the attack's score between fits, a finite number >= 0 (0: deterministic)."
+        )
 
 
 DEFENSES: Registry[Any] = Registry("defense", "defenses", "privaudit.defenses")
@@ -248,6 +254,7 @@ BUILTINS: dict[Registry[Any], dict[str, str]] = {
         "hf": "privaudit.corpora.files:load_hf",
     },
     UTILITY: {
+        "service": "privaudit.utility.service:Service",
         "probe": "privaudit.utility.probe:Probe",
         "peft": "privaudit.utility.peft_tuning:PeftUtility",
         "prompt-tuning": "privaudit.utility.peft_tuning:PromptTuning",
@@ -284,3 +291,21 @@ def build_component(
 def build_defense(name: str, params: dict[str, Any], backbone: str | None) -> Any:
     """The defense ``name`` built with ``params`` (see :func:`build_component`)."""
     return build_component(DEFENSES, name, params, backbone, f"defense {name!r}")
+
+
+def attack_fit_sds(labels: Iterable[str]) -> dict[str, float]:
+    """Each attack label's declared between-fit sd (``Attack.fit_sd``), by the registered
+    name before its ``[target]``: what :func:`privaudit.metrics.stats.run_stats` adds to the
+    intervals. A label that names no registered attack (a custom ``label``, a plugin not
+    installed here) is left out, and counts as deterministic."""
+    out: dict[str, float] = {}
+    for label in set(labels):
+        name = str(label).split("[", 1)[0]
+        try:
+            cls = ATTACKS.get(name) if ":" not in name else None
+        except ValueError:
+            continue
+        sd = float(getattr(cls, "fit_sd", 0.0) or 0.0)
+        if sd > 0:
+            out[str(label)] = sd
+    return out

@@ -208,6 +208,18 @@ class Backbone:
             key, lambda: self._pooled(texts, max_length, batch_size, progress)
         )
 
+    def remember_pooled(
+        self, texts: Sequence[str], pooled: np.ndarray, *, max_length: int = 128
+    ) -> None:
+        """Store ``pooled`` as :meth:`pooled`'s answer for ``texts`` (a caller that ran the
+        encoder on them for another purpose, e.g. the service evaluator, saves the next
+        caller the pass)."""
+        texts = list(texts)
+        if len(texts) != len(pooled) or not texts:
+            return
+        key = digest([max_length, 64, current_device(), *texts])
+        self._pooled_memo.get(key, lambda: np.asarray(pooled, np.float32))
+
     def _pooled(
         self, texts: list[str], max_length: int, batch_size: int, progress: bool
     ) -> np.ndarray:

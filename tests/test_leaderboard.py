@@ -347,7 +347,7 @@ def test_write_leaderboard(tmp_path: Path) -> None:
         points.columns
     )
     md = paths[0].read_text()
-    assert "| rank | defense |" in md and "Worst-case hypervolume:" in md
+    assert "| rank | rank interval | defense |" in md and "Worst-case hypervolume:" in md
     assert "## Family: text (worst-case privacy)" in md
     assert "## Utility at matched privacy: text" in md
     assert "| B | 0.320 (1) | 0.000 (2) |" in md

@@ -9,12 +9,14 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+import pandas as pd
 import pytest
 from sklearn.metrics import balanced_accuracy_score, f1_score
 
 from privaudit.api import Predictions, Release
 from privaudit.metrics import Truth, metrics, score_predictions
 from privaudit.metrics.outcomes import Outcome, bootstrap_weights, interval, reduce
+from privaudit.metrics.stats import Bootstrap, Outcomes, run_stats
 
 # -------------------------------------------------------------------------------------------
 # (a) Every metric: outcome.value() is attack_score, baseline_outcome.value() attack_baseline
@@ -356,3 +358,60 @@ def test_bootstrap_interval_covers_the_truth(
     print(f"\ncoverage of the 95% interval, {name}: {coverage:.3f} ({setting}, {seconds:.2f} s)")
     assert 0.93 <= coverage <= 0.97
     assert seconds < 10
+
+
+# -------------------------------------------------------------------------------------------
+# (d) Coverage with attacker randomness: documents and fits both vary
+# -------------------------------------------------------------------------------------------
+
+FIT_SD = 0.025  # about the documents' SE at n = 300 (0.028), so leaving it out shows
+
+
+def _two_noise_runs(seed: int) -> tuple[pd.DataFrame, Outcomes, float, float]:
+    """N_SIMULATIONS simulated runs, two attack cells each (a, b) scored on the same test set:
+    each cell is one attacker fit, whose success rate is its attack's (0.6, 0.55) plus a
+    N(0, FIT_SD²) fit effect, and each document is hit when its own difficulty u ~ U(0, 1)
+    falls below that rate (so a and b are strongly paired on documents). The truths are the
+    expected scores over documents and fits: 0.6 and 0.6 − 0.55."""
+    rng = np.random.default_rng(seed)
+    rows, entries = [], {}
+    for s in range(N_SIMULATIONS):
+        u = rng.random(N_DOCS)
+        for attack, rate in (("a", 0.6), ("b", 0.55)):
+            hits = (u < rate + rng.normal(0.0, FIT_SD)).astype(np.float64)
+            key = f"{s}|{attack}"
+            rows.append({"defense": "t2t", "label": "t2t", "knob_value": float(s),
+                         "attack": f"sim[{attack}]", "seed": 0, "status": "ok",
+                         "attack_metric": "token_recovery", "attack_score": hits.mean(),
+                         "attack_baseline": 0.0, "cell_key": key, "point": str(s),
+                         "n_test": N_DOCS, "family": "text"})  # fmt: skip
+            entries[(key, "attack")] = Outcome.ratio(hits)
+    return pd.DataFrame(rows), Outcomes(entries), 0.6, 0.6 - 0.55
+
+
+def test_bootstrap_with_fit_effects_covers_the_truth_over_documents_and_fits() -> None:
+    """With the attack's declared ``fit_sd`` the 95 % intervals of a score and of a paired
+    difference of two cells cover the truth at close to 95 %; without it they under-cover
+    (the documents' variance alone), the paired difference badly (documents cancel there,
+    the two fits' effects do not)."""
+    t0 = time.perf_counter()
+    frame, outcomes, truth_a, truth_diff = _two_noise_runs(seed=5)
+    boot = Bootstrap(resamples=N_BOOTSTRAP, level=0.95, seed=11)
+    a = (frame["attack"] == "sim[a]").to_numpy()
+    covered = {}
+    for name, fit_sd in (("declared", {"sim": FIT_SD}), ("left out", None)):
+        stats = run_stats(frame, outcomes, boot, fit_sd=fit_sd)
+        lo, hi = stats.ci(stats.score[a])
+        diff_lo, diff_hi = stats.ci(stats.score[a] - stats.score[~a])
+        covered[name] = (
+            float(np.mean((lo <= truth_a) & (truth_a <= hi))),
+            float(np.mean((diff_lo <= truth_diff) & (truth_diff <= diff_hi))),
+        )
+    seconds = time.perf_counter() - t0
+    print(f"\ncoverage of the 95% interval (score, paired difference): {covered} "
+          f"({N_SIMULATIONS} simulations, n={N_DOCS}, B={N_BOOTSTRAP}, fit sd {FIT_SD}, "
+          f"{seconds:.2f} s)")  # fmt: skip
+    score, diff = covered["declared"]
+    assert 0.93 <= score <= 0.97 and 0.93 <= diff <= 0.97
+    score, diff = covered["left out"]
+    assert score < 0.90 and diff < 0.70

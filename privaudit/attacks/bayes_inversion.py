@@ -209,6 +209,9 @@ class BayesInversion(Attack):
     cost_prior: ClassVar[float] = 0.3  # s per 1,000 words (estimate)
     accepts: ClassVar[frozenset[Space]] = frozenset({Space.TEXT})
     metric: ClassVar[str] = "token_recovery"
+    # Deterministic given its data (forward-backward on a fitted prior): 5 fits at t2t
+    # eta 100, sd 0 (quick corpus, 2026-11-26).
+    fit_sd: ClassVar[float] = 0.0
     needs_query: ClassVar[bool] = True
     needs_aux: ClassVar[bool] = True
     needs_guarantee: ClassVar[frozenset[tuple[Kind, Unit]]] = frozenset(

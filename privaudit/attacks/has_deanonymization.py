@@ -120,6 +120,8 @@ class HaSDeanonymization(Attack):
     cost_prior: ClassVar[float] = 0.11  # s per 1,000 words (estimate)
     accepts: ClassVar[frozenset[Space]] = frozenset({Space.TEXT})
     metric: ClassVar[str] = "text_similarity"
+    # Deterministic given its data: 5 fits at has level 1 and 4, sd 0 (2026-11-26).
+    fit_sd: ClassVar[float] = 0.0
     needs_white_box: ClassVar[bool] = False  # only white_box=True needs it (see applicable)
     needs_query: ClassVar[bool] = True
     needs_aux: ClassVar[bool] = True

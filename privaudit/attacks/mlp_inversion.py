@@ -74,6 +74,9 @@ class MLPInversion(PairInversion):
     cost_prior: ClassVar[float] = 0.29  # s per 1,000 words (estimate)
     gpu: ClassVar[float] = 0.25  # trains its MLP with torch (privaudit.devices)
     metric: ClassVar[str] = "token_recovery"
+    # Between-fit sd (rng seeds 1000-1004, quick corpus, n_test 300, 2026-11-26): .0018 at
+    # t2t eta 100 (bootstrap SE there .004); 0 at none (recovers every token).
+    fit_sd: ClassVar[float] = 0.002
     # The quick grid's budget: fewer epochs (recovery against `none` stays 1.000), and torch's
     # thread count as the grid's worker set it.
     quick_params: ClassVar[Mapping[str, Any]] = {"threads": None, "epochs": 2}

@@ -77,6 +77,8 @@ class NERAttack(Attack):
     gpu: ClassVar[float] = 0.25  # model='finetuned' trains the encoder (privaudit.devices)
     accepts: ClassVar[frozenset[Space]] = frozenset({Space.TEXT})
     metric: ClassVar[str] = "entity_f1"
+    # Deterministic given its data: 5 fits at none and t2t eta 100, sd 0 (2026-11-26).
+    fit_sd: ClassVar[float] = 0.0
     needs_white_box: ClassVar[bool] = False
     needs_query: ClassVar[bool] = False
     needs_aux: ClassVar[bool] = False  # only model="finetuned" needs it (see applicable)

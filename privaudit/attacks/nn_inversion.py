@@ -32,6 +32,9 @@ class NNInversion(Attack):
     cost_prior: ClassVar[float] = 0.05  # s per 1,000 words (estimate)
     accepts: ClassVar[frozenset[Space]] = frozenset({Space.TEXT, Space.TOKEN_EMBEDDINGS})
     metric: ClassVar[str] = "token_recovery"
+    # Deterministic given its data (nearest neighbour): 5 fits at none, sd 0 (quick corpus,
+    # 2026-11-26, /work/tools/fit_sd27.py).
+    fit_sd: ClassVar[float] = 0.0
     needs_white_box: ClassVar[bool] = True
 
     def __init__(self, backbone: str | None = None) -> None:

@@ -53,6 +53,10 @@ class Vec2Text(GEIA):
     name: ClassVar[str] = "vec2text"
     reports_non_adaptive: ClassVar[bool] = False  # geia's row has it: the same decoding
     cost_prior: ClassVar[float] = 1.5  # s per 1,000 words (estimate)
+    # Between-fit sd (3 fits, quick corpus, 2026-11-26): decoding seeds alone .005 (words)
+    # and .004-.008 (entities) at none and t2t eta 100; with geia's fine-tune seed sd added
+    # in quadrature (the same fine-tuned decoder): .009 (bootstrap SE .008-.017).
+    fit_sd: ClassVar[float] = 0.009
     test_params: ClassVar[Mapping[str, Any]] = dict(GEIA.test_params) | {
         "hypotheses": 2,
         "steps": 1,

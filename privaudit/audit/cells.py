@@ -391,6 +391,8 @@ def _utility_fields(util: dict[str, Any], metric: str, y_test: Any) -> dict[str,
         "utility_metric": used,
         "utility_outcome": None if outcome is None else outcome.to_record(),
         "objective": util.get("objective"),
+        # What the evaluator says of its own training (epochs kept, the probe's lower bound).
+        "utility_details": util.get("details") or None,
     }
 
 

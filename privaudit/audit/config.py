@@ -190,7 +190,7 @@ class GridConfig(_Strict):
         description="attack names, or {name, params} to set an attack's parameters"
     )
     utility: str | UtilitySpec = Field(
-        default="probe",
+        default="service",
         description="utility evaluator name, or {name, params} (e.g. {name: lora, params: "
         "{profile: quick}})",
     )
@@ -344,14 +344,16 @@ def quick_preset() -> dict[str, Any]:
         },
         "defenses": defenses,
         "attacks": attacks,
-        "utility": "probe",
+        "utility": "service",
         "seeds": [0],
     }
 
 
 def paper_preset() -> dict[str, Any]:
     """RAPT's grid (Li et al., Table II / Fig. 7): eta in {25, 75, 125, 150, 175} for the
-    text-to-text defenses, utility by prompt tuning with the paper's settings, three seeds,
+    text-to-text defenses, utility as the service gets it (``service``: the top layer's
+    prompts and LoRA with each defense's objective; ``{name: prompt-tuning, params:
+    {profile: paper}}`` is the paper's own service training, days on two cores), three seeds,
     the whole corpus, against every built-in attack at its defaults (the papers' settings).
     The attacks are derived from the registry's built-ins, as the quick preset's are. Meant
     for a larger machine (hours on a GPU; days on two CPU cores)."""
@@ -371,7 +373,7 @@ def paper_preset() -> dict[str, Any]:
             {"name": "dpnr", "knob_values": [1, 3, 10, 30, 100]},
         ],
         "attacks": ATTACKS.builtins(),
-        "utility": {"name": "prompt-tuning", "params": {"profile": "paper"}},
+        "utility": "service",
         "seeds": [0, 1, 2],
     }
 

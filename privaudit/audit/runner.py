@@ -346,7 +346,11 @@ def results_table(
         return frame, outcomes.to_frame()
     spec = ctx.config.bootstrap
     boot = Bootstrap(resamples=spec.resamples, level=spec.level, seed=spec.seed)
-    stats = run_stats(frame, outcomes, boot, n_test=len(ctx.test_texts))
+    # Attacker randomness: each attack's declared between-fit sd (Attack.fit_sd), by label.
+    fit_sd = {str(label): float(getattr(ctx.attacks.get(str(label).split("[", 1)[0]), "fit_sd",
+                                        0.0) or 0.0)
+              for label in frame["attack"].dropna().unique()}  # fmt: skip
+    stats = run_stats(frame, outcomes, boot, n_test=len(ctx.test_texts), fit_sd=fit_sd)
     return annotate(stats).reindex(columns=COLUMNS), outcomes.to_frame()
 
 
@@ -394,6 +398,11 @@ def assemble(
             common[field_] = utility.get(field_, math.nan)
         common["utility_metric"] = utility.get("utility_metric", common["utility_metric"])
         common["objective"] = objective or None
+        details = utility.get("utility_details") or {}
+        # The frozen probe's score at the same point: the lower bound the service starts from.
+        common["utility_lower_bound"] = details.get("probe_balanced_accuracy", math.nan)
+        for what in ("attribute_readout", "attribute_readout_no_objective"):
+            common[what] = details.get(what, math.nan)
         if utility.get("utility_outcome"):
             found[(point_key, "utility")] = Outcome.from_record(utility["utility_outcome"])
         for key in cells.values():

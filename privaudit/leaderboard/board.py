@@ -10,23 +10,43 @@ This module ranks; :mod:`privaudit.leaderboard.render` formats the tables.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from privaudit.api import NONE
 from privaudit.leaderboard.frontier import seed_means
-from privaudit.leaderboard.render import OVERALL_HEADERS, Table, knob_text_of, tables
+from privaudit.leaderboard.render import (
+    OVERALL_HEADERS,
+    Table,
+    fmt_number,
+    knob_text_of,
+    pd_isna,
+    tables,
+)
+from privaudit.leaderboard.service import (
+    ServiceView,
+    check_one_evaluator,
+    probe_warning,
+    service_view,
+)
 from privaudit.leaderboard.stats import (
     MATCHED_LEVELS,
+    AttackSets,
+    attack_sets,
     family_points,
     hypervolume_samples,
+    overlapping,
+    rank_summary,
     sample_ranks,
 )
+from privaudit.leaderboard.verdict import Verdict, decide
+from privaudit.metrics.outcomes import quiet_nan
 from privaudit.metrics.spec import find_metric
 from privaudit.metrics.stats import Bootstrap, Outcomes, run_stats, with_labels
+from privaudit.registry import attack_fit_sds
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -39,7 +59,9 @@ BOARD_COLUMNS = frozenset({
     "defense", "label", "knob", "knob_value", "seed", "attack", "attack_metric", "status",
     "attack_score", "attack_baseline", "empirical_privacy", "utility", "utility_metric",
     "replacement_rate", "privatize_seconds", "n_words", "defense_params", "guarantee",
-    "cell_key", "point", "family", "n_test", "reason", "objective",
+    "cell_key", "point", "family", "n_test", "reason", "objective", "target_rate",
+    "utility_ci_low", "utility_ci_high", "utility_evaluator", "utility_lower_bound",
+    "attribute_readout", "attribute_readout_no_objective",
 })  # fmt: skip
 
 
@@ -51,10 +73,21 @@ class Leaderboard:
     ``rank`` (Int64; missing when not ranked) with ``rank_ci_low``/``high``, ``stability``
     (share of resamples holding the rank), ``tied_with``, ``complete`` and ``reason`` (why it
     is not ranked), ``strongest`` (the attack that most often set the worst case),
-    ``n_points``. ``overall``: one row per label. ``matched``: utility at matched privacy,
-    one row per (family, label, level). ``per_attack``: raw-privacy hypervolume per attack.
-    ``points``: the worst-case points (:class:`privaudit.leaderboard.stats.FamilyPoints`).
-    ``notes``: caveats a reader must see beside the numbers.
+    ``n_points``, ``hv_all`` with ``hv_all_ci_low``/``high`` (the worst case over every
+    attack the label faced; ``hypervolume`` ranks on the attacks every ranked label faced).
+    ``overall``: one row per label, its rank with ``rank_ci_low``/``high``, ``stability`` and
+    ``tied_with`` as in a family. ``matched``: utility at matched privacy, one row per
+    (family, label, level; ``at_chance``: the point at chance utility that alone would have
+    reached it). ``per_attack``: raw-privacy hypervolume per attack.
+    ``points``: the worst-case points (:class:`privaudit.leaderboard.stats.FamilyPoints`),
+    over every attack a defense faced. Only the ranks (``families``' hypervolume, rank and
+    what derives from them, the verdict's pairs) use the attacks every ranked defense faced,
+    ``ranked_on`` per family (empty: they share none, each on its own); every privacy level
+    a defense is said to reach (``matched``, ``points``, ``rates``, the verdict's best
+    utility) is the worst case over all its attacks: the strongest adversary sets privacy.
+    ``notes``: caveats a reader must see beside the numbers. ``verdict``: the headline
+    (:mod:`privaudit.leaderboard.verdict`: paired comparisons, power, decisiveness).
+    ``service``: the service's sections (:mod:`privaudit.leaderboard.service`).
     """
 
     overall: pd.DataFrame
@@ -66,6 +99,9 @@ class Leaderboard:
     notes: tuple[str, ...] = ()
     level: float = 0.95
     rates: pd.DataFrame | None = None  # text defenses' points by measured replacement rate
+    verdict: Verdict | None = None
+    ranked_on: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    service: ServiceView | None = None  # RAPT's comparison, CAPE's adversary (leaderboard.service)
 
     def wide(self) -> pd.DataFrame:
         """The overall table with per-family ``hypervolume[<f>]``, ``hv_ci_low[<f>]``,
@@ -138,6 +174,7 @@ def leaderboard(
     *,
     outcomes: Outcomes | None = None,
     bootstrap: Bootstrap | None = None,
+    fit_sd: Mapping[str, float] | None = None,
 ) -> Leaderboard:
     """Rank the defense labels of a results table per attack family and overall.
 
@@ -146,22 +183,48 @@ def leaderboard(
     utility ∈ [chance, 1] (:data:`HYPERVOLUME_DEFINITION`); with ``outcomes`` (the run's
     per-document outcomes) every hypervolume and rank is recomputed on each of
     ``bootstrap``'s resamples for intervals, the share of resamples holding the rank, and
-    statistical ties. A label is ranked in a family only when it faced the whole family (no
-    failed cell there); otherwise it is listed with the reason. Overall: the mean family rank
-    over labels ranked in every family. ``none`` is the reference, never ranked.
+    statistical ties; each resample also draws every learned attack cell's fit effect from
+    ``fit_sd`` (by attack label; default: the attack classes' declared ``fit_sd``,
+    :func:`privaudit.registry.attack_fit_sds`), so the intervals include attacker
+    randomness. A family ranks on the worst case over the attacks that read every
+    ranked label's release (:func:`privaudit.leaderboard.stats.attack_sets`); the privacy
+    levels stated (matched privacy, points, rates, the verdict's best utility) are the worst
+    case over every attack a label faced. A label is
+    ranked in a family only when it faced the whole family (no failed cell there); otherwise
+    it is listed with the reason. Overall: the mean family rank over labels ranked in every
+    family, with its interval from the family ranks on each resample. ``none`` is the
+    reference, never ranked.
 
-    Raises ``ValueError`` when ``chance`` is not in [0, 1) or no cell is ``ok``.
+    Raises ``ValueError`` when ``chance`` is not in [0, 1), no cell is ``ok``, or the rows
+    got their utility from more than one evaluator (``utility_evaluator``).
     """
     _check_chance(chance)
+    check_one_evaluator(frame)  # merged runs must share one utility scale
     frame = frame[[c for c in frame.columns if c in BOARD_COLUMNS]]  # pandas copies the rest
     seed_means(frame)  # the same error as the plots when nothing is usable
     boot = bootstrap or Bootstrap()
-    stats = run_stats(frame, outcomes or Outcomes(), boot)
+    sds = attack_fit_sds(frame["attack"]) if fit_sd is None else dict(fit_sd)
+    stats = run_stats(frame, outcomes or Outcomes(), boot, fit_sd=sds)
     notes: list[str] = []
+    if stats.available and sds:
+        shown_sds = ", ".join(f"{a} {sd:.3g}" for a, sd in sorted(sds.items()))
+        notes.append(
+            "Intervals include attacker randomness as well as the test documents: each "
+            "resample adds to each learned attack cell an independent fit effect with the "
+            f"attack's declared between-fit sd ({shown_sds}; the others are deterministic)."
+        )
     identity = identity_labels(frame)
+    sets = attack_sets(stats)
+    # Like with like for the ranks only; a privacy level a defense reaches is always set by
+    # the strongest adversary it faced, never by the subset its rivals also faced.
+    ranking = family_points(stats, sets.restriction())
     points = family_points(stats)
-    families = _family_table(stats, points, chance, identity)
-    matched = _matched(points)
+    hv_samples: dict[tuple[str, str], np.ndarray] = {}  # kept for the verdict's paired pairs
+    rank_samples: dict[str, dict[str, np.ndarray]] = {}  # kept for the overall intervals
+    families = _family_table(stats, ranking, chance, identity, hv_samples, rank_samples,
+                             all_points=points)  # fmt: skip
+    notes.extend(_attack_set_notes(sets))
+    matched = _matched(points, chance)
     per_attack = _per_attack(frame, chance, identity, notes)
     for label in sorted(identity - {NONE}):
         notes.append(
@@ -175,7 +238,7 @@ def leaderboard(
             "without them): hypervolumes and ranks are point estimates, with no intervals."
         )
     notes.extend(_verdict_notes(frame, stats, families, per_attack, chance))
-    overall = _overall(frame, families, notes, identity)
+    overall = _overall(frame, families, notes, identity, rank_samples, boot.level)
     rates = _rates(frame, points)
     if rates is not None and rates["target_rate"].notna().any():
         calibrated = sorted(set(rates.loc[rates["target_rate"].notna(), "label"]))
@@ -185,17 +248,36 @@ def leaderboard(
             "replacement rate' compares them rate for rate."
         )
     notes.append(f"Chance level of the utility metric: {chance:.4g}.")
+    n_test = stats.frame.groupby("family")["n_test"].max() if "n_test" in stats.frame else None
+    verdict = decide(
+        families, hv_samples, matched, points.table, level=boot.level, chance=chance,
+        n_test={} if n_test is None else n_test.dropna().astype(int).to_dict(),
+        available=stats.available, ranked_on=sets.common,
+    )  # fmt: skip
+    weak = probe_warning(frame)  # first: every utility below may be the service's, not the text's
     return Leaderboard(
         overall=overall, families=families, matched=matched, per_attack=per_attack,
-        points=points.table, chance=chance, notes=tuple(notes), level=boot.level, rates=rates,
+        points=points.table, chance=chance, notes=(*([weak] if weak else []), *notes),
+        level=boot.level, rates=rates, verdict=verdict, ranked_on=dict(sets.common),
+        service=service_view(stats),
     )  # fmt: skip
 
 
 def _family_table(
-    stats: RunStats, points: FamilyPoints, chance: float, identity: set[str]
+    stats: RunStats,
+    points: FamilyPoints,
+    chance: float,
+    identity: set[str],
+    samples_out: dict[tuple[str, str], np.ndarray] | None = None,
+    ranks_out: dict[str, dict[str, np.ndarray]] | None = None,
+    *,
+    all_points: FamilyPoints | None = None,
 ) -> pd.DataFrame:
     """One row per (family, label): worst-case hypervolume, its interval, rank, rank interval,
-    holding share, ties, completeness."""
+    holding share, ties, completeness. ``samples_out`` receives the hypervolume resamples
+    per (family, label), the ones ranked on; ``ranks_out`` the rank resamples per family and
+    ranked label. ``all_points`` (the worst case over every attack a label faced, where
+    ``points`` keeps the family's common attacks) adds ``hv_all`` and its interval."""
     import pandas as pd
 
     f = stats.frame
@@ -218,17 +300,17 @@ def _family_table(
             idx = np.flatnonzero(np.asarray(sel)) if len(table) else np.zeros(0, int)
             if not reason and not len(idx):
                 reason = "normalised privacy undefined (no baseline or no undefended reference)"
-            front = idx[table["on_frontier"].to_numpy()[idx]] if len(idx) else idx
-            point_hv = hypervolume(
-                table["privacy"].to_numpy()[front] if len(front) else [],
-                table["utility"].to_numpy()[front] if len(front) else [],
-                chance=chance,
-            )
-            samples = (
-                hypervolume_samples(points.privacy[idx], points.utility[idx], chance)
-                if len(idx) and stats.available
-                else np.full(stats.bootstrap.resamples, np.nan)
-            )
+            point_hv, samples = _label_hypervolume(points, idx, chance, stats)
+            hv_all, all_lo, all_hi = point_hv, np.nan, np.nan
+            if all_points is not None:
+                t_all = all_points.table
+                idx_all = (
+                    np.flatnonzero((t_all["family"] == family) & (t_all["label"] == label))
+                    if len(t_all)
+                    else np.zeros(0, int)
+                )
+                hv_all, s_all = _label_hypervolume(all_points, idx_all, chance, stats)
+                all_lo, all_hi = stats.ci(s_all) if stats.available else (np.nan, np.nan)
             strongest = ""
             if len(idx):
                 strongest = str(table["strongest"].iloc[idx].value_counts().index[0])
@@ -236,6 +318,7 @@ def _family_table(
                 "family": family, "label": label, "defense": g["defense"].iloc[0],
                 "hypervolume": point_hv, "samples": samples, "complete": not reason,
                 "reason": reason, "strongest": strongest, "n_points": len(idx),
+                "hv_all": hv_all, "hv_all_ci_low": float(all_lo), "hv_all_ci_high": float(all_hi),
             })  # fmt: skip
         ranked = [e for e in entries if e["complete"] and e["label"] != NONE]
         ident = np.array([e["label"] in identity for e in ranked], dtype=bool)
@@ -243,23 +326,19 @@ def _family_table(
         point_rank = sample_ranks(point_scores, ident)[:, 0] if ranked else np.zeros(0, int)
         if ranked and stats.available:
             rank_s = sample_ranks(np.stack([e["samples"] for e in ranked]), ident)
-            lo = np.floor(np.percentile(rank_s, 100 * (1 - stats.level) / 2, axis=1))
-            hi = np.ceil(np.percentile(rank_s, 100 * (1 + stats.level) / 2, axis=1))
-            hold = np.mean(rank_s == point_rank[:, None], axis=1)
+            lo, hi, hold = rank_summary(rank_s, point_rank, stats.level)
+            if ranks_out is not None:
+                ranks_out[family] = {e["label"]: rank_s[i] for i, e in enumerate(ranked)}
         else:
             lo = hi = hold = np.full(len(ranked), np.nan)
+        tied = overlapping([e["label"] for e in ranked], lo, hi)
         for i, e in enumerate(ranked):
             e |= {"rank": int(point_rank[i]), "rank_ci_low": lo[i], "rank_ci_high": hi[i],
-                  "stability": hold[i]}  # fmt: skip
-        for i, e in enumerate(ranked):
-            if not np.isfinite(lo[i]):
-                e["tied_with"] = ""
-                continue
-            tied = [o["label"] for j, o in enumerate(ranked)
-                    if j != i and lo[j] <= hi[i] and lo[i] <= hi[j]]  # fmt: skip
-            e["tied_with"] = ", ".join(tied)
+                  "stability": hold[i], "tied_with": tied[i]}  # fmt: skip
         for e in entries:
             s_ = e.pop("samples")
+            if samples_out is not None:
+                samples_out[(family, e["label"])] = s_
             hv_lo, hv_hi = stats.ci(s_) if stats.available else (np.nan, np.nan)
             e.setdefault("rank", pd.NA)
             e.setdefault("rank_ci_low", np.nan)
@@ -273,12 +352,57 @@ def _family_table(
         return pd.DataFrame(columns=[
             "family", "label", "defense", "hypervolume", "hv_ci_low", "hv_ci_high", "rank",
             "rank_ci_low", "rank_ci_high", "stability", "tied_with", "complete", "reason",
-            "strongest", "n_points", "is_none", "ranked_order",
+            "strongest", "n_points", "hv_all", "hv_all_ci_low", "hv_all_ci_high", "is_none",
+            "ranked_order",
         ])  # fmt: skip
     out["rank"] = out["rank"].astype("Int64")
     out["is_none"] = out["label"] == NONE
     out["ranked_order"] = out["rank"].astype(float).fillna(np.inf)
     return out
+
+
+def _label_hypervolume(
+    points: FamilyPoints, idx: np.ndarray, chance: float, stats: RunStats
+) -> tuple[float, np.ndarray]:
+    """The hypervolume of the points at rows ``idx`` of ``points`` (one label of one family):
+    the point estimate over its frontier and the resamples (NaN without outcomes)."""
+    table = points.table
+    front = idx[table["on_frontier"].to_numpy()[idx]] if len(idx) else idx
+    point_hv = hypervolume(
+        table["privacy"].to_numpy()[front] if len(front) else [],
+        table["utility"].to_numpy()[front] if len(front) else [],
+        chance=chance,
+    )
+    samples = (
+        hypervolume_samples(points.privacy[idx], points.utility[idx], chance)
+        if len(idx) and stats.available
+        else np.full(stats.bootstrap.resamples, np.nan)
+    )
+    return point_hv, samples
+
+
+def _attack_set_notes(sets: AttackSets) -> list[str]:
+    """Per family: the attacks its ranking compares on, and who faced more; or that its
+    defenses share no attack."""
+    notes = []
+    for family in sorted(sets.common):
+        common = sets.common[family]
+        if not common:
+            notes.append(
+                f"{family}: no attack reads every ranked defense's release, so the ranking "
+                "compares each defense's worst case over the attacks it faced (unlike sets)."
+            )
+            continue
+        more = sets.more(family)
+        if not more:
+            continue
+        extra = "; ".join(f"{label} (+{', '.join(a)})" for label, a in more.items())
+        notes.append(
+            f"{family}: ranked on the worst case over the attacks that read every ranked "
+            f"defense's release ({', '.join(common)}), so each is judged on the same attacks; "
+            f"'worst-case HV, all attacks' adds those only some faced: {extra}."
+        )
+    return notes
 
 
 def _rates(frame: pd.DataFrame, points: FamilyPoints) -> pd.DataFrame | None:
@@ -309,30 +433,44 @@ def _rates(frame: pd.DataFrame, points: FamilyPoints) -> pd.DataFrame | None:
     return by.sort_values(["replacement_rate", "label"]).reset_index(drop=True)
 
 
-def _matched(points: FamilyPoints) -> pd.DataFrame:
+def _matched(points: FamilyPoints, chance: float) -> pd.DataFrame:
     """Utility at matched privacy: per family, label and level in MATCHED_LEVELS, the best
     measured utility among the label's points whose worst-case privacy reaches the level
-    (measured points only, no interpolation; NaN = not reached)."""
+    (``points`` over every attack the label faced, never the ranking's subset: a level is
+    reached against the strongest adversary; measured points only, no interpolation; NaN =
+    not reached). A point at chance utility (its point estimate, or its interval's upper
+    end, at or below chance) bought its privacy with all of its utility: it reaches no
+    level; ``at_chance`` keeps the best such point where it is the only one that would have
+    (its knob value and utility with interval)."""
     import pandas as pd
 
     t = points.table
     rows = []
     columns = ["family", "label", "level", "utility", "utility_ci_low", "utility_ci_high",
-               "privacy", "knob", "knob_value"]  # fmt: skip
+               "privacy", "knob", "knob_value", "at_chance"]  # fmt: skip
     if t.empty:
         return pd.DataFrame(columns=columns)
+    upper = t["utility_ci_high"].astype(float).fillna(t["utility"].astype(float))
+    useless = (t["utility"].astype(float) <= chance + 1e-12) | (upper <= chance + 1e-12)
+    keys = ("utility", "utility_ci_low", "utility_ci_high", "privacy", "knob", "knob_value")
     for (family, label), g in t.groupby(["family", "label"], sort=True):
         if label == NONE:
             continue
         for level in MATCHED_LEVELS:
-            reach = g[g["privacy"] >= level]
+            reach = g[(g["privacy"] >= level) & ~useless[g.index]]
             row = {"family": family, "label": label, "level": level, "utility": np.nan,
                    "utility_ci_low": np.nan, "utility_ci_high": np.nan, "privacy": np.nan,
-                   "knob": None, "knob_value": np.nan}  # fmt: skip
+                   "knob": None, "knob_value": np.nan, "at_chance": ""}  # fmt: skip
             if len(reach):
                 best = reach.loc[reach["utility"].idxmax()]
-                row |= {k: best[k] for k in ("utility", "utility_ci_low", "utility_ci_high",
-                                             "privacy", "knob", "knob_value")}  # fmt: skip
+                row |= {k: best[k] for k in keys}
+            else:
+                only = g[(g["privacy"] >= level) & useless[g.index]]
+                if len(only):
+                    best = only.loc[only["utility"].idxmax()]
+                    lo, hi = fmt_number(best["utility_ci_low"]), fmt_number(best["utility_ci_high"])
+                    ci = f" [{lo}, {hi}]" if "—" not in (lo, hi) else ""
+                    row["at_chance"] = f"{best['utility']:.3f}{ci} at {knob_text_of(best)}"
             rows.append(row)
     return pd.DataFrame(rows, columns=columns)
 
@@ -383,8 +521,9 @@ def _verdict_notes(
     per_attack: pd.DataFrame,
     chance: float,
 ) -> list[str]:
-    """Loud caveats: undefended utility at or below chance; an attack on which no defense
-    beats the undefended release; families where nothing could be ranked."""
+    """Loud caveats: undefended utility at or within its interval of chance; an attack with a
+    measurable advantage on which no defense beats the undefended release; families where
+    nothing could be ranked."""
     notes = []
     if "objective" in frame.columns:
         partial = with_labels(frame)
@@ -396,15 +535,22 @@ def _verdict_notes(
                 f"service-side objective ({reason}); its rows measure the privatizer's noise "
                 "alone, not the method as published."
             )
-    ref = with_labels(frame)
-    ref = ref[(ref["defense"] == NONE) & np.isfinite(ref["utility"].astype(float))]
-    if len(ref):
-        u = float(ref["utility"].astype(float).mean())
+    undefended = _undefended_utility(frame, stats)
+    if undefended is not None:
+        u, lo, hi = undefended
         if u <= chance + 1e-9:
             notes.append(
                 f"WARNING: the undefended utility ({u:.3f}) is at or below chance ({chance:.3f}): "
                 "the text does not predict this label, so every hypervolume is 0 and the "
                 "ranking says nothing. Choose a label the text predicts."
+            )
+        elif lo <= chance + 1e-9:
+            notes.append(
+                f"WARNING: the undefended utility ({u:.3f} [{lo:.3f}, {hi:.3f}]) is within its "
+                f"interval of chance ({chance:.3f}): the text barely predicts this label, so "
+                "every defense's utility sits in a sliver above chance and the ranking may "
+                "reflect noise, however stable it looks. Choose a label the text predicts "
+                "better, or more test documents."
             )
     f = stats.frame
     idle = f[(f["defense"] == NONE) & (f["status"] == "ok") & np.isnan(stats.normalised_point)]
@@ -420,6 +566,16 @@ def _verdict_notes(
             none = sub[sub["label"] == NONE]["hypervolume"]
             others = sub[sub["label"] != NONE]["hypervolume"]
             if len(none) and len(others) and float(others.max()) <= float(none.iloc[0]) + 1e-12:
+                advantage = _undefended_advantage(stats, str(attack))
+                if advantage is not None:
+                    # Nothing to buy: the attack learns nothing measurable from the original.
+                    if not any(n.startswith(f"{attack}: against the undefended") for n in notes):
+                        notes.append(
+                            f"{attack}: no defense's frontier beats the undefended release, but "
+                            f"the attack has no measurable advantage on it either ({advantage}): "
+                            "there was no privacy to buy."
+                        )
+                    continue
                 notes.append(
                     f"{attack}: no defense's frontier beats the undefended release "
                     f"(hypervolume {float(none.iloc[0]):.3f} for none, at most "
@@ -437,6 +593,52 @@ def _verdict_notes(
                     "chance utility with worst-case privacy above 0): they tie."
                 )
     return notes
+
+
+def _undefended_utility(frame: pd.DataFrame, stats: RunStats) -> tuple[float, float, float] | None:
+    """The undefended release's utility (seeds averaged) with its interval: from the run's
+    resamples, else the results' ``utility_ci_low``/``high`` (NaN when neither has one)."""
+    f = stats.frame
+    ref = f[(f["defense"] == NONE) & np.isfinite(f["utility"].astype(float))]
+    if ref.empty:
+        return None
+    one = ref.drop_duplicates("seed")  # utility repeats on every attack row of a point
+    u = float(one["utility"].astype(float).mean())
+    samples = stats.utility[one.index.to_numpy()]
+    if stats.available and np.isfinite(samples).any():
+        with np.errstate(all="ignore"), quiet_nan():
+            lo, hi = stats.ci(np.nanmean(samples, axis=0))
+        return u, float(lo), float(hi)
+    cols = [c for c in ("utility_ci_low", "utility_ci_high") if c in one.columns]
+    if len(cols) == 2:
+        return u, float(one[cols[0]].astype(float).mean()), float(one[cols[1]].astype(float).mean())
+    return u, math.nan, math.nan
+
+
+def _undefended_advantage(stats: RunStats, attack: str) -> str | None:
+    """None when ``attack`` has a measurable advantage on the undefended release (its score's
+    interval excludes its no-information baseline on the side of a stronger attack; the point
+    estimate beyond it when there are no intervals); otherwise the score, its interval and the
+    baseline, to say why not."""
+    f = stats.frame
+    rows = f[(f["attack"] == attack) & (f["defense"] == NONE) & (f["status"] == "ok")]
+    spec = find_metric(str(rows["attack_metric"].iloc[0])) if len(rows) else None
+    if rows.empty or spec is None:
+        return None  # nothing to judge by: keep the note
+    score = float(rows["attack_score"].astype(float).mean())
+    base = float(rows["attack_baseline"].astype(float).mean())
+    base = base if np.isfinite(base) else spec.null_score
+    if not np.isfinite(base):
+        return None
+    samples = stats.score[rows.index.to_numpy()]
+    lo = hi = score
+    if stats.available and np.isfinite(samples).any():
+        with np.errstate(all="ignore"), quiet_nan():
+            lo, hi = (float(v) for v in stats.ci(np.nanmean(samples, axis=0)))
+    beyond = lo > base if spec.higher_is_stronger else hi < base
+    if beyond:
+        return None
+    return f"score {score:.3f} [{lo:.3f}, {hi:.3f}] against its no-information baseline {base:.3f}"
 
 
 def identity_labels(frame: pd.DataFrame) -> set[str]:
@@ -468,10 +670,18 @@ def _ranks(cost: pd.Series, identity: pd.Series) -> pd.Series:
 
 
 def _overall(
-    frame: pd.DataFrame, families: pd.DataFrame, notes: list[str], identity: set[str]
+    frame: pd.DataFrame,
+    families: pd.DataFrame,
+    notes: list[str],
+    identity: set[str],
+    rank_samples: Mapping[str, Mapping[str, np.ndarray]] | None = None,
+    level: float = 0.95,
 ) -> pd.DataFrame:
     """One row per label: mean family rank (over labels ranked in every family), the number
-    of families ranked in, best utility, guarantee, cost."""
+    of families ranked in, best utility, guarantee, cost; with ``rank_samples`` (per family,
+    each ranked label's rank on every resample) the overall rank is recomputed on each
+    resample from the mean family rank, for its interval, holding share and ties, as in the
+    family tables."""
     import pandas as pd
 
     labelled = with_labels(frame)
@@ -501,6 +711,7 @@ def _overall(
         )
     overall["is_identity"] = overall.index.isin(list(identity))
     overall["rank"] = _ranks(overall["mean_rank"].astype(float).round(12), overall["is_identity"])
+    _overall_intervals(overall, rank_samples or {}, level)
     util = labelled[np.isfinite(labelled["utility"].astype(float))]
     util = util.groupby(["label", "knob_value"], dropna=False)["utility"].mean()
     overall["best_utility"] = util.groupby(level="label").max()
@@ -517,7 +728,32 @@ def _overall(
         ["is_none", "rank", "is_identity", "n_ranked", "label"],
         ascending=[True, True, True, False, True],
     )
-    return overall[list(OVERALL_HEADERS)].reset_index(drop=True)
+    columns = [c for c in OVERALL_HEADERS if c != "rank_ci"]
+    columns[1:1] = ["rank_ci_low", "rank_ci_high"]
+    return overall[columns].reset_index(drop=True)
+
+
+def _overall_intervals(
+    overall: pd.DataFrame, rank_samples: Mapping[str, Mapping[str, np.ndarray]], level: float
+) -> None:
+    """Fill ``rank_ci_low``/``high``, ``stability`` and ``tied_with`` of the labels ranked
+    overall (index = label) from the family ranks on each resample; NaN and empty without
+    them (no outcomes)."""
+    overall["rank_ci_low"] = overall["rank_ci_high"] = overall["stability"] = np.nan
+    overall["tied_with"] = ""
+    ranked = [lb for lb in overall.index if not pd_isna(overall.at[lb, "rank"])]
+    if not ranked or not rank_samples:
+        return
+    if any(lb not in ranks for ranks in rank_samples.values() for lb in ranked):
+        return  # a family without resamples: the point ranks stand alone
+    mean_s = np.mean([[ranks[lb] for lb in ranked] for ranks in rank_samples.values()], axis=0)
+    ident = overall.loc[ranked, "is_identity"].to_numpy(bool)
+    rank_s = sample_ranks(-mean_s, ident)
+    point = overall.loc[ranked, "rank"].astype(int).to_numpy()
+    lo, hi, hold = rank_summary(rank_s, point, level)
+    overall.loc[ranked, "rank_ci_low"], overall.loc[ranked, "rank_ci_high"] = lo, hi
+    overall.loc[ranked, "stability"] = hold
+    overall.loc[ranked, "tied_with"] = overlapping(ranked, lo, hi)
 
 
 def _cost(labelled: pd.DataFrame, notes: list[str]) -> pd.Series:

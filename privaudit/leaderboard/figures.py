@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 
 # The x axis of family_figure (wrapped to the panel's width when drawn).
 FAMILY_PRIVACY_LABEL = (
-    "worst-case normalised privacy (1 = attacker at its no-information baseline, "
-    "0 = as against the undefended text)"
+    "worst-case normalised privacy over every attack faced (1 = attacker at its "
+    "no-information baseline, 0 = as against the undefended text)"
 )
 
 # (colour, marker) of a label; NONE_STYLE is the undefended release's, in every figure.
@@ -143,12 +143,53 @@ def _error_bars(
         )  # fmt: skip
 
 
-def _xs_for_limits(frame: pd.DataFrame) -> np.ndarray:
-    """Privacy values (and interval tops) that the x axis must show."""
-    cols = ["empirical_privacy", "empirical_privacy_ci_high"]
-    parts = [frame[c].to_numpy(float) for c in cols if c in frame.columns]
-    xs = np.concatenate(parts) if parts else np.array([])
-    return xs[np.isfinite(xs)]
+def _baseline_privacy(rows: pd.DataFrame, metric: str) -> float | None:
+    """The privacy an attacker reaches without the release, when the metric declares one
+    baseline for every point (not HaS's per-point text as is) and the rows carry it."""
+    spec = find_metric(metric)
+    declared = spec.baseline if spec is not None else None
+    if declared is None or declared.per_point or "attack_baseline" not in rows.columns:
+        return None
+    base = rows["attack_baseline"].astype(float).dropna()
+    return float(_privacy_of(metric, float(base.mean()))) if len(base) else None
+
+
+def attack_limits(
+    rows: pd.DataFrame, metric: str, chance: float | None
+) -> tuple[tuple[float, float], tuple[float, float]] | None:
+    """The (x, y) limits of one attack's plots, the same in its Pareto plot and in its panel
+    of the combined figure, so the two views agree: every ok row's privacy and utility with
+    their intervals, the privacy of the no-information baseline (a line or per-point
+    markers) and the chance level, with 5 % margins. A bounded privacy stays within
+    [−0.03, 1.03]; an error's axis starts at 0. None when there is nothing to show."""
+    if "status" in rows.columns:
+        rows = rows[rows["status"] == "ok"]
+
+    def values(cols: list[str], extra: Iterable[float] = ()) -> np.ndarray:
+        parts = [rows[c].to_numpy(float) for c in cols if c in rows.columns]
+        out = np.concatenate([*parts, np.asarray(list(extra), float)])
+        return out[np.isfinite(out)]
+
+    xs = values(["empirical_privacy", "empirical_privacy_ci_low", "empirical_privacy_ci_high"])
+    if "attack_baseline" in rows.columns:
+        xs = np.concatenate([xs, values([], _privacy_of(metric, rows["attack_baseline"]))])
+    ys = values(["utility", "utility_ci_low", "utility_ci_high"],
+                [chance] if chance is not None else [])  # fmt: skip
+    if not len(xs) or not len(ys):
+        return None
+
+    def padded(v: np.ndarray) -> tuple[float, float]:
+        lo, hi = float(v.min()), float(v.max())
+        # 5 % of the span (an error's span may be 0.003); a single value gets some room.
+        pad = 0.05 * (hi - lo) if hi > lo else max(0.05 * abs(hi), 0.01)
+        return lo - pad, hi + pad
+
+    x0, x1 = padded(xs)
+    if _unbounded(metric):
+        x0 = 0.0
+    else:
+        x0, x1 = max(x0, -0.03), min(x1, 1.03)
+    return (x0, x1), padded(ys)
 
 
 # ---- the per-attack figure ---------------------------------------------------------------
@@ -217,10 +258,9 @@ def pareto_figure(
     has_baseline = "attack_baseline" in frame.columns and frame["attack_baseline"].notna().any()
     spec = find_metric(metric)
     declared = spec.baseline if spec is not None else None
-    if has_baseline and declared is not None and not declared.per_point:
+    ceiling = _baseline_privacy(frame, metric)
+    if ceiling is not None and declared is not None:
         # An attacker that ignores the release reaches this privacy, no further.
-        mean = float(frame["attack_baseline"].dropna().mean())
-        ceiling = _privacy_of(metric, mean)
         ax.axvline(ceiling, color="0.6", ls="-.", lw=1, label=declared.label)
     elif has_baseline:
         # Per point (HaS's anonymized text as it is): the privacy of taking the release as is.
@@ -237,15 +277,10 @@ def pareto_figure(
     if chance is not None and np.isfinite(chance):
         ax.axhline(chance, color="0.6", ls=":", lw=1, label="chance")
     ax.set_xlabel(privacy_axis_label(attack, metric))
-    if _unbounded(metric):
-        ax.set_xlim(left=0.0)
-    else:
-        xs = _xs_for_limits(frame) if len(frame) else np.array([])
-        if has_baseline:  # keep the guess line / as-is markers in view
-            xs = np.concatenate([xs, _privacy_of(metric, frame["attack_baseline"].dropna())])
-        top = float(xs.max()) if len(xs) else 1.0
-        # Zoom in when every point is far from 1, else the lines collapse onto the y axis.
-        ax.set_xlim(-0.03, 1.03) if top > 0.5 else ax.set_xlim(-0.01, top * 1.2 + 0.01)
+    limits = attack_limits(frame, metric, chance) if len(frame) else None
+    if limits is not None:  # zoomed to the points, as in the combined figure's panel
+        ax.set_xlim(*limits[0])
+        ax.set_ylim(*limits[1])
     ax.set_ylabel(f"utility ({utility_metric})")
     ax.set_title(f"Privacy–utility trade-off against {attack}")
     ax.grid(alpha=0.3)
@@ -281,6 +316,9 @@ def _shared_legend(
     if "chance" in handles:
         order.append("chance")
         legend.append(handles["chance"])
+    if "baseline" in handles:
+        order.append("no-information baseline")
+        legend.append(handles["baseline"])
     legend.append(Line2D([], [], color="0.5", marker="o", ls="", alpha=0.3))
     order.append("dominated point")
     # About 1.9 inches per legend entry: labels like has[mode=generative] must not be cut.
@@ -311,8 +349,9 @@ def frontier_figure(
 
     One panel per attack in a grid; in each, one line per defense label through its frontier
     points, its dominated points faint, the undefended utility dashed, the chance level dotted,
-    and one legend for the whole figure. Styles come from every label of ``frame`` (or the
-    given ``styles``), so a label looks the same in every panel.
+    the no-information baseline dash-dotted, and one legend for the whole figure; each panel
+    has its attack's Pareto plot's axes (:func:`attack_limits`). Styles come from every label
+    of ``frame`` (or the given ``styles``), so a label looks the same in every panel.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -331,9 +370,21 @@ def frontier_figure(
         (none_all["label"] == NONE) & np.isfinite(none_all["utility"].astype(float))
     ]
     handles: dict[str, Any] = {}
+    rows = frame[frame["status"] == "ok"]
     for ax, attack in zip(axes, attacks, strict=True):
         sub = points[points["attack"] == attack]
         _frontier_panel(ax, sub, attack, styles, handles, none_all, chance)
+        metric, own = str(sub["attack_metric"].iloc[0]), rows[rows["attack"] == attack]
+        ceiling = _baseline_privacy(own, metric)
+        if ceiling is not None:  # as in the attack's own Pareto plot
+            handles["baseline"] = ax.axvline(ceiling, color="0.6", ls="-.", lw=1)
+        limits = attack_limits(own, metric, chance)
+        if limits is not None:  # the same axes as the attack's own Pareto plot
+            ax.set_xlim(*limits[0])
+            (y0, y1), top = limits[1], float(none_all["utility"].astype(float).mean())
+            if np.isfinite(top):  # an attack with no none row: keep the dashed line in view
+                y0, y1 = min(y0, top - 0.01), max(y1, top + 0.01)
+            ax.set_ylim(y0, y1)
     _shared_legend(fig, handles, styles)
     return fig
 
@@ -389,8 +440,6 @@ def _frontier_panel(
     ax.set_ylabel(f"utility ({sub['utility_metric'].iloc[0]})", fontsize=8)
     ax.set_title(attack, fontsize=10)
     ax.tick_params(labelsize=7)
-    if _unbounded(metric):
-        ax.set_xlim(left=0.0)
     ax.grid(alpha=0.3)
 
 
@@ -415,7 +464,8 @@ def family_figure(
     """The leaderboard's worst-case view: one panel per attack family (column ``family``).
 
     ``points`` has one row per (family, label, knob value) with ``privacy`` (normalised
-    worst-case privacy over the family's attacks, in [0, 1]), ``utility``, ``on_frontier``
+    worst-case privacy over every attack of the family that read the label's release, the
+    board's ``points``, not the ranking's common subset; in [0, 1]), ``utility``, ``on_frontier``
     (bool), optionally ``knob`` and the interval bounds ``privacy_ci_low/high`` and
     ``utility_ci_low/high`` (error bars where finite). In each panel, one line per label
     through its frontier points (labelled with their knob values), its dominated points faint,

@@ -21,19 +21,27 @@ if TYPE_CHECKING:
 HYPERVOLUME_DEFINITION = (
     "Worst-case hypervolume: per attack family (text recovery, entity recovery, each private "
     "attribute), a defense point's privacy is its worst-case normalised privacy, the minimum "
-    "over the family's attacks that read its release of clip((s_none − s) / (s_none − "
-    "s_baseline), 0, 1) (1 = the attacker does no better than its no-information baseline, 0 "
-    "= as well as against the undefended text); the hypervolume is the area of the region "
-    "its frontier dominates inside the box privacy ∈ [0, 1] × utility ∈ [chance, 1], as a "
-    "fraction of that box. Utility is the headline metric (balanced accuracy: chance = 1/K "
-    "whatever the class balance). Intervals are percentile bootstrap intervals over test "
-    "documents, one set of resamples per run shared by every cell (paired); ranks are "
-    "recomputed on every resample: 'holds' is the share of resamples in which a defense keeps "
-    "its rank, and defenses whose rank intervals overlap are statistically tied. Only "
-    "defenses that faced the whole family (no failed or missing cell) are ranked in it; the "
-    "overall rank orders the mean family rank of defenses ranked in every family. Seeds are "
-    "averaged. The undefended `none` is the reference (privacy 0), never ranked; a defense "
-    "whose releases equal the originals ranks below any defense it ties with."
+    "over the family's attacks that read every ranked defense's release (so defenses are "
+    "ranked on the same attacks; 'all attacks' takes the minimum over every attack that read "
+    "its own release) of clip((s_none − s) / (s_none − s_baseline), 0, 1) (1 = the attacker "
+    "does no better than its no-information baseline, 0 = as well as against the undefended "
+    "text); the hypervolume is the area of the region its frontier dominates inside the box "
+    "privacy ∈ [0, 1] × utility ∈ [chance, 1], as a fraction of that box. Only the ranks use "
+    "the attacks every ranked defense faced; every privacy level a defense is said to reach "
+    "(utility at matched privacy, the worst-case points and figure, the verdict's best "
+    "utility) is the minimum over all its attacks, since the strongest adversary sets "
+    "privacy. Utility is the headline metric (balanced accuracy: chance = 1/K whatever the "
+    "class balance). Intervals are percentile bootstrap intervals over test documents, one "
+    "set of resamples per run shared by every cell (paired), each resample adding to every "
+    "learned attack cell an independent fit effect with its attack's declared between-fit sd "
+    "(attacker randomness; the notes list them); ranks are recomputed on every "
+    "resample: 'holds' is the share of resamples in which a defense keeps its rank, and "
+    "defenses whose rank intervals overlap are statistically tied. Only defenses that faced "
+    "the whole family (no failed or missing cell) are ranked in it; the overall rank orders "
+    "the mean family rank of defenses ranked in every family, recomputed on every resample "
+    "for its interval and ties as in the family tables. Seeds are averaged. The undefended "
+    "`none` is the reference (privacy 0), never ranked; a defense whose releases equal the "
+    "originals ranks below any defense it ties with."
 )
 PER_ATTACK_DEFINITION = (
     "Per attack (raw privacy): the hypervolume of each defense's frontier of empirical "
@@ -44,8 +52,11 @@ PER_ATTACK_DEFINITION = (
 # Column -> header of the overall table, in display order.
 OVERALL_HEADERS = {
     "rank": "rank",
+    "rank_ci": "rank interval",
     "label": "defense",
     "mean_rank": "mean family rank",
+    "stability": "holds rank",
+    "tied_with": "tied with",
     "families": "families",
     "best_utility": "best utility",
     "s_per_1k_words": "s / 1k words",
@@ -58,6 +69,7 @@ FAMILY_HEADERS = {
     "label": "defense",
     "hypervolume": "worst-case HV",
     "hv_ci": "HV interval",
+    "hv_all": "worst-case HV, all attacks",
     "stability": "holds rank",
     "tied_with": "tied with",
     "strongest": "strongest attack",
@@ -76,14 +88,8 @@ class Table:
 def tables(board: Leaderboard) -> dict[str, Table]:
     """Formatted tables: ``overall``, ``family <f>`` per family, ``matched <f>`` per
     family, and ``per attack``."""
-    out = {
-        "overall": Table(
-            headers=list(OVERALL_HEADERS.values()),
-            rows=[
-                [_fmt(row[c], c) for c in OVERALL_HEADERS] for _, row in board.overall.iterrows()
-            ],
-        )
-    }
+    overall = [[_overall_cell(r, c) for c in OVERALL_HEADERS] for _, r in board.overall.iterrows()]
+    out = {"overall": Table(headers=list(OVERALL_HEADERS.values()), rows=overall)}
     for family, sub in board.families.groupby("family", sort=True):
         sub = sub.sort_values(["is_none", "ranked_order", "label"])
         rows = []
@@ -94,6 +100,7 @@ def tables(board: Leaderboard) -> dict[str, Table]:
                 str(r["label"]),
                 _fmt(r["hypervolume"]),
                 _span(r["hv_ci_low"], r["hv_ci_high"]),
+                _fmt(r.get("hv_all")) + _with_span(r.get("hv_all_ci_low"), r.get("hv_all_ci_high")),
                 "—" if pd_isna(r["stability"]) else f"{100 * r['stability']:.0f} %",
                 str(r["tied_with"] or ("—" if r["complete"] else f"not ranked: {r['reason']}")),
                 str(r["strongest"] or "—"),
@@ -108,7 +115,9 @@ def tables(board: Leaderboard) -> dict[str, Table]:
             row = [str(label)]
             for lv in levels:
                 r = g.loc[lv]
-                if pd_isna(r["utility"]):
+                if pd_isna(r["utility"]) and r.get("at_chance"):
+                    row.append(f"not reached (only at chance utility: {r['at_chance']})")
+                elif pd_isna(r["utility"]):
                     row.append("not reached")
                 else:
                     ci = _span(r["utility_ci_low"], r["utility_ci_high"])
@@ -132,17 +141,38 @@ def tables(board: Leaderboard) -> dict[str, Table]:
         rows.append(row)
     out["per attack"] = Table(headers=["defense", *attacks], rows=rows)
     if board.rates is not None and len(board.rates):
+        # The target rate only where a grid calibrated by rate; a column of dashes says nothing.
+        calibrated = bool(board.rates["target_rate"].notna().any())
         out["rates"] = Table(
-            ["replacement rate", "defense", "knob", "target rate", "utility",
-             "text privacy (worst case)"],
+            ["replacement rate", "defense", "knob", *(["target rate"] if calibrated else []),
+             "utility", "text privacy (worst case)"],
             [[f"{r['replacement_rate']:.3f}", str(r["label"]), knob_text_of(r),
-              "—" if pd_isna(r["target_rate"]) else f"{r['target_rate']:.3g}",
+              *(["—" if pd_isna(r["target_rate"]) else f"{r['target_rate']:.3g}"]
+                if calibrated else []),
               f"{r['utility']:.3f} {_span(r['utility_ci_low'], r['utility_ci_high'])}",
               "—" if pd_isna(r["privacy"])
               else f"{r['privacy']:.3f} {_span(r['privacy_ci_low'], r['privacy_ci_high'])}"]
              for _, r in board.rates.iterrows()],
         )  # fmt: skip
     return out
+
+
+def _overall_cell(row: Any, column: str) -> str:
+    """One cell of the overall table: the rank interval and holding share as in the family
+    tables; the reference's tie column empty."""
+    if column == "rank_ci":
+        return _span(row["rank_ci_low"], row["rank_ci_high"], "d")
+    if column == "stability":
+        return "—" if pd_isna(row["stability"]) else f"{100 * row['stability']:.0f} %"
+    if column == "tied_with":
+        return str(row["tied_with"] or "—")
+    return _fmt(row[column], column)
+
+
+def _with_span(lo: Any, hi: Any) -> str:
+    """`` [lo, hi]`` after a value, or nothing when the interval is unknown."""
+    text = _span(lo, hi)
+    return "" if text == "—" else f" {text}"
 
 
 def pd_isna(value: Any) -> bool:
@@ -244,32 +274,53 @@ def sections(board: Leaderboard) -> list[tuple[str, Table, str]]:
     table, then the per-attack view."""
     tables = board.tables()
     level = f"{100 * board.level:.0f} %"
-    out = [("Overall", tables["overall"], "")]
+    out = [("Overall", tables["overall"], (
+        f"Rank intervals: {level} bootstrap, the overall rank recomputed on every resample "
+        "from the family ranks; defenses whose intervals overlap are tied."
+    ))]  # fmt: skip
     for name, table in tables.items():
         if name.startswith("family "):
             family = name[len("family ") :]
             out.append((
                 f"Family: {family} (worst-case privacy)", table,
-                f"Intervals: {level} bootstrap over test documents; 'holds rank' = share of "
-                "resamples in which the defense keeps this rank.",
+                f"Intervals: {level} bootstrap over test documents and attacker fits; 'holds "
+                "rank' = share of resamples in which the defense keeps this rank. "
+                f"{_ranked_on(board, family)}; "
+                "'all attacks' is the worst case over every attack a defense faced (the notes "
+                "name who faced more).",
             ))  # fmt: skip
             matched = tables.get(f"matched {family}")
             if matched is not None:
                 out.append((
                     f"Utility at matched privacy: {family}", matched,
                     "Best measured utility among a defense's points whose worst-case "
-                    "normalised privacy reaches the level (measured points only).",
+                    "normalised privacy over all the attacks it faced (not only those the "
+                    "ranking compares on) reaches the level (measured points only). A point "
+                    "at chance utility (its point, or its interval's upper end, at or "
+                    f"below chance {board.chance:.3g}) does not reach a level: it bought its "
+                    "privacy with all of its utility.",
                 ))  # fmt: skip
     if "rates" in tables:
         out.append((
             "Text defenses at equal replacement rate", tables["rates"],
             "Every point of the defenses that replace words, ordered by the measured share of "
             "tokens changed, so T2T, PCT2T and RAPT can be compared at equal rate (RAPT Table "
-            "II) as well as at equal η; 'target rate' is set where the grid gave knob values "
-            "as target replacement rates (η calibrated per rate).",
+            "II) as well as at equal η; 'target rate' (shown when the grid gave knob values "
+            "as target replacement rates, η calibrated per rate) is the rate asked for; text "
+            "privacy is the worst case over every text attack the defense faced.",
         ))  # fmt: skip
     out.append(("Per attack: raw-privacy hypervolume (rank)", tables["per attack"], ""))
     return out
+
+
+def _ranked_on(board: Leaderboard, family: str) -> str:
+    """The caption's sentence naming the attacks a family ranks on."""
+    attacks = board.ranked_on.get(family)
+    if attacks is None:
+        return "Ranked on the attacks that read every ranked defense's release"
+    if not attacks:
+        return "Its defenses share no attack: each is ranked on the attacks it faced"
+    return f"Ranked on the attacks every ranked defense faced ({', '.join(attacks)})"
 
 
 def leaderboard_html_body(board: Leaderboard) -> str:

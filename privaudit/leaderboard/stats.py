@@ -7,15 +7,22 @@ set by the strongest adversary. On each resample the minimum is taken again, so 
 is the interval of the minimum, not the minimum of intervals. Several seeds: a point's privacy
 and utility are the mean over seeds (on each resample too) and ``*_sd`` their standard
 deviation across seeds.
+
+A family ranks its defenses on the attacks that read **every** ranked defense's release
+(:func:`attack_sets`: like with like; text recovery from pooled vectors has no
+token-position attack, so a word-replacement defense is not judged on attacks a vector
+defense never faced); the worst case over every attack a defense faced is kept beside it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from privaudit.api import NONE
 from privaudit.leaderboard.frontier import pareto_mask
 from privaudit.metrics.outcomes import interval, quiet_nan
 
@@ -46,11 +53,73 @@ class FamilyPoints:
     utility: np.ndarray
 
 
-def family_points(stats: RunStats) -> FamilyPoints:
+@dataclass(frozen=True)
+class AttackSets:
+    """Which attacks a family compares its defenses on.
+
+    ``faced``: per (family, label), the attacks that read the label's releases (status ok)
+    and set a worst case (a measurable advantage on the undefended release), for every label
+    that can be ranked (not ``none``, no failed cell in the family). ``common``: per family,
+    the attacks every such label faced. ``empty``: families whose labels share no attack;
+    they fall back to each label's own set.
+    """
+
+    faced: dict[tuple[str, str], tuple[str, ...]]
+    common: dict[str, tuple[str, ...]]
+    empty: tuple[str, ...]
+
+    def restriction(self) -> dict[str, tuple[str, ...]]:
+        """The attacks to rank each family on (:func:`family_points`'s ``attacks``)."""
+        return {family: attacks for family, attacks in self.common.items() if attacks}
+
+    def more(self, family: str) -> dict[str, tuple[str, ...]]:
+        """Labels of ``family`` that faced attacks outside its common set, with those."""
+        common = set(self.common.get(family, ()))
+        return {
+            label: extra
+            for (fam, label), attacks in sorted(self.faced.items())
+            if fam == family and (extra := tuple(a for a in attacks if a not in common))
+        }
+
+
+def attack_sets(stats: RunStats) -> AttackSets:
+    """The attacks each rankable label of each family faced, and those they all faced."""
+    f = stats.frame
+    ok = (f["status"] == "ok").to_numpy()
+    informative = ok & np.isfinite(stats.normalised_point)
+    faced: dict[tuple[str, str], tuple[str, ...]] = {}
+    common: dict[str, tuple[str, ...]] = {}
+    for family, fam in f.groupby("family", sort=True):
+        sets = []
+        for label, g in fam.groupby("label", sort=True):
+            idx = g.index.to_numpy()
+            if label == NONE or (g["status"] == "failed").any():
+                continue  # the reference, or a label the family does not rank
+            attacks = tuple(sorted(set(g["attack"].to_numpy()[informative[idx]])))
+            if attacks:
+                faced[(str(family), str(label))] = attacks
+                sets.append(set(attacks))
+        if sets:
+            common[str(family)] = tuple(sorted(set.intersection(*sets)))
+    empty = tuple(family for family, attacks in common.items() if not attacks)
+    return AttackSets(faced, common, empty)
+
+
+def family_points(
+    stats: RunStats, attacks: Mapping[str, Sequence[str]] | None = None
+) -> FamilyPoints:
+    """Worst-case points of every family; with ``attacks``, a family it names takes its worst
+    case over those attacks only (:meth:`AttackSets.restriction`)."""
     import pandas as pd
 
     f = stats.frame
     ok = (f["status"] == "ok").to_numpy() & np.isfinite(stats.normalised_point)
+    if attacks:
+        kept = [
+            family not in attacks or attack in attacks[family]
+            for family, attack in zip(f["family"], f["attack"], strict=True)
+        ]
+        ok &= np.asarray(kept, dtype=bool)
     util_point = f["utility"].astype(float).to_numpy()
     ok &= np.isfinite(util_point)
     knob = f["knob_value"].astype(float).fillna(np.inf)  # NaN knobs (none) group together
@@ -120,6 +189,28 @@ def hypervolume_samples(privacy: np.ndarray, utility: np.ndarray, chance: float)
     ys = np.maximum.accumulate(np.take_along_axis(y, order, axis=0), axis=0)
     nxt = np.vstack([xs[1:], np.zeros((1, xs.shape[1]))])
     return np.sum((xs - nxt) * ys, axis=0)
+
+
+def rank_summary(
+    rank_samples: np.ndarray, point_rank: np.ndarray, level: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per label (rows of ``rank_samples``, labels × B): the rank interval at ``level``
+    (integers) and the share of resamples holding ``point_rank``."""
+    lo = np.floor(np.percentile(rank_samples, 100 * (1 - level) / 2, axis=1))
+    hi = np.ceil(np.percentile(rank_samples, 100 * (1 + level) / 2, axis=1))
+    hold = np.mean(rank_samples == np.asarray(point_rank)[:, None], axis=1)
+    return lo, hi, hold
+
+
+def overlapping(labels: Sequence[str], lo: np.ndarray, hi: np.ndarray) -> list[str]:
+    """Per label, the other labels whose rank interval overlaps its own (statistical ties),
+    joined by commas; empty where the interval is unknown."""
+    return [
+        ", ".join(o for j, o in enumerate(labels) if j != i and lo[j] <= hi[i] and lo[i] <= hi[j])
+        if np.isfinite(lo[i])
+        else ""
+        for i in range(len(labels))
+    ]
 
 
 def sample_ranks(scores: np.ndarray, identity: np.ndarray) -> np.ndarray:

@@ -18,7 +18,7 @@ import numpy as np
 from privaudit.api import NONE
 from privaudit.leaderboard.render import Table, fmt_number
 from privaudit.metrics.published import published
-from privaudit.metrics.spec import find_metric
+from privaudit.metrics.spec import MetricSpec, find_metric
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -52,6 +52,13 @@ def _with_ci(value: Any, lo: Any, hi: Any) -> str:
     return f"{text} [{fmt_number(lo)}, {fmt_number(hi)}]"
 
 
+def _scored(spec: MetricSpec | None, metric: str) -> str:
+    """What the score measures, as declared (``balanced accuracy (attribute_accuracy)``)."""
+    if spec is None or spec.display == metric:
+        return metric
+    return f"{spec.display} ({metric})"
+
+
 def undefended_table(frame: pd.DataFrame) -> Table:
     """One row per ok attack row at the ``none`` point (per seed when there are several):
     attack, metric, score [interval], no-information baseline, published figure and its
@@ -68,7 +75,7 @@ def undefended_table(frame: pd.DataFrame) -> Table:
         settings = "; ".join(f"{p.setting} — {p.source}" for p in papers)
         out.append([
             str(r["attack"]) + (f" (seed {int(r['seed'])})" if several else ""),
-            str(r["attack_metric"]),
+            _scored(spec, str(r["attack_metric"])),
             _with_ci(r["attack_score"], r.get("attack_score_ci_low"),
                      r.get("attack_score_ci_high")),
             fmt_number(r.get("attack_baseline")) + (f" ({label})" if label else ""),

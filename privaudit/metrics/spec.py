@@ -76,6 +76,11 @@ class Baseline:
     per_point: bool = False
 
 
+#: Reducers whose headline is not what a metric's name says (a class-balanced score): axes
+#: and columns name the reducer (see :attr:`MetricSpec.display`).
+SCORED_AS: Mapping[str, str] = {"balanced_accuracy": "balanced accuracy", "macro_f1": "macro-F1"}
+
+
 @dataclass(frozen=True)
 class MetricSpec:
     """One metric, declared once (see the module docstring).
@@ -85,8 +90,10 @@ class MetricSpec:
     :class:`~privaudit.api.Predictions` kind its scorer reads. ``needs``: the truth fields it
     reads. ``reducer``: the per-document :class:`~privaudit.metrics.outcomes.Outcome` reducer
     of its headline. ``baseline``: its no-information baseline, or None. ``scorer``: predictions
-    → rows. ``bounded``: scores in [0, 1]. ``display``: how axes and notes name it (the name
-    by default). ``target_families``: rows of a target that belong to another family (the
+    → rows. ``bounded``: scores in [0, 1]. ``display``: how axes, columns and notes name
+    what is scored: by default the reducer where it is not the plain one its name implies
+    (:data:`SCORED_AS`: ``attribute_accuracy`` is balanced accuracy), else the name.
+    ``target_families``: rows of a target that belong to another family (the
     ``entities`` rows of bow-inversion and geia are entity recovery).
     """
 
@@ -115,7 +122,7 @@ class MetricSpec:
                 f"Metric {self.name!r} has reducer {self.reducer!r}; use one of {REDUCERS}."
             )
         if not self.display:
-            object.__setattr__(self, "display", self.name)
+            object.__setattr__(self, "display", SCORED_AS.get(self.reducer, self.name))
 
     # -- what follows from the direction ----------------------------------------------------
 
@@ -146,8 +153,8 @@ class MetricSpec:
 
     @property
     def privacy_label(self) -> str:
-        """The privacy axis's unit: ``1 − <metric>`` or the error's name."""
-        return f"1 − {self.name}" if self.higher_is_stronger else self.display
+        """The privacy axis's unit: ``1 − <what is scored>`` or the error's name."""
+        return f"1 − {self.display}" if self.higher_is_stronger else self.display
 
     def family_of(self, target: str = "") -> str:
         """The family of this metric's row for ``target``."""

@@ -6,6 +6,17 @@ test documents (:class:`Bootstrap`): B resamples of every row at once, so two de
 attacks, a minimum over attacks or a rank are all compared on the same resampled documents
 (paired intervals).
 
+**Attacker randomness.** A learned attack's score also varies between fits (its ``rng``
+seed): the attack class declares that spread as ``fit_sd`` (:class:`privaudit.api.Attack`,
+measured). Each resample adds to each cell's resampled score an independent
+N(0, ``fit_sd``²) fit effect (:meth:`Bootstrap.fit_effects`, drawn from a Generator seeded by
+the bootstrap's seed and the cell's key), so every interval covers both sources of noise.
+One cell's effect is the same wherever that cell is used within a resample (its score, its
+empirical and normalised privacy, the reference of the defended cells' normalised privacy,
+a worst case); two cells are separate fits and get independent effects, so a paired
+comparison stays paired on documents and adds 2·``fit_sd``² from the fits. The baselines
+(a frequency guess, the majority class) are not refitted and get none.
+
 **Normalised privacy** of an attack row, in [0, 1]::
 
     normalised = clip((s_ref − s) / (s_ref − s_base), 0, 1)
@@ -33,6 +44,7 @@ and it sets no worst case (a tiny span would make one lucky document decide it).
 from __future__ import annotations
 
 import functools
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -79,6 +91,13 @@ class Bootstrap:
 
     def weights(self, n_docs: int) -> np.ndarray:
         return _weights(n_docs, self.resamples, self.seed)
+
+    def fit_effects(self, key: str, sd: float) -> np.ndarray:
+        """One cell's fit effect on each resample, (B,) draws of N(0, ``sd``²): seeded by this
+        bootstrap's seed and the cell's ``key``, so the cell gets the same effects whichever
+        table holds it, and two cells independent ones."""
+        seq = np.random.SeedSequence([self.seed, zlib.crc32(key.encode())])
+        return np.random.default_rng(seq).normal(0.0, sd, self.resamples)
 
 
 @functools.lru_cache(maxsize=4)
@@ -164,9 +183,17 @@ class RunStats:
 
 
 def run_stats(
-    frame: pd.DataFrame, outcomes: Outcomes, bootstrap: Bootstrap, n_test: int | None = None
+    frame: pd.DataFrame,
+    outcomes: Outcomes,
+    bootstrap: Bootstrap,
+    n_test: int | None = None,
+    fit_sd: Mapping[str, float] | None = None,
 ) -> RunStats:
-    """Samples of every row of ``frame`` (reset to a 0..R-1 index) on the run's resamples."""
+    """Samples of every row of ``frame`` (reset to a 0..R-1 index) on the run's resamples.
+
+    ``fit_sd``: the between-fit sd of each attack's score, by the ``attack`` column's label
+    or the name before its ``[target]`` (:func:`privaudit.registry.attack_fit_sds` reads the
+    attack classes' declarations); an attack it does not name is taken as deterministic."""
     frame = _prepared(frame)
     n_rows, b = len(frame), bootstrap.resamples
     if n_test is None:
@@ -201,10 +228,35 @@ def run_stats(
                 base[r] = bb
     # A metric no longer registered (None) reads as a bounded success score, the common case.
     specs = [find_metric(m) for m in frame["attack_metric"]]
+    if fit_sd:
+        _add_fit_effects(frame, score, specs, bootstrap, fit_sd)
     higher = np.array([s is None or s.higher_is_stronger for s in specs], dtype=bool)
     privacy = np.where(higher[:, None], 1.0 - score, score)
     norm_point, norm = _normalised(frame, score, base, specs, bootstrap.level)
     return RunStats(frame, bootstrap, score, base, util, privacy, norm, norm_point, found)
+
+
+def _add_fit_effects(
+    frame: pd.DataFrame,
+    score: np.ndarray,
+    specs: list[MetricSpec | None],
+    bootstrap: Bootstrap,
+    fit_sd: Mapping[str, float],
+) -> None:
+    """Add each measured cell's fit effects to its score samples, in place (module
+    docstring); a bounded score stays in [0, 1]."""
+    for r, (attack, key) in enumerate(zip(frame["attack"], frame["cell_key"], strict=True)):
+        label = str(attack)
+        sd = fit_sd.get(label, fit_sd.get(label.split("[", 1)[0], 0.0))
+        if not sd > 0 or not np.isfinite(score[r]).any():
+            continue
+        if not isinstance(key, str):  # a row without a cell key: its identity instead
+            cols = [c for c in ("attack", "label", "knob_value", "seed") if c in frame.columns]
+            key = "|".join(str(frame.at[r, c]) for c in cols)
+        score[r] += bootstrap.fit_effects(key, float(sd))
+        spec = specs[r]
+        if spec is None or spec.bounded:
+            np.clip(score[r], 0.0, 1.0, out=score[r])
 
 
 def with_labels(frame: pd.DataFrame) -> pd.DataFrame:

@@ -21,7 +21,11 @@ from privaudit.leaderboard.render import (
     markdown_table,
     sections,
 )
+from privaudit.leaderboard.service import html_fragment as service_html
+from privaudit.leaderboard.service import markdown as service_markdown
 from privaudit.leaderboard.strength import markdown as strength_markdown
+from privaudit.leaderboard.verdict import html_fragment as verdict_html
+from privaudit.leaderboard.verdict import markdown as verdict_markdown
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -37,18 +41,21 @@ def write_leaderboard(
 ) -> list[Path]:
     """Write leaderboard.md, leaderboard.csv (overall plus per-family and per-attack columns),
     leaderboard.html (a plain standalone page) and worst_case_points.csv (per family, label
-    and knob value: worst-case privacy and utility with intervals, their spread across seeds
-    ``privacy_sd``/``utility_sd``, the strongest attack) into ``out_dir``; return the paths.
+    and knob value: worst-case privacy over every attack faced and utility with intervals,
+    their spread across seeds ``privacy_sd``/``utility_sd``, the strongest attack) into
+    ``out_dir``; return the paths.
     ``guarantees`` (the runs' guarantee audit, ``guarantees.csv``) adds its section to the
     Markdown and HTML, a violated claim first; ``frame`` (the runs' results) adds the
     Markdown's "Attack strength" section, with the curve of ``strength`` (strength.csv) when
-    the runs have one."""
+    the runs have one. RAPT's comparison and CAPE's adversary follow the tables when the runs
+    have those defenses (:mod:`privaudit.leaderboard.service`)."""
     rd = RunDir(out_dir).create()
     audited = guarantees is not None and not guarantees.empty
     body = "".join(
         f"## {title}\n\n" + (f"{caption}\n\n" if caption else "") + markdown_table(t) + "\n\n"
         for title, t, caption in sections(board)
     )
+    body += service_markdown(board.service)  # RAPT's comparison, CAPE's adversary (if run)
     if audited:
         assert guarantees is not None
         body += (
@@ -61,6 +68,7 @@ def write_leaderboard(
     md = write_text(
         rd.leaderboard("md"),
         "# privaudit leaderboard\n\n"
+        + (verdict_markdown(board.verdict) if board.verdict is not None else "")  # first
         + body
         + "".join(f"- {n}\n" for n in board.notes)
         + f"\n{HYPERVOLUME_DEFINITION}\n\n{PER_ATTACK_DEFINITION}\n",
@@ -72,7 +80,9 @@ def write_leaderboard(
         '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         "<title>privaudit leaderboard</title>\n"
         f"<style>{TABLE_CSS}</style>\n</head>\n<body>\n<h1>privaudit leaderboard</h1>\n"
+        + (f"<h2>Verdict</h2>\n{verdict_html(board.verdict)}" if board.verdict is not None else "")
         + leaderboard_html_body(board)
+        + service_html(board.service)
         + (_guarantees_html(guarantees) if audited else "")
         + "</body>\n</html>\n",
     )

@@ -32,12 +32,15 @@ from privaudit.leaderboard.render import (
     html_table,
     leaderboard_html_body,
 )
+from privaudit.leaderboard.service import html_fragment as service_html
 from privaudit.leaderboard.strength import (
     STRENGTH_NOTE,
     saturation,
     strength_figure,
     undefended_table,
 )
+from privaudit.leaderboard.verdict import html_fragment as verdict_html
+from privaudit.metrics.spec import find_metric
 from privaudit.metrics.stats import with_labels
 from privaudit.outputs.runs import load_runs, read_run, run_chance, unfinished
 
@@ -217,8 +220,10 @@ def _strength_section(frame: pd.DataFrame, curve: pd.DataFrame | None) -> str:
 
 def _cells_section(frame: pd.DataFrame) -> str:
     parts = []
-    headers = ["defense", "knob", "value", "seed", "attack", "status", "privacy",
-               "normalised privacy", "utility", "s"]  # fmt: skip
+    # The rate asked for, where the grid calibrated knob values by replacement rate.
+    rated = "target_rate" in frame.columns and bool(frame["target_rate"].notna().any())
+    headers = ["defense", "knob", "value", *(["target rate"] if rated else []), "seed",
+               "attack", "status", "privacy", "normalised privacy", "utility", "s"]  # fmt: skip
     for attack, sub in frame.groupby("attack", sort=True):
         sub = sub.sort_values(["label", "knob_value", "seed"], na_position="first")
         rows = [
@@ -226,6 +231,7 @@ def _cells_section(frame: pd.DataFrame) -> str:
                 str(r["label"]),
                 str(r["knob"]) if isinstance(r["knob"], str) else "—",
                 fmt_number(r["knob_value"], ".4g"),
+                *([fmt_number(r["target_rate"], ".3g")] if rated else []),
                 fmt_number(r["seed"], "g"),
                 str(attack),
                 str(r["status"]),
@@ -238,6 +244,10 @@ def _cells_section(frame: pd.DataFrame) -> str:
         ]
         counts = sub["status"].value_counts().to_dict()
         summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+        metric = sub["attack_metric"].dropna() if "attack_metric" in sub.columns else ()
+        spec = find_metric(str(metric.iloc[0])) if len(metric) else None
+        if spec is not None:  # name what the privacy column measures, as the metric declares
+            summary += f"; privacy = {spec.privacy_label}"
         parts.append(
             f"<details open><summary>{html.escape(str(attack))} ({html.escape(summary)})"
             f"</summary>\n{html_table(Table(headers, rows), numeric_from=2)}\n</details>"
@@ -319,11 +329,12 @@ def write_report(
     ``board`` is the run's leaderboard when the caller has computed it already (the runner),
     else it is computed here from the run directory.
 
-    It holds the run summary, the leaderboard, the combined frontier figure and every
-    per-attack Pareto plot (rendered from the results table, embedded as PNG data URIs),
-    per-cell tables, failures and n/a reasons grouped with counts, the config and the
-    environment. Original texts appear only with ``show_examples=True``, and then only those
-    in ``run_dir/examples.json`` (a list of ``{defense, knob_value, original, released}``).
+    It holds the leaderboard's verdict (first), the run summary, the leaderboard, the
+    combined frontier figure and every per-attack Pareto plot (rendered from the results
+    table, embedded as PNG data URIs), per-cell tables, failures and n/a reasons grouped with
+    counts, the config and the environment. Original texts appear only with
+    ``show_examples=True``, and then only those in ``run_dir/examples.json`` (a list of
+    ``{defense, knob_value, original, released}``).
     All text is HTML-escaped; the page loads nothing from outside itself.
     """
     run_dir = Path(run_dir)
@@ -347,9 +358,18 @@ def write_report(
     partial = unfinished(run_dir, frame, meta)
     banner = f'<p class="unfinished">{html.escape(partial)}</p>\n' if partial else ""
     strength = _strength_section(frame, RunDir(run_dir).read_strength())
+    verdict = board.verdict if isinstance(board, Leaderboard) else None
     sections = [
+        # The headline first: what can and cannot be concluded, before any table.
+        *([("verdict", "Verdict", verdict_html(verdict))] if verdict is not None else []),
         ("summary", "Summary", _summary(run_dir, frame, meta)),
         ("leaderboard", "Leaderboard", _leaderboard_section(board)),
+        # RAPT's Table II and CAPE's adversary, only when the run has those defenses.
+        *(
+            [("service", "The service's objectives, measured", service_html(board.service))]
+            if isinstance(board, Leaderboard) and board.service and board.service.sections()
+            else []
+        ),
         ("guarantees", "Guarantee audit", _guarantees_section(RunDir(run_dir).read_guarantees())),
         ("strength", "Attack strength", strength),
         ("families", "Worst-case frontiers per attack family", _families_section(board, frame)),
