@@ -99,7 +99,7 @@ class Service(UtilityEvaluator):
         backbone: str | None = None,
         max_length: PositiveInt = 128,
         epochs: PositiveInt = 20,
-        patience: PositiveInt = 5,
+        patience: PositiveInt = 8,
         lr: PositiveFloat = 3e-3,
         weight_decay: NonNegativeFloat = 0.01,
         batch_size: PositiveInt = 64,
