@@ -30,6 +30,8 @@ RELEASE_KINDS: frozenset[str] = frozenset({"text", "token_vectors", "pooled_vect
 #: The undefended reference: the ``none`` defense's name, and the one display label only it
 #: may carry (every table, plot and leaderboard compares against it).
 NONE = "none"
+#: The fewest victims an attack may score when it declares a subset (``Attack.max_victims``).
+MIN_VICTIMS = 300
 
 
 class Space(StrEnum):
@@ -113,6 +115,20 @@ class Release:
     def public(self) -> Release:
         """The release as an attacker receives it: no runner-only audit information."""
         return dataclasses.replace(self, audit={}, meta=dict(self.meta))
+
+    def subset(self, indices: Sequence[int]) -> Release:
+        """The public release of the documents at ``indices``, in that order (an attack that
+        scores a declared subset of the victims reads only theirs)."""
+        idx = [int(i) for i in indices]
+        if any(not 0 <= i < len(self) for i in idx):
+            raise ValueError(f"Release.subset: indices outside 0..{len(self) - 1}.")
+        return dataclasses.replace(
+            self,
+            texts=None if self.texts is None else [self.texts[i] for i in idx],
+            vectors=None if self.vectors is None else [self.vectors[i] for i in idx],
+            audit={},
+            meta=dict(self.meta),
+        )
 
 
 def _is_int(value: object) -> bool:
@@ -338,6 +354,11 @@ class Attack(Component):
     #: cell to each resample (:mod:`privaudit.metrics.stats`), so intervals include attacker
     #: randomness as well as the test documents. 0: deterministic given its data.
     fit_sd: ClassVar[float] = 0.0
+    #: The most victims the attack scores (an instance attribute an attack whose per-victim
+    #: cost stays high sets from a declared parameter, at least :data:`MIN_VICTIMS`); the
+    #: runner draws that many test documents with the run's seed, the same at every point,
+    #: and the row's interval is computed on them (``n_attacked`` in its details). None: all.
+    max_victims: int | None = None
 
     def applicable(self, release: Release, knowledge: Knowledge) -> str | None:
         """``None`` if this attack can run on ``release`` (public) with ``knowledge``;

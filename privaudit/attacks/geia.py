@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self
 
 import numpy as np
-from annotated_types import Gt, Le, Lt
+from annotated_types import Ge, Gt, Le, Lt
 
-from privaudit.api import Knowledge, Predictions, Release
+from privaudit.api import MIN_VICTIMS, Knowledge, Predictions, Release
 from privaudit.attacks import _inverter as inv
 from privaudit.attacks._sentence import (
     AuxSplit,
@@ -87,6 +87,11 @@ class GEIA(SentenceInversion):
     each is re-embedded through the public encoder and the one closest to the (mapped)
     released vector is kept. ``vec2text`` adds correction steps.
 
+    Victims: decoding costs per victim what training does not, so the row scores
+    ``max_victims`` test documents (300 by default; the runner draws them with the run's seed,
+    the same at every point and for ``vec2text``) and its interval is computed on them
+    (``n_attacked`` in the details); ``max_victims: null`` scores every victim.
+
     Metric (``generation_f1``): word F1 of the decoded text against the original without stop
     words, with F1 with them, ROUGE-L, the exact-sentence rate and entity recovery in the
     details. No-information baseline: the pre-trained decoder decoding the zero vector (the
@@ -142,6 +147,7 @@ class GEIA(SentenceInversion):
         sentences: bool = True,
         max_aux: PositiveInt | None = 1000,
         val_fraction: Annotated[float, Gt(0), Lt(0.5)] = 0.1,
+        max_victims: Annotated[int, Ge(MIN_VICTIMS)] | None = MIN_VICTIMS,
         backbone: str | None = None,
         threads: PositiveInt | None = None,
         progress: bool | None = None,
@@ -168,6 +174,7 @@ class GEIA(SentenceInversion):
         self.sentences = sentences
         self.max_aux = max_aux
         self.val_fraction = val_fraction
+        self.max_victims = max_victims
         self.backbone = backbone
         self.threads = threads
         self.progress = progress

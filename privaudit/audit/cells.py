@@ -16,7 +16,8 @@ every interval is computed without re-running. The point record carries ``utilit
 evaluator's balanced accuracy, the headline; plain accuracy when an evaluator reports only
 that), ``utility_accuracy``, ``utility_macro_f1``, ``utility_metric``, ``utility_outcome``
 (the per-document outcome of the balanced accuracy, when the evaluator returned its
-predictions), ``objective`` (whether the defense's service-side objective was applied) and
+predictions), ``release`` (the release's :class:`~privaudit.api.Space`: its format),
+``objective`` (whether the defense's service-side objective was applied) and
 ``privatize_seconds``: the measured time of the two privatize calls plus what the content
 memos saved inside them (:func:`privaudit.mechanisms.memo.charged_seconds`), so each point is
 charged the full cost of producing its release whatever point ran before it.
@@ -271,6 +272,7 @@ def compute(
                 else 0.0,
                 "privatize_seconds": privatize_s,
                 "privatize_wall_seconds": privatize_wall,  # what this run waited (estimates)
+                "release": str(rel_test.space),  # the format: text, token/hidden vectors, pooled
                 "utility_seconds": time.perf_counter() - t0,
                 "n_words": ctx.n_words,
             }
@@ -303,7 +305,13 @@ def compute(
         rng_attack = attack_rng(point, defense, label)
         t0 = time.perf_counter()
         try:
-            predictions = attack.fit(knowledge, rng=rng_attack).attack(public)
+            victims = victim_subset(len(public), attack.max_victims, point.seed)
+            seen = public if victims is None else public.subset(victims)
+            predictions = attack.fit(knowledge, rng=rng_attack).attack(seen)
+            if victims is not None:  # the subset's own indices into the test split
+                inner = predictions.meta.get("doc_indices")
+                picked = victims if inner is None else victims[np.asarray(inner, dtype=int)]
+                predictions.meta["doc_indices"] = [int(i) for i in picked]
             try:
                 scored = score_predictions(predictions, ctx.truth, attack.metric, public)
             except NotScorable as exc:  # the attack ran; the truth cannot judge it
@@ -400,6 +408,16 @@ def _point_streams(point: Point, defense: Defense) -> list[np.random.Generator]:
     """The point's train, test, utility and attacker-query streams (same point, same draws)."""
     seq = stable_seed(point.seed, defense.name, defense.params())
     return [np.random.default_rng(s) for s in seq.spawn(4)]
+
+
+def victim_subset(n: int, cap: int | None, seed: int) -> np.ndarray | None:
+    """The test documents an attack with ``max_victims = cap`` scores: ``cap`` of the ``n``
+    drawn with the run seed alone, so every point and every capped attack scores the same
+    victims (paired comparisons stay paired); None when it scores all of them."""
+    if cap is None or n <= cap:
+        return None
+    rng = np.random.default_rng(stable_seed(seed, "victims"))
+    return np.sort(rng.choice(n, size=int(cap), replace=False))
 
 
 def attack_rng(point: Point, defense: Defense, label: str) -> np.random.Generator:

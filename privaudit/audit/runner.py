@@ -398,6 +398,7 @@ def assemble(
             common[field_] = utility.get(field_, math.nan)
         common["utility_metric"] = utility.get("utility_metric", common["utility_metric"])
         common["objective"] = objective or None
+        common["release"] = utility.get("release") or None
         details = utility.get("utility_details") or {}
         # The frozen probe's score at the same point: the lower bound the service starts from.
         common["utility_lower_bound"] = details.get("probe_balanced_accuracy", math.nan)

@@ -48,7 +48,7 @@ COLUMNS = [
     "corpus", "corpus_fingerprint", "backbone", "n_train", "n_test", "privaudit_version",
     "cell_key", "target_rate", "label", "attack_baseline", "attack_macro_f1", "attack_details",
     "n_words", "cell", "point", "family", "utility_accuracy", "objective", "utility_lower_bound",
-    "attribute_readout", "attribute_readout_no_objective",
+    "attribute_readout", "attribute_readout_no_objective", "release",
     "normalised_privacy", "utility_ci_low", "utility_ci_high", "attack_score_ci_low",
     "attack_score_ci_high", "empirical_privacy_ci_low", "empirical_privacy_ci_high",
     "normalised_privacy_ci_low", "normalised_privacy_ci_high",

@@ -9,6 +9,7 @@ This module ranks; :mod:`privaudit.leaderboard.render` formats the tables.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -200,12 +201,13 @@ def leaderboard(
     """
     _check_chance(chance)
     check_one_evaluator(frame)  # merged runs must share one utility scale
+    subset_note = _subset_note(frame)
     frame = frame[[c for c in frame.columns if c in BOARD_COLUMNS]]  # pandas copies the rest
     seed_means(frame)  # the same error as the plots when nothing is usable
     boot = bootstrap or Bootstrap()
     sds = attack_fit_sds(frame["attack"]) if fit_sd is None else dict(fit_sd)
     stats = run_stats(frame, outcomes or Outcomes(), boot, fit_sd=sds)
-    notes: list[str] = []
+    notes: list[str] = [subset_note] if subset_note else []
     if stats.available and sds:
         shown_sds = ", ".join(f"{a} {sd:.3g}" for a, sd in sorted(sds.items()))
         notes.append(
@@ -473,6 +475,31 @@ def _matched(points: FamilyPoints, chance: float) -> pd.DataFrame:
                     row["at_chance"] = f"{best['utility']:.3f}{ci} at {knob_text_of(best)}"
             rows.append(row)
     return pd.DataFrame(rows, columns=columns)
+
+
+def _subset_note(frame: pd.DataFrame) -> str | None:
+    """Which attacks scored a subset of the victims (``n_attacked`` in their details: a
+    declared ``max_victims``), so a reader knows their intervals are on fewer documents."""
+    if "attack_details" not in frame or "n_test" not in frame:
+        return None
+    scored: dict[str, tuple[int, int]] = {}
+    for attack, details, n_test in frame[["attack", "attack_details", "n_test"]].itertuples(
+        index=False
+    ):
+        try:
+            n = int(json.loads(details).get("n_attacked", 0)) if isinstance(details, str) else 0
+        except (ValueError, AttributeError):
+            continue
+        if 0 < n < int(n_test):
+            scored[str(attack).split("[")[0]] = (n, int(n_test))
+    if not scored:
+        return None
+    shown = "; ".join(f"{a}: {n:,} of {t:,}" for a, (n, t) in sorted(scored.items()))
+    return (
+        f"Scored on a subset of the victims ({shown}; the attack's declared max_victims, "
+        "drawn with the run's seed, the same documents at every point): their intervals, and "
+        "the worst cases they set, are computed on those documents."
+    )
 
 
 def _per_attack(
