@@ -30,6 +30,11 @@ RELEASE_KINDS: frozenset[str] = frozenset({"text", "token_vectors", "pooled_vect
 #: The undefended reference: the ``none`` defense's name, and the one display label only it
 #: may carry (every table, plot and leaderboard compares against it).
 NONE = "none"
+#: The format reference: the ``clean`` defense's name (the undefended release as vectors, no
+#: noise; ``privaudit.defenses.clean``). Like ``none``, a reference point, never ranked.
+CLEAN = "clean"
+#: The defenses that are reference points: never ranked, never in a headline.
+REFERENCES: frozenset[str] = frozenset({NONE, CLEAN})
 #: The fewest victims an attack may score when it declares a subset (``Attack.max_victims``).
 MIN_VICTIMS = 300
 
@@ -446,10 +451,18 @@ class UtilityEvaluator(Component):
     for the runner's per-document outcomes and intervals, ``predictions`` (one label per
     scored test document), ``test_indices`` (which test documents, when not all) and
     ``objective`` (``applied``, ``none`` or ``not applied: <reason>``). An evaluator that
-    returns only ``accuracy`` still works: its points carry no interval.
+    returns only ``accuracy`` still works: its points carry no interval. ``fit_sd`` is the
+    headline's spread between evaluator fits, which the intervals include.
     """
 
     metric: ClassVar[str] = "balanced_accuracy"
+    #: The standard deviation of the headline metric between fits with different ``rng``
+    #: seeds on the same releases (measured, per class, with the points and seeds in a
+    #: comment). The run's bootstrap adds an independent N(0, fit_sd²) effect per point to
+    #: each resample of its utility (:mod:`privaudit.metrics.stats`), so utility intervals
+    #: include the evaluator's training randomness as well as the test documents.
+    #: 0: deterministic given its releases.
+    fit_sd: ClassVar[float] = 0.0
 
     def evaluate_releases(
         self,

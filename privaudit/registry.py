@@ -216,10 +216,23 @@ def _check_attack(name: str, obj: Any) -> None:
         )
 
 
+def _check_utility(name: str, obj: Any) -> None:
+    """An evaluator's declared ``fit_sd`` is a finite number >= 0 when it is registered."""
+    sd = getattr(obj, "fit_sd", 0.0)
+    if isinstance(sd, bool) or not isinstance(sd, (int, float)) or not 0 <= sd < float("inf"):
+        where = f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', obj)}"
+        raise ValueError(
+            f"utility evaluator {name!r} ({where}): fit_sd is {sd!r}; set it to the standard "
+            "deviation of its metric between fits, a finite number >= 0 (0: deterministic)."
+        )
+
+
 DEFENSES: Registry[Any] = Registry("defense", "defenses", "privaudit.defenses")
 ATTACKS: Registry[Any] = Registry("attack", "attacks", "privaudit.attacks", _check_attack)
 CORPORA: Registry[Any] = Registry("corpus", "corpora", "privaudit.corpora")
-UTILITY: Registry[Any] = Registry("utility evaluator", "utility", "privaudit.utility")
+UTILITY: Registry[Any] = Registry(
+    "utility evaluator", "utility", "privaudit.utility", _check_utility
+)
 
 # The one list of built-ins, in the order tables and the quick grid show them.
 BUILTINS: dict[Registry[Any], dict[str, str]] = {
@@ -234,6 +247,7 @@ BUILTINS: dict[Registry[Any], dict[str, str]] = {
         "sap-cti": "privaudit.defenses.sap:SAPCTI",
         "cape": "privaudit.defenses.cape:CAPE",
         "dpnr": "privaudit.defenses.dpnr:DPNR",
+        "clean": "privaudit.defenses.clean:CleanRelease",
     },
     ATTACKS: {
         "nn-inversion": "privaudit.attacks.nn_inversion:NNInversion",
@@ -303,6 +317,24 @@ def attack_fit_sds(labels: Iterable[str]) -> dict[str, float]:
         name = str(label).split("[", 1)[0]
         try:
             cls = ATTACKS.get(name) if ":" not in name else None
+        except ValueError:
+            continue
+        sd = float(getattr(cls, "fit_sd", 0.0) or 0.0)
+        if sd > 0:
+            out[str(label)] = sd
+    return out
+
+
+def utility_fit_sds(labels: Iterable[str]) -> dict[str, float]:
+    """Each utility evaluator label's declared between-fit sd (``UtilityEvaluator.fit_sd``),
+    by the registered name before its ``[method]`` (``service``, ``peft[lora]``): what
+    :func:`privaudit.metrics.stats.run_stats` adds to the utility intervals. A label that
+    names no registered evaluator is left out, and counts as deterministic."""
+    out: dict[str, float] = {}
+    for label in set(labels):
+        name = str(label).split("[", 1)[0]
+        try:
+            cls = UTILITY.get(name) if ":" not in name else None
         except ValueError:
             continue
         sd = float(getattr(cls, "fit_sd", 0.0) or 0.0)

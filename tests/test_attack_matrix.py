@@ -57,11 +57,13 @@ MUST_RUN = {
     ("sap-k1", "bow-inversion"), ("sap-k1", "geia"), ("embedding-dx", "geia"),
     ("has-label", "bow-inversion"), ("t2t", "geia"), ("t2t", "bayes-inversion"),
     ("none", "vec2text"), ("cape", "vec2text"), ("sap-k1", "vec2text"),
+    ("clean-token_embeddings", "nn-inversion"), ("clean-pooled", "attribute-inference"),
 }  # fmt: skip
 MUST_BE_NA = {
     ("t2t", "has-deanonymization"), ("sap-k1", "nn-inversion"), ("sap-k1", "mlp-inversion"),
     ("cape", "nn-inversion"), ("dpnr", "ner"), ("none", "optimization-inversion"),
     ("sap", "ner"), ("none", "bayes-inversion"), ("sap", "bayes-inversion"),
+    ("clean-token_embeddings", "bayes-inversion"), ("clean-pooled", "nn-inversion"),
 }  # fmt: skip
 
 

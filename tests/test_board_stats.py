@@ -297,3 +297,92 @@ def test_a_plugin_attack_with_a_bad_fit_sd_is_refused_when_resolved() -> None:
     bad = type("Bad", (NNInversion,), {"fit_sd": -0.1})
     with pytest.raises(ValueError, match=r"fit_sd is -0\.1"):
         _check_attack("bad", bad)
+
+
+def test_a_points_utility_fit_effect_widens_its_interval_and_is_shared_by_its_rows() -> None:
+    """Utility-evaluator randomness (``utility_fit_sd``): each point's utility resamples move
+    by one N(0, sd²) draw per resample from its own stream, the same on every row of that
+    point; sd 0 changes nothing; the intervals widen by about the declared sd."""
+    g = Grid()
+    g.add("none", 0, "a", 0.7, 0.8)
+    g.add("t2t", 1, "a", 0.5, 0.75)
+    g.add("t2t", 1, "b", 0.4, 0.75)  # same point as the row above: the same utility draws
+    frame = g.frame().assign(utility_evaluator="peft[lora]")
+    plain = run_stats(frame, g.outcomes(), BOOT)
+    zero = run_stats(frame, g.outcomes(), BOOT, utility_fit_sd=0.0)
+    np.testing.assert_array_equal(zero.utility, plain.utility)
+    for sd in (0.03, {"peft": 0.03}, {"peft[lora]": 0.03}):  # one number, name, label
+        noisy = run_stats(frame, g.outcomes(), BOOT, utility_fit_sd=sd)
+        effects = noisy.utility - plain.utility
+        for r, point in enumerate(frame["point"]):
+            np.testing.assert_allclose(effects[r], BOOT.fit_effects(f"utility|{point}", 0.03))
+        np.testing.assert_array_equal(noisy.score, plain.score)  # attack samples untouched
+    np.testing.assert_array_equal(effects[1], effects[2])
+    var_plain, var_noisy = np.var(plain.utility[0]), np.var(noisy.utility[0])
+    assert var_noisy - var_plain == pytest.approx(0.03**2, rel=0.25)
+    lo, hi = plain.ci(plain.utility)
+    nlo, nhi = noisy.ci(noisy.utility)
+    assert np.all(nhi - nlo > hi - lo)
+    widened = 2 * 1.96 * np.sqrt(var_plain + 0.03**2)  # normal approximation of the width
+    assert nhi[0] - nlo[0] == pytest.approx(widened, rel=0.15)
+    columns = annotate(noisy)
+    np.testing.assert_allclose(columns["utility_ci_low"], nlo)
+    other = run_stats(frame, g.outcomes(), BOOT, utility_fit_sd={"service": 0.03})
+    np.testing.assert_array_equal(other.utility, plain.utility)  # another evaluator's sd
+
+
+def test_a_paired_utility_difference_stays_paired_and_gains_two_fit_variances() -> None:
+    """Two points scored on the same test documents: their utility difference keeps its
+    document pairing (its document variance is far below the sum of the two) and adds
+    2·sd² from the two independent fits."""
+    n = 300
+    rng = np.random.default_rng(0)
+    u = rng.random(n)  # each document's difficulty, shared by the two points
+    frame = pd.DataFrame([
+        {"defense": "t2t", "label": "t2t", "knob_value": float(k), "attack": "a", "seed": 0,
+         "status": "ok", "attack_metric": "token_recovery", "attack_score": np.nan,
+         "attack_baseline": 0.0, "cell_key": f"c{k}", "point": f"p{k}", "n_test": n,
+         "family": "text", "utility_evaluator": "service"}
+        for k in (1, 2)
+    ])  # fmt: skip
+    outcomes = Outcomes({(f"p{k}", "utility"): Outcome.ratio(u < rate)
+                         for k, rate in ((1, 0.8), (2, 0.75))})  # fmt: skip
+    boot = Bootstrap(resamples=2000, seed=1)
+    plain = run_stats(frame, outcomes, boot)
+    noisy = run_stats(frame, outcomes, boot, utility_fit_sd={"service": 0.02})
+    d_plain = plain.utility[0] - plain.utility[1]
+    d_noisy = noisy.utility[0] - noisy.utility[1]
+    assert np.var(d_plain) < 0.3 * (np.var(plain.utility[0]) + np.var(plain.utility[1]))
+    assert np.var(d_noisy) - np.var(d_plain) == pytest.approx(2 * 0.02**2, rel=0.2)
+    assert np.mean(d_noisy) == pytest.approx(0.05, abs=0.003)
+
+
+def test_the_board_adds_the_evaluators_declared_sd_and_says_so() -> None:
+    from privaudit.registry import UTILITY
+
+    g = Grid()
+    g.add("none", 0, "a", 0.7, 0.9)
+    g.add("t2t", 1, "a", 0.5, 0.8)
+    frame = g.frame().assign(utility_evaluator="service")
+    sd = UTILITY.get("service").fit_sd
+    board = leaderboard(frame, 0.5, outcomes=g.outcomes(), bootstrap=BOOT)
+    assert any("evaluator's training randomness" in n and f"service {sd:.3g}" in n
+               for n in board.notes)  # fmt: skip
+    point = board.points.set_index("label").loc["t2t"]
+    plain = leaderboard(frame, 0.5, outcomes=g.outcomes(), bootstrap=BOOT, utility_fit_sd=0.0)
+    plain_point = plain.points.set_index("label").loc["t2t"]
+    width = point["utility_ci_high"] - point["utility_ci_low"]
+    assert width > plain_point["utility_ci_high"] - plain_point["utility_ci_low"]
+    assert not any("randomness" in n for n in plain.notes)
+
+
+def test_the_declared_utility_fit_sds_are_read_from_the_evaluator_classes() -> None:
+    from privaudit.registry import UTILITY, _check_utility, utility_fit_sds
+    from privaudit.utility.probe import Probe
+
+    sds = utility_fit_sds(["service", "probe", "peft[lora]", "my-evaluator", "x:Y"])
+    assert sds["service"] == UTILITY.get("service").fit_sd > 0
+    assert "probe" not in sds and "my-evaluator" not in sds  # deterministic, unknown
+    assert all(UTILITY.get(n).fit_sd >= 0 for n in UTILITY.builtins())
+    with pytest.raises(ValueError, match=r"fit_sd is -0\.1"):
+        _check_utility("bad", type("Bad", (Probe,), {"fit_sd": -0.1}))

@@ -350,7 +350,10 @@ def results_table(
     fit_sd = {str(label): float(getattr(ctx.attacks.get(str(label).split("[", 1)[0]), "fit_sd",
                                         0.0) or 0.0)
               for label in frame["attack"].dropna().unique()}  # fmt: skip
-    stats = run_stats(frame, outcomes, boot, n_test=len(ctx.test_texts), fit_sd=fit_sd)
+    # Utility-evaluator randomness: its declared between-fit sd (UtilityEvaluator.fit_sd).
+    u_sd = float(getattr(ctx.evaluator, "fit_sd", 0.0) or 0.0)
+    stats = run_stats(frame, outcomes, boot, n_test=len(ctx.test_texts), fit_sd=fit_sd,
+                      utility_fit_sd=u_sd)  # fmt: skip
     return annotate(stats).reindex(columns=COLUMNS), outcomes.to_frame()
 
 

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privaudit.api import NONE
+from privaudit.api import NONE, REFERENCES
+from privaudit.leaderboard.formats import FormatView, format_view
 from privaudit.leaderboard.frontier import seed_means
 from privaudit.leaderboard.render import (
     OVERALL_HEADERS,
@@ -47,7 +48,7 @@ from privaudit.leaderboard.verdict import Verdict, decide
 from privaudit.metrics.outcomes import quiet_nan
 from privaudit.metrics.spec import find_metric
 from privaudit.metrics.stats import Bootstrap, Outcomes, run_stats, with_labels
-from privaudit.registry import attack_fit_sds
+from privaudit.registry import attack_fit_sds, utility_fit_sds
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -62,7 +63,7 @@ BOARD_COLUMNS = frozenset({
     "replacement_rate", "privatize_seconds", "n_words", "defense_params", "guarantee",
     "cell_key", "point", "family", "n_test", "reason", "objective", "target_rate",
     "utility_ci_low", "utility_ci_high", "utility_evaluator", "utility_lower_bound",
-    "attribute_readout", "attribute_readout_no_objective",
+    "attribute_readout", "attribute_readout_no_objective", "release",
 })  # fmt: skip
 
 
@@ -89,6 +90,8 @@ class Leaderboard:
     ``notes``: caveats a reader must see beside the numbers. ``verdict``: the headline
     (:mod:`privaudit.leaderboard.verdict`: paired comparisons, power, decisiveness).
     ``service``: the service's sections (:mod:`privaudit.leaderboard.service`).
+    ``formats``: each vector defense's privacy split into its release format's share (the
+    ``clean`` reference's) and its mechanism's (:mod:`privaudit.leaderboard.formats`).
     """
 
     overall: pd.DataFrame
@@ -103,6 +106,7 @@ class Leaderboard:
     verdict: Verdict | None = None
     ranked_on: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     service: ServiceView | None = None  # RAPT's comparison, CAPE's adversary (leaderboard.service)
+    formats: FormatView | None = None  # format and mechanism (leaderboard.formats)
 
     def wide(self) -> pd.DataFrame:
         """The overall table with per-family ``hypervolume[<f>]``, ``hv_ci_low[<f>]``,
@@ -176,6 +180,7 @@ def leaderboard(
     outcomes: Outcomes | None = None,
     bootstrap: Bootstrap | None = None,
     fit_sd: Mapping[str, float] | None = None,
+    utility_fit_sd: float | Mapping[str, float] | None = None,
 ) -> Leaderboard:
     """Rank the defense labels of a results table per attack family and overall.
 
@@ -187,14 +192,18 @@ def leaderboard(
     statistical ties; each resample also draws every learned attack cell's fit effect from
     ``fit_sd`` (by attack label; default: the attack classes' declared ``fit_sd``,
     :func:`privaudit.registry.attack_fit_sds`), so the intervals include attacker
-    randomness. A family ranks on the worst case over the attacks that read every
-    ranked label's release (:func:`privaudit.leaderboard.stats.attack_sets`); the privacy
+    randomness, and every point's utility fit effect from ``utility_fit_sd`` (default: the
+    evaluator class's declared ``fit_sd``, :func:`privaudit.registry.utility_fit_sds`).
+    A family ranks on the worst case over the attacks that read every ranked label's release
+    (:func:`privaudit.leaderboard.stats.attack_sets`); the privacy
     levels stated (matched privacy, points, rates, the verdict's best utility) are the worst
     case over every attack a label faced. A label is
     ranked in a family only when it faced the whole family (no failed cell there); otherwise
     it is listed with the reason. Overall: the mean family rank over labels ranked in every
-    family, with its interval from the family ranks on each resample. ``none`` is the
-    reference, never ranked.
+    family, with its interval from the family ranks on each resample. ``none`` (the text
+    reference) and ``clean`` (the format references) are reference points, never ranked;
+    each vector defense's privacy is set beside the clean reference in its format
+    (:mod:`privaudit.leaderboard.formats`).
 
     Raises ``ValueError`` when ``chance`` is not in [0, 1), no cell is ``ok``, or the rows
     got their utility from more than one evaluator (``utility_evaluator``).
@@ -206,14 +215,31 @@ def leaderboard(
     seed_means(frame)  # the same error as the plots when nothing is usable
     boot = bootstrap or Bootstrap()
     sds = attack_fit_sds(frame["attack"]) if fit_sd is None else dict(fit_sd)
-    stats = run_stats(frame, outcomes or Outcomes(), boot, fit_sd=sds)
+    if utility_fit_sd is None:
+        evaluators = frame["utility_evaluator"].dropna() if "utility_evaluator" in frame else []
+        utility_fit_sd = utility_fit_sds(evaluators)
+    stats = run_stats(frame, outcomes or Outcomes(), boot, fit_sd=sds,
+                      utility_fit_sd=utility_fit_sd)  # fmt: skip
     notes: list[str] = [subset_note] if subset_note else []
-    if stats.available and sds:
-        shown_sds = ", ".join(f"{a} {sd:.3g}" for a, sd in sorted(sds.items()))
+    u_sds = (dict(utility_fit_sd) if isinstance(utility_fit_sd, Mapping)
+             else {"utility": utility_fit_sd})  # fmt: skip
+    u_sds = {e: sd for e, sd in u_sds.items() if sd}
+    if stats.available and (sds or u_sds):
+        sources, effects = [], []
+        if sds:
+            shown = ", ".join(f"{a} {sd:.3g}" for a, sd in sorted(sds.items()))
+            sources.append("attacker randomness")
+            effects.append("each learned attack cell an independent fit effect with the "
+                           f"attack's declared between-fit sd ({shown}; the others are "
+                           "deterministic)")  # fmt: skip
+        if u_sds:
+            shown = ", ".join(f"{e} {sd:.3g}" for e, sd in sorted(u_sds.items()))
+            sources.append("the utility evaluator's training randomness")
+            effects.append("each point's utility an independent fit effect with the "
+                           f"evaluator's declared between-fit sd ({shown})")  # fmt: skip
         notes.append(
-            "Intervals include attacker randomness as well as the test documents: each "
-            "resample adds to each learned attack cell an independent fit effect with the "
-            f"attack's declared between-fit sd ({shown_sds}; the others are deterministic)."
+            f"Intervals include {' and '.join(sources)} as well as the test documents: each "
+            f"resample adds to {', and to '.join(effects)}."
         )
     identity = identity_labels(frame)
     sets = attack_sets(stats)
@@ -228,6 +254,8 @@ def leaderboard(
     notes.extend(_attack_set_notes(sets))
     matched = _matched(points, chance)
     per_attack = _per_attack(frame, chance, identity, notes)
+    formats = format_view(stats)
+    notes.extend(formats.notes)
     for label in sorted(identity - {NONE}):
         notes.append(
             f"{label} changed no word at any privacy level (replacement rate 0): its releases "
@@ -261,7 +289,7 @@ def leaderboard(
         overall=overall, families=families, matched=matched, per_attack=per_attack,
         points=points.table, chance=chance, notes=(*([weak] if weak else []), *notes),
         level=boot.level, rates=rates, verdict=verdict, ranked_on=dict(sets.common),
-        service=service_view(stats),
+        service=service_view(stats), formats=formats,
     )  # fmt: skip
 
 
@@ -322,7 +350,7 @@ def _family_table(
                 "reason": reason, "strongest": strongest, "n_points": len(idx),
                 "hv_all": hv_all, "hv_all_ci_low": float(all_lo), "hv_all_ci_high": float(all_hi),
             })  # fmt: skip
-        ranked = [e for e in entries if e["complete"] and e["label"] != NONE]
+        ranked = [e for e in entries if e["complete"] and e["defense"] not in REFERENCES]
         ident = np.array([e["label"] in identity for e in ranked], dtype=bool)
         point_scores = np.array([[e["hypervolume"]] for e in ranked], float).reshape(-1, 1)
         point_rank = sample_ranks(point_scores, ident)[:, 0] if ranked else np.zeros(0, int)
@@ -358,7 +386,7 @@ def _family_table(
             "ranked_order",
         ])  # fmt: skip
     out["rank"] = out["rank"].astype("Int64")
-    out["is_none"] = out["label"] == NONE
+    out["is_none"] = out["defense"].isin(REFERENCES)  # the references, listed last
     out["ranked_order"] = out["rank"].astype(float).fillna(np.inf)
     return out
 
@@ -456,7 +484,7 @@ def _matched(points: FamilyPoints, chance: float) -> pd.DataFrame:
     useless = (t["utility"].astype(float) <= chance + 1e-12) | (upper <= chance + 1e-12)
     keys = ("utility", "utility_ci_low", "utility_ci_high", "privacy", "knob", "knob_value")
     for (family, label), g in t.groupby(["family", "label"], sort=True):
-        if label == NONE:
+        if g["defense"].iloc[0] in REFERENCES:
             continue
         for level in MATCHED_LEVELS:
             reach = g[(g["privacy"] >= level) & ~useless[g.index]]
@@ -532,7 +560,7 @@ def _per_attack(
                 "n_points": len(group), "n_frontier": len(front), "privacy_scale": scale,
             })  # fmt: skip
     per_attack = pd.DataFrame(rows)
-    ranked = per_attack["label"] != NONE
+    ranked = ~per_attack["defense"].isin(REFERENCES)
     score = per_attack["hypervolume"].round(12).where(ranked)
     same = per_attack["label"].isin(identity)
     per_attack["rank"] = pd.concat(
@@ -591,7 +619,7 @@ def _verdict_notes(
     if len(per_attack):
         for attack, sub in per_attack.groupby("attack", sort=True):
             none = sub[sub["label"] == NONE]["hypervolume"]
-            others = sub[sub["label"] != NONE]["hypervolume"]
+            others = sub[~sub["defense"].isin(REFERENCES)]["hypervolume"]
             if len(none) and len(others) and float(others.max()) <= float(none.iloc[0]) + 1e-12:
                 advantage = _undefended_advantage(stats, str(attack))
                 if advantage is not None:
@@ -725,9 +753,12 @@ def _overall(
     else:
         overall["n_ranked"], overall["mean_rank"] = 0, math.nan
     overall["families"] = [f"{n} of {n_fam}" for n in overall["n_ranked"]]
-    overall.loc[overall.index == NONE, ["mean_rank"]] = math.nan
-    overall.loc[overall.index == NONE, "families"] = "reference"
-    partial = [lb for lb in labels if lb != NONE and overall.at[lb, "n_ranked"] < n_fam]
+    refs = overall["defense"].isin(REFERENCES)
+    overall.loc[refs, ["mean_rank"]] = math.nan
+    overall.loc[refs, "families"] = np.where(
+        overall.loc[refs, "defense"] == NONE, "reference", "format reference"
+    )
+    partial = [lb for lb in labels if not refs[lb] and overall.at[lb, "n_ranked"] < n_fam]
     if partial:
         reasons = families[(families["label"].isin(partial)) & (families["reason"] != "")]
         detail = "; ".join(f"{r['label']} in {r['family']}: {r['reason']}"
@@ -750,7 +781,7 @@ def _overall(
         overall["guarantee"] = ""
     overall["s_per_1k_words"] = _cost(labelled, notes)
     overall = overall.reset_index()
-    overall["is_none"] = overall["label"] == NONE
+    overall["is_none"] = overall["defense"].isin(REFERENCES)  # the references, listed last
     overall = overall.sort_values(
         ["is_none", "rank", "is_identity", "n_ranked", "label"],
         ascending=[True, True, True, False, True],

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privaudit.api import NONE
+from privaudit.api import CLEAN, NONE
 from privaudit.leaderboard.frontier import CI_COLUMNS, seed_means
 from privaudit.leaderboard.labels import KnobLabel, figure_renderer, freeze, knob_text, place_labels
 from privaudit.metrics.spec import find_metric
@@ -72,16 +72,23 @@ def label_styles(labels: Iterable[str]) -> dict[str, Style]:
 
     Styles follow the sorted set of ``labels``: build them once from *every* label of a run
     (:func:`run_styles`) and pass the mapping to each figure, or a label's colour depends on
-    which other labels a figure happens to show. ``none`` always gets :data:`NONE_STYLE`.
+    which other labels a figure happens to show. ``none`` always gets :data:`NONE_STYLE`;
+    the format references (``clean``'s labels) get greys and a thin cross.
     """
     from matplotlib import colormaps
 
     names = sorted({str(label) for label in labels} - {NONE})
+    # The format references (clean, by its default label) in greys with a cross, apart from
+    # the defenses' colours.
+    refs = [n for n in names if n == CLEAN or n.startswith(f"{CLEAN}[")]
+    names = [n for n in names if n not in refs]
     cmap = colormaps["tab10" if len(names) <= 10 else "tab20"]
     markers = "osD^v<>phX8P"
     styles: dict[str, Style] = {
         name: (cmap(i % cmap.N), markers[i % len(markers)]) for i, name in enumerate(names)
     }
+    greys = ("0.3", "0.55", "0.7")
+    styles |= {name: (greys[i % len(greys)], "x") for i, name in enumerate(refs)}
     styles[NONE] = NONE_STYLE
     return styles
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privaudit.api import NONE
+from privaudit.api import NONE, REFERENCES
 from privaudit.params import shown
 
 if TYPE_CHECKING:
@@ -40,8 +40,9 @@ HYPERVOLUME_DEFINITION = (
     "the whole family (no failed or missing cell) are ranked in it; the overall rank orders "
     "the mean family rank of defenses ranked in every family, recomputed on every resample "
     "for its interval and ties as in the family tables. Seeds are averaged. The undefended "
-    "`none` is the reference (privacy 0), never ranked; a defense whose releases equal the "
-    "originals ranks below any defense it ties with."
+    "`none` is the reference (privacy 0), never ranked; `clean` (the original text released "
+    "as vectors, no mechanism) is the format reference, never ranked; a defense whose "
+    "releases equal the originals ranks below any defense it ties with."
 )
 PER_ATTACK_DEFINITION = (
     "Per attack (raw privacy): the hypervolume of each defense's frontier of empirical "
@@ -95,14 +96,14 @@ def tables(board: Leaderboard) -> dict[str, Table]:
         rows = []
         for _, r in sub.iterrows():
             rows.append([
-                "ref" if r["label"] == NONE else _fmt(r["rank"]),
+                "ref" if r["defense"] in REFERENCES else _fmt(r["rank"]),
                 _span(r["rank_ci_low"], r["rank_ci_high"], "d"),
                 str(r["label"]),
                 _fmt(r["hypervolume"]),
                 _span(r["hv_ci_low"], r["hv_ci_high"]),
                 _fmt(r.get("hv_all")) + _with_span(r.get("hv_all_ci_low"), r.get("hv_all_ci_high")),
                 "—" if pd_isna(r["stability"]) else f"{100 * r['stability']:.0f} %",
-                str(r["tied_with"] or ("—" if r["complete"] else f"not ranked: {r['reason']}")),
+                _tied_cell(r),
                 str(r["strongest"] or "—"),
                 str(int(r["n_points"])),
             ])  # fmt: skip
@@ -136,7 +137,7 @@ def tables(board: Leaderboard) -> dict[str, Table]:
                 row.append("—")  # never scored: n/a or failed on this attack
                 continue
             cell = cells.loc[(label, attack)]
-            rank = "ref" if label == NONE else _fmt(cell["rank"])
+            rank = "ref" if cell["defense"] in REFERENCES else _fmt(cell["rank"])
             row.append(f"{cell['hypervolume']:.3f} ({rank})")
         rows.append(row)
     out["per attack"] = Table(headers=["defense", *attacks], rows=rows)
@@ -155,6 +156,16 @@ def tables(board: Leaderboard) -> dict[str, Table]:
              for _, r in board.rates.iterrows()],
         )  # fmt: skip
     return out
+
+
+def _tied_cell(row: Any) -> str:
+    """A family table's tie column: the ties, why a defense is not ranked, or what a
+    reference is."""
+    if row["tied_with"]:
+        return str(row["tied_with"])
+    if row["defense"] in REFERENCES and row["defense"] != NONE:
+        return "format reference (never ranked)"
+    return "—" if row["complete"] else f"not ranked: {row['reason']}"
 
 
 def _overall_cell(row: Any, column: str) -> str:
@@ -300,6 +311,10 @@ def sections(board: Leaderboard) -> list[tuple[str, Table, str]]:
                     f"below chance {board.chance:.3g}) does not reach a level: it bought its "
                     "privacy with all of its utility.",
                 ))  # fmt: skip
+            formats = board.formats.tables.get(family) if board.formats is not None else None
+            if formats is not None:
+                out.append((f"Format and mechanism: {family}", formats,
+                            board.formats.caption if board.formats else ""))  # fmt: skip
     if "rates" in tables:
         out.append((
             "Text defenses at equal replacement rate", tables["rates"],

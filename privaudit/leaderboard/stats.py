@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privaudit.api import NONE
+from privaudit.api import REFERENCES
 from privaudit.leaderboard.frontier import pareto_mask
 from privaudit.metrics.outcomes import interval, quiet_nan
 
@@ -59,9 +59,9 @@ class AttackSets:
 
     ``faced``: per (family, label), the attacks that read the label's releases (status ok)
     and set a worst case (a measurable advantage on the undefended release), for every label
-    that can be ranked (not ``none``, no failed cell in the family). ``common``: per family,
-    the attacks every such label faced. ``empty``: families whose labels share no attack;
-    they fall back to each label's own set.
+    that can be ranked (not a reference, ``none`` or ``clean``; no failed cell in the
+    family). ``common``: per family, the attacks every such label faced. ``empty``: families
+    whose labels share no attack; they fall back to each label's own set.
     """
 
     faced: dict[tuple[str, str], tuple[str, ...]]
@@ -93,8 +93,8 @@ def attack_sets(stats: RunStats) -> AttackSets:
         sets = []
         for label, g in fam.groupby("label", sort=True):
             idx = g.index.to_numpy()
-            if label == NONE or (g["status"] == "failed").any():
-                continue  # the reference, or a label the family does not rank
+            if g["defense"].iloc[0] in REFERENCES or (g["status"] == "failed").any():
+                continue  # a reference (none, clean), or a label the family does not rank
             attacks = tuple(sorted(set(g["attack"].to_numpy()[informative[idx]])))
             if attacks:
                 faced[(str(family), str(label))] = attacks

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from privaudit.api import NONE
+from privaudit.api import NONE, REFERENCES
 from privaudit.leaderboard.render import Table, html_table, knob_text_of, markdown_table
 from privaudit.metrics.outcomes import interval
 
@@ -192,7 +192,7 @@ def decide(
     out = []
     for family, sub in families.groupby("family", sort=True):
         family = str(family)
-        ranked = sub[sub["rank"].notna() & (sub["label"] != NONE)]
+        ranked = sub[sub["rank"].notna() & ~sub["defense"].isin(REFERENCES)]
         scored = {
             str(r["label"]): Scored(str(r["label"]), float(r["hypervolume"]),
                                     float(r["hv_ci_low"]), float(r["hv_ci_high"]))
@@ -234,7 +234,7 @@ def _best(family: str, matched: pd.DataFrame, points: pd.DataFrame) -> Best | No
             "knob_value")  # fmt: skip
     rows = matched[(matched["family"] == family) & np.isclose(matched["level"], HEADLINE_PRIVACY)]
     if rows.empty and len(points):
-        rows = points[(points["family"] == family) & (points["label"] != NONE)
+        rows = points[(points["family"] == family) & ~points["defense"].isin(REFERENCES)
                       & (points["privacy"] >= HEADLINE_PRIVACY)]  # fmt: skip
     rows = rows[np.isfinite(rows["utility"].astype(float))] if len(rows) else rows
     if rows.empty:

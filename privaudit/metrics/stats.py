@@ -17,6 +17,13 @@ a worst case); two cells are separate fits and get independent effects, so a pai
 comparison stays paired on documents and adds 2·``fit_sd``² from the fits. The baselines
 (a frequency guess, the majority class) are not refitted and get none.
 
+**Utility evaluator randomness.** Likewise the utility evaluator's headline varies between
+its fits (the service's training seed): the evaluator class declares ``fit_sd``
+(:class:`privaudit.api.UtilityEvaluator`, measured), and each resample adds to each defense
+point's utility an independent N(0, ``fit_sd``²) effect (its own stream: the key
+``utility|<point>``), the same on every row of that point; two points are separate fits, so
+a paired utility difference stays paired on documents and adds 2·``fit_sd``².
+
 **Normalised privacy** of an attack row, in [0, 1]::
 
     normalised = clip((s_ref − s) / (s_ref − s_base), 0, 1)
@@ -188,12 +195,17 @@ def run_stats(
     bootstrap: Bootstrap,
     n_test: int | None = None,
     fit_sd: Mapping[str, float] | None = None,
+    utility_fit_sd: float | Mapping[str, float] | None = None,
 ) -> RunStats:
     """Samples of every row of ``frame`` (reset to a 0..R-1 index) on the run's resamples.
 
     ``fit_sd``: the between-fit sd of each attack's score, by the ``attack`` column's label
     or the name before its ``[target]`` (:func:`privaudit.registry.attack_fit_sds` reads the
-    attack classes' declarations); an attack it does not name is taken as deterministic."""
+    attack classes' declarations); an attack it does not name is taken as deterministic.
+    ``utility_fit_sd``: the utility evaluator's between-fit sd, one number for every row or
+    by the ``utility_evaluator`` column's label or the name before its ``[method]``
+    (:func:`privaudit.registry.utility_fit_sds`); an evaluator it does not name is taken as
+    deterministic."""
     frame = _prepared(frame)
     n_rows, b = len(frame), bootstrap.resamples
     if n_test is None:
@@ -230,6 +242,8 @@ def run_stats(
     specs = [find_metric(m) for m in frame["attack_metric"]]
     if fit_sd:
         _add_fit_effects(frame, score, specs, bootstrap, fit_sd)
+    if utility_fit_sd:
+        _add_utility_effects(frame, util, bootstrap, utility_fit_sd)
     higher = np.array([s is None or s.higher_is_stronger for s in specs], dtype=bool)
     privacy = np.where(higher[:, None], 1.0 - score, score)
     norm_point, norm = _normalised(frame, score, base, specs, bootstrap.level)
@@ -257,6 +271,30 @@ def _add_fit_effects(
         spec = specs[r]
         if spec is None or spec.bounded:
             np.clip(score[r], 0.0, 1.0, out=score[r])
+
+
+def _add_utility_effects(
+    frame: pd.DataFrame,
+    util: np.ndarray,
+    bootstrap: Bootstrap,
+    fit_sd: float | Mapping[str, float],
+) -> None:
+    """Add each point's evaluator fit effect to its utility samples, in place (module
+    docstring): one draw per point, shared by its rows; utility stays in [0, 1]."""
+    evaluators = frame["utility_evaluator"] if "utility_evaluator" in frame.columns else None
+    for r, point in enumerate(frame["point"]):
+        if isinstance(fit_sd, Mapping):
+            label = "" if evaluators is None else str(evaluators.iat[r])
+            sd = fit_sd.get(label, fit_sd.get(label.split("[", 1)[0], 0.0))
+        else:
+            sd = fit_sd
+        if not sd > 0 or not np.isfinite(util[r]).any():
+            continue
+        if not isinstance(point, str):  # a row without a point key: its point's identity
+            cols = [c for c in ("label", "knob_value", "target_rate", "seed") if c in frame]
+            point = "|".join(str(frame.at[r, c]) for c in cols)
+        util[r] += bootstrap.fit_effects(f"utility|{point}", float(sd))
+        np.clip(util[r], 0.0, 1.0, out=util[r])
 
 
 def with_labels(frame: pd.DataFrame) -> pd.DataFrame:
