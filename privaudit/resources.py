@@ -247,6 +247,17 @@ class Backbone:
                 out[idx] = pooled.float().cpu().numpy()
         return out
 
+    def remember_pooled_from_word_embeddings(
+        self, vectors: Sequence[np.ndarray], pooled: np.ndarray, *, max_length: int = 128
+    ) -> None:
+        """Store ``pooled`` as :meth:`pooled_from_word_embeddings`'s answer for ``vectors``
+        (the service evaluator's frozen pass over a token-embedding release computes it)."""
+        seqs = [np.asarray(v, np.float32).reshape(-1, self.dim) for v in vectors]
+        if len(seqs) != len(pooled) or not seqs:
+            return
+        key = digest(["words", max_length, 64, current_device(), *seqs])
+        self._finished_memo.get(key, lambda: np.asarray(pooled, np.float32))
+
     def pooled_from_word_embeddings(
         self,
         vectors: Sequence[np.ndarray],

@@ -175,6 +175,23 @@ def test_clean_is_a_reference_never_ranked_nor_in_the_headline() -> None:
     assert rows["clean[release=pooled]"][7] == "format reference (never ranked)"
 
 
+def test_headline_says_when_beating_none_is_the_format_alone() -> None:
+    """A vector defense whose every point is the clean format's privacy may still beat the
+    undefended text; the headline says the gain is the format's."""
+    g = Grid()
+    g.add("none", 0, "attr", 0.9, 0.9, **GENDER)
+    g.add("clean[release=pooled]", 0, "attr", 0.6, 0.88, **GENDER)
+    for eps in (1e6, 100):
+        g.add("cape", eps, "attr", 0.6, 0.87, **GENDER)
+    g.add("t2t", 50, "attr", 0.65, 0.8, **GENDER)
+    board = leaderboard(_frame(g), 0.5, outcomes=g.outcomes(), bootstrap=BOOT)
+    assert board.verdict is not None
+    lines = dict(headline(board.verdict))["attribute[gender]"]
+    beat = next(line for line in lines if line.startswith("beat the undefended release"))
+    assert "cape (format only: no more private than the clean release in its format)" in beat
+    assert "t2t (format only" not in beat
+
+
 def test_without_a_reference_the_board_asks_for_one() -> None:
     board = _cape_board(with_clean=False)
     assert board.formats is not None and board.formats.table.empty

@@ -44,10 +44,14 @@ def test_projection_is_exact_and_one_per_input(data, eta, seed) -> None:
     assert pruned.shape == ids.shape == full.shape
     if len(ids):
         reference = brute_force(matrix, np.arange(len(matrix)), queries)
-        # Equal up to exact float ties: compare the distances achieved, not only the ids.
-        d = lambda chosen: np.linalg.norm(queries - matrix[chosen], axis=1)  # noqa: E731
-        np.testing.assert_allclose(d(pruned), d(reference), rtol=1e-4, atol=1e-5)
-        np.testing.assert_allclose(d(full), d(reference), rtol=1e-4, atol=1e-5)
+        # Equal up to float32 ties: compare the squared distances achieved, not only the ids.
+        # The full search ranks by ||c||² − 2 q·c in float32, whose rounding is a few ulps of
+        # ||q||² + ||c||² (hypothesis found two candidates 4.2e-7 and 5.0e-7 away in squared
+        # distance at norms ~2: a tie at that precision).
+        d2 = lambda chosen: ((queries - matrix[chosen]).astype(np.float64) ** 2).sum(1)  # noqa: E731
+        slack = 8 * np.finfo(np.float32).eps * ((queries**2).sum(1) + (matrix**2).sum(1).max())
+        assert np.all(d2(pruned) <= d2(reference) + slack)
+        assert np.all(d2(full) <= d2(reference) + slack)
 
 
 @settings(max_examples=40, deadline=None)

@@ -282,7 +282,7 @@ def leaderboard(
     verdict = decide(
         families, hv_samples, matched, points.table, level=boot.level, chance=chance,
         n_test={} if n_test is None else n_test.dropna().astype(int).to_dict(),
-        available=stats.available, ranked_on=sets.common,
+        available=stats.available, ranked_on=sets.common, format_only=formats.format_only(),
     )  # fmt: skip
     weak = probe_warning(frame)  # first: every utility below may be the service's, not the text's
     return Leaderboard(

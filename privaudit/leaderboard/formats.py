@@ -67,6 +67,18 @@ class FormatView:
     paired: bool = True  # False: no outcomes, point estimates only
     tables: dict[str, Table] = field(default_factory=dict)  # per family, for display
 
+    def format_only(self) -> dict[str, set[str]]:
+        """Per family, the defense labels whose privacy is the format's at every point
+        compared (the mechanism's share never told from 0): the verdict says so."""
+        if self.table.empty:
+            return {}
+        every = self.table.groupby(["family", "label"])["format_only"].all()
+        out: dict[str, set[str]] = {}
+        for (family, label), only in every.items():
+            if only:
+                out.setdefault(str(family), set()).add(str(label))
+        return out
+
     @property
     def caption(self) -> str:
         text = FORMAT_CAPTION.format(level=f"{100 * self.level:.0f} %")

@@ -114,6 +114,7 @@ class FamilyVerdict:
     not_beats_none: tuple[Scored, ...]
     best: Best | None
     ranked_on: tuple[str, ...] | None = None
+    format_only: tuple[str, ...] = ()  # privacy that is the release format's alone
 
     @property
     def separated(self) -> int:
@@ -183,12 +184,15 @@ def decide(
     chance: float,
     available: bool,
     ranked_on: Mapping[str, Sequence[str]] | None = None,
+    format_only: Mapping[str, set[str]] | None = None,
 ) -> Verdict:
     """The headline of a board: ``families`` (the board's family table: ranked labels have a
     rank), ``samples`` the hypervolume resamples per (family, label) the board ranked on,
     ``matched`` its utility-at-matched-privacy table and ``points`` its worst-case points
     (both over every attack a defense faced), ``n_test`` the victims per family and
-    ``ranked_on`` the attacks each family ranked on (to say so)."""
+    ``ranked_on`` the attacks each family ranked on (to say so), ``format_only`` per family
+    the defenses whose privacy is their release format's alone (to say so where they beat
+    ``none``: :mod:`privaudit.leaderboard.formats`)."""
     out = []
     for family, sub in families.groupby("family", sort=True):
         family = str(family)
@@ -223,6 +227,7 @@ def decide(
             beats_none=tuple(beats), not_beats_none=tuple(not_beats),
             best=_best(family, matched, points),
             ranked_on=None if ranked_on is None else tuple(ranked_on.get(family, ())),
+            format_only=tuple(sorted((format_only or {}).get(family, set()))),
         ))  # fmt: skip
     return Verdict(tuple(out), level=level, chance=chance, available=available)
 
@@ -326,8 +331,13 @@ def headline(verdict: Verdict) -> list[tuple[str, list[str]]]:
             )
         if fv.beats_none:
             same = ", on those attacks" if fv.ranked_on else ""
+            shown = ", ".join(
+                f"{lb} (format only: no more private than the clean release in its format)"
+                if lb in fv.format_only else lb
+                for lb in fv.beats_none
+            )  # fmt: skip
             lines.append(f"beat the undefended release (ranking hypervolume above none's{same}, "
-                         f"{pct}): {', '.join(fv.beats_none)}.")  # fmt: skip
+                         f"{pct}): {shown}.")  # fmt: skip
         else:
             lines.append("no defense beats the undefended release with confidence.")
         if fv.not_beats_none:

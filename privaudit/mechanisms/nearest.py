@@ -157,7 +157,18 @@ class NearestNeighbourIndex:
         if queries.shape[0] == 0:
             return np.zeros(0, dtype=np.int64)
         q = np.ascontiguousarray(queries, dtype=np.float32)
-        return self._memo.get(digest([q]), lambda: self.candidate_ids[self._search(q, 1)[1][:, 0]])
+        return self._memo.get(digest([q]), lambda: self._nearest_unique(q))
+
+    def _nearest_unique(self, q: np.ndarray) -> np.ndarray:
+        """:meth:`query` searching each distinct row once: a release's vectors repeat (the same
+        word's embedding, a vector that is a function of the token it came from), and the
+        search is a (rows × vocabulary) product."""
+        rows = q.view(np.dtype((np.void, q.dtype.itemsize * q.shape[1]))).ravel()
+        _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+        if len(first) == len(q):
+            return self.candidate_ids[self._search(q, 1)[1][:, 0]]
+        found = self.candidate_ids[self._search(q[first], 1)[1][:, 0]]
+        return found[inverse.ravel()]
 
     # -- pruning ------------------------------------------------------------------------------
     def radius(self, ids: np.ndarray) -> np.ndarray:

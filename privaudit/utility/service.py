@@ -356,6 +356,11 @@ class _Features:
         elif release.kind == "text":
             # The same mean the attacks' feature path computes: they need not encode it again.
             bb.remember_pooled(list(release.texts or []), pooled, max_length=max_length)
+        elif release.space is Space.TOKEN_EMBEDDINGS and all(len(v) for v in release.vectors or []):
+            # Likewise for input word embeddings ([CLS] and [SEP] added, every position pooled).
+            bb.remember_pooled_from_word_embeddings(
+                list(release.vectors or []), pooled, max_length=max_length
+            )
         return cls(pooled, queries, keys, values, inputs.mask.bool(), n_plain)
 
 
@@ -363,12 +368,13 @@ def _below_top(bb: Backbone, batch: dict[str, Any], mask: Any, layer: int) -> An
     """The frozen encoder up to (not including) its top layer, from the release's inputs."""
     device = mask.device
     if "input_ids" in batch or layer == 0:
-        kwargs = {"attention_mask": mask, "output_hidden_states": True}
+        # The embeddings and every layer but the top one (the whole model would run the top
+        # layer too, only for the caller to run it again).
         if "input_ids" in batch:
-            kwargs["input_ids"] = batch["input_ids"].to(device)
+            hidden = bb.model.embeddings(input_ids=batch["input_ids"].to(device))
         else:
-            kwargs["inputs_embeds"] = batch["inputs_embeds"].to(device)
-        return bb.model(**kwargs).hidden_states[-2]
+            hidden = bb.model.embeddings(inputs_embeds=batch["inputs_embeds"].to(device))
+        return top_model_forward(bb.model.encoder.layer[:-1], hidden, mask)
     hidden = batch["inputs_embeds"].to(device)  # a split model's hidden states after `layer`
     return top_model_forward(bb.model.encoder.layer[layer:-1], hidden, mask)
 
