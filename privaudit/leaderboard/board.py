@@ -524,9 +524,10 @@ def _subset_note(frame: pd.DataFrame) -> str | None:
         return None
     shown = "; ".join(f"{a}: {n:,} of {t:,}" for a, (n, t) in sorted(scored.items()))
     return (
-        f"Scored on a subset of the victims ({shown}; the attack's declared max_victims, "
-        "drawn with the run's seed, the same documents at every point): their intervals, and "
-        "the worst cases they set, are computed on those documents."
+        f"Scored on a subset of the victims ({shown}; each attack's declared cap: max_victims "
+        "drawn with the run's seed, or optimization-inversion's max_docs, the first ones; the "
+        "same documents at every point): their intervals, and the worst cases they set, are "
+        "computed on those documents."
     )
 
 
