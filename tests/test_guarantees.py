@@ -29,6 +29,7 @@ from privaudit.registry import DEFENSES
 #: The text each built-in has always shown in the results (before guarantees were typed).
 TEXTS = {
     "none": "none",
+    "clean": "none",  # the format reference: the clean release, no mechanism
     "t2t": "eta·d_X-privacy per token, within its word class (Feyisetan et al. 2020)",
     "pct2t": "eta·d_X-privacy per selected word, within its POS category",
     "rapt": "eta·d_X-privacy per selected word, within its POS category",
@@ -46,7 +47,13 @@ TEXTS = {
         "(Lyu et al. 2020, Δ=1); d·epsilon for the whole d-dim vector unless sensitivity=d"
     ),
 }
-KINDS = {"none": Kind.NONE, "has": Kind.NONE, "cape": Kind.LDP, "dpnr": Kind.LDP}
+KINDS = {
+    "none": Kind.NONE,
+    "clean": Kind.NONE,
+    "has": Kind.NONE,
+    "cape": Kind.LDP,
+    "dpnr": Kind.LDP,
+}
 
 
 def test_every_builtin_is_pinned() -> None:
