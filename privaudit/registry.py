@@ -312,17 +312,7 @@ def attack_fit_sds(labels: Iterable[str]) -> dict[str, float]:
     name before its ``[target]``: what :func:`privaudit.metrics.stats.run_stats` adds to the
     intervals. A label that names no registered attack (a custom ``label``, a plugin not
     installed here) is left out, and counts as deterministic."""
-    out: dict[str, float] = {}
-    for label in set(labels):
-        name = str(label).split("[", 1)[0]
-        try:
-            cls = ATTACKS.get(name) if ":" not in name else None
-        except ValueError:
-            continue
-        sd = float(getattr(cls, "fit_sd", 0.0) or 0.0)
-        if sd > 0:
-            out[str(label)] = sd
-    return out
+    return _fit_sds(ATTACKS, labels)
 
 
 def utility_fit_sds(labels: Iterable[str]) -> dict[str, float]:
@@ -330,11 +320,16 @@ def utility_fit_sds(labels: Iterable[str]) -> dict[str, float]:
     by the registered name before its ``[method]`` (``service``, ``peft[lora]``): what
     :func:`privaudit.metrics.stats.run_stats` adds to the utility intervals. A label that
     names no registered evaluator is left out, and counts as deterministic."""
+    return _fit_sds(UTILITY, labels)
+
+
+def _fit_sds(registry: Registry, labels: Iterable[str]) -> dict[str, float]:
+    """The declared positive ``fit_sd`` of each label's class (the name before ``[``)."""
     out: dict[str, float] = {}
     for label in set(labels):
         name = str(label).split("[", 1)[0]
         try:
-            cls = UTILITY.get(name) if ":" not in name else None
+            cls = registry.get(name) if ":" not in name else None
         except ValueError:
             continue
         sd = float(getattr(cls, "fit_sd", 0.0) or 0.0)

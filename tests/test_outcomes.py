@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -401,12 +402,7 @@ def test_bootstrap_with_fit_effects_covers_the_truth_over_documents_and_fits() -
     covered = {}
     for name, fit_sd in (("declared", {"sim": FIT_SD}), ("left out", None)):
         stats = run_stats(frame, outcomes, boot, fit_sd=fit_sd)
-        lo, hi = stats.ci(stats.score[a])
-        diff_lo, diff_hi = stats.ci(stats.score[a] - stats.score[~a])
-        covered[name] = (
-            float(np.mean((lo <= truth_a) & (truth_a <= hi))),
-            float(np.mean((diff_lo <= truth_diff) & (truth_diff <= diff_hi))),
-        )
+        covered[name] = _two_noise_coverage(stats, stats.score, a, truth_a, truth_diff)
     seconds = time.perf_counter() - t0
     print(f"\ncoverage of the 95% interval (score, paired difference): {covered} "
           f"({N_SIMULATIONS} simulations, n={N_DOCS}, B={N_BOOTSTRAP}, fit sd {FIT_SD}, "
@@ -415,6 +411,19 @@ def test_bootstrap_with_fit_effects_covers_the_truth_over_documents_and_fits() -
     assert 0.93 <= score <= 0.97 and 0.93 <= diff <= 0.97
     score, diff = covered["left out"]
     assert score < 0.90 and diff < 0.70
+
+
+def _two_noise_coverage(
+    stats: Any, samples: np.ndarray, first: np.ndarray, truth: float, truth_diff: float
+) -> tuple[float, float]:
+    """Shares of the simulations whose interval covers the truth: for the ``first`` rows'
+    value, and for the paired difference first − the others (row for row)."""
+    lo, hi = stats.ci(samples[first])
+    diff_lo, diff_hi = stats.ci(samples[first] - samples[~first])
+    return (
+        float(np.mean((lo <= truth) & (truth <= hi))),
+        float(np.mean((diff_lo <= truth_diff) & (truth_diff <= diff_hi))),
+    )
 
 
 UTILITY_FIT_SD = 0.03  # about the documents' SE of the balanced accuracy below (0.032)
@@ -460,12 +469,7 @@ def test_utility_intervals_with_evaluator_fit_effects_cover_the_truth() -> None:
     effects = np.stack([boot.fit_effects(f"utility|{k}", UTILITY_FIT_SD) for k in frame["point"]])
     covered = {}
     for name, utility in (("declared", stats.utility), ("left out", stats.utility - effects)):
-        lo, hi = stats.ci(utility[p])
-        diff_lo, diff_hi = stats.ci(utility[p] - utility[~p])
-        covered[name] = (
-            float(np.mean((lo <= truth_p) & (truth_p <= hi))),
-            float(np.mean((diff_lo <= truth_diff) & (truth_diff <= diff_hi))),
-        )
+        covered[name] = _two_noise_coverage(stats, utility, p, truth_p, truth_diff)
     seconds = time.perf_counter() - t0
     print(f"\ncoverage of the 95% utility interval (point, paired difference): {covered} "
           f"({N_SIMULATIONS} simulations, n={N_DOCS}, B={N_BOOTSTRAP}, fit sd "

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privaudit.api import CLEAN, REFERENCES, Space
-from privaudit.leaderboard.render import Table, fmt_number, knob_text_of
+from privaudit.leaderboard.render import Table, knob_text_of, with_ci
 from privaudit.leaderboard.stats import family_points
 from privaudit.metrics.outcomes import interval
 
@@ -232,7 +232,7 @@ def _format_notes(table: pd.DataFrame, level: float, paired: bool) -> list[str]:
         if only.empty:
             continue
         ref = g.iloc[0]
-        shown = _with_ci(ref["format"], ref["format_ci_low"], ref["format_ci_high"])
+        shown = with_ci(ref["format"], ref["format_ci_low"], ref["format_ci_high"])
         clean = f"the clean {ref['release']} release ({ref['reference']}: {shown})"
         if len(only) == len(g):
             notes.append(
@@ -248,12 +248,6 @@ def _format_notes(table: pd.DataFrame, level: float, paired: bool) -> list[str]:
     return notes
 
 
-def _with_ci(value: Any, lo: Any, hi: Any) -> str:
-    text = fmt_number(value)
-    low, high = fmt_number(lo), fmt_number(hi)
-    return text if "—" in (low, high) else f"{text} [{low}, {high}]"
-
-
 def _display(sub: pd.DataFrame) -> Table:
     """One family's rows for display, by defense and knob value."""
     sub = sub.sort_values(["label", "knob_value"])
@@ -262,9 +256,9 @@ def _display(sub: pd.DataFrame) -> Table:
             str(r["label"]),
             str(r["release"]),
             knob_text_of(r),
-            _with_ci(r["privacy"], r["privacy_ci_low"], r["privacy_ci_high"]),
-            _with_ci(r["format"], r["format_ci_low"], r["format_ci_high"]),
-            _with_ci(r["mechanism"], r["mechanism_ci_low"], r["mechanism_ci_high"]),
+            with_ci(r["privacy"], r["privacy_ci_low"], r["privacy_ci_high"]),
+            with_ci(r["format"], r["format_ci_low"], r["format_ci_high"]),
+            with_ci(r["mechanism"], r["mechanism_ci_low"], r["mechanism_ci_high"]),
             "format" if r["format_only"] else "mechanism adds privacy",
         ]
         for _, r in sub.iterrows()

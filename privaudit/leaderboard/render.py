@@ -186,6 +186,12 @@ def _with_span(lo: Any, hi: Any) -> str:
     return "" if text == "—" else f" {text}"
 
 
+def with_ci(value: Any, lo: Any, hi: Any) -> str:
+    """``value [lo, hi]`` (3 decimals), or the value alone when the interval is unknown."""
+    text = fmt_number(value)
+    return text if text == "—" else text + _with_span(lo, hi)
+
+
 def pd_isna(value: Any) -> bool:
     import pandas as pd
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privaudit.api import NONE
-from privaudit.leaderboard.render import Table, fmt_number
+from privaudit.leaderboard.render import Table, fmt_number, with_ci
 from privaudit.metrics.published import published
 from privaudit.metrics.spec import MetricSpec, find_metric
 
@@ -45,13 +45,6 @@ def _base_name(attack: str) -> str:
     return attack.split("[", 1)[0]
 
 
-def _with_ci(value: Any, lo: Any, hi: Any) -> str:
-    text = fmt_number(value)
-    if text == "—" or fmt_number(lo) == "—" or fmt_number(hi) == "—":
-        return text
-    return f"{text} [{fmt_number(lo)}, {fmt_number(hi)}]"
-
-
 def _scored(spec: MetricSpec | None, metric: str) -> str:
     """What the score measures, as declared (``balanced accuracy (attribute_accuracy)``)."""
     if spec is None or spec.display == metric:
@@ -76,7 +69,7 @@ def undefended_table(frame: pd.DataFrame) -> Table:
         out.append([
             str(r["attack"]) + (f" (seed {int(r['seed'])})" if several else ""),
             _scored(spec, str(r["attack_metric"])),
-            _with_ci(r["attack_score"], r.get("attack_score_ci_low"),
+            with_ci(r["attack_score"], r.get("attack_score_ci_low"),
                      r.get("attack_score_ci_high")),
             fmt_number(r.get("attack_baseline")) + (f" ({label})" if label else ""),
             figures or "—", settings or "—",
