@@ -332,23 +332,28 @@ class _Features:
         pooled = np.zeros((n, bb.dim), np.float32)
         device = bb._on_device()
         order = np.argsort(inputs.mask.sum(1).numpy(), kind="stable")
+        # A plain prefix's frozen representation is the text's own (below): no top layer here.
+        prefixed = release.kind == "text" and bool(release.plain_prefix)
         with torch.no_grad():  # plain tensors: training reads them beside its parameters
             for start in range(0, n, 64):
                 rows = torch.from_numpy(order[start : start + 64])
                 batch = inputs.batch(rows)
                 mask = batch["attention_mask"].to(device)
                 below = _below_top(bb, batch, mask, layer)
-                final = top_model_forward([top], below, mask)
-                pool = batch.get("pool_mask", batch["attention_mask"]).to(device)
-                m = pool.unsqueeze(-1).to(final.dtype)
-                pooled[rows.numpy()] = ((final * m).sum(1) / m.sum(1).clamp(min=1.0)).cpu().numpy()
+                if not prefixed:
+                    final = top_model_forward([top], below, mask)
+                    pool = batch.get("pool_mask", batch["attention_mask"]).to(device)
+                    m = pool.unsqueeze(-1).to(final.dtype)
+                    pooled[rows.numpy()] = (
+                        ((final * m).sum(1) / m.sum(1).clamp(min=1.0)).cpu().numpy()
+                    )
                 w = below.shape[1]
                 keys[rows, :w] = att.key(below).float().cpu()
                 values[rows, :w] = att.value(below).float().cpu()
                 for j, r in enumerate(rows.tolist()):
                     pos = [0, *plain[r]]
                     queries[r, : len(pos)] = below[j, pos].float().cpu()
-        if release.kind == "text" and release.plain_prefix:
+        if prefixed:
             # The frozen representation is the probe's: the user's text alone. With RAPT's
             # 40 plain words in context a frozen encoder's mean is worse (.58 against .65 at
             # eta 50); only the trained top layer reads the prefix.
