@@ -364,6 +364,10 @@ class Attack(Component):
     #: runner draws that many test documents with the run's seed, the same at every point,
     #: and the row's interval is computed on them (``n_attacked`` in its details). None: all.
     max_victims: int | None = None
+    #: The declared parameter that sets how many *public* documents the attack pre-trains on
+    #: (geia's ``public_docs``), for the strength curve over the attacker's public data; None:
+    #: it learns from no public corpus.
+    public_data: ClassVar[str | None] = None
 
     def applicable(self, release: Release, knowledge: Knowledge) -> str | None:
         """``None`` if this attack can run on ``release`` (public) with ``knowledge``;

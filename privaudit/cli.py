@@ -328,18 +328,21 @@ def pretrain(
     device: DeviceOption = None,
 ) -> None:
     """Build the pre-trained models a grid's attacks keep on disk (geia's and vec2text's
-    inverter, trained on public text only), so the run finds them cached.
+    inverter, trained on public text only, and those of the strength curve's
+    public_fractions), so the run finds them cached.
 
     Each is keyed by the backbone's fingerprint, the public corpus and the parameters that
     shape it (see `privaudit list attacks`); one already cached is not rebuilt."""
     # lazy: the config and the components bring pydantic, numpy and the registry
     from privaudit.audit.cells import build_components
     from privaudit.audit.config import load_config
+    from privaudit.audit.estimate import prepared_attacks
     from privaudit.resources import backbone as load_backbone
 
     cfg = load_config(config if config is not None else preset)
     _, attacks, _ = build_components(cfg)
-    ready = {label: a for label, a in attacks.items() if callable(getattr(a, "prepare", None))}
+    ready = {label: a for label, a in prepared_attacks(cfg, attacks).items()
+             if callable(getattr(a, "prepare", None))}  # fmt: skip
     if not ready:
         typer.echo("No attack of this grid keeps a pre-trained model on disk; nothing to do.")
         return

@@ -15,6 +15,7 @@ from privaudit.attacks import geia
 from privaudit.attacks.geia import GEIA
 from privaudit.audit.config import GridConfig
 from privaudit.audit.estimate import estimate_config
+from privaudit.audit.store import RunDir
 from privaudit.cli import app
 from privaudit.resources import backbone
 from tests.conftest import TINY
@@ -144,3 +145,48 @@ def test_sampling_draws_from_the_softmax_and_never_an_impossible_piece() -> None
     assert np.all(np.abs(freq - p) <= 4 * se + 1e-12)
     again = inv._draw(logits, torch.Generator().manual_seed(3)).numpy()
     np.testing.assert_array_equal(draws, again)
+
+
+def test_the_strength_curve_over_public_documents_is_estimated_prebuilt_and_drawn(
+    own_cache: Path, tmp_path: Path
+) -> None:
+    """``strength: {public_fractions: [0.5]}``: geia and vec2text rebuilt on half of their
+    public documents — one more one-time pre-training in --estimate (shared by both, as
+    their grid model is), built by ``privaudit pretrain``, then a curve over the public
+    documents beside the aux one, ending on the grid's cell, with its own panel and
+    sentence."""
+    from privaudit.leaderboard.strength import saturation, strength_figure
+    from privaudit.outputs import run_grid
+
+    config = GridConfig.model_validate(
+        grid() | {"strength": {"fractions": [0.5], "public_fractions": [0.5]}}
+    )
+    lines = [what for what, _ in estimate_config(config).one_time]
+    assert len(lines) == 2, lines
+    assert any("strength: 20 public documents" in w and "vec2text" in w for w in lines), lines
+    out = tmp_path / "config.json"
+    out.write_text(config.model_dump_json())
+    result = cli.invoke(app, ["pretrain", "--config", str(out), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert result.output.count("built in") == 2 and estimate_config(config).one_time == []
+
+    run = run_grid(config, run_dir=tmp_path / "run", progress=False)
+    curve = RunDir(run.run_dir).read_strength()
+    assert curve is not None
+    public = curve[(curve["attack"] == "geia") & (curve["data"] == "public")]
+    assert public["n_public"].tolist() == [20, 40] and public["reused"].tolist() == [False, True]
+    assert (public["status"] == "ok").all(), public["reason"].tolist()
+    assert (public["n_aux"] == curve[curve["data"] == "aux"]["n_aux"].max()).all()
+    cell = run.frame[(run.frame["label"] == "none") & (run.frame["attack"] == "geia")]
+    assert public["attack_score"].iloc[-1] == pytest.approx(float(cell["attack_score"].iloc[0]))
+    said = [s for s in saturation(curve) if s.startswith("geia, over its public")]
+    assert len(said) == 1 and "with 20 public pre-training documents" in said[0], said
+    titles = [ax.get_title() for ax in strength_figure(curve).axes if ax.get_visible()]
+    assert any(t.endswith("· public") for t in titles) and any(t.endswith("· aux") for t in titles)
+
+
+def test_bad_public_fractions_are_refused_with_what_to_give() -> None:
+    for bad, why in (([0], "not in"), (["half"], "not a number"), ([1.5], "not in")):
+        with pytest.raises(ValueError, match=why) as info:
+            GridConfig.model_validate(grid() | {"strength": {"public_fractions": bad}})
+        assert "public_fractions: [0.25, 0.5, 1.0]" in str(info.value)

@@ -101,3 +101,35 @@ def test_grid_scores_the_subset_and_the_board_says_so(capped, tmp_path) -> None:
     note = next(n for n in board.notes if "subset of the victims" in n)
     assert f"capped-reader: 7 of {n_test}" in note
     assert result.board is not None and note in result.board.notes
+
+
+class CappedAuxReader(CappedReader):
+    """:class:`CappedReader` declaring that it learns from the aux (so it has a strength
+    curve)."""
+
+    name: ClassVar[str] = "capped-aux-reader"
+    needs_aux: ClassVar[bool] = True
+
+
+def test_the_strength_curve_refits_on_the_cells_own_victims(tmp_path) -> None:
+    """A refit on a share of the aux scores the same declared subset as the grid's cell, so
+    the curve's points are paired and its last step compares like with like."""
+    from privaudit.audit.config import PRESETS, load_config
+    from privaudit.audit.store import RunDir
+    from privaudit.outputs import run_grid
+
+    ATTACKS.add_builtin("capped-aux-reader", "tests.test_victim_subset:CappedAuxReader")
+    CappedReader.seen.clear()
+    try:
+        smoke: dict[str, Any] = dict(PRESETS["smoke"]) | {
+            "defenses": [{"name": "none"}],
+            "attacks": ["capped-aux-reader"],
+            "strength": {"fractions": [0.5]},
+        }
+        result = run_grid(load_config(smoke), run_dir=tmp_path / "run", progress=False)
+    finally:
+        ATTACKS.remove("capped-aux-reader")
+    assert CappedReader.seen == [7, 7]  # the cell, then the refit on half the aux
+    curve = RunDir(result.run_dir).read_strength()
+    assert curve is not None and curve["status"].tolist() == ["ok", "ok"]
+    assert curve["fraction"].tolist() == [0.5, 1.0]

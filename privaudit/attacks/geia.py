@@ -110,6 +110,7 @@ class GEIA(SentenceInversion):
     cost_prior: ClassVar[float] = 0.5  # s per 1,000 words (estimate)
     gpu: ClassVar[float] = 0.5  # trains and decodes a transformer (privaudit.devices)
     metric: ClassVar[str] = "generation_f1"
+    public_data: ClassVar[str | None] = "public_docs"
     # Between-fit sd with the per-point fine-tune seeded per fit (3 fits, quick corpus,
     # 2026-11-26; in a run that seed is a digest of the data): words .0026 / .0039, entities
     # .0042 / .0035 at none / t2t eta 100 (bootstrap SE .009, .014-.015). Greedy decoding

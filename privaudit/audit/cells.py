@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privaudit.api import NONE, Attack, Defense, Knowledge, Release
+from privaudit.api import NONE, Attack, Defense, Knowledge, Predictions, Release
 from privaudit.audit.plan import (
     Point,
     cell_key,
@@ -305,13 +305,7 @@ def compute(
         rng_attack = attack_rng(point, defense, label)
         t0 = time.perf_counter()
         try:
-            victims = victim_subset(len(public), attack.max_victims, point.seed)
-            seen = public if victims is None else public.subset(victims)
-            predictions = attack.fit(knowledge, rng=rng_attack).attack(seen)
-            if victims is not None:  # the subset's own indices into the test split
-                inner = predictions.meta.get("doc_indices")
-                picked = victims if inner is None else victims[np.asarray(inner, dtype=int)]
-                predictions.meta["doc_indices"] = [int(i) for i in picked]
+            predictions = fit_and_attack(attack, knowledge, rng_attack, public, point.seed)
             try:
                 scored = score_predictions(predictions, ctx.truth, attack.metric, public)
             except NotScorable as exc:  # the attack ran; the truth cannot judge it
@@ -408,6 +402,22 @@ def _point_streams(point: Point, defense: Defense) -> list[np.random.Generator]:
     """The point's train, test, utility and attacker-query streams (same point, same draws)."""
     seq = stable_seed(point.seed, defense.name, defense.params())
     return [np.random.default_rng(s) for s in seq.spawn(4)]
+
+
+def fit_and_attack(
+    attack: Attack, knowledge: Knowledge, rng: np.random.Generator, public: Release, seed: int
+) -> Predictions:
+    """``attack`` fitted with ``knowledge`` and run on its victims: every test document, or
+    the ``max_victims`` it declares (:func:`victim_subset`), whose test indices its
+    predictions then carry (``meta["doc_indices"]``) for scoring."""
+    victims = victim_subset(len(public), attack.max_victims, seed)
+    seen = public if victims is None else public.subset(victims)
+    predictions = attack.fit(knowledge, rng=rng).attack(seen)
+    if victims is not None:  # the subset's own indices into the test split
+        inner = predictions.meta.get("doc_indices")
+        picked = victims if inner is None else victims[np.asarray(inner, dtype=int)]
+        predictions.meta["doc_indices"] = [int(i) for i in picked]
+    return predictions
 
 
 def victim_subset(n: int, cap: int | None, seed: int) -> np.ndarray | None:

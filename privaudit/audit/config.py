@@ -150,35 +150,56 @@ class BootstrapSpec(_Strict):
 class StrengthSpec(_Strict):
     """The attack-strength curve (:mod:`privaudit.audit.strength`): at the undefended ``none``
     point, each attack that learns from the attacker's aux is fitted again on these shares of
-    the aux documents (nested seeded subsamples); 1.0 is the grid's own cell, reused."""
+    the aux documents (nested seeded subsamples); 1.0 is the grid's own cell, reused. With
+    ``public_fractions``, each attack that pre-trains on public text (``Attack.public_data``:
+    geia, vec2text) is also fitted with a model pre-trained on those shares of its public
+    documents (each a one-time pre-training, cached on disk like the grid's own)."""
 
     fractions: list[Any] = Field(
         default_factory=lambda: [0.25, 0.5, 1.0],
         description="shares of the attacker's aux documents, each in (0, 1]",
     )
+    public_fractions: list[Any] = Field(
+        default_factory=list,
+        description="shares of the public pre-training documents, each in (0, 1]; each "
+        "share pre-trains another model once (geia, vec2text)",
+    )
 
     @field_validator("fractions")
     @classmethod
     def _fractions(cls, values: list[Any]) -> list[float]:
-        example = "e.g. strength: {fractions: [0.25, 0.5, 1.0]}"
         if not values:
-            raise ValueError(f"fractions is empty; give at least one share of the aux, {example}")
-        for v in values:
-            if isinstance(v, bool) or not isinstance(v, int | float):
-                raise ValueError(
-                    f"{v!r} is not a number; give shares of the aux in (0, 1], {example}"
-                )
-            if not 0 < v <= 1:
-                raise ValueError(
-                    f"{v!r} is not in (0, 1]; a share of the aux is above 0 and at most 1, "
-                    f"{example}"
-                )
-        return [float(v) for v in values]
+            raise ValueError(
+                "fractions is empty; give at least one share of the aux, "
+                "e.g. strength: {fractions: [0.25, 0.5, 1.0]}"
+            )
+        return _shares(values, "fractions", "the aux")
+
+    @field_validator("public_fractions")
+    @classmethod
+    def _public_fractions(cls, values: list[Any]) -> list[float]:
+        return _shares(values, "public_fractions", "the public documents")
 
     def levels(self) -> list[float]:
         """The curve's shares, ascending, without repeats, always ending at 1.0 (the grid's
         own cell)."""
         return sorted({*self.fractions, 1.0})
+
+    def public_levels(self) -> list[float]:
+        """The public-data curve's shares, as :meth:`levels`; empty when none is asked for."""
+        return sorted({*self.public_fractions, 1.0}) if self.public_fractions else []
+
+
+def _shares(values: list[Any], key: str, of: str) -> list[float]:
+    example = f"e.g. strength: {{{key}: [0.25, 0.5, 1.0]}}"
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise ValueError(f"{v!r} is not a number; give shares of {of} in (0, 1], {example}")
+        if not 0 < v <= 1:
+            raise ValueError(
+                f"{v!r} is not in (0, 1]; a share of {of} is above 0 and at most 1, {example}"
+            )
+    return [float(v) for v in values]
 
 
 class GridConfig(_Strict):

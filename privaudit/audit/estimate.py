@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from privaudit.audit.cells import build_components, point_keys
 from privaudit.audit.plan import calibration_key, check_levels, identity
 from privaudit.audit.store import RunDir, write_json
+from privaudit.audit.strength import public_variants
 from privaudit.devices import current_device
 from privaudit.mechanisms.memo import cache_dir, locked
 from privaudit.registry import CORPORA, build_component
@@ -418,10 +419,11 @@ def estimate_config(
 
 def one_time_work(config: GridConfig, attacks: dict[str, Any]) -> list[tuple[str, float]]:
     """The pre-trainings the grid's attacks would do before their first cell (a model not in
-    the disk cache yet), each once: (which attacks, estimated seconds)."""
+    the disk cache yet), and those of the strength curve's public-data shares, each once:
+    (which attacks, estimated seconds)."""
     pending: dict[Any, tuple[list[str], float]] = {}
     bb = None
-    for label, attack in attacks.items():
+    for label, attack in prepared_attacks(config, attacks).items():
         cost = getattr(attack, "pretrain_cost", None)
         if not callable(cost):
             continue
@@ -436,3 +438,15 @@ def one_time_work(config: GridConfig, attacks: dict[str, Any]) -> list[tuple[str
         (f"pre-training the inverter of {', '.join(names)}", seconds)
         for names, seconds in pending.values()
     ]
+
+
+def prepared_attacks(config: GridConfig, attacks: dict[str, Any]) -> dict[str, Any]:
+    """The grid's attacks, and for the strength curve's public-data shares each attack
+    rebuilt on that share of its public documents (``"geia (strength: 2000 public
+    documents)"``): every model a run pre-trains."""
+    out = dict(attacks)
+    levels = config.strength.public_levels() if config.strength is not None else []
+    for label, attack in attacks.items():
+        for _, n, variant in public_variants(attack, levels):
+            out[f"{label} (strength: {n} public documents)"] = variant
+    return out

@@ -18,6 +18,17 @@ sees whether the attacker has saturated or would grow stronger with more data.
 - A subset the attack cannot learn from (one class in a small share) is a ``failed`` row with
   the reason, scrubbed of corpus text as a cell's is; the curve goes on.
 
+- **Public data** (``public_fractions``): an attack that pre-trains on public text declares
+  the parameter that sets how much (``Attack.public_data``: geia's and vec2text's
+  ``public_docs``); it is rebuilt with that parameter at each share (:func:`public_variants`)
+  and fitted on all of the aux, so the curve shows whether more public pre-training would
+  make it stronger. Each share pre-trains its own model once (cached on disk, listed by
+  ``--estimate``'s one-time lines and built ahead by ``privaudit pretrain``). Rows say which
+  data varied (``data``: aux or public) and how much public text the model saw
+  (``n_public``).
+- Every refit scores the same victims as the grid's cell: those it declares
+  (``max_victims``), drawn with the run's seed (:func:`~privaudit.audit.cells.fit_and_attack`).
+
 Rows (:data:`STRENGTH_COLUMNS`) hold scores only, never corpus text.
 """
 
@@ -31,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privaudit.api import NONE
-from privaudit.audit.cells import attack_rng, knowledge, test_release
+from privaudit.audit.cells import attack_rng, fit_and_attack, knowledge, test_release
 from privaudit.audit.plan import stable_seed
 from privaudit.audit.reasons import failure_reason
 from privaudit.metrics import interval, score_predictions
@@ -40,14 +51,31 @@ from privaudit.metrics.stats import Bootstrap
 if TYPE_CHECKING:
     import pandas as pd
 
+    from privaudit.api import Attack
     from privaudit.audit.cells import Context
     from privaudit.audit.plan import Point
 
 #: strength.csv's columns, in order.
 STRENGTH_COLUMNS = [
-    "seed", "attack", "attack_metric", "fraction", "n_aux", "status", "reason", "attack_score",
-    "attack_score_ci_low", "attack_score_ci_high", "attack_baseline", "reused", "attack_seconds",
+    "seed", "attack", "attack_metric", "data", "fraction", "n_aux", "n_public", "status",
+    "reason", "attack_score", "attack_score_ci_low", "attack_score_ci_high", "attack_baseline",
+    "reused", "attack_seconds",
 ]  # fmt: skip
+
+
+def public_variants(attack: Attack, shares: list[float]) -> list[tuple[float, int, Attack]]:
+    """For an attack that declares its public data (``Attack.public_data``): per share below
+    1, (share, public documents, the attack rebuilt with that many); [] for any other."""
+    param = attack.public_data
+    if not param:
+        return []
+    full = int(getattr(attack, param))
+    out = []
+    for share in shares:
+        if share < 1.0:
+            n = max(1, round(share * full))
+            out.append((share, n, type(attack)(**(attack.params() | {param: n}))))
+    return out
 
 
 def strength_curve(
@@ -75,7 +103,10 @@ def strength_curve(
                 jobs.append((point, label, rows))
     out: list[dict[str, Any]] = []
     fits = [s for s in shares if s < 1.0]
-    bar = tqdm(total=len(jobs) * len(fits), desc="strength", unit="fit", disable=not progress)
+    variants = {label: public_variants(ctx.attacks[label], spec.public_levels())
+                for _, label, _ in jobs}  # fmt: skip
+    total = sum(len(fits) + len(variants[label]) for _, label, _ in jobs)
+    bar = tqdm(total=total, desc="strength", unit="fit", disable=not progress)
     boot = Bootstrap(**ctx.config.bootstrap.model_dump())
     weights = boot.weights(len(ctx.test_texts))
     try:
@@ -83,36 +114,48 @@ def strength_curve(
             public = test_release(ctx, point).public()
             order = np.random.default_rng(stable_seed(point.seed, NONE, "strength", label))
             perm = order.permutation(n_aux)
+            attack = ctx.attacks[label]
             for share in fits:
-                bar.set_postfix_str(f"{label} · {share:g}", refresh=True)
+                bar.set_postfix_str(f"{label} · aux {share:g}", refresh=True)
                 n = max(1, round(share * n_aux))
                 sub = aux.select(sorted(int(i) for i in perm[:n]))
-                out += _refit(ctx, point, label, sub, public, weights, boot.level, share, n)
+                row = {"data": "aux", "fraction": share, "n_aux": n}
+                out += _refit(ctx, point, label, attack, sub, public, weights, boot.level, row)
                 bar.update(1)
-            out += [_reused(point, row, n_aux) for _, row in rows.iterrows()]
+            out += [_reused(point, r, n_aux, "aux") for _, r in rows.iterrows()]
+            for share, n, variant in variants[label]:
+                bar.set_postfix_str(f"{label} · public {share:g}", refresh=True)
+                row = {"data": "public", "fraction": share, "n_aux": n_aux, "n_public": n}
+                out += _refit(ctx, point, label, variant, aux, public, weights, boot.level, row)
+                bar.update(1)
+            if variants[label]:
+                n_public = int(getattr(attack, str(attack.public_data)))
+                out += [_reused(point, r, n_aux, "public", n_public) for _, r in rows.iterrows()]
     finally:
         bar.close()
     table = pd.DataFrame(out, columns=STRENGTH_COLUMNS)
-    return table.sort_values(["seed", "attack", "fraction"], kind="stable").reset_index(drop=True)
+    keys = ["seed", "attack", "data", "fraction"]
+    return table.sort_values(keys, kind="stable").reset_index(drop=True)
 
 
 def _refit(
-    ctx: Context, point: Point, label: str, aux: Any, public: Any, weights: np.ndarray,
-    level: float, share: float, n: int,
+    ctx: Context, point: Point, label: str, attack: Attack, aux: Any, public: Any,
+    weights: np.ndarray, level: float, row: dict[str, Any],
 ) -> list[dict[str, Any]]:  # fmt: skip
-    """The attack of cell (point, label) fitted on ``aux`` (a share of the split) and scored:
-    one row per scored target, or one ``failed`` row."""
-    attack = ctx.attacks[label]
-    base = {"seed": point.seed, "attack_metric": attack.metric, "fraction": share,
-            "n_aux": n, "reused": False}  # fmt: skip
+    """``attack`` (cell (point, label)'s, or its public-data variant) fitted on ``aux`` and
+    scored on the cell's victims: one row per scored target, or one ``failed`` row. ``row``
+    says which data varied and by how much (data, fraction, n_aux, n_public)."""
+    base = {"seed": point.seed, "attack_metric": attack.metric, "reused": False} | row
     rng = attack_rng(point, ctx.defense(point), label)
     t0 = time.perf_counter()
     try:
-        predictions = attack.fit(knowledge(ctx, point, aux), rng=rng).attack(public)
+        predictions = fit_and_attack(attack, knowledge(ctx, point, aux), rng, public, point.seed)
         scored = score_predictions(predictions, ctx.truth, attack.metric, public)
     except Exception as exc:  # a small share may be too little to learn from: say so, go on
         stored, full = failure_reason(exc, ctx.corpus_text)
-        print(f"strength: {label} on {n} aux documents failed: {full}", file=sys.stderr)
+        n = row.get("n_public", row["n_aux"])
+        print(f"strength: {label} on {n} {row['data']} documents failed: {full}",
+              file=sys.stderr)  # fmt: skip
         return [base | {"attack": label, "status": "failed", "reason": stored}]
     seconds = time.perf_counter() - t0
     rows = []
@@ -133,11 +176,15 @@ def _refit(
     return rows
 
 
-def _reused(point: Point, row: Any, n_aux: int) -> dict[str, Any]:
-    """The grid's own cell as the curve's last point (all of the aux)."""
+def _reused(
+    point: Point, row: Any, n_aux: int, data: str, n_public: int | None = None
+) -> dict[str, Any]:
+    """The grid's own cell as the curve's last point (all of the aux, all of the public
+    documents)."""
     return {
         "seed": point.seed, "attack": row["attack"], "attack_metric": row["attack_metric"],
-        "fraction": 1.0, "n_aux": n_aux, "status": "ok", "reason": "", "reused": True,
+        "data": data, "fraction": 1.0, "n_aux": n_aux, "n_public": n_public, "status": "ok",
+        "reason": "", "reused": True,
         **{c: float(row.get(c, math.nan)) for c in (
             "attack_score", "attack_score_ci_low", "attack_score_ci_high", "attack_baseline",
             "attack_seconds")},

@@ -79,11 +79,24 @@ def undefended_table(frame: pd.DataFrame) -> Table:
     return Table(headers, out)
 
 
-def _curves(curve: pd.DataFrame) -> list[tuple[Any, str, pd.DataFrame]]:
+#: What each curve varies (strength.csv's ``data``), as its axis says it.
+DATA = {"aux": "aux documents", "public": "public pre-training documents"}
+
+
+def _curves(curve: pd.DataFrame) -> list[tuple[Any, str, str, pd.DataFrame]]:
+    """Per (seed, attack, data): its ok rows with ``x``, the documents of the data that
+    varied (a strength.csv without a ``data`` column is an aux curve)."""
     ok = curve[curve["status"] == "ok"].copy()
-    ok["n_aux"] = ok["n_aux"].astype(int)
-    return [(seed, str(attack), sub.sort_values("n_aux"))
-            for (seed, attack), sub in ok.groupby(["seed", "attack"], sort=True)]  # fmt: skip
+    if "data" not in ok.columns:
+        ok["data"] = "aux"
+    public = ok["data"] == "public"
+    ok["x"] = ok["n_aux"]
+    if public.any():
+        ok.loc[public, "x"] = ok.loc[public, "n_public"]
+    ok["x"] = ok["x"].astype(int)
+    groups = ok.groupby(["seed", "attack", "data"], sort=True)
+    return [(seed, str(attack), str(data), sub.sort_values("x"))
+            for (seed, attack, data), sub in groups]  # fmt: skip
 
 
 def saturation(curve: pd.DataFrame | None) -> list[str]:
@@ -97,10 +110,12 @@ def saturation(curve: pd.DataFrame | None) -> list[str]:
                 "curve is empty."]  # fmt: skip
     seeds = curve["seed"].nunique() > 1
     lines = []
-    for seed, attack, sub in _curves(curve):
+    for seed, attack, data, sub in _curves(curve):
         who = f"{attack} (seed {seed})" if seeds else attack
+        who += "" if data == "aux" else f", over its {DATA[data]}"
+        docs = DATA.get(data, data)
         if len(sub) < 2:
-            lines.append(f"{who}: one point only ({int(sub['n_aux'].iloc[-1])} aux documents);"
+            lines.append(f"{who}: one point only ({int(sub['x'].iloc[-1])} {docs});"
                          " the smaller shares failed.")  # fmt: skip
             continue
         prev, last = sub.iloc[-2], sub.iloc[-1]
@@ -108,8 +123,8 @@ def saturation(curve: pd.DataFrame | None) -> list[str]:
         sign = 1.0 if spec is None or spec.higher_is_stronger else -1.0
         gain = sign * (float(last["attack_score"]) - float(prev["attack_score"]))
         half = (float(last["attack_score_ci_high"]) - float(last["attack_score_ci_low"])) / 2
-        step = (f"{fmt_number(prev['attack_score'])} with {int(prev['n_aux'])} aux documents, "
-                f"{fmt_number(last['attack_score'])} with {int(last['n_aux'])}")  # fmt: skip
+        step = (f"{fmt_number(prev['attack_score'])} with {int(prev['x'])} {docs}, "
+                f"{fmt_number(last['attack_score'])} with {int(last['x'])}")  # fmt: skip
         if not math.isfinite(half):
             verdict = "no interval to judge saturation by"
         elif abs(gain) <= half:  # a zero-width interval (a perfect score) with no change
@@ -124,16 +139,19 @@ def saturation(curve: pd.DataFrame | None) -> list[str]:
         lines.append(f"{who}: {step}; {verdict}.")
     failed = curve[curve["status"] == "failed"]
     for _, r in failed.iterrows():
-        lines.append(f"{r['attack']} could not be fitted on {int(r['n_aux'])} aux documents: "
-                     f"{r['reason']}.")  # fmt: skip
+        public = str(r.get("data", "aux")) == "public"
+        n = int(r["n_public"] if public else r["n_aux"])
+        lines.append(f"{r['attack']} could not be fitted on {n} "
+                     f"{DATA['public' if public else 'aux']}: {r['reason']}.")  # fmt: skip
     return lines
 
 
 def strength_figure(curve: pd.DataFrame) -> Figure:
-    """Score against the number of aux documents (log scale), one line per attack with its
-    interval as error bars and its no-information baseline dashed in the same colour; one
-    panel per metric (scores of different metrics share no axis). Raises ``ValueError`` when
-    the curve has no ok row."""
+    """Score against the number of the attacker's documents (log scale), one line per attack
+    with its interval as error bars and its no-information baseline dashed in the same
+    colour; one panel per metric and data (aux, public pre-training: scores of different
+    metrics share no axis, nor do different data). Raises ``ValueError`` when the curve has
+    no ok row."""
     from matplotlib import colormaps
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -141,26 +159,27 @@ def strength_figure(curve: pd.DataFrame) -> Figure:
     curves = _curves(curve)
     if not curves:
         raise ValueError("The strength curve has no ok row; nothing to draw.")
-    metrics = sorted({str(sub["attack_metric"].iloc[0]) for _, _, sub in curves})
-    names = sorted({attack for _, attack, _ in curves})
+    panels = sorted({(str(sub["attack_metric"].iloc[0]), data) for _, _, data, sub in curves})
+    names = sorted({attack for _, attack, _, _ in curves})
     cmap = colormaps["tab10" if len(names) <= 10 else "tab20"]
     colour = {name: cmap(i % cmap.N) for i, name in enumerate(names)}
-    ncols = min(3, len(metrics))
-    nrows = math.ceil(len(metrics) / ncols)
+    ncols = min(3, len(panels))
+    nrows = math.ceil(len(panels) / ncols)
     fig = Figure(figsize=(5.0 * ncols, 3.8 * nrows + 0.5), dpi=110)
     FigureCanvasAgg(fig)
     grid = fig.subplots(nrows, ncols, squeeze=False).ravel()
-    for spare in grid[len(metrics) :]:
+    for spare in grid[len(panels) :]:
         spare.set_visible(False)
-    axes = grid[: len(metrics)]
-    ticks = sorted({int(n) for _, _, sub in curves for n in sub["n_aux"]})
-    seeds = len({seed for seed, _, _ in curves}) > 1
-    for ax, metric in zip(axes, metrics, strict=True):
+    axes = grid[: len(panels)]
+    seeds = len({seed for seed, _, _, _ in curves}) > 1
+    for ax, (metric, data) in zip(axes, panels, strict=True):
         spec = find_metric(metric)
-        for seed, attack, sub in curves:
-            if str(sub["attack_metric"].iloc[0]) != metric:
+        ticks: set[int] = set()
+        for seed, attack, kind, sub in curves:
+            if str(sub["attack_metric"].iloc[0]) != metric or kind != data:
                 continue
-            x, y = sub["n_aux"].to_numpy(float), sub["attack_score"].to_numpy(float)
+            ticks |= {int(n) for n in sub["x"]}
+            x, y = sub["x"].to_numpy(float), sub["attack_score"].to_numpy(float)
             lo = sub["attack_score_ci_low"].to_numpy(float)
             hi = sub["attack_score_ci_high"].to_numpy(float)
             err = np.vstack([np.clip(y - lo, 0, None), np.clip(hi - y, 0, None)])
@@ -171,13 +190,13 @@ def strength_figure(curve: pd.DataFrame) -> Figure:
             if np.isfinite(base).any():
                 ax.plot(x, base, color=colour[attack], ls="--", lw=1.0, alpha=0.8)
         ax.set_xscale("log", base=2)
-        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.set_xticks(sorted(ticks), [str(t) for t in sorted(ticks)])
         ax.minorticks_off()
-        ax.set_xlabel("attacker's aux documents (log scale)", fontsize=8)
+        ax.set_xlabel(f"attacker's {DATA.get(data, data)} (log scale)", fontsize=8)
         shown = (spec.display or metric) if spec is not None else metric
         ax.set_ylabel(f"attack score ({shown})", fontsize=8)
         direction = "" if spec is None or spec.higher_is_stronger else " (lower = stronger)"
-        ax.set_title(f"{metric}{direction}", fontsize=10)
+        ax.set_title(f"{metric}{direction} · {data}", fontsize=10)
         ax.grid(alpha=0.3)
         ax.tick_params(labelsize=7)
         ax.legend(fontsize=7, loc="best")
