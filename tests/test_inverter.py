@@ -190,3 +190,18 @@ def test_bad_public_fractions_are_refused_with_what_to_give() -> None:
         with pytest.raises(ValueError, match=why) as info:
             GridConfig.model_validate(grid() | {"strength": {"public_fractions": bad}})
         assert "public_fractions: [0.25, 0.5, 1.0]" in str(info.value)
+
+
+def test_a_run_forecasts_the_pretraining_it_is_about_to_do(
+    own_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The banner a run prints before its first cell counts the one-time pre-training it
+    will wait for (not only ``--estimate``); the second run, cached, has no such line."""
+    from privaudit.outputs import run_grid
+
+    config = GridConfig.model_validate(grid())
+    run_grid(config, run_dir=tmp_path / "a", progress=False)
+    first = capsys.readouterr().err
+    assert "One-time, first run only: pre-training the inverter of geia, vec2text" in first
+    run_grid(config, run_dir=tmp_path / "b", progress=False)
+    assert "One-time" not in capsys.readouterr().err

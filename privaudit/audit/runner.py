@@ -31,6 +31,7 @@ from privaudit.audit.estimate import (
     Sizes,
     Work,
     estimate,
+    one_time_work,
 )
 from privaudit.audit.executors import guard_run, make_executor
 from privaudit.audit.plan import Point, cell_key, check_levels, fmt_params, plan
@@ -291,6 +292,9 @@ def _forecast(
         book if book is not None else CostBook.empty(), points=len(points), cells=total,
         done=done, jobs=int(getattr(runner, "jobs", 1) or 1),
     )  # fmt: skip
+    # A model pre-trained before the first cell (and the strength curve's) is waited for too.
+    forecast.one_time = one_time_work(ctx.config, ctx.attacks)
+    forecast.wall += sum(s for _, s in forecast.one_time)
     return book, forecast
 
 
