@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -27,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from privaudit.devices import current_device, torch_device
-from privaudit.mechanisms.memo import ContentMemo, cache_dir, digest
+from privaudit.mechanisms.memo import ContentMemo, RowMemo, cache_dir, digest
 from privaudit.mechanisms.nearest import NearestNeighbourIndex
 from privaudit.mechanisms.seeding import seeded_torch
 from privaudit.mechanisms.subwords import Subwords
@@ -134,6 +135,8 @@ class Backbone:
     _class_index: dict[int, Any] = field(default_factory=dict, repr=False)
     # Every level of a pooled-vector defense (CAPE) encodes the same clean texts.
     _pooled_memo: ContentMemo = field(default_factory=lambda: ContentMemo(size=8), repr=False)
+    # An attack scoring a subset of the victims reads the rows of their earlier encoding.
+    _pooled_rows: RowMemo = field(default_factory=lambda: RowMemo(size=4), repr=False)
     # The service's utility and each sentence attack finish the same token-vector releases.
     _finished_memo: ContentMemo = field(default_factory=lambda: ContentMemo(size=8), repr=False)
 
@@ -205,8 +208,22 @@ class Backbone:
         # The memo is this backbone's own; a GPU's numbers may differ from the CPU's.
         key = digest([max_length, batch_size, current_device(), *texts])
         return self._pooled_memo.get(
-            key, lambda: self._pooled(texts, max_length, batch_size, progress)
+            key, lambda: self._pooled_rows_or_encode(texts, max_length, batch_size, progress)
         )
+
+    def _pooled_rows_or_encode(
+        self, texts: list[str], max_length: int, batch_size: int, progress: bool
+    ) -> np.ndarray:
+        """:meth:`pooled` from the rows of an earlier encoding holding every text, else
+        encoded (and its rows kept)."""
+        scope = (max_length, current_device())
+        rows = self._pooled_rows.lookup(scope, texts)
+        if rows is not None:
+            return rows
+        t0 = time.perf_counter()
+        out = self._pooled(texts, max_length, batch_size, progress)
+        self._pooled_rows.store(scope, texts, out, time.perf_counter() - t0)
+        return out
 
     def remember_pooled(
         self, texts: Sequence[str], pooled: np.ndarray, *, max_length: int = 128
@@ -219,6 +236,7 @@ class Backbone:
             return
         key = digest([max_length, 64, current_device(), *texts])
         self._pooled_memo.get(key, lambda: np.asarray(pooled, np.float32))
+        self._pooled_rows.store((max_length, current_device()), texts, pooled, 0.0)
 
     def _pooled(
         self, texts: list[str], max_length: int, batch_size: int, progress: bool

@@ -203,3 +203,46 @@ def test_every_cape_level_is_charged_its_encoding(tiny) -> None:
         cape.with_knob(10.0).privatize(texts, rng=np.random.default_rng(0))
     assert (first.hits, first.seconds) == (0, 0.0)  # it encoded them: measured wall time
     assert second.hits == 1 and second.seconds > 0.0  # it reused them: charged the encoding
+
+
+def test_row_memo_answers_a_subset_and_charges_its_share(clock: _Clock) -> None:
+    """A call whose items all sit in an earlier call's is answered from its rows (a copy, in
+    the asked order), charging open blocks the rows' share of that computation; an item it
+    never saw, another scope or a bypass finds nothing."""
+    rows = memo_module.RowMemo(size=2)
+    rows.store("s", ["a", "b", "c", "d"], np.arange(8.0).reshape(4, 2), seconds=8.0)
+    with charged_seconds() as block:
+        got = rows.lookup("s", ["c", "a"])
+    assert got is not None
+    np.testing.assert_array_equal(got, [[4.0, 5.0], [0.0, 1.0]])
+    assert block.seconds == pytest.approx(4.0)  # 2 of 4 rows of an 8 s computation
+    got[:] = -1
+    np.testing.assert_array_equal(rows.lookup("s", ["c"]), [[4.0, 5.0]])
+    assert rows.lookup("s", ["a", "zzz"]) is None
+    assert rows.lookup("other", ["a"]) is None
+    assert rows.lookup("s", []) is None
+    with memo_module.memo_bypassed():
+        assert rows.lookup("s", ["a"]) is None
+        rows.store("s", ["x"], np.zeros((1, 2)), seconds=1.0)
+    assert rows.lookup("s", ["x"]) is None  # nothing stored inside a bypass
+    rows.store("s", ["e"], np.ones((1, 2)), seconds=1.0)
+    rows.store("s", ["f"], np.ones((1, 2)), seconds=1.0)
+    assert rows.lookup("s", ["a"]) is None  # the oldest entry left (size 2)
+    with pytest.raises(ValueError, match="at least one entry"):
+        memo_module.RowMemo(size=0)
+
+
+def test_pooled_of_a_subset_reads_the_rows_of_the_full_encoding(tiny) -> None:
+    """An attack scoring 2 of 3 victims reads the pooled rows the full encoding (or the
+    service's remembered pass) computed: equal to a fresh encoding within float rounding."""
+    texts = ["row memo one", "row memo two, a longer sentence than the first", "three"]
+    full = tiny.pooled(texts)
+    fresh = tiny._pooled([texts[2], texts[0]], 128, 64, False)
+    calls = tiny._pooled_memo.misses
+    sub = tiny.pooled([texts[2], texts[0]])
+    np.testing.assert_allclose(sub, fresh, atol=1e-5)
+    np.testing.assert_array_equal(sub, full[[2, 0]])
+    assert tiny._pooled_memo.misses == calls + 1  # a new key, answered from the rows
+    remembered = np.full((2, tiny.dim), 7.0, np.float32)
+    tiny.remember_pooled(["said once", "said twice"], remembered)
+    np.testing.assert_array_equal(tiny.pooled(["said twice"]), remembered[:1])

@@ -44,7 +44,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -228,3 +228,54 @@ class ContentMemo:
         """The stored compute seconds of ``key``'s entry (None when it is not memoised)."""
         entry = self._entries.get(key)
         return None if entry is None else entry[1]
+
+
+class RowMemo:
+    """The rows of the latest ``size`` results of a per-item computation (one output row per
+    input item, each row a function of its item alone), by item: a call whose items all sit in
+    one earlier call's is answered from its rows. An attack that scores a declared subset of
+    the victims (``max_victims``) then reads the pooled vectors the service computed for all
+    of them instead of encoding its 300 again.
+
+    A lookup charges open :func:`charged_seconds` blocks the stored share of the computation
+    (its seconds × the rows taken / its rows), so a point still pays for its release whatever
+    ran before; inside :func:`memo_bypassed` nothing is found. Rows come back as a copy. A row
+    computed in another batch may differ from a fresh call's in float rounding (padding and
+    batch composition), as a :class:`ContentMemo` entry stored by a caller that ran the
+    computation for another purpose may."""
+
+    def __init__(self, size: int = 4) -> None:
+        if size < 1:
+            raise ValueError(f"A memo holds at least one entry, got size={size}.")
+        self.size = size
+        # scope -> (item -> row, rows, seconds per row); latest last
+        self._entries: OrderedDict[Any, tuple[dict[str, int], np.ndarray, float]] = OrderedDict()
+
+    def store(self, scope: Any, items: Sequence[str], rows: np.ndarray, seconds: float) -> None:
+        """Keep ``rows`` (one per item) computed in ``seconds``, under ``scope`` (what else the
+        rows depend on: settings, device)."""
+        rows = np.asarray(rows)
+        if len(items) != len(rows) or not len(items) or _bypass_depth > 0:
+            return
+        index = {item: i for i, item in enumerate(items)}
+        key = (scope, len(self._entries), time.perf_counter())
+        self._entries[key] = (index, rows.copy(), float(seconds) / len(rows))
+        while len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+
+    def lookup(self, scope: Any, items: Sequence[str]) -> np.ndarray | None:
+        """The rows of ``items`` from the latest entry of ``scope`` that holds every one of
+        them (a copy), else None."""
+        if _bypass_depth > 0 or not len(items):
+            return None
+        for key in reversed(self._entries):
+            if key[0] != scope:
+                continue
+            index, rows, per_row = self._entries[key]
+            try:
+                picked = [index[item] for item in items]
+            except KeyError:
+                continue
+            _charge(per_row * len(picked))
+            return rows[picked].copy()
+        return None
