@@ -228,6 +228,9 @@ def test_row_memo_answers_a_subset_and_charges_its_share(clock: _Clock) -> None:
     rows.store("s", ["e"], np.ones((1, 2)), seconds=1.0)
     rows.store("s", ["f"], np.ones((1, 2)), seconds=1.0)
     assert rows.lookup("s", ["a"]) is None  # the oldest entry left (size 2)
+    rows.store("s", ["g"], np.full((1, 2), 2.0), seconds=1.0)
+    assert rows.lookup("s", ["f"]) is not None and rows.lookup("s", ["e"]) is None
+    np.testing.assert_array_equal(rows.lookup("s", ["g"]), [[2.0, 2.0]])  # no entry overwritten
     with pytest.raises(ValueError, match="at least one entry"):
         memo_module.RowMemo(size=0)
 

@@ -43,7 +43,7 @@ import hashlib
 import os
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -248,8 +248,8 @@ class RowMemo:
         if size < 1:
             raise ValueError(f"A memo holds at least one entry, got size={size}.")
         self.size = size
-        # scope -> (item -> row, rows, seconds per row); latest last
-        self._entries: OrderedDict[Any, tuple[dict[str, int], np.ndarray, float]] = OrderedDict()
+        # (scope, item -> row, rows, seconds per row), latest last; the oldest drops out
+        self._entries: deque[tuple[Any, dict[str, int], np.ndarray, float]] = deque(maxlen=size)
 
     def store(self, scope: Any, items: Sequence[str], rows: np.ndarray, seconds: float) -> None:
         """Keep ``rows`` (one per item) computed in ``seconds``, under ``scope`` (what else the
@@ -258,20 +258,16 @@ class RowMemo:
         if len(items) != len(rows) or not len(items) or _bypass_depth > 0:
             return
         index = {item: i for i, item in enumerate(items)}
-        key = (scope, len(self._entries), time.perf_counter())
-        self._entries[key] = (index, rows.copy(), float(seconds) / len(rows))
-        while len(self._entries) > self.size:
-            self._entries.popitem(last=False)
+        self._entries.append((scope, index, rows.copy(), float(seconds) / len(rows)))
 
     def lookup(self, scope: Any, items: Sequence[str]) -> np.ndarray | None:
         """The rows of ``items`` from the latest entry of ``scope`` that holds every one of
         them (a copy), else None."""
         if _bypass_depth > 0 or not len(items):
             return None
-        for key in reversed(self._entries):
-            if key[0] != scope:
+        for kept, index, rows, per_row in reversed(self._entries):
+            if kept != scope:
                 continue
-            index, rows, per_row = self._entries[key]
             try:
                 picked = [index[item] for item in items]
             except KeyError:
