@@ -108,20 +108,6 @@ class Quoting(Defense):
         raise ValueError(f"cannot handle input: {texts[0]!r}")
 
 
-def test_scrub_replaces_quoted_and_corpus_spans() -> None:
-    from privaudit.audit.reasons import TEXT, scrub
-
-    corpus = "The delivery was late, but the staff in Boston were kind.\nEmma loved it."
-    assert scrub("cannot handle 'Emma loved it.' here", corpus) == f"cannot handle {TEXT} here"
-    assert scrub('got "it\'s \\"odd\\"" back', corpus) == f"got {TEXT} back"
-    cut = "bad input 'The delivery was late, but th"  # a repr cut by a format width
-    assert scrub(cut, corpus) == f"bad input {TEXT}"
-    unquoted = "no tokens in The delivery was late, but the staff (3 words)"
-    assert scrub(unquoted, corpus) == f"no tokens in {TEXT}(3 words)"  # the space is in it
-    plain = "the model can't read the user's 12 tokens"  # apostrophes open no quote
-    assert scrub(plain, corpus) == plain
-
-
 def test_a_failure_reason_holds_no_corpus_text(tmp_path) -> None:
     QUOTED.clear()
     data = SMOKE | {"defenses": [{"name": "none"}, {"name": f"{__name__}:Quoting"}]}
@@ -137,7 +123,9 @@ def test_a_failure_reason_holds_no_corpus_text(tmp_path) -> None:
     stored = [run_dir / "results.csv", run_dir / "report.html", *run_dir.glob("cells/*.json")]
     for path in stored:
         assert text[:20] not in path.read_text(encoding="utf-8"), path.name
-    reason = "ValueError: cannot handle input: <text> at test_labels_and_reasons.py:"
+    # Issue 39: a plugin's message is never stored, quoted or not (reasons.own_message).
+    reason = "ValueError: (message not stored: it may quote the corpus; see the terminal or "
+    reason += "--show-examples) at test_labels_and_reasons.py:"
     failed = frame[frame["status"] == "failed"]
     assert len(failed) == 1 and failed["reason"].iloc[0].startswith(reason)
     assert html.escape(reason) in (run_dir / "report.html").read_text(encoding="utf-8")

@@ -100,7 +100,7 @@ def test_failed_cells_are_retried(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(nn.NNInversion, "attack", flaky)
     first = run_grid(_smoke(), run_dir=tmp_path / "r", progress=False).frame
     assert (first["status"] == "failed").sum() == 1
-    assert "transient" in first.loc[first["status"] == "failed", "reason"].iloc[0]
+    assert "RuntimeError" in first.loc[first["status"] == "failed", "reason"].iloc[0]
     again = run_grid(_smoke(), run_dir=tmp_path / "r", progress=False).frame
     assert (again["status"] == "ok").all() and len(calls) == 5
 

@@ -47,7 +47,7 @@ from privaudit.audit.plan import (
     identity,
     stable_seed,
 )
-from privaudit.audit.reasons import FULL, corpus_text, failure_reason
+from privaudit.audit.reasons import FULL, failure_reason
 from privaudit.audit.wrapper import UserDefense
 from privaudit.mechanisms.memo import charged_seconds
 from privaudit.metrics import NotScorable, Truth, family_of, replacement_rate, score_predictions
@@ -167,16 +167,6 @@ class Context:
         self.train_attributes = {a: corpus.attribute("train", a) for a in corpus.attribute_names}
         self._fitted: dict[int, Defense] = {}
         self._keys: dict[Point, tuple[str, dict[str, str]]] = {}
-        self._corpus_text: str | None = None
-
-    @property
-    def corpus_text(self) -> str:
-        """Every text of the run (train, test, aux) as one string: what a failure reason is
-        scrubbed against (:mod:`privaudit.audit.reasons`). Joined on first use."""
-        if self._corpus_text is None:
-            aux = self.corpus.texts("aux") if "aux" in self.corpus.splits else []
-            self._corpus_text = corpus_text(self.train_texts, self.test_texts, aux)
-        return self._corpus_text
 
     def base(self, spec: int) -> Defense:
         """Defense spec ``spec`` as configured, fitted on the train split (once)."""
@@ -280,7 +270,7 @@ def compute(
                 utility["examples"] = _examples(ctx.test_texts, rel_test)
             emit(task.point_key, utility)
     except Exception as exc:  # a failing defense point must not end the grid
-        reason = failure_reason(exc, ctx.corpus_text)
+        reason = failure_reason(exc)
         for label, key in task.attack_keys.items():
             row = _failed(label, ctx.attacks[label], reason)
             emit(key, {"kind": "cell", "status": "failed", "rows": [row]})
@@ -320,7 +310,7 @@ def compute(
             status = "ok" if any(r["status"] == "ok" for r in rows) else "n/a"
             emit(key, {"kind": "cell", "status": status, "rows": rows})
         except Exception as exc:
-            row = _failed(label, attack, failure_reason(exc, ctx.corpus_text))
+            row = _failed(label, attack, failure_reason(exc))
             emit(key, {"kind": "cell", "status": "failed", "rows": [row]})
     return out
 

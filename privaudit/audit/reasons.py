@@ -1,76 +1,64 @@
-"""A failed cell's reason, kept free of corpus text.
+"""A failed cell's reason, free of corpus text by construction.
 
 A failing component's message may quote what it was given (``ValueError(f"cannot handle
-input: {texts[0]!r}")``), and the reason is written to ``cells/*.json``, ``results.csv``,
-``results.parquet`` and ``report.html``, none of which may hold the user's corpus unless asked
-(``show_examples``). So the stored reason is cut to the exception type, its message with
-every quoted span (a quoted string may be a document, whole or cut short) and every other span
-of at least :data:`LONG_SPAN` characters that occurs in the corpus replaced by :data:`TEXT`,
-and the ``file:line`` of the raising frame. The full message travels beside it in the record
-(:data:`FULL`) to the driver, which prints it to the terminal and drops it before the record is
-stored, unless the run keeps examples (:func:`full_reasons`).
+{texts[0]!r}")``, ``"bad token zqxwv in input"``, or a message that is a document), and the
+reason is written to ``cells/*.json``, ``results.csv``, ``results.parquet`` and
+``report.html``, none of which may hold the user's corpus unless asked (``show_examples``).
+No pattern can tell a corpus word from any other, so the stored reason is built only from what
+cannot be corpus text:
+
+- the exception's type and the ``file:line`` of the frame that raised it, always;
+- its message only when it is **privaudit's own** (:func:`own_message`): the exception's class
+  is defined in the ``privaudit`` package *and* the frame that raised it is a file of the
+  installed ``privaudit`` package. privaudit's own exception classes (``ParamError``,
+  ``NotScorable``, ...) are raised with messages privaudit wrote, which never quote the
+  corpus. A built-in or library exception (``ValueError``, ``KeyError('word')``, a tokenizer's
+  error) is never privaudit's own, even when raised inside privaudit code (``int(text)``
+  quotes its argument); neither is any exception raised in a plugin's file, whatever its class.
+
+Every other message is replaced by :data:`NOT_STORED`. The full message travels beside the
+stored reason in the record (:data:`FULL`) to the driver, which prints it to the terminal and
+drops it before the record is stored, unless the run keeps examples (:func:`full_reasons`).
 """
 
 from __future__ import annotations
 
-import re
 import traceback
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-#: Stands in for corpus text in a stored reason.
-TEXT = "<text>"
-#: An unquoted span this long that occurs in the corpus is taken for corpus text.
-LONG_SPAN = 20
+#: Stands in for a message that is not privaudit's own in a stored reason.
+NOT_STORED = "(message not stored: it may quote the corpus; see the terminal or --show-examples)"
 #: The record field of a failed row that holds the full message on its way to the driver.
 FULL = "reason_full"
-#: Longer messages are cut before scrubbing (each window is searched in the whole corpus).
-MAX_MESSAGE = 2000
-
-# A quoted string: '...' or "..." with escapes (a repr), opened where no word character
-# precedes (an apostrophe in "can't" opens nothing); an opening quote never closed (a repr cut
-# by a format width, ``{text!r:.40}``) runs to the end of the message.
-_QUOTED = re.compile(
-    r"""(?<!\w)(?:'(?:[^'\\]|\\.)*'(?!\w)|"(?:[^"\\]|\\.)*"(?!\w)|['"].*)""", re.DOTALL
-)
+#: The installed package: a frame in a file under it is privaudit code.
+_PACKAGE = Path(__file__).resolve().parents[1]
 
 
-def scrub(message: str, corpus: str) -> str:
-    """``message`` with every quoted span, and every other span of at least
-    :data:`LONG_SPAN` characters found in ``corpus`` (the run's texts, joined), replaced by
-    :data:`TEXT`."""
-    if len(message) > MAX_MESSAGE:
-        message = message[:MAX_MESSAGE] + "…"
-    message = _QUOTED.sub(TEXT, message)
-    covered = [False] * len(message)
-    for i in range(len(message) - LONG_SPAN + 1):
-        if message[i : i + LONG_SPAN] in corpus:
-            covered[i : i + LONG_SPAN] = [True] * LONG_SPAN
-    out, i = [], 0
-    while i < len(message):
-        if covered[i]:
-            while i < len(message) and covered[i]:
-                i += 1
-            out.append(TEXT)
-        else:
-            out.append(message[i])
-            i += 1
-    return "".join(out)
+def own_message(exc: BaseException) -> bool:
+    """Whether ``exc``'s message is privaudit's own (see the module docstring): its class is
+    defined in ``privaudit`` and the innermost frame of its traceback is a privaudit file."""
+    module = type(exc).__module__
+    if module != "privaudit" and not module.startswith("privaudit."):
+        return False
+    frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
+    if not frames:
+        return False
+    try:
+        Path(frames[-1].filename).resolve().relative_to(_PACKAGE)
+    except ValueError:  # raised in a plugin's (or a test's) file
+        return False
+    return True
 
 
-def corpus_text(*splits: Sequence[str]) -> str:
-    """The texts a reason is scrubbed against, as one string (documents apart by newlines)."""
-    return "\n".join(text for split in splits for text in split)
-
-
-def failure_reason(exc: BaseException, corpus: str) -> tuple[str, str]:
+def failure_reason(exc: BaseException) -> tuple[str, str]:
     """(the reason to store, the full message): ``Type: message at file:line``, the stored one
-    scrubbed of corpus text (:func:`scrub`)."""
+    with :data:`NOT_STORED` for a message that is not privaudit's own (:func:`own_message`)."""
     last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
     where = f" at {package_path(last[0].filename)}:{last[0].lineno}" if last else ""
     kind, message = type(exc).__name__, str(exc)
-    return f"{kind}: {scrub(message, corpus)}{where}", f"{kind}: {message}{where}"
+    stored = message if own_message(exc) else NOT_STORED
+    return f"{kind}: {stored}{where}", f"{kind}: {message}{where}"
 
 
 def full_reasons(record: dict[str, Any], *, keep: bool) -> list[str]:

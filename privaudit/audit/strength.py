@@ -16,7 +16,7 @@ sees whether the attacker has saturated or would grow stronger with more data.
 - Attacks that do not read the aux (white-box nn-inversion, optimization-inversion, a
   pretrained NER) are left out: their score does not depend on it.
 - A subset the attack cannot learn from (one class in a small share) is a ``failed`` row with
-  the reason, scrubbed of corpus text as a cell's is; the curve goes on.
+  the reason, free of corpus text as a cell's is; the curve goes on.
 
 - **Public data** (``public_fractions``): an attack that pre-trains on public text declares
   the parameter that sets how much (``Attack.public_data``: geia's and vec2text's
@@ -152,7 +152,7 @@ def _refit(
         predictions = fit_and_attack(attack, knowledge(ctx, point, aux), rng, public, point.seed)
         scored = score_predictions(predictions, ctx.truth, attack.metric, public)
     except Exception as exc:  # a small share may be too little to learn from: say so, go on
-        stored, full = failure_reason(exc, ctx.corpus_text)
+        stored, full = failure_reason(exc)
         n = row.get("n_public", row["n_aux"])
         print(f"strength: {label} on {n} {row['data']} documents failed: {full}",
               file=sys.stderr)  # fmt: skip
