@@ -294,14 +294,23 @@ def run(
                           executor=executor, jobs=jobs, address=address,
                           overwrite=overwrite)  # fmt: skip
     print_summary(result)
-    _exit_for_failures(result.frame, allow_failures)
+    _exit_for_failures(result.frame, allow_failures, result.strength_failed)
 
 
-def _exit_for_failures(frame: Any, allow: bool) -> None:
-    """One line on the failed cells, then exit 3 (0 with --allow-failures)."""
+def _exit_for_failures(frame: Any, allow: bool, strength_failed: int = 0) -> None:
+    """One line on the failed cells (and failed strength.csv rows), then exit 3 (0 with
+    --allow-failures)."""
     from privaudit.audit.store import cell_counts  # lazy: privaudit.audit is not for --help
 
     failed = frame[frame["status"] == "failed"]
+    if strength_failed:  # a failed refit fails the run as a cell does
+        typer.secho(
+            f"{strength_failed} row(s) of strength.csv failed (their reasons are above)."
+            + ("" if allow or not failed.empty else " Exit status 3; --allow-failures exits 0."),
+            fg=typer.colors.RED, err=True,
+        )  # fmt: skip
+        if failed.empty and not allow:
+            raise typer.Exit(EXIT_CELLS_FAILED)
     if failed.empty:
         return
     reasons = failed["reason"].astype(str).str.split(" at ").str[0].nunique()
@@ -535,7 +544,7 @@ def audit(
     if result.run is None:  # --strict and a violated guarantee: nothing was benchmarked
         raise typer.Exit(EXIT_GUARANTEE_VIOLATED)
     print_summary(result.run)
-    _exit_for_failures(result.run.frame, allow_failures)
+    _exit_for_failures(result.run.frame, allow_failures, result.run.strength_failed)
 
 
 @app.command("audit-guarantee")

@@ -150,3 +150,85 @@ def test_only_privaudits_own_exception_raised_by_privaudit_keeps_its_message() -
 
     mimic = _raised(plugin)
     assert not own_message(mimic) and "Emma" not in failure_reason(mimic)[0]
+
+
+# -- item 4: strength shares checked against the documents they draw ---------------------------
+
+
+def _geia_grid(**strength: object) -> dict:
+    from privaudit.attacks.geia import GEIA
+
+    params = dict(GEIA.test_params) | {"public_docs": 200}
+    return SMOKE | {"defenses": [{"name": "none"}], "attacks": [{"name": "geia", "params": params}],
+                    "strength": strength}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("strength", "says"),
+    [
+        ({"public_fractions": [0.001]}, "0.001 of geia's public documents (200) is 0 document"),
+        ({"public_fractions": [0.004, 0.006]}, "0.004 and 0.006"),  # 1 each: fewer than 2 too
+        ({"public_fractions": [0.02, 0.022]}, "both draw 4 documents"),
+        ({"public_fractions": [0.5, 0.5]}, "given twice"),
+    ],
+)
+def test_a_public_share_too_small_or_repeated_is_refused_before_work(
+    tmp_path: Path, strength: dict, says: str
+) -> None:
+    config = _write(tmp_path, _geia_grid(**strength))
+    for extra in (["--estimate"], ["--run-dir", str(tmp_path / "r"), "--no-progress"]):
+        result = runner.invoke(app, ["run", "--config", str(config), *extra])
+        assert result.exit_code == 2, result.output
+        lines = result.output.strip().splitlines()
+        assert len(lines) == 1 and "public_fractions" in lines[0], result.output
+        if "twice" not in says:
+            assert says in lines[0] or says.split(" and ")[0] in lines[0], lines[0]
+    assert not (tmp_path / "r").exists()  # nothing was started
+
+
+def test_aux_shares_that_draw_one_document_or_the_same_count_are_refused(tmp_path: Path) -> None:
+    data = SMOKE | {
+        "attacks": [{"name": "attribute-inference", "params": {"epochs": 1, "hidden": 8}}],
+        "defenses": [{"name": "none"}],
+        "strength": {"fractions": [0.001, 0.04]},
+    }
+    result = runner.invoke(app, ["run", "--config", str(_write(tmp_path, data)), "--run-dir",
+                                 str(tmp_path / "r"), "--no-progress"])  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "strength.fractions: 0.001 of the aux documents" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
+
+
+def test_a_failed_strength_row_fails_the_run(tmp_path: Path, monkeypatch) -> None:
+    import privaudit.audit.runner as run_module
+
+    real = run_module.strength_curve
+
+    def failing(*args, **kwargs):
+        curve = real(*args, **kwargs)
+        return curve.assign(status="failed", reason="ValueError: (message not stored) at x.py:1")
+
+    monkeypatch.setattr(run_module, "strength_curve", failing)
+    data = SMOKE | {
+        "attacks": [{"name": "attribute-inference", "params": {"epochs": 1, "hidden": 8}}],
+        "defenses": [{"name": "none"}],
+        "strength": {"fractions": [0.5]},
+    }
+    args = ["run", "--config", str(_write(tmp_path, data)), "--no-progress"]
+    failed = runner.invoke(app, [*args, "--run-dir", str(tmp_path / "r")])
+    assert failed.exit_code == 3, failed.output
+    assert "row(s) of strength.csv failed" in failed.output
+    allowed = runner.invoke(app, [*args, "--run-dir", str(tmp_path / "r"), "--allow-failures"])
+    assert allowed.exit_code == 0, allowed.output
+
+
+# -- item 6: duplicate knob values ---------------------------------------------------------------
+
+
+def test_duplicate_knob_values_and_rates_are_refused() -> None:
+    with_knobs = SMOKE | {"defenses": [{"name": "t2t", "knob_values": [10, 10, 10.0]}]}
+    assert "knob_values: 10.0 is given twice" in _refused(with_knobs)
+    with_rates = SMOKE | {"defenses": [{"name": "t2t", "target_rates": [0.2, 0.2]}]}
+    assert "target_rates: 0.2 is given twice" in _refused(with_rates)
+    shares = SMOKE | {"strength": {"fractions": [0.5, 0.5]}}
+    assert "strength.fractions: 0.5 is given twice" in _refused(shares)

@@ -90,6 +90,7 @@ class DefenseSpec(_Strict):
                 raise ValueError("target_rates is empty; give at least one rate or omit it")
             if any(not 0 < v < 1 for v in values):  # the values given are appended once
                 raise ValueError("target rates must lie strictly between 0 and 1")
+            _once(values, "target_rates")
         return values
 
     @field_validator("knob_values")
@@ -100,6 +101,7 @@ class DefenseSpec(_Strict):
                 raise ValueError("knob_values is empty; give at least one value or omit it")
             if any(not v > 0 for v in values):  # the values given are appended once
                 raise ValueError("knob values must be positive numbers")
+            _once(values, "knob_values")
         return values
 
 
@@ -190,6 +192,15 @@ class StrengthSpec(_Strict):
         return sorted({*self.public_fractions, 1.0}) if self.public_fractions else []
 
 
+def _once(values: list[Any], key: str) -> None:
+    """Refuse a value given twice (10 and 10.0 are one): it would give duplicate rows."""
+    seen: set[float] = set()
+    for v in values:
+        if float(v) in seen:
+            raise ValueError(f"{v!r} is given twice (equal as numbers); give each value once")
+        seen.add(float(v))
+
+
 def _shares(values: list[Any], key: str, of: str) -> list[float]:
     example = f"e.g. strength: {{{key}: [0.25, 0.5, 1.0]}}"
     for v in values:
@@ -199,6 +210,7 @@ def _shares(values: list[Any], key: str, of: str) -> list[float]:
             raise ValueError(
                 f"{v!r} is not in (0, 1]; a share of {of} is above 0 and at most 1, {example}"
             )
+    _once(values, key)
     return [float(v) for v in values]
 
 

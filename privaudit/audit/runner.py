@@ -37,7 +37,7 @@ from privaudit.audit.executors import guard_run, make_executor
 from privaudit.audit.plan import Point, cell_key, check_levels, fmt_params, plan
 from privaudit.audit.reasons import full_reasons
 from privaudit.audit.store import COLUMNS, ResultStore, RunDir
-from privaudit.audit.strength import strength_curve
+from privaudit.audit.strength import check_shares, strength_curve
 from privaudit.devices import resolve_device, use_device
 from privaudit.metrics.outcomes import Outcome
 from privaudit.metrics.stats import Bootstrap, Outcomes, annotate, run_stats
@@ -60,6 +60,7 @@ class RunResult:
     plots: list[Path] = field(default_factory=list)
     chance: float = float("nan")  # the chance level of the headline utility
     board: Any = None  # the run's Leaderboard (None when it could not be computed)
+    strength_failed: int = 0  # failed rows of strength.csv: they fail the run as a cell does
 
 
 def _evaluator_label(evaluator: Any) -> str:
@@ -137,6 +138,7 @@ def _execute(
     t0 = time.perf_counter()
     ctx = context_for(config)
     context_s = time.perf_counter() - t0  # what a pool's worker pays before its first cell
+    check_shares(ctx)  # strength shares against the documents they draw, before any cell
     fresh = not rd.path.exists()
     rd.create().write_config(config.model_dump_json(indent=2))
     store = rd.store()
@@ -203,9 +205,12 @@ def _execute(
 
     outputs_start = time.perf_counter()
     frame = rd.write_results(*results_table(ctx, points, store))
+    strength_failed = 0
     if config.strength is not None:  # a declared stage, after every cell: reuses their rows
         t0 = time.perf_counter()
-        rd.write_strength(strength_curve(ctx, points, frame, progress=progress))
+        curve = strength_curve(ctx, points, frame, progress=progress)
+        rd.write_strength(curve)
+        strength_failed = int((curve["status"] == "failed").sum())
         outputs_start += time.perf_counter() - t0  # attacks fitted, not outputs: not costed so
     if config.show_examples:
         rd.write_examples(examples(ctx, points, store))
@@ -222,7 +227,8 @@ def _execute(
     if problems:  # the results are on disk; say what could not be drawn or written
         end["output_problems"] = problems
     rd.write_meta(meta | end)
-    return RunResult(run_dir=rd.path, frame=frame, plots=plots, chance=level, board=board)
+    return RunResult(run_dir=rd.path, frame=frame, plots=plots, chance=level, board=board,
+                     strength_failed=strength_failed)  # fmt: skip
 
 
 def chance_level(ctx: Context) -> float:

@@ -8,7 +8,8 @@ and scored on the same victims, with the same truth and the run's bootstrap. A r
 sees whether the attacker has saturated or would grow stronger with more data.
 
 - **Subsets** are nested: one seeded permutation of the aux per (seed, attack), its first
-  ``round(fraction · n)`` documents (at least one), kept in the split's order. The attack's
+  ``round(fraction · n)`` documents, kept in the split's order; a share that draws fewer than
+  :data:`MIN_SHARE_DOCS`, or as many as another share, is refused before any cell. The attack's
   own stream is the grid cell's (:func:`~privaudit.audit.cells.attack_rng`), so only its data
   differs from the cell's.
 - **1.0 is the grid's cell**, reused from the results table (score, interval, baseline), never
@@ -63,19 +64,62 @@ STRENGTH_COLUMNS = [
 ]  # fmt: skip
 
 
+#: The fewest documents a share below 1 may draw: fewer is no data set to learn from, and two
+#: shares that draw the same count are one point of the curve twice.
+MIN_SHARE_DOCS = 2
+
+
+def share_counts(shares: list[float], full: int, key: str, of: str) -> list[tuple[float, int]]:
+    """(share, documents drawn) for each share below 1 of ``full`` documents; a share that
+    draws fewer than :data:`MIN_SHARE_DOCS` documents, or as many as another share (or all
+    ``full``), is refused in one line naming ``strength.<key>`` (before any work)."""
+    out: list[tuple[float, int]] = []
+    seen = {full: 1.0}
+    for share in sorted(set(shares)):
+        if share >= 1.0:
+            continue
+        n = round(share * full)
+        if n < MIN_SHARE_DOCS:
+            raise ValueError(
+                f"strength.{key}: {share:g} of {of} ({full}) is {n} document(s), fewer than "
+                f"{MIN_SHARE_DOCS}; give shares of at least {MIN_SHARE_DOCS / full:.3g}."
+            )
+        if n in seen:
+            raise ValueError(
+                f"strength.{key}: {share:g} and {seen[n]:g} of {of} ({full}) both draw {n} "
+                "documents; give shares that draw different counts (drop one)."
+            )
+        seen[n] = share
+        out.append((share, n))
+    return out
+
+
 def public_variants(attack: Attack, shares: list[float]) -> list[tuple[float, int, Attack]]:
     """For an attack that declares its public data (``Attack.public_data``): per share below
-    1, (share, public documents, the attack rebuilt with that many); [] for any other."""
+    1, (share, public documents, the attack rebuilt with that many); [] for any other. Shares
+    that draw too few or the same documents are refused (:func:`share_counts`)."""
     param = attack.public_data
     if not param:
         return []
     full = int(getattr(attack, param))
-    out = []
-    for share in shares:
-        if share < 1.0:
-            n = max(1, round(share * full))
-            out.append((share, n, type(attack)(**(attack.params() | {param: n}))))
-    return out
+    of = f"{attack.name}'s public documents"
+    return [
+        (share, n, type(attack)(**(attack.params() | {param: n})))
+        for share, n in share_counts(shares, full, "public_fractions", of)
+    ]
+
+
+def check_shares(ctx: Context) -> None:
+    """Refuse, before any cell, strength shares that draw too few or the same documents of the
+    aux (its size is known once the corpus is loaded) or of an attack's public documents."""
+    spec = ctx.config.strength
+    if spec is None:
+        return
+    n_aux = len(ctx.aux) if ctx.aux is not None else 0
+    if n_aux and any(a.needs_aux for a in ctx.attacks.values()):
+        share_counts(spec.levels(), n_aux, "fractions", "the aux documents")
+    for attack in ctx.attacks.values():
+        public_variants(attack, spec.public_levels())
 
 
 def strength_curve(
@@ -115,9 +159,8 @@ def strength_curve(
             order = np.random.default_rng(stable_seed(point.seed, NONE, "strength", label))
             perm = order.permutation(n_aux)
             attack = ctx.attacks[label]
-            for share in fits:
+            for share, n in share_counts(fits, n_aux, "fractions", "the aux documents"):
                 bar.set_postfix_str(f"{label} · aux {share:g}", refresh=True)
-                n = max(1, round(share * n_aux))
                 sub = aux.select(sorted(int(i) for i in perm[:n]))
                 row = {"data": "aux", "fraction": share, "n_aux": n}
                 out += _refit(ctx, point, label, attack, sub, public, weights, boot.level, row)
