@@ -266,6 +266,7 @@ BUILTINS: dict[Registry[Any], dict[str, str]] = {
         "synthetic-reviews": "privaudit.corpora.synthetic:synthetic_reviews",
         "file": "privaudit.corpora.files:load_file",
         "hf": "privaudit.corpora.files:load_hf",
+        "tab": "privaudit.corpora.tab:load_tab",
     },
     UTILITY: {
         "service": "privaudit.utility.service:Service",
