@@ -72,6 +72,7 @@ if TYPE_CHECKING:
 #: Bumped when the pre-training changes in a way its parameters do not show.
 VERSION = 1
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_UNUSED = re.compile(r"\[unused\d+\]")
 _EPS = 1e-6
 
 
@@ -228,6 +229,50 @@ def _warm_weights(state: dict[str, Any], n_layer: int) -> dict[str, Any]:
         )
         if keep:
             out[k] = v
+    return out
+
+
+#: Which pieces the inverter can write at a defense point (``geia``'s ``vocabulary``).
+VOCABULARIES = ("backbone", "public+aux", "public")
+
+
+def writable_ids(bb: Backbone) -> np.ndarray:
+    """Every backbone id a text can hold: the whole vocabulary but [PAD], [CLS], [MASK],
+    [UNK] and the ``[unusedN]`` slots ([SEP] stays: it ends a sentence)."""
+    tok = bb.tokenizer
+    _, sep = specials(bb)
+    special = set(int(i) for i in tok.all_special_ids) - {sep}
+    unused = {i for t, i in tok.get_vocab().items() if _UNUSED.fullmatch(t)}
+    ids = np.arange(bb.embeddings.shape[0], dtype=np.int64)
+    return ids[~np.isin(ids, np.fromiter(special | unused, np.int64))]
+
+
+def widen(model: Any, vocab_ids: np.ndarray, new_ids: np.ndarray, embeddings: np.ndarray) -> Any:
+    """A copy of ``model`` whose output layer also writes ``new_ids`` (appended after
+    ``vocab_ids``, whose rows are kept). A new piece's weight row is the ridge map from the
+    backbone's input embedding to the trained output rows (fitted on ``vocab_ids``), so it
+    scores like the trained pieces it resembles; its bias is the lowest trained bias (a piece
+    the public text never used is rarer than the rarest it did use). The per-point
+    fine-tune on the aux then teaches the pieces the aux uses."""
+    import torch
+    from sklearn.linear_model import Ridge
+
+    new_ids = np.setdiff1d(np.asarray(new_ids, np.int64), vocab_ids)
+    out = copy.deepcopy(model)
+    if not len(new_ids):
+        return out
+    old = model["out"]
+    weight = old.weight.detach().cpu().numpy()
+    bias = old.bias.detach().cpu().numpy()
+    emb = np.asarray(embeddings, np.float32)
+    ridge = Ridge(alpha=1.0).fit(emb[vocab_ids], weight)
+    rows = ridge.predict(emb[new_ids]).astype(np.float32)
+    layer = torch.nn.Linear(old.in_features, len(vocab_ids) + len(new_ids))
+    with torch.no_grad():
+        layer.weight.copy_(torch.from_numpy(np.concatenate([weight, rows])))
+        layer.bias.copy_(torch.from_numpy(
+            np.concatenate([bias, np.full(len(new_ids), bias.min(), np.float32)])))  # fmt: skip
+    out["out"] = layer.to(old.weight.device)
     return out
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self
 
 import numpy as np
 from annotated_types import Ge, Gt, Le, Lt
@@ -48,6 +48,8 @@ class _State:
     info: dict[str, Any] = field(default_factory=dict)
     prior: str = ""  # what the pre-trained decoder writes with no conditioning
     key: str = ""  # names the decoder's weights (its greedy decodings are memoised by it)
+    vocab_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    corrector: Any = None  # the corrector, writing the same vocabulary as ``model``
 
 
 class GEIA(SentenceInversion):
@@ -149,6 +151,7 @@ class GEIA(SentenceInversion):
         max_aux: PositiveInt | None = 1000,
         val_fraction: Annotated[float, Gt(0), Lt(0.5)] = 0.1,
         max_victims: Annotated[int, Ge(MIN_VICTIMS)] | None = MIN_VICTIMS,
+        vocabulary: Literal["backbone", "public+aux", "public"] = "backbone",
         backbone: str | None = None,
         threads: PositiveInt | None = None,
         progress: bool | None = None,
@@ -176,6 +179,7 @@ class GEIA(SentenceInversion):
         self.max_aux = max_aux
         self.val_fraction = val_fraction
         self.max_victims = max_victims
+        self.vocabulary = vocabulary
         self.backbone = backbone
         self.threads = threads
         self.progress = progress
@@ -235,13 +239,40 @@ class GEIA(SentenceInversion):
             release_features(bb, Release("text", texts=aux.texts), name=self.name)
         )
         scaler = Scaler(inverter.mean, inverter.std)
-        state = _State(inverter, inverter.decoder, scaler, dict(inverter.info) | {
-            "pretrain_cache": note["cache"]}, key=self.spec().key(bb))  # fmt: skip
+        ids, decoder, corrector = self._writable(bb, inverter, aux.texts)
+        state = _State(inverter, decoder, scaler, dict(inverter.info) | {
+            "pretrain_cache": note["cache"], "vocabulary": self.vocabulary,
+            "output_pieces": len(ids)}, vocab_ids=ids, corrector=corrector)  # fmt: skip
         nothing = np.zeros((1, bb.dim), np.float32)  # the public embeddings' mean, scaled
         state.prior = bb.detokenize(
-            inv.greedy(bb, state.model, inverter.vocab_ids, nothing, int(self.max_tokens))
+            inv.greedy(bb, state.model, ids, nothing, int(self.max_tokens))
         )[0]
         return Pretrained(state, clean)
+
+    def _writable(
+        self, bb: Backbone, inverter: inv.Inverter, aux_texts: list[str]
+    ) -> tuple[np.ndarray, Any, Any]:
+        """The pieces this attacker can write (``vocabulary``) and the decoder and corrector
+        widened to them (:func:`privaudit.attacks._inverter.widen`): the public text's pieces
+        alone, those and the aux's (the attacker's own, in the victims' domain), or every
+        piece of the backbone. Memoised by the inverter and the pieces."""
+        ids = np.asarray(inverter.vocab_ids, np.int64)
+        if self.vocabulary == "public":
+            return ids, inverter.decoder, inverter.corrector
+        if self.vocabulary == "public+aux":
+            rows = bb.token_ids(aux_texts)
+            extra = np.unique(np.concatenate([np.asarray(r, np.int64) for r in rows] or [ids]))
+        else:
+            extra = inv.writable_ids(bb)
+        new = np.setdiff1d(extra, ids)
+        key = digest([self.spec().key(bb), new])
+
+        def compute() -> tuple[np.ndarray, Any, Any]:
+            emb = bb.embeddings
+            return (np.concatenate([ids, new]), inv.widen(inverter.decoder, ids, new, emb),
+                    inv.widen(inverter.corrector, ids, new, emb))  # fmt: skip
+
+        return _WIDENED.get(key, compute)
 
     # ---------------------------------------------------------------------------------------
     # Fine-tuning per point (the SentenceInversion skeleton, state given)
@@ -264,7 +295,7 @@ class GEIA(SentenceInversion):
         the cell's stream, and memoised in this process."""
         if state is None or not self.epochs:
             return super()._train(bb, aux, x, state, rng)
-        key = digest([self.spec().key(bb), x, aux.key, int(self.epochs),
+        key = digest([self.spec().key(bb), x, aux.key, int(self.epochs), self.vocabulary,
                       float(self.finetune_lr), int(self.batch_size)])  # fmt: skip
         seeded = np.random.default_rng(int(key[:12], 16))
         tuned = _FINETUNED.get(key, lambda: super(GEIA, self)._train(bb, aux, x, state, seeded))
@@ -276,7 +307,7 @@ class GEIA(SentenceInversion):
         cls, sep = inv.specials(bb)
         rows = [r[: int(self.max_tokens)] for r in bb.token_ids(aux.texts)]
         seqs = tensor(inv.sequences(rows, cls, sep, int(self.max_tokens))).long()
-        look = tensor(inv.output_lookup(state.inverter.vocab_ids, bb.embeddings.shape[0])).long()
+        look = tensor(inv.output_lookup(state.vocab_ids, bb.embeddings.shape[0])).long()
         xt = tensor(xs)
         fit_rows, val_rows = tensor(aux.fit).long(), tensor(aux.val).long()
 
@@ -293,7 +324,7 @@ class GEIA(SentenceInversion):
             state.inverter, model, scaler,
             state.info | {"finetune_best_epoch": info["best_epoch"],
                           "finetune_val_loss": round(-float(info["val_score"]), 4)},
-            state.prior,
+            state.prior, vocab_ids=state.vocab_ids, corrector=state.corrector,
         )  # fmt: skip
 
     # ---------------------------------------------------------------------------------------
@@ -329,6 +360,9 @@ class GEIA(SentenceInversion):
             meta={
                 "tokenizer": bb.name,
                 "baseline_text": state.prior,
+                # what it can write, and what its public text alone covers (the run's reach)
+                "writable_ids": tuple(int(i) for i in state.vocab_ids),
+                "public_ids": tuple(int(i) for i in state.inverter.vocab_ids),
                 "variants": variants,
                 "settings": state.info
                 | {
@@ -360,7 +394,7 @@ class GEIA(SentenceInversion):
             return bb.detokenize(greedy), {}
         ids = [[g] for g in greedy]
         if k > 1:
-            drawn = inv.generate(state.model, e, state.inverter.vocab_ids, with_greedy=False,
+            drawn = inv.generate(state.model, e, state.vocab_ids, with_greedy=False,
                                  **(opts | {"samples": k - 1}))  # fmt: skip
             ids = [g + d for g, d in zip(ids, drawn, strict=True)]
         seen: dict[str, np.ndarray] = {}  # re-embedded hypotheses, by text
@@ -370,7 +404,7 @@ class GEIA(SentenceInversion):
             if step == 0:
                 variants["steps_0"] = bb.detokenize(best)
             hyp = inv.hypothesis(best, emb, int(self.max_tokens))
-            new = inv.generate(state.inverter.corrector, e, state.inverter.vocab_ids, hyp=hyp,
+            new = inv.generate(state.corrector, e, state.vocab_ids, hyp=hyp,
                                **opts)  # fmt: skip
             cand, cemb, cdist = self._closest(bb, state, e, new, seen)
             better = cdist < dist
@@ -385,7 +419,7 @@ class GEIA(SentenceInversion):
         decode it once."""
 
         def decode() -> list[np.ndarray]:
-            out = inv.generate(state.model, e, state.inverter.vocab_ids, cls=cls, sep=sep,
+            out = inv.generate(state.model, e, state.vocab_ids, cls=cls, sep=sep,
                                max_tokens=int(self.max_tokens))  # fmt: skip
             return [h[0] for h in out]
 
@@ -449,5 +483,7 @@ class _Inverters:
 _INVERTERS = _Inverters()
 #: The latest points' fine-tuned decoders (geia's and vec2text's cells of a point share one).
 _FINETUNED = ObjectMemo(size=2)
+#: The pre-trained decoder and corrector widened to the attacker's vocabulary.
+_WIDENED = ObjectMemo(size=2)
 #: Their greedy decodings (geia's whole guess; vec2text's first hypothesis).
 _GREEDY = ObjectMemo(size=4)

@@ -178,6 +178,7 @@ def _score_generation(
 ) -> list[dict[str, Any]]:
     c = generation_counts(truth.texts, predictions.texts or [], truth.entities)
     s = _generation_summary(c)
+    details |= reach_details(predictions.meta, truth.tokens)
     keys = ("precision", "recall", "f1_all", "rouge_l", "exact", "entity_recovery")
     details |= {k: s[k] for k in keys}
     b = None
@@ -189,6 +190,28 @@ def _score_generation(
     for name, texts in dict(predictions.meta.get("variants") or {}).items():
         details |= _variant_details(name, c, generation_counts(truth.texts, list(texts)), truth)
     return _text_rows(spec, truth, details, c, b, "entity_strings")
+
+
+def reach(writable: Any, tokens: Sequence[np.ndarray]) -> tuple[float, float]:
+    """The share of the victims' tokens, and of their distinct pieces, that an inverter whose
+    output vocabulary is ``writable`` (backbone ids) can write at all."""
+    ids = np.concatenate([np.asarray(t, np.int64) for t in tokens] or [np.zeros(0, np.int64)])
+    if not len(ids):
+        return float("nan"), float("nan")
+    can = np.isin(ids, np.asarray(writable, np.int64))
+    distinct = np.unique(ids)
+    return float(can.mean()), float(np.isin(distinct, np.asarray(writable, np.int64)).mean())
+
+
+def reach_details(meta: dict[str, Any], tokens: Sequence[np.ndarray]) -> dict[str, float]:
+    """``reach_tokens``/``reach_pieces`` of what the attack can write (``writable_ids``) and
+    ``public_reach_*`` of its public text alone (``public_ids``: how far the public text
+    fits the victims' domain); empty when the attack declares neither."""
+    out: dict[str, float] = {}
+    for key, name in (("writable_ids", "reach"), ("public_ids", "public_reach")):
+        if meta.get(key) is not None:
+            out[f"{name}_tokens"], out[f"{name}_pieces"] = reach(meta[key], tokens)
+    return out
 
 
 def _variant_details(
