@@ -268,6 +268,8 @@ def run(
     from privaudit.cli_render import print_summary
     from privaudit.outputs import run_grid
 
+    if jobs is not None and jobs < 1:  # before the config is read: nothing else depends on it
+        raise ValueError(f"--jobs is a number of worker processes, at least 1; got {jobs}.")
     if resume is not None:
         saved = resume / "config.json"
         if not saved.is_file():
@@ -285,6 +287,10 @@ def run(
     if device is not None:  # no cell key either: --resume may continue on another device
         cfg = cfg.model_copy(update={"device": check_device(device)})
     if estimate:
+        if (executor or cfg.executor.kind) != "ray":  # a run would refuse a missing GPU too
+            from privaudit.devices import resolve_device
+
+            resolve_device(cfg.device)
         with warnings_as_lines():
             forecast = estimate_config(cfg, run_dir=run_dir, jobs=jobs)
         typer.echo("\n".join(forecast.lines()))
@@ -576,6 +582,10 @@ def audit_guarantee_cmd(
 
     if not 0 < alpha < 1:
         raise ValueError(f"--alpha is a probability in (0, 1), got {alpha}.")
+    if csv is not None:  # before the audit: it takes minutes, the write an instant
+        from privaudit.audit.store import check_output_file
+
+        check_output_file(csv, "--csv")
     if defense == "all":
         if knob or param:
             raise ValueError("--knob and --param need one --defense NAME, not 'all'.")
@@ -683,14 +693,16 @@ def report(
     cells are missing and how to --resume)."""
     # lazy: the run store and the report writer bring numpy, pydantic and privaudit.audit,
     # which --help does not load
-    from privaudit.audit.store import RunDir, check_writable
+    from privaudit.audit.store import RunDir, check_output_file
     from privaudit.outputs.report import no_examples, write_report
 
     partial = _say_unfinished(run_dir)  # before anything else is printed
     if out is not None and out.is_dir():
         raise ValueError(f"--out {out} is a directory; give the report's file name.")
-    if out is not None or run_dir.is_dir():  # else reading it says it is not a run dir
-        check_writable(out.parent if out is not None else run_dir, "--out")
+    if out is not None:
+        check_output_file(out, "--out")
+    elif run_dir.is_dir():  # else reading it says it is not a run dir
+        check_output_file(run_dir / "report.html", "the run directory")
     path = write_report(run_dir, show_examples=show_examples, out=out)
     if show_examples and not RunDir(run_dir).examples_json.is_file():
         typer.secho(no_examples(run_dir), fg=typer.colors.YELLOW, err=True)

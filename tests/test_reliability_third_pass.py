@@ -232,3 +232,78 @@ def test_duplicate_knob_values_and_rates_are_refused() -> None:
     assert "target_rates: 0.2 is given twice" in _refused(with_rates)
     shares = SMOKE | {"strength": {"fractions": [0.5, 0.5]}}
     assert "strength.fractions: 0.5 is given twice" in _refused(shares)
+
+
+# -- item 8: every output path is checked before work --------------------------------------------
+
+
+def test_output_paths_are_checked_before_any_work(tmp_path: Path, monkeypatch) -> None:
+    import privaudit.audit.guarantee_audit as guarantee_audit
+
+    def never(*args, **kwargs):
+        raise AssertionError("the audit ran before its --csv was checked")
+
+    monkeypatch.setattr(guarantee_audit, "audit_levels", never)
+    (tmp_path / "a-file").write_text("x")
+    for bad in ("/proc/x.csv", str(tmp_path / "a-file" / "x.csv"), str(tmp_path)):
+        result = runner.invoke(app, ["audit-guarantee", "--defense", "t2t", "--knob", "10",
+                                     "--csv", bad])  # fmt: skip
+        assert result.exit_code == 2, result.output
+        lines = result.output.strip().splitlines()
+        assert len(lines) == 1 and "--csv" in lines[0], result.output
+    report = runner.invoke(app, ["report", str(tmp_path), "--out", "/proc/r.html"])
+    assert report.exit_code == 2 and "choose another --out" in report.output, report.output
+
+
+# -- item 9: one line, before work ---------------------------------------------------------------
+
+
+def test_a_two_row_corpus_is_one_clear_line(tmp_path: Path) -> None:
+    path = tmp_path / "two.jsonl"
+    rows = [{"text": "I loved the hotel in Boston.", "label": 1},
+            {"text": "The room was dirty.", "label": 0}]  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    data = SMOKE | {"corpus": {"name": "file", "params": {"path": str(path)}}}
+    result = runner.invoke(app, ["run", "--config", str(_write(tmp_path, data)), "--run-dir",
+                                 str(tmp_path / "r"), "--no-progress"])  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "Keys mismatch" not in result.output and "split" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(
+    ("defense", "says"),
+    [
+        ({"name": "clean", "params": {"release": "hidden_states", "layer": 99}},
+         "defenses.0.params.layer: 99 is outside 1..2"),
+        ({"name": "sap", "params": {"split_layer": 99}, "knob_values": [10]},
+         "defenses.0.params.split_layer: 99 is outside 0..2"),
+    ],
+)  # fmt: skip
+def test_a_layer_beyond_the_backbone_is_refused_before_work(
+    tmp_path: Path, defense: dict, says: str
+) -> None:
+    config = _write(tmp_path, SMOKE | {"defenses": [defense]})
+    result = runner.invoke(app, ["run", "--config", str(config), "--run-dir",
+                                 str(tmp_path / "r"), "--no-progress"])  # fmt: skip
+    assert result.exit_code == 2 and says in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
+
+
+def test_jobs_device_and_out_are_one_line_before_work(tmp_path: Path) -> None:
+    def one_line(*args: str) -> str:
+        result = runner.invoke(app, ["run", "--preset", "smoke", *args])
+        assert result.exit_code == 2, result.output
+        lines = result.output.strip().splitlines()
+        assert len(lines) == 1, result.output
+        return lines[0]
+
+    for extra in ([], ["--estimate"]):
+        assert "--jobs is a number of worker processes, at least 1; got 0" in one_line(
+            "--jobs", "0", *extra
+        )
+    import torch
+
+    if not torch.cuda.is_available():
+        assert "Device 'cuda' is not available" in one_line("--estimate", "--device", "cuda")
+    assert "choose another --out" in one_line("--out", "/proc")

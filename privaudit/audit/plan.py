@@ -19,6 +19,7 @@ import numpy as np
 
 from privaudit.api import Defense
 from privaudit.audit.calibration import calibrate
+from privaudit.resources import backbone as load_backbone
 
 if TYPE_CHECKING:
     from privaudit.audit.config import GridConfig
@@ -112,6 +113,27 @@ def check_levels(config: GridConfig, defenses: list[Defense]) -> None:
                 defense.with_knob(value)
             except ValueError as exc:
                 raise ValueError(f"defenses.{i}.knob_values: {exc}") from None
+    for i, defense in enumerate(defenses):
+        _check_layers(i, defense, config.backbone)
+
+
+#: A defense's parameters that name an encoder layer, and the lowest each may be.
+_LAYER_PARAMS = {"layer": 1, "split_layer": 0}
+
+
+def _check_layers(i: int, defense: Defense, default_backbone: str) -> None:
+    """A layer parameter within the backbone's layers, before any work (else every cell of
+    the defense fails late, each with the same error)."""
+    for param, lowest in _LAYER_PARAMS.items():
+        layer = getattr(defense, param, None)
+        if layer is None or isinstance(layer, bool) or not isinstance(layer, int):
+            continue
+        bb = load_backbone(getattr(defense, "backbone", None) or default_backbone)
+        if not lowest <= layer <= bb.n_layers:
+            raise ValueError(
+                f"defenses.{i}.params.{param}: {layer} is outside {lowest}..{bb.n_layers}, the "
+                f"layers of backbone {bb.name!r}; give a {param} in that range."
+            )
 
 
 def _calibrated_levels(

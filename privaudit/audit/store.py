@@ -30,6 +30,7 @@ import errno
 import json
 import os
 import re
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -148,6 +149,24 @@ def check_writable(path: Path, option: str) -> None:
             f"{existing} is not writable (a read-only file system, or no permission), so "
             f"{path} cannot be written; choose another {option}."
         )
+    # access() answers for permissions only (root passes, /proc refuses anyway): try it.
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".privaudit-probe-", dir=existing))
+    except OSError as exc:
+        raise ValueError(
+            f"{path} cannot be written: {existing} takes no new files "
+            f"({exc.strerror or type(exc).__name__}); choose another {option}."
+        ) from None
+
+
+def check_output_file(path: Path, option: str) -> None:
+    """Refuse, before any work and in one line naming ``option``, an output file that cannot
+    be written: a directory in its place, or a folder it cannot be created in."""
+    if path.is_dir():
+        raise ValueError(f"{option} {path} is a directory; give a file name.")
+    check_writable(path.parent, option)
+    if path.exists() and not os.access(path, os.W_OK):
+        raise ValueError(f"{option} {path} is not writable; choose another {option}.")
 
 
 def _read_json(path: Path) -> Any:

@@ -343,8 +343,10 @@ def corpus_from_frame(
                 f"{source}: the {split} split would be empty ({len(rows)} usable rows, "
                 f"{info['split']}); a corpus needs documents in both train and test."
             )
-        if not members and "split_column" in col_values:
-            continue  # a file without aux rows simply has no aux split
+        if not members:
+            # A file without aux rows (or too few rows to draw any) simply has no aux split
+            # (an empty Dataset cannot be built with features).
+            continue
         splits[split] = datasets.Dataset.from_list(members, features=features)
     info.update(
         {
