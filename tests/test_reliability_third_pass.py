@@ -307,3 +307,22 @@ def test_jobs_device_and_out_are_one_line_before_work(tmp_path: Path) -> None:
     if not torch.cuda.is_available():
         assert "Device 'cuda' is not available" in one_line("--estimate", "--device", "cuda")
     assert "choose another --out" in one_line("--out", "/proc")
+
+
+# -- item 5: labels equal as numbers or as strings are one class ---------------------------------
+
+
+def test_mixed_type_labels_and_attributes_are_one_class_each(tmp_path: Path) -> None:
+    from privaudit.corpora.files import load_file
+
+    labels = [0, "0", 0.0, 1, "1", 1.0, "0.0", "1.0"] * 6
+    ages = [30, "30", 30.0, 40, "40", 40.0, "30.0", "40"] * 6
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("".join(
+        json.dumps({"text": f"Review number {i} of the hotel was fine.", "label": y, "age": a})
+        + "\n" for i, (y, a) in enumerate(zip(labels, ages, strict=True))
+    ))  # fmt: skip
+    corpus = load_file(str(path), attributes=["age"])
+    assert corpus.label_names == ["0", "1"]
+    values = {v for split in corpus.splits for v in corpus.attribute(split, "age")}
+    assert values == {"30", "40"}

@@ -152,16 +152,31 @@ def _check_columns(
     return resolved
 
 
+def class_key(value: Any) -> str:
+    """A label or attribute value as a class: values equal as numbers, or in their string
+    form, are one class (``0``, ``"0"``, ``0.0`` and ``"0.0"`` are all ``"0"``), so a file
+    that mixes types does not grow extra classes."""
+    value = plain_value(value)
+    if isinstance(value, str) and is_number(value):
+        text = value.strip()
+        try:
+            value = int(text)  # exact, however large
+        except ValueError:
+            value = plain_value(float(text))
+    return cell_key(value)
+
+
 def _label_index(values: list[Any], order: Sequence[str] | None) -> tuple[list[int], list[str]]:
     if order is not None:  # a hub ClassLabel: values already index into its names
         return [int(v) for v in values], [str(n) for n in order]
-    distinct = set(values)
-    try:
+    keys = [class_key(v) for v in values]
+    distinct = set(keys)
+    if all(is_number(k) for k in distinct):  # numeric classes in numeric order
+        ordered = sorted(distinct, key=float)
+    else:
         ordered = sorted(distinct)
-    except TypeError:  # mixed types: order by their string forms
-        ordered = sorted(distinct, key=str)
-    index = {v: i for i, v in enumerate(ordered)}
-    return [index[v] for v in values], [str(v) for v in ordered]
+    index = {k: i for i, k in enumerate(ordered)}
+    return [index[k] for k in keys], ordered
 
 
 def _where_match(values: list[Any], wanted: Any) -> np.ndarray:
@@ -307,7 +322,7 @@ def corpus_from_frame(
                 n: (
                     None
                     if is_missing(v := plain_value(col_values[f"attributes[{n}]"][i]))
-                    else str(v)
+                    else class_key(v)  # 0, "0" and 0.0 are one value, as for labels
                 )
                 for n in attr_map
             }
