@@ -81,33 +81,50 @@ _EPS = 1e-6
 # -------------------------------------------------------------------------------------------
 
 
+#: Suffixes read as a file of public documents when ``public_corpus`` is a bare path.
+FILE_SUFFIXES = (".txt", ".csv", ".jsonl", ".parquet")
+
+
 @dataclass(frozen=True)
 class PublicText:
     """Where the attacker's public pre-training text comes from (the defaults are ``geia``'s
-    declared parameters, which build it)."""
+    declared parameters, which build it): ``corpus`` is a registered corpus name (with its
+    ``params``, JSON) or a file path; ``split`` one of its splits ("" : its ``public`` split
+    when it has one, else every split)."""
 
     corpus: str
     n_docs: int
     seed: int
+    params: str = ""  # JSON of the corpus's parameters ("" for none: keeps older cache keys)
+    split: str = ""
 
     def describe(self) -> str:
-        return f"{self.corpus} ({self.n_docs} documents, seed {self.seed})"
+        what = self.corpus + (f" {self.params}" if self.params else "")
+        what += f", split {self.split}" if self.split else ""
+        if self.corpus == "synthetic-reviews":
+            return f"{what} ({self.n_docs} documents, seed {self.seed})"
+        return f"{what} (at most {self.n_docs} documents)"
+
+    def is_file(self) -> bool:
+        return not self.params and Path(self.corpus).suffix in FILE_SUFFIXES
 
     def texts(self) -> list[str]:
-        """The public documents, at most ``n_docs``: the built-in generator at ``seed``, another
-        registered corpus (every split, in order), or a file (``.txt``: one document per line;
-        ``.csv``/``.jsonl``/``.parquet``: its ``text`` column)."""
-        path = Path(self.corpus)
-        if path.suffix in (".txt", ".csv", ".jsonl", ".parquet"):
-            out = _file_texts(path)
+        """The public documents, at most ``n_docs``: the built-in generator at ``seed``, a
+        file (``.txt``: one document per line; ``.csv``/``.jsonl``/``.parquet``: its
+        ``text`` column), or any registered corpus built with ``params`` (its ``split``, else
+        its ``public`` split when it has one, else every split in order)."""
+        if self.is_file():
+            out = _file_texts(Path(self.corpus))
         else:
-            from privaudit.registry import CORPORA  # lazy: the registry imports the attacks
+            from privaudit.registry import CORPORA  # lazy: corpora load only when asked for
 
-            params = {"seed": int(self.seed)} if self.corpus == "synthetic-reviews" else {}
+            params = json.loads(self.params) if self.params else {}
             if self.corpus == "synthetic-reviews":
-                params["n_docs"] = int(self.n_docs)
+                params = {"seed": int(self.seed), "n_docs": int(self.n_docs)} | params
             corpus = CORPORA.get(self.corpus)(**params)
-            out = [str(t) for split in corpus.splits.values() for t in split["text"]]
+            split = self.split or ("public" if "public" in corpus.splits else "")
+            chosen = [corpus.split(split)] if split else list(corpus.splits.values())
+            out = [str(t) for ds in chosen for t in ds["text"]]
         out = [t for t in out if t.strip()]
         if not out:
             raise ValueError(f"The public corpus {self.describe()} has no text.")
@@ -125,7 +142,10 @@ def _file_texts(path: Path) -> list[str]:
     frame = {".csv": pd.read_csv, ".jsonl": lambda p: pd.read_json(p, lines=True),
              ".parquet": pd.read_parquet}[path.suffix](path)  # fmt: skip
     if "text" not in frame.columns:
-        raise ValueError(f"The public corpus file {path} has no 'text' column.")
+        raise ValueError(
+            f"The public corpus file {path} has no 'text' column; name its column with "
+            "public_corpus: {name: file, params: {path: ..., text: COLUMN}}."
+        )
     return [str(t) for t in frame["text"].dropna()]
 
 
@@ -157,9 +177,9 @@ class InverterSpec:
 
     def key(self, bb: Backbone) -> str:
         fields = sorted((k, v) for k, v in self.__dict__.items() if k != "public")
+        public = sorted((k, v) for k, v in self.public.__dict__.items() if v != "")
         return digest(
-            ["inverter", VERSION, fields, sorted(self.public.__dict__.items()), bb.name,
-             bb.fingerprint, current_device()]
+            ["inverter", VERSION, fields, public, bb.name, bb.fingerprint, current_device()]
         )  # fmt: skip
 
     def path(self, bb: Backbone) -> Path:

@@ -3,8 +3,11 @@ vector; the shared engine of ``geia`` and ``vec2text`` (:mod:`privaudit.attacks.
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self
 
 import numpy as np
@@ -135,7 +138,7 @@ class GEIA(SentenceInversion):
         n_layer: PositiveInt = 2,
         n_memory: PositiveInt = 8,
         max_tokens: PositiveInt = 48,
-        public_corpus: str = "synthetic-reviews",
+        public_corpus: str | dict[str, Any] = "auto",
         public_docs: PositiveInt = 8000,
         public_seed: NonNegativeInt = 104729,
         pretrain_epochs: PositiveInt = 3,
@@ -163,7 +166,8 @@ class GEIA(SentenceInversion):
         self.n_layer = n_layer
         self.n_memory = n_memory
         self.max_tokens = max_tokens
-        self.public_corpus = public_corpus
+        self.public_corpus = _checked_public(public_corpus)
+        self._run_public: dict[str, Any] | None = None  # "auto" resolved by check_corpus
         self.public_docs = public_docs
         self.public_seed = public_seed
         self.pretrain_epochs = pretrain_epochs
@@ -195,8 +199,7 @@ class GEIA(SentenceInversion):
     def spec(self) -> inv.InverterSpec:
         """What shapes the pre-trained inverter (shared by every attack with equal values)."""
         return inv.InverterSpec(
-            public=inv.PublicText(str(self.public_corpus), int(self.public_docs),
-                                  int(self.public_seed)),
+            public=self.public_text(),
             n_layer=int(self.n_layer), n_memory=int(self.n_memory),
             max_tokens=int(self.max_tokens), epochs=int(self.pretrain_epochs),
             correction_epochs=int(self.correction_epochs), lr=float(self.lr),
@@ -205,20 +208,63 @@ class GEIA(SentenceInversion):
             sentences=bool(self.sentences),
         )  # fmt: skip
 
+    def public_text(self) -> inv.PublicText:
+        """The public pre-training text ``public_corpus`` names: ``auto`` is the run's corpus's
+        own public split when the corpus declares one (``public_split`` on its loader, e.g.
+        ``synthpai``; resolved by :meth:`check_corpus` when the grid is planned), else the
+        built-in generator at ``public_seed``."""
+        source: Any = self._run_public or self.public_corpus
+        if source == "auto":
+            source = "synthetic-reviews"
+        if isinstance(source, Mapping):
+            name, params = str(source["name"]), dict(source.get("params") or {})
+            split = str(source.get("split") or "")
+        else:
+            name, params, split = str(source), {}, ""
+        return inv.PublicText(
+            name, int(self.public_docs), int(self.public_seed), _json(params), split
+        )
+
     def check_corpus(self, name: str, params: Mapping[str, Any]) -> None:
-        """Refuse a run whose own corpus is the public pre-training text (the attacker would
-        have been pre-trained on the victims' documents)."""
-        if name == self.public_corpus == "synthetic-reviews" and int(params.get("seed", 0)) == int(
-            self.public_seed
-        ):
-            raise ValueError(
-                f"the public pre-training text is the run's own corpus (synthetic-reviews, "
-                f"seed {self.public_seed}); give this attack another public_seed."
+        """Resolve ``public_corpus: auto`` for the run's corpus, then refuse a run whose
+        attacker would be pre-trained on the victims' documents: the same generator at the
+        same seed, the run's own corpus with no held-out public split (by name and parameters,
+        or by path), or public text that holds documents of the run's train or test split
+        (exact, whitespace- and case-normalised, at least :data:`_OVERLAP_WORDS` words: a short
+        stock phrase such as "Totally agree!" is no one's document)."""
+        from privaudit.registry import CORPORA  # lazy: listing attacks loads no corpus
+
+        self._run_public = None
+        if self.public_corpus == "auto" and getattr(CORPORA.get(name), "public_split", None):
+            split = str(CORPORA.get(name).public_split)
+            self._run_public = {"name": name, "params": dict(params), "split": split}
+        public = self.public_text()
+        if public.corpus == "synthetic-reviews":  # generated: other seeds, other documents
+            if public.corpus == name and int(params.get("seed", 0)) == int(self.public_seed):
+                raise ValueError(
+                    f"the public pre-training text is the run's own corpus (synthetic-reviews, "
+                    f"seed {self.public_seed}); give this attack another public_seed."
+                )
+            return
+        if public.split:
+            held_out = public.split not in ("train", "test")
+        else:
+            held_out = not public.is_file() and bool(
+                getattr(CORPORA.get(public.corpus), "public_split", None)
             )
-        if name == self.public_corpus and name != "synthetic-reviews":
+        same_file = public.is_file() and name == "file" and _same_path(public.corpus, params)
+        same_spec = public.corpus == name and public.params == _json(params) and not held_out
+        if same_file or same_spec:
             raise ValueError(
-                f"the public pre-training corpus {name!r} is the run's own corpus; name "
-                "another public corpus (public_corpus)."
+                f"the public pre-training corpus ({public.describe()}) is the run's own corpus; "
+                "name another public corpus (public_corpus), or a held-out split of it."
+            )
+        found = _overlap(public, name, _json(params))
+        if found:
+            raise ValueError(
+                f"{found} of the public pre-training documents ({public.describe()}) are "
+                "documents of the run's own train or test split: the attacker would be "
+                "pre-trained on the victims; remove them from the public text (public_corpus)."
             )
 
     def pretrain_cost(self, bb: Backbone) -> float | None:
@@ -461,6 +507,48 @@ class GEIA(SentenceInversion):
         pick = dist.argmin(1)
         rows = np.arange(len(ids))
         return [ids[i][pick[i]] for i in rows], emb[rows, pick].copy(), dist[rows, pick].copy()
+
+
+#: A public document counts as one of the run's own from this many words (see check_corpus).
+_OVERLAP_WORDS = 5
+
+
+def _checked_public(value: Any) -> str | dict[str, Any]:
+    """``public_corpus`` as given, or one ``ValueError`` line saying what it may be."""
+    if isinstance(value, str) and value.strip():
+        return value
+    if isinstance(value, Mapping) and isinstance(value.get("name"), str) and not (
+        set(value) - {"name", "params", "split"}
+    ) and isinstance(value.get("params") or {}, Mapping):  # fmt: skip
+        return dict(value)
+    raise ValueError(
+        f"public_corpus {value!r} is not a corpus: give 'auto', a registered corpus name, a "
+        "file path, or {name: CORPUS, params: {...}, split: SPLIT} (e.g. {name: file, params: "
+        "{path: reviews.csv, text: body}})."
+    )
+
+
+def _json(params: Mapping[str, Any]) -> str:
+    return json.dumps(dict(params), sort_keys=True, default=str) if params else ""
+
+
+def _same_path(public: str, params: Mapping[str, Any]) -> bool:
+    path = params.get("path")
+    return path is not None and Path(str(path)).resolve() == Path(public).resolve()
+
+
+@functools.lru_cache(maxsize=8)
+def _overlap(public: inv.PublicText, name: str, params: str) -> int:
+    """How many public documents are documents of the run corpus's train or test split."""
+    from privaudit.registry import CORPORA
+
+    def norm(text: str) -> str:
+        return " ".join(text.lower().split())
+
+    corpus = CORPORA.get(name)(**(json.loads(params) if params else {}))
+    own = {norm(t) for split in ("train", "test") if split in corpus.splits
+           for t in corpus.texts(split)}  # fmt: skip
+    return sum(1 for t in public.texts() if len(t.split()) >= _OVERLAP_WORDS and norm(t) in own)
 
 
 class _Inverters:

@@ -1,0 +1,139 @@
+"""What the inverter may be pre-trained on (``public_corpus``: any corpus a run can take, never
+the run's own documents) and what it can write (``vocabulary``; the reach in the details)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from privaudit.attacks import _inverter as inv
+from privaudit.attacks.geia import GEIA
+from privaudit.corpora.synthetic import synthetic_reviews
+from privaudit.metrics.words import reach, reach_details
+from privaudit.registry import CORPORA
+from privaudit.resources import backbone
+from tests.conftest import TINY
+
+
+def _write_jsonl(path: Path, texts: list[str], column: str = "text") -> Path:
+    rows = [{column: t, "label": i % 2} for i, t in enumerate(texts)]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture()
+def held_out_corpus() -> Iterator[str]:
+    """A made-up registered corpus that declares a held-out public split."""
+    name = "toy-with-public"
+    base = synthetic_reviews(n_docs=40, seed=3)
+
+    def toy(seed: int = 0) -> Any:
+        other = synthetic_reviews(n_docs=30, seed=99 + seed)
+        base.splits["public"] = other.splits["train"]
+        return base
+
+    toy.public_split = "public"  # type: ignore[attr-defined]
+    CORPORA.register(name)(toy)
+    yield name
+    CORPORA.remove(name)
+
+
+def test_a_file_with_a_column_mapping_is_public_text(tmp_path: Path) -> None:
+    path = _write_jsonl(tmp_path / "pub.jsonl", ["The room was clean and bright."] * 3, "body")
+    attack = GEIA(public_corpus={"name": "file", "params": {"path": str(path), "text": "body"}})
+    public = attack.public_text()
+    assert public.corpus == "file" and json.loads(public.params)["text"] == "body"
+    assert public.texts() == ["The room was clean and bright."] * 3
+
+
+def test_auto_uses_the_runs_held_out_public_split(held_out_corpus: str) -> None:
+    attack = GEIA(public_docs=1000)
+    assert attack.public_text().corpus == "synthetic-reviews"  # before planning
+    attack.check_corpus(held_out_corpus, {"seed": 0})
+    public = attack.public_text()
+    assert (public.corpus, public.split) == (held_out_corpus, "public")
+    corpus = CORPORA.get(held_out_corpus)(seed=0)
+    assert public.texts() == [t for t in corpus.texts("public") if t.strip()]
+    # The default inverter's cache key is unchanged by the new fields.
+    plain = inv.PublicText("synthetic-reviews", 8000, 104729)
+    spec = GEIA().spec()
+    assert spec.public == plain
+
+
+def test_the_runs_own_corpus_is_refused_by_path_and_by_content(tmp_path: Path) -> None:
+    texts = [f"Review number {i}: the staff at the hotel were very kind to us." for i in range(30)]
+    run_file = _write_jsonl(tmp_path / "run.jsonl", texts)
+    params = {"path": str(run_file)}
+    with pytest.raises(ValueError, match="is the run's own corpus"):
+        GEIA(public_corpus=str(run_file)).check_corpus("file", params)
+    with pytest.raises(ValueError, match="is the run's own corpus"):
+        GEIA(public_corpus={"name": "file", "params": params}).check_corpus("file", params)
+    # A copy elsewhere, partly: the overlap is counted and refused.
+    copy = _write_jsonl(tmp_path / "copy.jsonl", [*texts[:7], "Something else entirely here."])
+    with pytest.raises(ValueError, match=r"^[1-7] of the public pre-training documents"):
+        GEIA(public_corpus=str(copy)).check_corpus("file", params)
+    # Short stock phrases shared with the run are no one's document.
+    stock = _write_jsonl(tmp_path / "stock.jsonl", ["Totally agree!", "A public review of a cafe."])
+    GEIA(public_corpus=str(stock)).check_corpus("file", params)
+
+
+def test_a_held_out_split_of_the_runs_corpus_is_allowed(held_out_corpus: str) -> None:
+    spec = {"name": held_out_corpus, "params": {"seed": 0}}
+    GEIA(public_corpus=spec | {"split": "public"}).check_corpus(held_out_corpus, {"seed": 0})
+    with pytest.raises(ValueError, match=r"own train or test split|is the run.s own corpus"):
+        GEIA(public_corpus=spec | {"split": "test"}).check_corpus(held_out_corpus, {"seed": 0})
+
+
+@pytest.mark.parametrize(
+    "bad", ["", 3, {"params": {}}, {"name": "file", "colour": "red"}, {"name": "x", "params": 2}]
+)
+def test_a_public_corpus_that_is_no_corpus_is_one_line(bad: Any) -> None:
+    with pytest.raises(ValueError) as exc:
+        GEIA(public_corpus=bad)
+    assert "\n" not in str(exc.value)
+
+
+def test_the_widened_inverter_writes_every_piece_and_keeps_the_trained_rows() -> None:
+    import torch
+
+    bb = backbone(TINY)
+    spec = GEIA(**GEIA.test_params).spec()
+    cls, sep = inv.specials(bb)
+    vocab = np.unique(np.r_[np.arange(1000, 1060), sep]).astype(np.int64)
+    torch.manual_seed(0)
+    model = inv.build_model(bb, spec, vocab)
+    every = inv.writable_ids(bb)
+    tok = bb.tokenizer
+    assert sep in every and tok.cls_token_id not in every and tok.pad_token_id not in every
+    assert not any(tok.convert_ids_to_tokens(int(i)).startswith("[unused") for i in every)
+    new = np.setdiff1d(every, vocab)
+    wide = inv.widen(model, vocab, new, bb.embeddings)
+    assert wide["out"].out_features == len(vocab) + len(new)
+    # The trained rows are kept; the new ones start as rare as the rarest trained piece.
+    assert torch.equal(wide["out"].weight[: len(vocab)], model["out"].weight)
+    bias, trained = wide["out"].bias.detach(), model["out"].bias.detach()
+    assert float(bias[len(vocab) :].max()) <= float(trained.min())
+    assert model["out"].out_features == len(vocab)  # the original is untouched
+    e = np.random.default_rng(0).standard_normal((2, bb.dim)).astype(np.float32)
+    ids = np.concatenate([vocab, new])
+    out = inv.generate(wide, e, ids, cls=cls, sep=sep, max_tokens=5)
+    assert all(np.isin(h[0], every).all() for h in out)
+
+
+def test_reach_counts_tokens_and_distinct_pieces() -> None:
+    tokens = [np.array([1, 2, 2, 3]), np.array([3, 4])]
+    assert reach([1, 2, 3], tokens) == (pytest.approx(5 / 6), pytest.approx(3 / 4))
+    details = reach_details({"writable_ids": (1, 2, 3, 4), "public_ids": (2,)}, tokens)
+    assert details == {
+        "reach_tokens": 1.0,
+        "reach_pieces": 1.0,
+        "public_reach_tokens": pytest.approx(2 / 6),
+        "public_reach_pieces": 0.25,
+    }
+    assert reach_details({}, tokens) == {}
+    assert np.isnan(reach([1], [])[0])
