@@ -137,3 +137,34 @@ def test_reach_counts_tokens_and_distinct_pieces() -> None:
     }
     assert reach_details({}, tokens) == {}
     assert np.isnan(reach([1], [])[0])
+
+
+def test_low_reach_is_said_first_and_shown_beside_the_attacks_strength() -> None:
+    from privaudit.leaderboard.board import leaderboard
+    from privaudit.leaderboard.strength import undefended_table
+    from privaudit.leaderboard.verdict import headline
+    from tests.test_leaderboard import cell, ranked_rows, table
+
+    def with_reach(rows: list[dict[str, Any]], writes: float) -> Any:
+        details = {"reach_tokens": writes, "reach_pieces": writes - 0.1,
+                   "public_reach_tokens": 0.49, "public_reach_pieces": 0.13}  # fmt: skip
+        extra = [cell(r["label"], r["knob_value"] if r["label"] != "none" else 0, "geia",
+                      r["empirical_privacy"], r["utility"], metric="generation_f1")
+                 for r in rows if r["attack"] == "a1"]  # fmt: skip
+        frame = table(rows + extra)
+        frame["attack_details"] = [
+            json.dumps(details) if a == "geia" else "{}" for a in frame["attack"]
+        ]
+        return frame
+
+    low = leaderboard(with_reach(ranked_rows(), 0.688), chance=0.5)
+    assert low.verdict is not None
+    first, lines = headline(low.verdict)[0]
+    assert first == "read first" and "over-credited" in lines[0] and "geia 68.8 %" in lines[0]
+    assert "public_corpus" in lines[0]
+    assert any(n.startswith("Reach of the generative inversions") for n in low.notes)
+    strength = undefended_table(with_reach(ranked_rows(), 0.688))
+    geia_row = next(r for r in strength.rows if r[0] == "geia")
+    assert geia_row[-1] == "68.8 % (58.8 % of pieces); public text 49.0 % (13.0 % of pieces)"
+    high = leaderboard(with_reach(ranked_rows(), 0.999), chance=0.5)
+    assert high.verdict is not None and headline(high.verdict)[0][0] != "read first"

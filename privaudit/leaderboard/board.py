@@ -20,6 +20,7 @@ import numpy as np
 from privaudit.api import NONE, REFERENCES
 from privaudit.leaderboard.formats import FormatView, format_view
 from privaudit.leaderboard.frontier import seed_means
+from privaudit.leaderboard.reach import reach_cautions, reach_note
 from privaudit.leaderboard.render import (
     OVERALL_HEADERS,
     Table,
@@ -211,6 +212,7 @@ def leaderboard(
     _check_chance(chance)
     check_one_evaluator(frame)  # merged runs must share one utility scale
     subset_note = _subset_note(frame)
+    cautions, reach = reach_cautions(frame), reach_note(frame)  # from attack_details
     frame = frame[[c for c in frame.columns if c in BOARD_COLUMNS]]  # pandas copies the rest
     seed_means(frame)  # the same error as the plots when nothing is usable
     boot = bootstrap or Bootstrap()
@@ -220,7 +222,7 @@ def leaderboard(
         utility_fit_sd = utility_fit_sds(evaluators)
     stats = run_stats(frame, outcomes or Outcomes(), boot, fit_sd=sds,
                       utility_fit_sd=utility_fit_sd)  # fmt: skip
-    notes: list[str] = [subset_note] if subset_note else []
+    notes: list[str] = [n for n in (subset_note, reach) if n]
     u_sds = (dict(utility_fit_sd) if isinstance(utility_fit_sd, Mapping)
              else {"utility": utility_fit_sd})  # fmt: skip
     u_sds = {e: sd for e, sd in u_sds.items() if sd}
@@ -283,6 +285,7 @@ def leaderboard(
         families, hv_samples, matched, points.table, level=boot.level, chance=chance,
         n_test={} if n_test is None else n_test.dropna().astype(int).to_dict(),
         available=stats.available, ranked_on=sets.common, format_only=formats.format_only(),
+        cautions=tuple(cautions),
     )  # fmt: skip
     weak = probe_warning(frame)  # first: every utility below may be the service's, not the text's
     return Leaderboard(

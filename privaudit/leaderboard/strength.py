@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privaudit.api import NONE
+from privaudit.leaderboard.reach import attack_reach, reach_text
 from privaudit.leaderboard.render import Table, fmt_number, with_ci
 from privaudit.metrics.published import published
 from privaudit.metrics.spec import MetricSpec, find_metric
@@ -58,6 +59,7 @@ def undefended_table(frame: pd.DataFrame) -> Table:
     setting (:mod:`privaudit.metrics.published`; only on an attack's headline row, not its
     ``[target]`` rows)."""
     rows = frame[(frame["label"].astype(str) == NONE) & (frame["status"] == "ok")]
+    reach = attack_reach(frame)
     several = rows["seed"].nunique() > 1 if "seed" in rows.columns else False
     out = []
     for _, r in rows.sort_values(["attack", "seed"]).iterrows():
@@ -73,9 +75,11 @@ def undefended_table(frame: pd.DataFrame) -> Table:
                      r.get("attack_score_ci_high")),
             fmt_number(r.get("attack_baseline")) + (f" ({label})" if label else ""),
             figures or "—", settings or "—",
+            reach_text(reach.get(_base_name(str(r["attack"])), {})),
         ])  # fmt: skip
     headers = ["attack", "metric", "score [interval]", "no-information baseline",
-               "published figure", "published setting (source)"]  # fmt: skip
+               "published figure", "published setting (source)",
+               "reach: victims' tokens it can write; its public text's"]  # fmt: skip
     return Table(headers, out)
 
 

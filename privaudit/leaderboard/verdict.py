@@ -135,6 +135,9 @@ class Verdict:
     chance: float
     available: bool
     privacy_level: float = HEADLINE_PRIVACY
+    #: Lines a reader must see before any verdict (e.g. an attack that cannot write the
+    #: victims' words: :func:`privaudit.leaderboard.reach.reach_cautions`).
+    cautions: tuple[str, ...] = ()
 
     @property
     def n_pairs(self) -> int:
@@ -185,6 +188,7 @@ def decide(
     available: bool,
     ranked_on: Mapping[str, Sequence[str]] | None = None,
     format_only: Mapping[str, set[str]] | None = None,
+    cautions: tuple[str, ...] = (),
 ) -> Verdict:
     """The headline of a board: ``families`` (the board's family table: ranked labels have a
     rank), ``samples`` the hypervolume resamples per (family, label) the board ranked on,
@@ -229,7 +233,8 @@ def decide(
             ranked_on=None if ranked_on is None else tuple(ranked_on.get(family, ())),
             format_only=tuple(sorted((format_only or {}).get(family, set()))),
         ))  # fmt: skip
-    return Verdict(tuple(out), level=level, chance=chance, available=available)
+    return Verdict(tuple(out), level=level, chance=chance, available=available,
+                   cautions=tuple(cautions))  # fmt: skip
 
 
 def _best(family: str, matched: pd.DataFrame, points: pd.DataFrame) -> Best | None:
@@ -292,6 +297,11 @@ def headline(verdict: Verdict) -> list[tuple[str, list[str]]]:
     """Per family, (family, lines); then ("overall", [the separated share]). The lines a
     reader acts on: the non-dominated set, the best utility at the privacy level, the
     defenses that do and do not beat the undefended release, the decisiveness."""
+    first = [("read first", list(verdict.cautions))] if verdict.cautions else []
+    return first + _headline(verdict)
+
+
+def _headline(verdict: Verdict) -> list[tuple[str, list[str]]]:
     pct = f"{100 * verdict.level:.0f} %"
     if not verdict.available:
         return [("overall", [
