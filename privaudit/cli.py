@@ -270,6 +270,7 @@ def run(
 
     if jobs is not None and jobs < 1:  # before the config is read: nothing else depends on it
         raise ValueError(f"--jobs is a number of worker processes, at least 1; got {jobs}.")
+    _check_cache()
     if resume is not None:
         saved = resume / "config.json"
         if not saved.is_file():
@@ -331,6 +332,17 @@ def _exit_for_failures(frame: Any, allow: bool, strength_failed: int = 0) -> Non
         raise typer.Exit(EXIT_CELLS_FAILED)
 
 
+def _check_cache() -> bool:
+    """The cache directory, before any work: unusable → one line (CacheUnusable, exit 2);
+    read-only → said once here, then used for reading. Whether it can be written."""
+    from privaudit.mechanisms.memo import check_cache  # lazy: memo brings numpy
+
+    note = check_cache()
+    if note is not None:
+        typer.secho(f"Warning: {note}", fg=typer.colors.YELLOW, err=True)
+    return note is None
+
+
 @app.command()
 @_user_errors
 @on_device
@@ -354,6 +366,7 @@ def pretrain(
     from privaudit.audit.estimate import prepared_attacks
     from privaudit.resources import backbone as load_backbone
 
+    writable = _check_cache()
     cfg = load_config(config if config is not None else preset)
     _, attacks, _ = build_components(cfg)
     ready = {label: a for label, a in prepared_attacks(cfg, attacks).items()
@@ -362,6 +375,12 @@ def pretrain(
         typer.echo("No attack of this grid keeps a pre-trained model on disk; nothing to do.")
         return
     bb = load_backbone(cfg.backbone)
+    missing = [label for label, a in ready.items() if not a.spec().path(bb).is_file()]
+    if not writable and missing:  # a model trained here could not be kept: refuse, not waste
+        raise ValueError(
+            f"{', '.join(missing)}: not in the read-only cache, and what privaudit pretrain "
+            "builds could not be kept there; point PRIVAUDIT_CACHE at a directory you can write."
+        )
     for label, attack in ready.items():
         attack.progress = progress
         note = attack.prepare(bb)
@@ -525,6 +544,7 @@ def audit(
     from privaudit.cli_render import print_summary
     from privaudit.outputs import audit as run_audit
 
+    _check_cache()
     with warnings_as_lines():
         result = run_audit(
             target, knob=knob, params=parse_params(param),

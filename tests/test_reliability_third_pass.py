@@ -326,3 +326,102 @@ def test_mixed_type_labels_and_attributes_are_one_class_each(tmp_path: Path) -> 
     assert corpus.label_names == ["0", "1"]
     values = {v for split in corpus.splits for v in corpus.attribute(split, "age")}
     assert values == {"30", "40"}
+
+
+# -- item 2: the cache directory is checked before any work --------------------------------------
+
+GEIA_TINY = {"n_layer": 1, "n_memory": 2, "public_docs": 40, "pretrain_epochs": 1, "max_tokens": 16}
+
+
+def _geia_smoke() -> dict:
+    return SMOKE | {"defenses": [{"name": "none"}],
+                    "attacks": [{"name": "geia", "params": GEIA_TINY}]}  # fmt: skip
+
+
+def test_a_cache_that_is_a_file_is_one_line_before_work(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "afile").write_text("x")
+    monkeypatch.setenv("PRIVAUDIT_CACHE", str(tmp_path / "afile"))
+    config = _write(tmp_path, _geia_smoke())
+    for args in (["run", "--preset", "smoke", "--run-dir", str(tmp_path / "r")],
+                 ["pretrain", "--config", str(config)]):  # fmt: skip
+        result = runner.invoke(app, [*args, "--no-progress"])
+        assert result.exit_code == 2, result.output
+        lines = result.output.strip().splitlines()
+        assert len(lines) == 1 and "PRIVAUDIT_CACHE=" in lines[0] and "is a file" in lines[0]
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_read_only_cache_that_holds_the_model_is_used_without_a_lock(
+    tmp_path: Path, monkeypatch
+) -> None:
+    import privaudit.attacks.geia as geia
+    import privaudit.audit.estimate as estimate
+    import privaudit.mechanisms.memo as memo
+
+    config = _write(tmp_path, _geia_smoke())
+    built = runner.invoke(app, ["pretrain", "--config", str(config), "--no-progress"])
+    assert built.exit_code == 0, built.output
+    geia._INVERTERS.__init__()  # read from disk again, not from this process's memory
+
+    def no_lock(path):
+        raise AssertionError(f"took a lock on {path} in a read-only cache")
+
+    for module in (memo, estimate):
+        monkeypatch.setattr(module, "cache_writable", lambda: False)
+    monkeypatch.setattr(memo, "locked", no_lock)
+    monkeypatch.setattr(estimate, "locked", no_lock)
+    again = runner.invoke(app, ["pretrain", "--config", str(config), "--no-progress"])
+    assert again.exit_code == 0 and "found in the cache" in again.output, again.output
+    assert again.output.count("is read-only") == 1
+    result = runner.invoke(app, ["run", "--config", str(config), "--run-dir",
+                                 str(tmp_path / "r"), "--no-progress"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert result.output.count("is read-only") == 1  # said once
+    frame = pd.read_csv(tmp_path / "r" / "results.csv")
+    assert (frame["status"] == "ok").all(), frame["reason"].tolist()
+    # A model the read-only cache lacks: pretrain refuses rather than train and drop it.
+    other = _write(tmp_path, _geia_smoke() | {"attacks": [
+        {"name": "geia", "params": GEIA_TINY | {"public_docs": 30}}]}, "other.yaml")  # fmt: skip
+    refused = runner.invoke(app, ["pretrain", "--config", str(other), "--no-progress"])
+    assert refused.exit_code == 2 and "not in the read-only cache" in refused.output
+
+
+# -- item 10: a wait and a repair are said ------------------------------------------------------
+
+
+def test_a_process_waiting_for_a_lock_says_whom_it_waits_for(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from privaudit.mechanisms.memo import locked
+
+    lock = tmp_path / "abc.lock"
+    code = ("import sys; from pathlib import Path; from privaudit.mechanisms.memo import locked\n"
+            f"with locked(Path({str(lock)!r})): print('got it')")  # fmt: skip
+    with locked(lock):
+        assert f"process {os.getpid()}" in lock.read_text()
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+        import time
+
+        time.sleep(3)
+    out, err = proc.communicate(timeout=60)
+    assert out.strip() == "got it"
+    assert f"waiting for process {os.getpid()}" in err and str(lock) in err
+
+
+def test_a_torn_cached_inverter_is_said_to_be_rebuilt(tmp_path: Path, capsys) -> None:
+    from privaudit.attacks import _inverter as inv
+    from privaudit.attacks.geia import GEIA
+    from privaudit.resources import backbone
+
+    bb = backbone("tiny-random-bert")
+    spec = GEIA(**GEIA_TINY).spec()
+    path = spec.path(bb)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"PK\x03\x04 torn")
+    _, note = inv.load_or_pretrain(bb, spec, progress=False)
+    assert note["cache"] == "miss"
+    err = capsys.readouterr().err
+    assert f"the cached inverter {path} cannot be read" in err and "it is rebuilt" in err

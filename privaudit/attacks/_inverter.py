@@ -513,8 +513,16 @@ def load_or_pretrain(
 ) -> tuple[Inverter, dict[str, Any]]:
     """The pre-trained inverter for ``bb`` and ``spec``: read from the disk cache, or trained
     (its seed drawn from the cache key, so the model is a pure function of the key) and saved
-    there. Returns the inverter and a note (``cache``: hit or miss, ``seconds``)."""
+    there. Returns the inverter and a note (``cache``: hit or miss, ``seconds``).
+
+    A read-only cache (:func:`~privaudit.mechanisms.memo.cache_writable`) is read without a
+    lock (nobody can write the entry), and a model it lacks is trained and not kept."""
+    # here, not at the top: this file's header belongs to a change in flight
+    from privaudit.mechanisms.memo import cache_writable
+
     path = spec.path(bb)
+    if not cache_writable():
+        return _load_or_pretrain(bb, spec, path, threads, progress, keep=False)
     path.parent.mkdir(parents=True, exist_ok=True)
     # One pre-training per machine: a pool's other workers wait for it, then read it.
     with locked(path.with_suffix(".lock")):
@@ -522,21 +530,31 @@ def load_or_pretrain(
 
 
 def _load_or_pretrain(
-    bb: Backbone, spec: InverterSpec, path: Path, threads: int | None, progress: bool | None
-) -> tuple[Inverter, dict[str, Any]]:
+    bb: Backbone, spec: InverterSpec, path: Path, threads: int | None, progress: bool | None,
+    *, keep: bool = True,
+) -> tuple[Inverter, dict[str, Any]]:  # fmt: skip
+    import sys  # here, not at the top: see load_or_pretrain
+
     start = time.perf_counter()
     if path.exists():
         try:
             inv = _read(path, bb, spec)
-        except Exception:  # a torn or stale file: rebuild it rather than fail the run
-            path.unlink(missing_ok=True)
+        except Exception as exc:  # a torn or stale file: rebuild it rather than fail the run
+            # Said, not silent: the rebuild costs a pre-training (minutes).
+            why = f"{type(exc).__name__}: {str(exc)[:200]}"
+            print(f"privaudit: the cached inverter {path} cannot be read ({why}); it is "
+                  + ("rebuilt." if keep else "trained again and not kept (read-only cache)."),
+                  file=sys.stderr, flush=True)  # fmt: skip
+            if keep:
+                path.unlink(missing_ok=True)
         else:
             return inv, {"cache": "hit", "seconds": round(time.perf_counter() - start, 2)}
     with torch_threads(threads):
         inv = pretrain(bb, spec, progress=progress)
-    _write(path, inv)
     seconds = time.perf_counter() - start
-    _record_timing(spec, seconds)
+    if keep:
+        _write(path, inv)
+        _record_timing(spec, time.perf_counter() - start)
     inv.info["pretrain_seconds"] = round(seconds, 1)
     return inv, {"cache": "miss", "seconds": round(seconds, 1)}
 

@@ -40,7 +40,7 @@ from privaudit.audit.plan import calibration_key, check_levels, identity
 from privaudit.audit.store import RunDir, write_json
 from privaudit.audit.strength import public_variants
 from privaudit.devices import current_device
-from privaudit.mechanisms.memo import cache_dir, locked
+from privaudit.mechanisms.memo import cache_dir, cache_writable, locked
 from privaudit.registry import CORPORA, build_component
 from privaudit.resources import backbone as load_backbone
 
@@ -221,7 +221,9 @@ class CostBook:
         """Merge this run's measurements into the file (atomically, under a lock)."""
         if not self._pending or self.path is None:
             return
-
+        if not cache_writable():  # a read-only cache: said once, before the run (check_cache)
+            self._pending.clear()
+            return
         with locked(self.path.with_name(self.path.name + ".lock")):
             machines = self._read(warn=False)  # another run may have written since
             entries = machines.setdefault(self.machine, {})
