@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import json
 import math
 import re
@@ -105,6 +106,13 @@ class PublicText:
             return f"{what} ({self.n_docs} documents, seed {self.seed})"
         return f"{what} (at most {self.n_docs} documents)"
 
+    def count(self) -> int:
+        """How many documents :meth:`texts` gives: ``n_docs`` for the generator, else read
+        (a held-out split may hold fewer than ``n_docs``)."""
+        if self.corpus == "synthetic-reviews" and not self.params:
+            return int(self.n_docs)
+        return len(_public_texts(self))
+
     def is_file(self) -> bool:
         return not self.params and Path(self.corpus).suffix in FILE_SUFFIXES
 
@@ -129,6 +137,11 @@ class PublicText:
         if not out:
             raise ValueError(f"The public corpus {self.describe()} has no text.")
         return out[: int(self.n_docs)]
+
+
+@functools.lru_cache(maxsize=4)
+def _public_texts(public: PublicText) -> tuple[str, ...]:
+    return tuple(public.texts())
 
 
 def _file_texts(path: Path) -> list[str]:
@@ -580,7 +593,7 @@ def pretrain_estimate(bb: Backbone, spec: InverterSpec) -> float | None:
         with contextlib.suppress(ValueError, KeyError, TypeError):  # unreadable: the prior
             rate = float(json.loads(book.read_text())["seconds_per_doc_epoch"])
     epochs = int(spec.epochs) + int(spec.correction_epochs)
-    return rate * int(spec.public.n_docs) * epochs
+    return rate * spec.public.count() * epochs
 
 
 def _timings_path() -> Path:
@@ -589,7 +602,7 @@ def _timings_path() -> Path:
 
 def _record_timing(spec: InverterSpec, seconds: float) -> None:
     epochs = int(spec.epochs) + int(spec.correction_epochs)
-    rate = seconds / max(1, int(spec.public.n_docs) * epochs)
+    rate = seconds / max(1, spec.public.count() * epochs)
     path = _timings_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"seconds_per_doc_epoch": rate}))
