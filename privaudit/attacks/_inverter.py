@@ -10,14 +10,22 @@ input embeddings of the output vocabulary (tied in spirit, free to move). The wo
 matrix stays frozen (it is the backbone's lexical geometry and the largest tensor: freezing it
 halves a training step).
 
-Output vocabulary (a choice, documented): every WordPiece of the public pre-training text plus
-[SEP] (the end of a sentence) — 2,119 pieces for the default 8,000 generated reviews, covering
-99.3 % of the distinct pieces of the quick corpus's test split. The decoder reads any of the
-backbone's 30,522 pieces (its whole vocabulary is its input), but a piece it never saw as a
-target gets no probability worth decoding; the softmax is 14 times smaller (with the full
-one, a 1-layer decoder's training step took 0.58 s of a 2-layer's 0.71 s: the softmax
-dominates), which is what lets hypotheses and correction run on every defense point of the
-quick grid on two CPU cores.
+Output vocabulary: pre-training writes every WordPiece of the public pre-training text plus
+[SEP] (the end of a sentence) — 2,119 pieces for the default 8,000 generated reviews, a
+softmax 14 times smaller than the backbone's 30,522 (with the full one, a 1-layer decoder's
+training step took 0.58 s of a 2-layer's 0.71 s: the softmax dominates), which keeps the
+one-time pre-training affordable on two CPU cores. But an attacker that can write only the
+public text's pieces cannot write the rest of the victims' words: the generated world's
+pieces hold 100 % of the quick corpus's tokens, and 48.6 % of SynthPAI's. So at a defense
+point (``geia``'s ``vocabulary``, default ``backbone``) the decoder and the corrector are
+*widened* (:func:`widen`) to every piece a text can hold (:func:`writable_ids`: the whole
+vocabulary less [PAD]/[CLS]/[MASK]/[UNK] and the ``[unusedN]`` slots), or to the public and
+the aux's pieces (``public+aux``; the aux is the attacker's own text of the victims' domain);
+``public`` keeps the pre-trained vocabulary. A new piece's output row is the ridge map from
+the backbone's input embedding to the trained rows, with the lowest trained bias; the per-point
+fine-tune on the aux then teaches the pieces the aux uses. What each attack can write, and what
+its public text alone holds, is recorded per row as its *reach*
+(:func:`privaudit.metrics.words.reach_details`) and shown on the board.
 
 **Corrector** (Morris, Kuleshov, Shmatikov & Rush, "Text Embeddings Reveal (Almost) As Much As
 Text", EMNLP 2023, "Vec2Text") — a copy of the decoder whose memory also holds the current
@@ -27,14 +35,20 @@ trained after the decoder on (e, decoder's greedy hypothesis, ê) → the true t
 public training documents.
 
 **Pre-training** — on *public text* only, never on the user's corpus: by default
-``public_docs`` (8,000) documents of the built-in generator (``synthetic-reviews``) with
-``public_seed`` (104729), for ``epochs`` 3 (the corrector: ``correction_epochs`` 2; 1,330 s
-on two quiet CPU cores; the attacker is bound by this data: 4,000 documents for 2 + 1 epochs
-gave greedy word F1 .385 on the quick corpus, these .511), disjoint from the presets' seed
-0 (a run whose own corpus is that generator at that seed is refused when the grid is
-planned); a user may name another public corpus (a registered corpus name, or a file path
-read as the ``files`` corpus). As in :mod:`privaudit.attacks._sentence`, each training
-document's sentences are extra pairs.
+(``public_corpus: auto``) the run corpus's own held-out ``public`` split when its loader
+declares one (``public_split``: ``synthpai``'s other people's comments), else ``public_docs``
+(8,000) documents of the built-in generator (``synthetic-reviews``) with ``public_seed``
+(104729), for ``epochs`` 3 (the corrector: ``correction_epochs`` 2; 1,330 s on two quiet CPU
+cores for the generator's 8,000; the attacker is bound by this data: 4,000 documents for
+2 + 1 epochs gave greedy word F1 .385 on the quick corpus, these .511). ``public_corpus`` may
+name any corpus a run can take (:class:`PublicText`): a registered name with its parameters
+and a split, a file (a bare path reads its ``text`` column; ``{name: file, params: {path,
+text}}`` maps the column), a ``datasets`` name where a hub is reachable (``hf``). Advice: pre-
+train on public text of the victims' domain. A run whose attacker would be pre-trained on its
+own documents is refused when the grid is planned (``geia.check_corpus``: the generator at the
+run's seed, the run's own corpus without a held-out split, by spec or by path, or public text
+holding any of its train or test documents). As in :mod:`privaudit.attacks._sentence`, each
+training document's sentences are extra pairs.
 The result is cached on disk like a downloaded model, under
 ``cache_dir()/inverters/<key>.pt``, where ``key`` digests the backbone's name and fingerprint,
 the public corpus, every parameter that shapes the pre-training and the device; a change to

@@ -73,10 +73,12 @@ class GEIA(SentenceInversion):
     Model (:mod:`privaudit.attacks._inverter`): the backbone's embeddings and lowest
     ``n_layer`` layers warm-started as a BERT decoder with cross-attention to ``n_memory``
     vectors projected from the released embedding (Rothe et al., TACL 2020), pre-trained on
-    ``public_docs`` documents of ``public_corpus`` (the built-in generator at ``public_seed``
-    by default: public text of the same domain, never the run's corpus), cached on disk
-    keyed by the backbone fingerprint, the public corpus and these parameters
-    (``privaudit pretrain`` builds it ahead of a run).
+    at most ``public_docs`` documents of ``public_corpus`` (``auto``: the run corpus's held-out
+    public split where it declares one, else the built-in generator at ``public_seed``; any
+    corpus a run can take; never the run's own documents), cached on disk keyed by the
+    backbone fingerprint, the public corpus and these parameters (``privaudit pretrain``
+    builds it ahead of a run). What it can write at a point: ``vocabulary`` (``backbone``:
+    every piece; ``public+aux``; ``public``), reported as reach in ``attack_details``.
 
     Per defense point (adaptive, the default): the release's features are mapped into the
     clean space by the ridge adapter learnt on the aux release queried through the mechanism,
@@ -104,9 +106,11 @@ class GEIA(SentenceInversion):
 
     Deviations and why: the paper fine-tunes GPT-2; no generator is available offline, so the
     decoder is the public encoder's own lower layers warm-started as a decoder (a documented
-    alternative of Rothe et al.); its output softmax covers the WordPieces of the public text
-    (see :mod:`privaudit.attacks._inverter`), for speed on CPUs; the pre-training data are
-    generated public reviews, not PersonaChat/QNLI.
+    alternative of Rothe et al.); its pre-training softmax covers the WordPieces of the public
+    text, for speed on CPUs, and is widened at each point to every piece of the backbone
+    (``vocabulary``; see :mod:`privaudit.attacks._inverter`), so it can write any word; the
+    pre-training data are public text of the run's domain where the corpus holds some out
+    (``public_corpus: auto``), else generated public reviews, not PersonaChat/QNLI.
     """
 
     name: ClassVar[str] = "geia"

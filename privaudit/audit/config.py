@@ -385,6 +385,23 @@ def quick_preset() -> dict[str, Any]:
     }
 
 
+def real_preset() -> dict[str, Any]:
+    """The quick grid (every built-in defense at its levels against every built-in attack) on
+    realistic text with people in it: SynthPAI (``synthpai``: comments written from 300
+    constant personas; Yukhymenko et al., NeurIPS 2024), the same split sizes as the quick
+    corpus's. The generative inversions pre-train on its held-out public split (other
+    people's comments: ``public_corpus: auto``), so what the synthetic world credits can be
+    checked against text it did not generate."""
+    preset = quick_preset()
+    preset["name"] = "real"
+    preset["corpus"] = {
+        "name": "synthpai",
+        "params": {"seed": 0},
+        "limits": {"train": 800, "test": 1000, "aux": 300},
+    }
+    return preset
+
+
 def paper_preset() -> dict[str, Any]:
     """RAPT's grid (Li et al., Table II / Fig. 7): eta in {25, 75, 125, 150, 175} for the
     text-to-text defenses, utility as the service gets it (``service``: the top layer's
@@ -436,7 +453,7 @@ class _Presets(Mapping[str, dict[str, Any]]):
         return len(self._derived) + len(self._fixed)
 
 
-PRESETS = _Presets({"quick": quick_preset, "paper": paper_preset}, {
+PRESETS = _Presets({"quick": quick_preset, "real": real_preset, "paper": paper_preset}, {
     # Seconds, for tests: the tiny random BERT and a small corpus.
     "smoke": {
         "name": "smoke",
