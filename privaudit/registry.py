@@ -267,6 +267,7 @@ BUILTINS: dict[Registry[Any], dict[str, str]] = {
         "file": "privaudit.corpora.files:load_file",
         "hf": "privaudit.corpora.files:load_hf",
         "tab": "privaudit.corpora.tab:load_tab",
+        "synthpai": "privaudit.corpora.synthpai:synthpai",
     },
     UTILITY: {
         "service": "privaudit.utility.service:Service",

@@ -8,6 +8,16 @@ with the columns:
 - ``entities`` (list of ``{"start": int, "end": int, "type": str, "text": str}`` character spans),
 - ``author`` (str; authors never straddle splits, so ``aux`` is disjoint from the victims).
 
+A corpus may carry two more splits, same columns (``synthpai`` has both; ``Corpus.subset``,
+``fingerprint`` and ``corpus.limits`` treat them like the others):
+
+- ``public``: other people's text, authors disjoint from every other split, for an attacker's
+  public pre-training; never victims and never the service's train data (the runner reads
+  only ``train``, ``test`` and ``aux``).
+- ``background``: for re-identification, known-author text: held-out *other* documents of the
+  ``test`` authors plus distractor authors' documents; a document is in one split only, so no
+  victim document is in it.
+
 Ground truth (labels, attributes, entities) is read by the runner only.
 """
 

@@ -1,7 +1,8 @@
 """The train/test/aux splits every corpus shares, generated or loaded.
 
 ``check_fractions`` validates the (train, test, aux) fractions, ``assign_splits`` deals whole
-authors to the splits so that ``aux`` never shares an author with the victims, and
+authors to the splits so that ``aux`` never shares an author with the victims (both take other
+split names too: SynthPAI deals people to train/test/aux/public/distractors), and
 ``corpus_features`` is the ``datasets`` schema of a split. Used by the synthetic generator
 (:mod:`privaudit.corpora.synthetic`) and the file and hub loaders
 (:mod:`privaudit.corpora.files`).
@@ -21,21 +22,26 @@ if TYPE_CHECKING:
     import datasets
 
 
-def check_fractions(value: Any, arg: str = "splits") -> tuple[float, float, float]:
-    """Validate (train, test, aux) fractions: three positive numbers summing to 1."""
+def check_fractions(
+    value: Any, arg: str = "splits", names: Sequence[str] = SPLITS
+) -> tuple[float, ...]:
+    """Validate one fraction per split in ``names`` (train, test, aux by default): positive
+    numbers summing to 1."""
     try:
         fractions = tuple(float(f) for f in value)
     except (TypeError, ValueError):
         fractions = ()
     if (
-        len(fractions) != 3
+        len(fractions) != len(names)
         or not all(math.isfinite(f) and f > 0 for f in fractions)
         or abs(sum(fractions) - 1.0) > 1e-6
     ):
+        count = {3: "three", 4: "four", 5: "five"}.get(len(names), str(len(names)))
         raise ValueError(
-            f"{arg} must be three positive numbers (train, test, aux) summing to 1, got {value!r}."
+            f"{arg} must be {count} positive numbers ({', '.join(names)}) summing to 1, "
+            f"got {value!r}."
         )
-    return fractions  # type: ignore[return-value]
+    return fractions
 
 
 def assign_splits(
@@ -43,15 +49,17 @@ def assign_splits(
     fractions: Sequence[float],
     rng: np.random.Generator,
     strata: Sequence[str] | None = None,
+    names: Sequence[str] = SPLITS,
 ) -> np.ndarray:
-    """Assign whole groups (authors) to train/test/aux so document counts track ``fractions``.
+    """Assign whole groups (authors) to the splits ``names`` (train/test/aux by default) so
+    document counts track ``fractions`` (one per name).
 
     Each group goes to the split furthest below its share of the documents dealt so far,
     visiting groups in random order. With ``strata`` (one label per group, e.g. the author's
     attributes) the visit goes stratum by stratum, strata and groups within them shuffled: the
     greedy rule takes turns in proportion, so each stratum is spread like the whole (systematic
-    sampling) while the totals stay as exact as whole groups allow. The first three groups seed
-    one split each, so no split stays empty when there are at least three groups.
+    sampling) while the totals stay as exact as whole groups allow. The first groups seed one
+    split each, so no split stays empty when there are at least as many groups as splits.
     """
     sizes = np.asarray(group_sizes, dtype=np.int64)
     n = len(sizes)
@@ -66,11 +74,13 @@ def assign_splits(
         block = rng.permutation(len(uniq))[codes]  # random order of the strata
         order = np.lexsort((noise, block))
     frac = np.asarray(fractions, dtype=np.float64)
-    filled = np.zeros(len(SPLITS))
+    if len(frac) != len(names):
+        raise ValueError(f"{len(frac)} fractions for {len(names)} splits {tuple(names)}.")
+    filled = np.zeros(len(names))
     out = np.empty(n, dtype=object)
-    seeds = rng.permutation(n)[: len(SPLITS)] if n >= len(SPLITS) else []
+    seeds = rng.permutation(n)[: len(names)] if n >= len(names) else []
     for s, g in enumerate(seeds):  # one random group per split first
-        out[g] = SPLITS[s]
+        out[g] = names[s]
         filled[s] += sizes[g]
     for g in order:
         if out[g] is not None:
@@ -78,7 +88,7 @@ def assign_splits(
         # Deficit against the share of what has been dealt so far (not the final target), so
         # the splits take turns in proportion throughout and every stratum is spread alike.
         s = int(np.argmax(frac * (filled.sum() + sizes[g]) - filled))
-        out[g] = SPLITS[s]
+        out[g] = names[s]
         filled[s] += sizes[g]
     return out.astype(str)
 
