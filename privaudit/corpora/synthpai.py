@@ -39,10 +39,11 @@ public pre-training: never victims, never the service's train data) and *distrac
 ``background`` (for re-identification) takes ``background_share`` of each test person's comments
 (at least 1, and at least 1 left as a victim, when a person has 2 or more) plus every
 distractor's comments: the victims' held-out other comments among people who are not victims.
-A comment is in exactly one split. Defaults ``(0.35, 0.25, 0.15, 0.15, 0.10)``: test 0.25 gives
-about 1,350 victim comments (the quick grid's 1,000) from 75 people; train 0.35 ~2,700 for the
-service; aux and public ~1,150 each (attacks and pre-training use a few hundred to a thousand);
-30 distractors make about half of ``background`` people who are not victims.
+A comment is in exactly one split. Defaults ``(0.35, 0.25, 0.15, 0.15, 0.10)`` (seeds 0–2):
+test 0.25 leaves ~1,360 victim comments (the quick grid takes 1,000) from 62–77 people; train
+0.35 ~2,700 for the service; aux and public ~1,160 each (attacks and pre-training read a few
+hundred to a thousand); ``background`` ~1,370 comments, ~590 of them the test people's and the
+rest by 46 distractors (people with few comments: the deal is by comment count).
 """
 
 from __future__ import annotations
