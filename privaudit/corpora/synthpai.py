@@ -43,7 +43,7 @@ A comment is in exactly one split. Defaults ``(0.35, 0.25, 0.15, 0.15, 0.10)`` (
 test 0.25 leaves ~1,360 victim comments (the quick grid takes 1,000) from 62–77 people; train
 0.35 ~2,700 for the service; aux and public ~1,160 each (attacks and pre-training read a few
 hundred to a thousand); ``background`` ~1,370 comments, ~590 of them the test people's and the
-rest by 46 distractors (people with few comments: the deal is by comment count).
+rest by 42–46 distractors (people with few comments: the deal is by comment count).
 """
 
 from __future__ import annotations
