@@ -275,3 +275,8 @@ def synthpai(
         "dropped": {"with no topic word (unmatched='drop')": n_read - len(docs)},
     }
     return Corpus("synthpai", out, label_names, list(ATTRIBUTE_NAMES), info)
+
+
+# Declared for the attacker's public pre-training (``geia``'s ``public_corpus: auto``): other
+# people's comments, never a victim's or the service's.
+synthpai.public_split = "public"  # type: ignore[attr-defined]
