@@ -636,6 +636,14 @@ def leaderboard_cmd(
         float | None,
         typer.Option(help="The utility chance level, if the runs have no run.json."),
     ] = None,
+    mixed_corpora: Annotated[
+        bool,
+        typer.Option(
+            "--mixed-corpora",
+            help="Put runs of different corpora on one board, each row labelled "
+            "'label @ corpus' (refused without it).",
+        ),
+    ] = False,
 ) -> None:
     """Rank defenses per attack family by worst-case privacy-utility hypervolume, with
     bootstrap intervals and rank stability.
@@ -656,7 +664,7 @@ def leaderboard_cmd(
         check_writable(target, "--out")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        runs = load_runs(run_dirs, chance=chance)
+        runs = load_runs(run_dirs, chance=chance, mixed_corpora=mixed_corpora)
     for warning in caught:  # one readable line each, not a warnings.warn source excerpt
         typer.secho(f"Warning: {warning.message}", fg=typer.colors.YELLOW, err=True)
     board = leaderboard(runs.frame, runs.chance, outcomes=runs.outcomes, bootstrap=runs.bootstrap)

@@ -425,3 +425,71 @@ def test_a_torn_cached_inverter_is_said_to_be_rebuilt(tmp_path: Path, capsys) ->
     assert note["cache"] == "miss"
     err = capsys.readouterr().err
     assert f"the cached inverter {path} cannot be read" in err and "it is rebuilt" in err
+
+
+# -- item 7: runs of different corpora are refused, or kept apart -----------------------------
+
+
+def _corpus_run(root: Path, name: str, digest: str, none_utility: float, none_privacy: float):
+    """A made-up run on one corpus: none and one defense A, two attacks."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_leaderboard import cell, make_run
+
+    rows = []
+    for attack in ("a1", "a2"):
+        for row in (cell("none", 0, attack, none_privacy, none_utility),
+                    cell("A", 1, attack, 0.5, none_utility - 0.05),
+                    cell("A", 2, attack, 0.8, none_utility - 0.15)):  # fmt: skip
+            row |= {"corpus": name, "corpus_fingerprint": digest,
+                    "cell_key": f"{row['cell_key']}|{digest}"}  # fmt: skip
+            rows.append(row)
+    return make_run(root / name, rows)
+
+
+def test_runs_of_different_corpora_are_refused_in_one_line(tmp_path: Path) -> None:
+    from privaudit.outputs.runs import load_runs, merge_runs
+
+    # The same name, different digests: the digest decides, not the name.
+    one = _corpus_run(tmp_path / "x", "file", "digest-one", 0.816, 0.0)
+    two = _corpus_run(tmp_path / "y", "file", "digest-two", 0.708, 0.2)
+    for load in (merge_runs, load_runs):
+        with pytest.raises(ValueError, match="different corpora") as info:
+            load([one, two])
+        message = str(info.value)
+        assert "\n" not in message and str(one) in message and str(two) in message
+        assert "--mixed-corpora" in message and "mixed_corpora=True" in message
+    result = runner.invoke(app, ["leaderboard", str(one), str(two), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "--mixed-corpora" in lines[0], result.output
+    assert not (tmp_path / "o").exists()
+    same = _corpus_run(tmp_path / "z", "file", "digest-one", 0.8, 0.0)  # one corpus: merged
+    assert len(merge_runs([one, same])[0]) == 6
+
+
+def test_mixed_corpora_keep_each_corpus_undefended_row_apart(tmp_path: Path) -> None:
+    from privaudit.leaderboard.board import leaderboard
+    from privaudit.outputs.runs import load_runs
+
+    one = _corpus_run(tmp_path, "synthetic", "digest-one", 0.816, 0.0)
+    two = _corpus_run(tmp_path, "synthpai", "digest-two", 0.708, 0.2)
+    runs = load_runs([one, two], mixed_corpora=True)
+    board = leaderboard(runs.frame, runs.chance, outcomes=runs.outcomes)
+    best = board.overall.set_index("label")["best_utility"]
+    # Each corpus's own undefended utility, not their mean (.762).
+    assert best["none @ synthetic"] == pytest.approx(0.816)
+    assert best["none @ synthpai"] == pytest.approx(0.708)
+    assert not any(abs(v - 0.762) < 1e-9 for v in best)
+    # Normalised privacy refers to the corpus's own undefended attack score: A at score 0.5
+    # is 0.5 against synthetic's 1.0, (0.8 - 0.5) / 0.8 against synthpai's 0.8.
+    points = board.points.set_index("label")["privacy"]
+    assert points.loc["A @ synthetic"].min() == pytest.approx(0.5)
+    assert points.loc["A @ synthpai"].min() == pytest.approx(0.375)
+    assert any("2 different corpora (--mixed-corpora)" in n for n in board.notes)
+    assert not any(n.startswith("none @") for n in board.notes)  # not "changed no word"
+    result = runner.invoke(app, ["leaderboard", str(one), str(two), "--mixed-corpora",
+                                 "--out", str(tmp_path / "o")])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "none @ synthetic" in result.output and "0.762" not in result.output

@@ -64,7 +64,7 @@ BOARD_COLUMNS = frozenset({
     "replacement_rate", "privatize_seconds", "n_words", "defense_params", "guarantee",
     "cell_key", "point", "family", "n_test", "reason", "objective", "target_rate",
     "utility_ci_low", "utility_ci_high", "utility_evaluator", "utility_lower_bound",
-    "attribute_readout", "attribute_readout_no_objective", "release",
+    "attribute_readout", "attribute_readout_no_objective", "release", "corpus_fingerprint",
 })  # fmt: skip
 
 
@@ -204,7 +204,10 @@ def leaderboard(
     family, with its interval from the family ranks on each resample. ``none`` (the text
     reference) and ``clean`` (the format references) are reference points, never ranked;
     each vector defense's privacy is set beside the clean reference in its format
-    (:mod:`privaudit.leaderboard.formats`).
+    (:mod:`privaudit.leaderboard.formats`). Rows of several corpora (``corpus_fingerprint``;
+    merged with ``mixed_corpora``, which labels each ``label @ corpus``) keep each corpus's
+    undefended row apart: its utility and its attacks' normalised-privacy reference are its
+    own, never a mean over corpora, and a note says the ranks compare across data.
 
     Raises ``ValueError`` when ``chance`` is not in [0, 1), no cell is ``ok``, or the rows
     got their utility from more than one evaluator (``utility_evaluator``).
@@ -258,7 +261,11 @@ def leaderboard(
     per_attack = _per_attack(frame, chance, identity, notes)
     formats = format_view(stats)
     notes.extend(formats.notes)
-    for label in sorted(identity - {NONE}):
+    undefended = set(with_labels(frame).loc[lambda f: f["defense"] == NONE, "label"])
+    corpora = _corpora_note(frame, undefended)
+    if corpora:
+        notes.insert(0, corpora)
+    for label in sorted(identity - {NONE} - undefended):  # `none @ corpus` is none too
         notes.append(
             f"{label} changed no word at any privacy level (replacement rate 0): its releases "
             "are the original texts, so it protects nothing; it ranks below any defense it ties "
@@ -594,22 +601,26 @@ def _verdict_notes(
                 f"service-side objective ({reason}); its rows measure the privatizer's noise "
                 "alone, not the method as published."
             )
-    undefended = _undefended_utility(frame, stats)
-    if undefended is not None:
+    nones = sorted(set(stats.frame.loc[stats.frame["defense"] == NONE, "label"]))
+    for none_label in nones or [NONE]:  # one per corpus: never averaged across corpora
+        undefended = _undefended_utility(frame, stats, none_label)
+        if undefended is None:
+            continue
         u, lo, hi = undefended
+        whose = f" of {none_label}" if len(nones) > 1 else ""
         if u <= chance + 1e-9:
             notes.append(
-                f"WARNING: the undefended utility ({u:.3f}) is at or below chance ({chance:.3f}): "
-                "the text does not predict this label, so every hypervolume is 0 and the "
-                "ranking says nothing. Choose a label the text predicts."
+                f"WARNING: the undefended utility{whose} ({u:.3f}) is at or below chance "
+                f"({chance:.3f}): the text does not predict this label, so every hypervolume "
+                "is 0 and the ranking says nothing. Choose a label the text predicts."
             )
         elif lo <= chance + 1e-9:
             notes.append(
-                f"WARNING: the undefended utility ({u:.3f} [{lo:.3f}, {hi:.3f}]) is within its "
-                f"interval of chance ({chance:.3f}): the text barely predicts this label, so "
-                "every defense's utility sits in a sliver above chance and the ranking may "
-                "reflect noise, however stable it looks. Choose a label the text predicts "
-                "better, or more test documents."
+                f"WARNING: the undefended utility{whose} ({u:.3f} [{lo:.3f}, {hi:.3f}]) is "
+                f"within its interval of chance ({chance:.3f}): the text barely predicts this "
+                "label, so every defense's utility sits in a sliver above chance and the "
+                "ranking may reflect noise, however stable it looks. Choose a label the text "
+                "predicts better, or more test documents."
             )
     f = stats.frame
     idle = f[(f["defense"] == NONE) & (f["status"] == "ok") & np.isnan(stats.normalised_point)]
@@ -654,11 +665,14 @@ def _verdict_notes(
     return notes
 
 
-def _undefended_utility(frame: pd.DataFrame, stats: RunStats) -> tuple[float, float, float] | None:
+def _undefended_utility(
+    frame: pd.DataFrame, stats: RunStats, label: str = NONE
+) -> tuple[float, float, float] | None:
     """The undefended release's utility (seeds averaged) with its interval: from the run's
-    resamples, else the results' ``utility_ci_low``/``high`` (NaN when neither has one)."""
+    resamples, else the results' ``utility_ci_low``/``high`` (NaN when neither has one).
+    ``label``: which undefended row (``none @ <corpus>`` on a board of several corpora)."""
     f = stats.frame
-    ref = f[(f["defense"] == NONE) & np.isfinite(f["utility"].astype(float))]
+    ref = f[(f["label"] == label) & np.isfinite(f["utility"].astype(float))]
     if ref.empty:
         return None
     one = ref.drop_duplicates("seed")  # utility repeats on every attack row of a point
@@ -672,6 +686,22 @@ def _undefended_utility(frame: pd.DataFrame, stats: RunStats) -> tuple[float, fl
     if len(cols) == 2:
         return u, float(one[cols[0]].astype(float).mean()), float(one[cols[1]].astype(float).mean())
     return u, math.nan, math.nan
+
+
+def _corpora_note(frame: pd.DataFrame, undefended: set[str]) -> str | None:
+    """The board's note when its rows come from several corpora (``--mixed-corpora``), else
+    None: each label names its corpus and each corpus keeps its own undefended reference."""
+    if "corpus_fingerprint" not in frame.columns:
+        return None
+    n = frame["corpus_fingerprint"].dropna().nunique()
+    if n < 2:
+        return None
+    return (
+        f"These results come from {n} different corpora (--mixed-corpora): every label names "
+        f"its corpus ('label @ corpus'), and each corpus's undefended release is its own "
+        f"reference ({', '.join(sorted(undefended))}; never averaged). Ranks still set side by "
+        "side hypervolumes measured on different data: compare defenses within one corpus."
+    )
 
 
 def _undefended_advantage(stats: RunStats, attack: str) -> str | None:

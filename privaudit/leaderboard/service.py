@@ -111,24 +111,29 @@ def check_one_evaluator(frame: pd.DataFrame) -> None:
 
 def probe_warning(frame: pd.DataFrame) -> str | None:
     """The line that opens the notes when the service learned less than the frozen probe on
-    the undefended release (seeds averaged), else None."""
+    the undefended release (seeds averaged; each corpus's own on a board of several), else
+    None."""
     if "utility_lower_bound" not in frame.columns or "utility" not in frame.columns:
         return None
-    ref = frame[frame["defense"] == NONE]
-    if "seed" in ref.columns:
-        ref = ref.drop_duplicates("seed")  # utility repeats on every attack row of a point
-    u = ref["utility"].astype(float).to_numpy()
-    p = ref["utility_lower_bound"].astype(float).to_numpy()
-    if not (np.isfinite(u).any() and np.isfinite(p).any()):
-        return None
-    u_mean, p_mean = float(np.nanmean(u)), float(np.nanmean(p))
-    if u_mean >= p_mean - PROBE_SLACK:
-        return None
-    return (
-        f"The service evaluator reached {u_mean:.3f} on the undefended release, below the "
-        f"frozen probe's {p_mean:.3f}: raise its epochs or lr (utility: {{name: service, "
-        "params: {epochs: 40}}), or use utility: probe."
-    )
+    refs = frame[frame["defense"] == NONE]
+    by = "label" if "label" in refs.columns else "defense"  # `none @ corpus`: one per corpus
+    for label, ref in refs.groupby(by, sort=True, dropna=False):
+        if "seed" in ref.columns:
+            ref = ref.drop_duplicates("seed")  # utility repeats on every attack row of a point
+        u = ref["utility"].astype(float).to_numpy()
+        p = ref["utility_lower_bound"].astype(float).to_numpy()
+        if not (np.isfinite(u).any() and np.isfinite(p).any()):
+            continue
+        u_mean, p_mean = float(np.nanmean(u)), float(np.nanmean(p))
+        if u_mean >= p_mean - PROBE_SLACK:
+            continue
+        where = "the undefended release" if label == NONE else str(label)
+        return (
+            f"The service evaluator reached {u_mean:.3f} on {where}, below the "
+            f"frozen probe's {p_mean:.3f}: raise its epochs or lr (utility: {{name: service, "
+            "params: {epochs: 40}}), or use utility: probe."
+        )
+    return None
 
 
 def service_view(stats: RunStats) -> ServiceView:

@@ -354,14 +354,17 @@ def _normalised(
     ref_point, ref = perfect.copy(), np.repeat(perfect[:, None], score.shape[1], axis=1)
     ok = (frame["status"] == "ok").to_numpy()
     is_none = (frame["defense"] == NONE).to_numpy() & ok
-    lookup = {
-        (a, s): r
-        for r, (a, s) in enumerate(zip(frame["attack"], frame["seed"], strict=True))
-        if is_none[r]
-    }
+    # Each corpus's rows refer to its own undefended row (merged runs, --mixed-corpora);
+    # one corpus (or none recorded) keeps the plain (attack, seed) match.
+    digests = frame.get("corpus_fingerprint")
+    corpus = [d if isinstance(d, str) else None for d in digests] if digests is not None else []
+    if len(set(corpus) - {None}) < 2:
+        corpus = [None] * len(frame)
+    keys = list(zip(frame["attack"], frame["seed"], corpus, strict=True))
+    lookup = {k: r for r, k in enumerate(keys) if is_none[r]}
     has_ref = np.zeros(len(frame), dtype=bool)
-    for r, (a, s) in enumerate(zip(frame["attack"], frame["seed"], strict=True)):
-        hit = lookup.get((a, s))
+    for r, k in enumerate(keys):
+        hit = lookup.get(k)
         if hit is not None:
             ref_point[r], ref[r], has_ref[r] = s_point[hit], score[hit], True
     sign = np.array([1.0 if s is None else s.sign for s in specs], dtype=float)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privaudit.audit.store import RunDir, cell_counts
-from privaudit.metrics.stats import Bootstrap, Outcomes
+from privaudit.metrics.stats import Bootstrap, Outcomes, with_labels
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -64,11 +64,17 @@ class Runs:
     strength: pd.DataFrame | None = None  # the runs' strength.csv (the attack-strength curve)
 
 
-def load_runs(run_dirs: Iterable[str | Path], *, chance: float | None = None) -> Runs:
+def load_runs(
+    run_dirs: Iterable[str | Path],
+    *,
+    chance: float | None = None,
+    mixed_corpora: bool = False,
+) -> Runs:
     """:func:`merge_runs` plus the runs' per-document outcomes (merged; the last run wins on
-    a repeated key) and the first run's bootstrap settings."""
+    a repeated key) and the first run's bootstrap settings. ``mixed_corpora``: as in
+    :func:`merge_runs` (runs of different corpora are refused without it)."""
     dirs = [Path(d) for d in run_dirs]
-    frame, level = merge_runs(dirs, chance=chance)
+    frame, level = merge_runs(dirs, chance=chance, mixed_corpora=mixed_corpora)
     entries = {}
     for run_dir in dirs:
         entries.update(Outcomes.from_frame(RunDir(run_dir).read_outcomes()).entries)
@@ -89,16 +95,28 @@ def load_runs(run_dirs: Iterable[str | Path], *, chance: float | None = None) ->
 
 
 def merge_runs(
-    run_dirs: Iterable[str | Path], *, chance: float | None = None
+    run_dirs: Iterable[str | Path],
+    *,
+    chance: float | None = None,
+    mixed_corpora: bool = False,
 ) -> tuple[pd.DataFrame, float]:
     """Concatenate several runs' results; a later run's row replaces an earlier one's.
 
     Rows are de-duplicated on ``cell_key`` keeping the last (the key hashes everything that
     determines a cell, so a repeated cell is the same measurement, re-run). The chance level
-    comes from the runs' run.json (:func:`run_chance`; ``chance`` overrides it); runs on
-    different corpora or with different chance levels are merged with a warning, using the
-    highest chance level (the stricter box). Raises ``ValueError`` for no directories, a
-    directory without results, or no chance level anywhere.
+    comes from the runs' run.json (:func:`run_chance`; ``chance`` overrides it); runs with
+    different chance levels are merged with a warning, using the highest chance level (the
+    stricter box).
+
+    Runs on different corpora (by digest: the results' ``corpus_fingerprint``, else run.json's;
+    not by name) are refused unless ``mixed_corpora``. With it, every row's ``label`` gets its
+    corpus appended (``"pct2t[eta=10] @ synthpai"``; the digest's first 8 characters are added
+    where two corpora share a name), so no two corpora's rows are ever averaged: each corpus
+    keeps its own undefended ``none`` row (its utility, and the reference of its attacks'
+    normalised privacy), and the board ranks ``label @ corpus`` entries side by side (a
+    comparison across data that the board's notes say). Raises ``ValueError`` for no
+    directories, a directory without results, runs of different corpora without
+    ``mixed_corpora``, or no chance level anywhere.
     """
     import pandas as pd
 
@@ -106,25 +124,37 @@ def merge_runs(
     if not dirs:
         raise ValueError("No run directory given; pass one or more (reports/<run-id>/).")
     frames, chances = [], []
+    corpora: dict[str, list[Path]] = {}  # digest -> the runs on it
+    names: dict[str, str] = {}  # digest -> the corpus's name
     for run_dir in dirs:
         frame, meta = read_run(run_dir)
+        frame = _with_fingerprint(frame, meta)
+        for digest in frame["corpus_fingerprint"].dropna().astype(str).unique():
+            corpora.setdefault(digest, []).append(run_dir)
+            if "corpus" in frame.columns:  # the name only to read by; the digest decides
+                found = frame.loc[frame["corpus_fingerprint"] == digest, "corpus"].dropna()
+                names.setdefault(digest, str(found.iloc[0]) if len(found) else "")
         frames.append(frame)
         value = run_chance(meta)
         if value is not None:
             chances.append(value)
+    if len(corpora) > 1 and not mixed_corpora:
+        named = "; ".join(
+            f"{', '.join(map(str, d))} on {names.get(digest) or 'corpus'} {digest[:8]}"
+            for digest, d in corpora.items()
+        )
+        raise ValueError(
+            f"These runs are on {len(corpora)} different corpora ({named}), so their utilities "
+            "and privacies are not on one scale: rank each corpus separately, or pass "
+            "--mixed-corpora (mixed_corpora=True) to keep each corpus's rows apart on one board."
+        )
     merged = pd.concat(frames, ignore_index=True)
     if "cell_key" in merged.columns:
         keyed = merged["cell_key"].notna()
         unique = merged[keyed].drop_duplicates(subset="cell_key", keep="last")
         merged = pd.concat([unique, merged[~keyed]]).sort_index().reset_index(drop=True)
-    if "corpus_fingerprint" in merged.columns:
-        prints = merged["corpus_fingerprint"].dropna().unique()
-        if len(prints) > 1:
-            warnings.warn(
-                f"The runs used {len(prints)} different corpora (corpus_fingerprint); their "
-                "utilities and privacies are not measured on the same data.",
-                stacklevel=2,
-            )
+    if len(corpora) > 1:
+        merged = _corpus_labels(merged)
     if chance is None:
         if not chances:
             raise ValueError(
@@ -139,3 +169,30 @@ def merge_runs(
             )
         chance = max(chances)
     return merged, float(chance)
+
+
+def _with_fingerprint(frame: pd.DataFrame, meta: Mapping[str, Any]) -> pd.DataFrame:
+    """``frame`` with a ``corpus_fingerprint`` column: its own, else run.json's digest for
+    the rows without one (NaN where neither says)."""
+    digest = meta.get("corpus_fingerprint")
+    if "corpus_fingerprint" not in frame.columns:
+        return frame.assign(corpus_fingerprint=digest)  # all NaN without one: nothing known
+    if digest is not None:
+        frame = frame.assign(corpus_fingerprint=frame["corpus_fingerprint"].fillna(digest))
+    return frame
+
+
+def _corpus_labels(frame: pd.DataFrame) -> pd.DataFrame:
+    """Merged results of several corpora with each row's corpus appended to its label
+    (``label @ name``, ``label @ name#digest8`` where two digests share a name; rows with no
+    digest keep their label), so every per-label grouping keeps the corpora apart."""
+    frame = with_labels(frame)
+    digests = frame["corpus_fingerprint"]
+    names = frame["corpus"] if "corpus" in frame.columns else digests.str[:8]
+    names = names.where(names.notna(), digests.str[:8]).astype(str)
+    known = digests.notna()
+    per_name = frame[known].groupby(names[known])["corpus_fingerprint"].nunique()
+    shared = names.map(per_name).fillna(1) > 1
+    tag = names.where(~shared, names + "#" + digests.astype(str).str[:8])
+    frame.loc[known, "label"] = frame.loc[known, "label"] + " @ " + tag[known]
+    return frame
