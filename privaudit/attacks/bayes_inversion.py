@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
 import numpy as np
-from scipy import optimize, sparse
 
 from privaudit.api import Attack, Knowledge, Predictions, Release, Space
 from privaudit.attacks._pairs import aux_pairs, checked_release, released_tokens
@@ -94,6 +93,8 @@ def fit_kernel(bb: Any, originals: np.ndarray, released: np.ndarray, *, max_word
     """Maximum-likelihood ``(a, b)`` of :class:`Kernel` from draws of the mechanism: pairs
     ``(w, y)`` with ``y != w`` of one word class. Only the ``max_words`` most frequent
     originals enter (their normalisers span the whole class, the cost of the fit)."""
+    from scipy import optimize  # lazy: 0.4 s that `privaudit list` does not pay
+
     cand = bb.candidate_ids
     mu = bb.embeddings[cand].mean(0).astype(np.float32)
     classes = bb.subwords.classes
@@ -304,6 +305,8 @@ class BayesInversion(Attack):
         """Interpolated Kneser-Ney bigram over the states (index ``S``: unseen; ``S + 1``:
         the document start), as a sparse discounted part plus a backoff weight per history
         times the continuation unigram."""
+        from scipy import sparse  # lazy: `privaudit list` imports this module, never scipy
+
         s = len(states)
         prev = np.concatenate(
             [np.r_[s + 1, np.searchsorted(states, q)[:-1]] for q in sequences if len(q)]

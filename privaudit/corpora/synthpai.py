@@ -57,7 +57,6 @@ from importlib.resources import files
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import pandas as pd
 
 from privaudit.corpora.base import Corpus
 from privaudit.corpora.splits import assign_splits, check_fractions, corpus_features
@@ -66,6 +65,7 @@ from privaudit.params import NonNegativeInt, OpenFraction, checked
 
 if TYPE_CHECKING:
     import datasets
+    import pandas as pd
 
 COMMENTS = "comments_eval_revised.jsonl.gz"
 PROFILES = "user_bot_gen_online_profiles_300.json.gz"
@@ -129,6 +129,8 @@ def _data(name: str) -> bytes:
 @functools.cache
 def _raw() -> tuple[pd.DataFrame, pd.DataFrame]:
     """(comments: author, text; profiles by username), parsed once per process."""
+    import pandas as pd  # lazy: `privaudit list` imports this module, never pandas
+
     lines = [json.loads(line) for line in _data(COMMENTS).decode("utf-8").splitlines() if line]
     comments = pd.DataFrame(
         [(p["username"], c["text"]) for p in lines for c in p["comments"]],
@@ -141,6 +143,8 @@ def _raw() -> tuple[pd.DataFrame, pd.DataFrame]:
 def education_level(education: pd.Series) -> pd.Series:
     """The highest completed level in :data:`EDUCATION_LEVELS` (the rule in the module
     docstring) of each free-text education."""
+    import pandas as pd  # lazy: `privaudit list` imports this module, never pandas
+
     text = education.astype(str).str.lower()
     level = pd.Series("other", index=education.index, dtype=object)
     for name, pattern in reversed(_DEGREES):  # the earliest (highest) degree is written last
@@ -162,6 +166,8 @@ def region_of(city_country: pd.Series) -> pd.Series:
 
 def attributes_of(profiles: pd.DataFrame) -> pd.DataFrame:
     """The private attributes (:data:`ATTRIBUTE_NAMES`, strings) of each profile."""
+    import pandas as pd  # lazy: `privaudit list` imports this module, never pandas
+
     status = profiles["relationship_status"].astype(str).str.strip().str.lower()
     return pd.DataFrame(
         {
@@ -196,6 +202,7 @@ def synthpai(
     """
     fractions = check_fractions(splits, "synthpai splits", PEOPLE_SPLITS)
     import datasets
+    import pandas as pd  # lazy: as above
 
     seed, share = int(seed), float(background_share)
     rng = np.random.default_rng(seed)

@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 OTHER = "other"
 
@@ -129,6 +132,8 @@ _PATTERNS = {topic: _pattern(words) for topic, words in TOPIC_WORDS.items()}
 
 def topic_hits(texts: Sequence[str]) -> pd.DataFrame:
     """Each text's count of each topic's words (one column per topic, in lexicon order)."""
+    import pandas as pd  # lazy: `privaudit list` imports synthpai, never pandas
+
     lowered = pd.Series(list(texts), dtype=object).str.lower()
     return pd.DataFrame({t: lowered.str.count(p) for t, p in _PATTERNS.items()})
 
