@@ -85,11 +85,13 @@ def test_a_tie_with_its_power_line(lb: Leaderboard) -> None:
     tie = next(p for p in fv.pairs if {p.a, p.b} == {"alpha", "beta"})
     assert not tie.separated and tie.ci_low < 0 < tie.ci_high
     assert tie.a == "alpha" and tie.diff > 0  # the larger point hypervolume comes first
-    m = needed_victims(tie.diff, tie.se, N, v.level)
-    assert N < m < 100 * N and tie.n_needed == m
+    # The family-wise (Bonferroni, 6 pairs) critical value: beyond 100 × N for this gap.
+    m = needed_victims(tie.diff, tie.se, N, v.level, crit=tie.crit)
+    assert tie.crit > 2.5 and tie.n_needed == m and m > N
+    assert m == math.inf or m == pytest.approx(N * (tie.crit * tie.se / tie.diff) ** 2)
     lines = power_lines(v)
     assert any(
-        line.startswith(f"text: cannot separate alpha and beta with {N} victims; about ")
+        line.startswith(f"text: cannot separate alpha and beta with {N} victims; ")
         for line in lines
     ), lines
     # Shown at most POWER_SHOWN per family, the rest counted.
@@ -123,16 +125,24 @@ def test_the_headline_three_parts(lb: Leaderboard) -> None:
     text = "\n".join(lines)
     assert family == "text"
     assert "best utility at worst-case privacy ≥ 0.75: " in text and "good at eta=1" in text
-    assert "beat the undefended release" in text and "do not beat it: bad (+0.000 [" in text
-    share = f"{fv.separated} of 6 pairs separated ({100 * fv.separated / 6:.0f} %)"
-    assert headline(v)[-1] == ("overall", [f"{share} over 1 families."])
+    # On the attack's own scale none keeps its privacy (.11): bad, as exposed, with less
+    # utility, is below it (BEATS_NONE).
+    assert "beat the undefended release" in text and "do not beat it: bad (-0.011 [" in text
+    share = f"{fv.separated} of 6 pairs separated family-wise ({100 * fv.separated / 6:.0f} %"
+    if fv.separated_raw != fv.separated:
+        share += f"; {fv.separated_raw} by unadjusted per-pair intervals"
+    assert headline(v)[-1] == (
+        "overall", [f"{share}) over 1 families (each family controlled at 95 %)."]
+    )  # fmt: skip
 
 
 def test_decisiveness_per_family_and_overall(lb: Leaderboard) -> None:
     v = lb.verdict
     assert v is not None
     table = decisiveness_table(v)
-    assert table.headers == ["family", "defenses", "pairs", "separated", "share", "victims"]
+    assert table.headers == [
+        "family", "defenses", "pairs", "separated", "unadjusted", "share", "victims"
+    ]  # fmt: skip
     text, overall = table.rows
     assert text[:4] == ["text", "4", "6", str(v.n_separated)]
     assert overall[0] == "overall" and overall[2:4] == ["6", str(v.n_separated)]

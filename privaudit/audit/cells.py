@@ -289,7 +289,9 @@ def compute(
         start(label)
         reason = attack.applicable(public, knowledge)
         if reason is not None:
-            row = base | _family(attack) | {"status": "n/a", "reason": reason}
+            # na_cause: "release" (cannot read it) vs "truth" (the corpus cannot score it).
+            na = {"status": "n/a", "reason": reason, "na_cause": "release"}
+            row = base | _family(attack) | na
             emit(key, {"kind": "cell", "status": "n/a", "rows": [row]})
             continue
         rng_attack = attack_rng(point, defense, label)
@@ -300,7 +302,7 @@ def compute(
                 scored = score_predictions(predictions, ctx.truth, attack.metric, public)
             except NotScorable as exc:  # the attack ran; the truth cannot judge it
                 row = base | _family(attack) | {
-                    "status": "n/a", "reason": str(exc),
+                    "status": "n/a", "reason": str(exc), "na_cause": "truth",
                     "attack_seconds": time.perf_counter() - t0,
                 }  # fmt: skip
                 emit(key, {"kind": "cell", "status": "n/a", "rows": [row]})
@@ -333,7 +335,7 @@ def _scored_row(
     return base | result | {
         "attack": f"{label}[{target}]" if target else label,
         "status": status, "reason": result.get("reason", ""), "attack_seconds": attack_s,
-        "target": target,
+        "target": target, "na_cause": "truth" if status == "n/a" else None,  # a scorer's n/a
     }  # fmt: skip
 
 

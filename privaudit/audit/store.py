@@ -53,6 +53,9 @@ COLUMNS = [
     "normalised_privacy", "utility_ci_low", "utility_ci_high", "attack_score_ci_low",
     "attack_score_ci_high", "empirical_privacy_ci_low", "empirical_privacy_ci_high",
     "normalised_privacy_ci_low", "normalised_privacy_ci_high",
+    # Why a row is n/a: "release" (the attack cannot read it), "truth" (the corpus cannot
+    # score it: metrics.truth.NotScorable); empty otherwise.
+    "na_cause",
 ]  # fmt: skip
 
 

@@ -42,10 +42,11 @@ from privaudit.leaderboard.stats import (
     family_points,
     hypervolume_samples,
     overlapping,
+    own_scale,
     rank_summary,
     sample_ranks,
 )
-from privaudit.leaderboard.verdict import Verdict, decide
+from privaudit.leaderboard.verdict import BEATS_NONE, Verdict, decide
 from privaudit.metrics.outcomes import quiet_nan
 from privaudit.metrics.spec import find_metric
 from privaudit.metrics.stats import Bootstrap, Outcomes, run_stats, with_labels
@@ -65,6 +66,7 @@ BOARD_COLUMNS = frozenset({
     "cell_key", "point", "family", "n_test", "reason", "objective", "target_rate",
     "utility_ci_low", "utility_ci_high", "utility_evaluator", "utility_lower_bound",
     "attribute_readout", "attribute_readout_no_objective", "release", "corpus_fingerprint",
+    "na_cause", "attack_seconds",
 })  # fmt: skip
 
 
@@ -247,6 +249,7 @@ def leaderboard(
             f"resample adds to {', and to '.join(effects)}."
         )
     identity = identity_labels(frame)
+    unscorable = unscorable_families(stats.frame)
     sets = attack_sets(stats)
     # Like with like for the ranks only; a privacy level a defense reaches is always set by
     # the strongest adversary it faced, never by the subset its rivals also faced.
@@ -277,7 +280,14 @@ def leaderboard(
             "without them): hypervolumes and ranks are point estimates, with no intervals."
         )
     notes.extend(_verdict_notes(frame, stats, families, per_attack, chance))
-    overall = _overall(frame, families, notes, identity, rank_samples, boot.level)
+    for family, why in sorted(unscorable.items()):
+        notes.append(
+            f"{family}: left out of the overall ranking: this corpus has no truth to score its "
+            f"attacks ({why}); they could read the releases, so it is the corpus, not the "
+            "defenses, that cannot be judged here."
+        )
+    overall = _overall(frame, families, notes, identity, rank_samples, boot.level,
+                       unscorable=set(unscorable))  # fmt: skip
     rates = _rates(frame, points)
     if rates is not None and rates["target_rate"].notna().any():
         calibrated = sorted(set(rates.loc[rates["target_rate"].notna(), "label"]))
@@ -288,12 +298,22 @@ def leaderboard(
         )
     notes.append(f"Chance level of the utility metric: {chance:.4g}.")
     n_test = stats.frame.groupby("family")["n_test"].max() if "n_test" in stats.frame else None
+    doc_samples = None
+    if stats.available and (any(v > 0 for v in sds.values()) or u_sds):
+        # The same resamples without the fit effects: the documents' share of each
+        # difference's variance, for the power lines (verdict.needed_victims).
+        docs = run_stats(frame, outcomes or Outcomes(), boot)
+        doc_samples = _hv_by_label(family_points(docs, sets.restriction()), chance, docs)
+        doc_samples = {k: v for k, (_, v) in doc_samples.items()}
+    own = _hv_by_label(family_points(own_scale(stats), sets.restriction()), chance, stats)
     verdict = decide(
         families, hv_samples, matched, points.table, level=boot.level, chance=chance,
         n_test={} if n_test is None else n_test.dropna().astype(int).to_dict(),
         available=stats.available, ranked_on=sets.common, format_only=formats.format_only(),
-        cautions=tuple(cautions),
+        cautions=tuple(cautions), doc_samples=doc_samples, seeds=_seeds(ranking),
+        own_scale=own, unscorable=unscorable,
     )  # fmt: skip
+    notes.extend(_beats_none_notes(verdict))
     weak = probe_warning(frame)  # first: every utility below may be the service's, not the text's
     return Leaderboard(
         overall=overall, families=families, matched=matched, per_attack=per_attack,
@@ -335,7 +355,7 @@ def _family_table(
                 first = failed.iloc[0]
                 reason = f"{first['attack']} failed at {knob_text_of(first)}"
             elif ok.empty:
-                reason = "no attack of this family could read its releases (all n/a)"
+                reason = _na_reason(g)
             sel = (table["family"] == family) & (table["label"] == label) if len(table) else []
             idx = np.flatnonzero(np.asarray(sel)) if len(table) else np.zeros(0, int)
             if not reason and not len(idx):
@@ -419,6 +439,84 @@ def _label_hypervolume(
         else np.full(stats.bootstrap.resamples, np.nan)
     )
     return point_hv, samples
+
+
+def _hv_by_label(
+    points: FamilyPoints, chance: float, stats: RunStats
+) -> dict[tuple[str, str], tuple[float, np.ndarray]]:
+    """Per (family, label) of ``points``: its hypervolume and resamples."""
+    t = points.table
+    if t.empty:
+        return {}
+    groups = t.groupby(["family", "label"]).indices
+    return {(str(f), str(lb)): _label_hypervolume(points, np.asarray(idx), chance, stats)
+            for (f, lb), idx in groups.items()}  # fmt: skip
+
+
+def _seeds(points: FamilyPoints) -> dict[str, int]:
+    """Per family, the fewest seeds any ranked point averages (the power lines' refits)."""
+    t = points.table
+    if t.empty:
+        return {}
+    t = t[~t["defense"].isin(REFERENCES)]
+    return {str(f): int(n) for f, n in t.groupby("family")["n_seeds"].min().items()}
+
+
+def _beats_none_notes(verdict: Verdict) -> list[str]:
+    """Per family with ranked defenses and none beating the undefended release: the note, from
+    the verdict's own test (:data:`~privaudit.leaderboard.verdict.BEATS_NONE`), so the notes
+    and the headline never disagree."""
+    if not verdict.available:
+        return []
+    return [
+        f"{fv.family}: no defense beats the undefended release ({BEATS_NONE}): privatizing "
+        "bought nothing on this family's attacks."
+        for fv in verdict.families
+        if fv.n_ranked and not fv.beats_none and not fv.unscorable
+    ]
+
+
+def na_causes(frame: pd.DataFrame) -> pd.Series:
+    """Per row, why it is n/a: ``truth`` (the attack ran; the corpus has no truth to score it:
+    :class:`~privaudit.metrics.truth.NotScorable`), ``release`` (the attack cannot read the
+    release), "" (not n/a). The ``na_cause`` column records it; in older results an n/a row
+    with attack seconds ran, so the truth could not judge it."""
+    import pandas as pd
+
+    cause = frame["na_cause"] if "na_cause" in frame else pd.Series(None, index=frame.index)
+    ran = (frame["attack_seconds"].astype(float).notna() if "attack_seconds" in frame
+           else pd.Series(False, index=frame.index))  # fmt: skip
+    out = cause.where(cause.isin(["truth", "release"]), np.where(ran, "truth", "release"))
+    return out.where(frame["status"] == "n/a", "")
+
+
+def unscorable_families(frame: pd.DataFrame) -> dict[str, str]:
+    """Families this corpus cannot score: every row n/a, and every attack n/a somewhere for
+    want of truth (not of a readable release); with the reasons, ``attack: reason``."""
+    out: dict[str, str] = {}
+    if "family" not in frame or frame.empty:
+        return out
+    causes = na_causes(frame)
+    for family, g in frame.groupby("family", sort=True):
+        truth = causes[g.index] == "truth"
+        if (g["status"] != "n/a").any() or not truth.groupby(g["attack"]).any().all():
+            continue
+        reasons = sorted({f"{a}: {r}" for a, r in zip(g["attack"][truth], g["reason"][truth],
+                                                     strict=True)})  # fmt: skip
+        out[str(family)] = "; ".join(reasons)
+    return out
+
+
+def _na_reason(rows: pd.DataFrame) -> str:
+    """Why a label has no ok row in a family whose rows are all n/a, by cause."""
+    causes = set(na_causes(rows)) - {""}
+    if causes == {"truth"}:
+        shown = "; ".join(sorted({str(r) for r in rows["reason"]}))
+        return f"all n/a: the corpus has no truth to score this family's attacks ({shown})"
+    if causes == {"release"}:
+        return "no attack of this family could read its releases (all n/a)"
+    return ("all n/a: some attacks of this family could not read its releases, the corpus has "
+            "no truth to score the others")  # fmt: skip
 
 
 def _attack_set_notes(sets: AttackSets) -> list[str]:
@@ -636,25 +734,22 @@ def _verdict_notes(
             none = sub[sub["label"] == NONE]["hypervolume"]
             others = sub[~sub["defense"].isin(REFERENCES)]["hypervolume"]
             if len(none) and len(others) and float(others.max()) <= float(none.iloc[0]) + 1e-12:
+                # Nothing to buy: the attack learns nothing measurable from the original.
+                # Whether a defense beats none is the family's note (_beats_none_notes, the
+                # verdict's one definition), never another reading of the raw frontier.
                 advantage = _undefended_advantage(stats, str(attack))
-                if advantage is not None:
-                    # Nothing to buy: the attack learns nothing measurable from the original.
-                    if not any(n.startswith(f"{attack}: against the undefended") for n in notes):
-                        notes.append(
-                            f"{attack}: no defense's frontier beats the undefended release, but "
-                            f"the attack has no measurable advantage on it either ({advantage}): "
-                            "there was no privacy to buy."
-                        )
-                    continue
-                notes.append(
-                    f"{attack}: no defense's frontier beats the undefended release "
-                    f"(hypervolume {float(none.iloc[0]):.3f} for none, at most "
-                    f"{float(others.max()):.3f} for a defense): on this attack's raw scale "
-                    "privatizing bought nothing."
-                )
+                said = any(n.startswith(f"{attack}: against the undefended") for n in notes)
+                if advantage is not None and not said:
+                    notes.append(
+                        f"{attack}: the attack has no measurable advantage on the undefended "
+                        f"release ({advantage}): there was no privacy to buy."
+                    )
     if len(families):
+        unscorable = unscorable_families(stats.frame)
         for family, sub in families.groupby("family"):
             ranked = sub[sub["rank"].notna()]
+            if family in unscorable:
+                continue  # its own note says why (leaderboard)
             if ranked.empty:
                 notes.append(f"{family}: no defense faced the whole family; none is ranked.")
             elif float(ranked["hypervolume"].max()) == 0.0:
@@ -765,15 +860,19 @@ def _overall(
     identity: set[str],
     rank_samples: Mapping[str, Mapping[str, np.ndarray]] | None = None,
     level: float = 0.95,
+    unscorable: set[str] | None = None,
 ) -> pd.DataFrame:
     """One row per label: mean family rank (over labels ranked in every family), the number
     of families ranked in, best utility, guarantee, cost; with ``rank_samples`` (per family,
     each ranked label's rank on every resample) the overall rank is recomputed on each
     resample from the mean family rank, for its interval, holding share and ties, as in the
-    family tables."""
+    family tables. ``unscorable``: families the corpus cannot score, left out of the count
+    (:func:`unscorable_families`)."""
     import pandas as pd
 
     labelled = with_labels(frame)
+    if unscorable and len(families):
+        families = families[~families["family"].isin(unscorable)]
     labels = sorted(set(labelled["label"]))
     overall = pd.DataFrame(index=pd.Index(labels, name="label"))
     overall["defense"] = labelled.groupby("label")["defense"].first()

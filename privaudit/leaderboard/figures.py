@@ -26,6 +26,7 @@ from privaudit.leaderboard.frontier import CI_COLUMNS, seed_means
 from privaudit.leaderboard.labels import KnobLabel, figure_renderer, freeze, knob_text, place_labels
 from privaudit.metrics.spec import find_metric
 from privaudit.metrics.stats import with_labels
+from privaudit.params import shown
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -113,6 +114,16 @@ def _styles_for(labels: Iterable[str], styles: Mapping[str, Style] | None) -> di
 
 
 # ---- error bars and knob labels ----------------------------------------------------------
+
+
+def point_text(knob: Any, value: float, rate: Any = None) -> str:
+    """A point's label: its target replacement rate where the grid was set by rate (the η
+    calibrated to it differs per corpus and says little), else the knob value."""
+    try:
+        rate = float(rate)
+    except (TypeError, ValueError):
+        rate = math.nan
+    return f"rate={shown(rate)}" if np.isfinite(rate) else knob_text(knob, value)
 
 
 def _error_bars(
@@ -228,6 +239,7 @@ def pareto_figure(
     by = "label" if "label" in frame.columns else "defense"
     styles = _styles_for(frame[by].astype(str) if len(frame) else [], styles)
     values = ["empirical_privacy", "utility", *(c for c in CI_COLUMNS if c in frame.columns)]
+    values += ["target_rate"] if "target_rate" in frame.columns else []
     knob_labels: list[KnobLabel] = []
     markers: list[tuple[float, float]] = []
     for name, group in sorted(frame.groupby(by), key=lambda g: str(g[0])):
@@ -256,7 +268,7 @@ def pareto_figure(
         knob = group["knob"].iloc[0] if "knob" in group.columns else None
         for _, row in agg.iterrows():
             if np.isfinite(row["knob_value"]):
-                text = knob_text(knob, float(row["knob_value"]))
+                text = point_text(knob, float(row["knob_value"]), row.get("target_rate"))
                 knob_labels.append(
                     KnobLabel(
                         float(row["empirical_privacy"]), float(row["utility"]), text, colour, name
@@ -559,7 +571,7 @@ def _family_panel(
         knob = front["knob"] if "knob" in front.columns else [None] * len(front)
         for (_, row), name in zip(front.iterrows(), knob, strict=True):
             if np.isfinite(float(row["knob_value"])):
-                text = knob_text(name, float(row["knob_value"]))
+                text = point_text(name, float(row["knob_value"]), row.get("target_rate"))
                 knob_labels.append(
                     KnobLabel(float(row["privacy"]), float(row["utility"]), text, colour, label)
                 )

@@ -140,6 +140,7 @@ def family_points(
         meta.setdefault(key, {
             "defense": f.at[idx[0], "defense"], "knob": f.at[idx[0], "knob"],
             "knob_value": f.at[idx[0], "knob_value"], "n_attacks": len(idx),
+            "target_rate": f.at[idx[0], "target_rate"] if "target_rate" in f else np.nan,
             "strongest": f.at[worst, "attack"],
         })  # fmt: skip
     for key, runs in per_seed.items():
@@ -171,6 +172,34 @@ def family_points(
         table.loc[idx, "on_frontier"] = pareto_mask(sub["privacy"].to_numpy(),
                                                     sub["utility"].to_numpy())  # fmt: skip
     return FamilyPoints(table, np.stack(priv_s), np.stack(util_s))
+
+
+def own_scale(stats: RunStats) -> RunStats:
+    """``stats`` with each row's privacy on its attack's own scale in place of the normalised
+    one: ``clip((perfect − s) / (perfect − s_base), 0, 1)``, 1 at the no-information
+    baseline, 0 for a perfect attacker (the metric's declared perfect score), so the
+    undefended release keeps the privacy it has rather than 0 by definition. The rows that
+    set no worst case (normalised privacy undefined) set none here either. What "beats the
+    undefended release" is read on (:data:`privaudit.leaderboard.verdict.BEATS_NONE`)."""
+    from dataclasses import replace
+
+    from privaudit.metrics.spec import find_metric
+
+    f = stats.frame
+    specs = [find_metric(m) for m in f["attack_metric"]]
+    perfect = np.array([1.0 if s is None else s.perfect for s in specs], dtype=float)
+    null = np.array([0.0 if s is None else s.null_score for s in specs], dtype=float)
+    b_point = f["attack_baseline"].astype(float).to_numpy()
+    b_point = np.where(np.isfinite(b_point), b_point, null)
+    base = np.where(np.isfinite(stats.baseline), stats.baseline, b_point[:, None])
+    s_point = f["attack_score"].astype(float).to_numpy()
+    keep = np.isfinite(stats.normalised_point)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        point = (perfect - s_point) / (perfect - b_point)
+        samples = (perfect[:, None] - stats.score) / (perfect[:, None] - base)
+    point = np.where(keep, np.clip(point, 0.0, 1.0), np.nan)
+    samples = np.where(keep[:, None], np.clip(samples, 0.0, 1.0), np.nan)
+    return replace(stats, normalised=samples, normalised_point=point)
 
 
 # ---- hypervolume on resamples ---------------------------------------------------------

@@ -6,15 +6,34 @@ defenses A and B ranked in a family, the difference of their worst-case hypervol
 recomputed on every resample, and A and B are **separated** when the percentile interval of
 that difference, at the board's level, excludes 0. From the pairs come:
 
+* **family-wise confidence**: a family compares all its pairs at once, so a pair counts as
+  separated only when its own interval excludes 0 **and** Holm's step-down procedure over
+  the family's m pairs rejects "no difference" at ``1 − level`` (Holm 1979, Scand. J.
+  Statist. 6:65–70), each pair's p-value ``2·Φ(−|diff| / se)`` from its bootstrap standard
+  error. Holm holds the chance of any false separation in a family at ``1 − level``
+  whatever the dependence between pairs (they share defenses). A bootstrap max-|t|
+  (Romano & Wolf 2005) uses that dependence and is less conservative, but on 100 boards of
+  10 identical defenses it made a false claim on 6–7 of them at B = 250–400; Holm on at
+  most 5 at B = 400 and 1,000 (per-pair intervals: 59). The interval shown is
+  Bonferroni's ``diff ± z(1 − (1 − level)/(2m))·se``
+  and the power lines use its critical value. The unadjusted per-pair count is shown
+  beside the family-wise one where the two differ;
 * **decisiveness**: the share of pairs separated, per family and overall;
-* the **non-dominated set**: the defenses that no other defense beats with confidence;
-* **beats the undefended release**: hypervolume above ``none``'s with confidence (``none``'s
-  normalised privacy is 0 by definition, so its hypervolume is 0 where it was not run);
-* **power**: for a tied pair, the number of victims (test documents) at which the interval
-  would exclude 0 if the observed difference held. The interval's half-width is about
-  z·se and shrinks as 1/√n, so ``n_needed = n · (z · se / |diff|)²`` with ``se`` the
-  bootstrap standard deviation of the paired difference and ``n`` the family's ``n_test``.
-  It counts victims only: the variance between attacker fits is not in these intervals.
+* the **non-dominated set**: the defenses that no other defense beats with family-wise
+  confidence; a family with one ranked defense makes no comparative claim;
+* **beats the undefended release** (:data:`BEATS_NONE`, the one definition the notes use too):
+  the frontier's hypervolume above the undefended point's, both on each attack's own scale
+  (privacy 1 at the no-information baseline, 0 for a perfect attacker: ``none`` keeps the
+  privacy it has), the worst case over the attacks the family ranks on, paired interval;
+* **power**: for a tied pair, the victims (test documents) at which the family-wise
+  interval would exclude 0 if the observed difference held. The paired difference's
+  variance is split: ``se² = se_docs² + se_fit²``, ``se_docs`` from the documents (it
+  shrinks as 1/n), ``se_fit`` from the declared between-fit sds of the attackers and the
+  utility service (:mod:`privaudit.metrics.stats`: it does not shrink with victims, only as
+  1/K with K seeds per point). ``se_docs`` is the spread of the difference on the same
+  resamples without the fit effects; ``se_fit² = se² − se_docs²``. Victims needed:
+  ``n · se_docs² / ((diff / c)² − se_fit²)``; none when ``c · se_fit ≥ |diff|`` (the fits'
+  own randomness spans the difference), and then the seeds that would.
 
 The pairs, the non-dominated set and "beats the undefended release" compare the hypervolumes
 the board **ranks** on: the worst case over the attacks every ranked defense of the family
@@ -50,6 +69,15 @@ REALISTIC_FACTOR = 100.0
 NO_DIFFERENCE = 1e-6
 #: Tied pairs listed per family in the power lines; the rest are counted.
 POWER_SHOWN = 3
+#: Beyond this many seeds per point, a number of refits is not realistic.
+REALISTIC_SEEDS = 100
+#: What "beats the undefended release" means, wherever the board says it (headline, notes).
+BEATS_NONE = (
+    "a defense beats the undefended release in a family when its frontier's hypervolume is "
+    "above the undefended point's with confidence, both on each attack's own scale (privacy 1 "
+    "at the attack's no-information baseline, 0 for a perfect attacker, so the undefended "
+    "release keeps the privacy it has), worst case over the attacks the family ranks on"
+)
 
 
 @dataclass(frozen=True)
@@ -68,10 +96,37 @@ class Pair:
     se: float
     n: int
     n_needed: float
+    #: The part of ``se`` from the attackers' and the service's refits (does not shrink with n).
+    se_fit: float = 0.0
+    #: The Bonferroni simultaneous interval over the family's pairs (shown; Holm decides).
+    adj_low: float = math.nan
+    adj_high: float = math.nan
+    #: The critical value of that interval (z for one pair): the power lines use it.
+    crit: float = math.nan
+    seeds: int = 1  # seeds per point now
+    #: Rejected by Holm's procedure over the family's pairs; None: not tested.
+    holm: bool | None = None
+    #: Seeds per point that would separate the pair at ``victims_with_seeds`` victims.
+    seeds_needed: float = math.inf
+    victims_with_seeds: float = math.nan
+
+    @property
+    def separated_raw(self) -> bool:
+        """The pair's own interval excludes 0 (no correction for the family's other pairs)."""
+        return bool(self.ci_low > 0 or self.ci_high < 0)
 
     @property
     def separated(self) -> bool:
-        return bool(self.ci_low > 0 or self.ci_high < 0)
+        """Separated with family-wise confidence: the pair's own interval excludes 0 and
+        Holm's procedure over the family's pairs rejects it (the interval alone where no
+        Holm test was made)."""
+        return self.separated_raw and self.holm is not False
+
+    @property
+    def fit_bound(self) -> bool:
+        """No number of victims separates it: the fits' own spread spans the difference."""
+        c = self.crit if np.isfinite(self.crit) else _z(0.95)
+        return bool(self.se_fit > 0 and c * self.se_fit >= abs(self.diff) > NO_DIFFERENCE)
 
 
 @dataclass(frozen=True)
@@ -115,10 +170,18 @@ class FamilyVerdict:
     best: Best | None
     ranked_on: tuple[str, ...] | None = None
     format_only: tuple[str, ...] = ()  # privacy that is the release format's alone
+    #: Not scored: why this corpus cannot judge the family's attacks (no truth for them).
+    unscorable: str = ""
+    #: The non-dominated count by per-pair intervals (no family-wise correction).
+    n_undominated_raw: int | None = None
 
     @property
     def separated(self) -> int:
         return sum(p.separated for p in self.pairs)
+
+    @property
+    def separated_raw(self) -> int:
+        return sum(p.separated_raw for p in self.pairs)
 
     @property
     def n_ranked(self) -> int:
@@ -147,33 +210,137 @@ class Verdict:
     def n_separated(self) -> int:
         return sum(f.separated for f in self.families)
 
+    @property
+    def n_separated_raw(self) -> int:
+        return sum(f.separated_raw for f in self.families)
 
-def needed_victims(diff: float, se: float, n: int, level: float) -> float:
+
+def _z(level: float) -> float:
+    return NormalDist().inv_cdf((1 + level) / 2)
+
+
+def needed_victims(
+    diff: float,
+    se: float,
+    n: int,
+    level: float,
+    *,
+    se_fit: float = 0.0,
+    crit: float | None = None,
+) -> float:
     """Victims at which a paired difference ``diff`` with bootstrap standard error ``se`` at
-    ``n`` victims would have an interval excluding 0 (normal approximation, se ∝ 1/√n);
-    ``inf`` when ``diff`` is about 0 or the number exceeds :data:`REALISTIC_FACTOR` · n."""
+    ``n`` victims would have an interval (critical value ``crit``, by default the normal
+    ``z`` of ``level``) excluding 0. Of ``se``, only the documents' part
+    ``se² − se_fit²`` shrinks as 1/n; the fits' part ``se_fit`` stays. ``inf`` when
+    ``diff`` is about 0, when ``crit · se_fit`` alone reaches it (no number of victims
+    would) or when the number exceeds :data:`REALISTIC_FACTOR` · n."""
     if not (np.isfinite(diff) and np.isfinite(se)) or abs(diff) <= NO_DIFFERENCE or n <= 0:
         return math.inf
-    z = NormalDist().inv_cdf((1 + level) / 2)
-    needed = n * (z * se / abs(diff)) ** 2
+    c = _z(level) if crit is None or not np.isfinite(crit) else crit
+    room = (diff / c) ** 2 - se_fit**2  # the variance the documents may still take
+    if room <= 0:
+        return math.inf
+    needed = n * max(se**2 - se_fit**2, 0.0) / room
     return needed if needed <= REALISTIC_FACTOR * n else math.inf
 
 
+def needed_seeds(
+    diff: float, se: float, se_fit: float, seeds: int, n: int, crit: float
+) -> tuple[float, float]:
+    """(seeds per point, victims) that would separate a pair whose fits' share of the
+    variance, ``se_fit²``, shrinks as 1/K with K seeds averaged per point (each seed refits
+    every attacker and the service; ``seeds`` now). At the current ``n`` when the documents'
+    share leaves room; otherwise twice the fewest seeds that could, with the victims that
+    then would. ``(inf, nan)`` when no realistic number would."""
+    if not (se_fit > 0 and np.isfinite(se) and abs(diff) > NO_DIFFERENCE):
+        return math.inf, math.nan
+    target = (diff / crit) ** 2
+    docs = max(se**2 - se_fit**2, 0.0)
+    if docs < target:
+        k = math.ceil(seeds * se_fit**2 / (target - docs))
+        return (float(k), float(n)) if k <= REALISTIC_SEEDS else (math.inf, math.nan)
+    k = 2 * math.ceil(seeds * se_fit**2 / target)  # half the variance left to the documents
+    victims = n * docs / (target - seeds * se_fit**2 / k)
+    if k > REALISTIC_SEEDS or victims > REALISTIC_FACTOR * n:
+        return math.inf, math.nan
+    return float(k), victims
+
+
+def holm(p_values: Sequence[float], alpha: float) -> list[bool]:
+    """Holm's step-down rejections (Holm 1979, Scand. J. Statist. 6:65–70): the k-th smallest
+    p-value is compared with ``alpha / (m − k)``, stopping at the first that fails; the
+    chance of any false rejection stays at most ``alpha`` whatever the dependence. A NaN
+    p-value is never rejected and does not count in ``m``."""
+    p = np.asarray(p_values, float)
+    finite = np.flatnonzero(np.isfinite(p))
+    m, out = finite.size, [False] * len(p)
+    for k, i in enumerate(finite[np.argsort(p[finite], kind="stable")]):
+        if p[i] > alpha / (m - k):
+            break
+        out[i] = True
+    return out
+
+
 def pairs(
-    scores: Mapping[str, float], samples: Mapping[str, np.ndarray], n: int, level: float
+    scores: Mapping[str, float],
+    samples: Mapping[str, np.ndarray],
+    n: int,
+    level: float,
+    *,
+    doc_samples: Mapping[str, np.ndarray] | None = None,
+    seeds: int = 1,
 ) -> list[Pair]:
-    """Every pair of ``scores``' labels, compared on their paired resamples."""
+    """Every pair of ``scores``' labels, compared on their paired resamples, with the
+    family-wise interval over all of them. ``doc_samples``: the same resamples without the
+    fit effects (the documents alone), to split each difference's variance (module
+    docstring); without them the whole of it is taken as the documents'."""
     labels = sorted(scores, key=lambda lb: (-scores[lb], lb))
-    out = []
+    found = []
     for i, a in enumerate(labels):
         for b in labels[i + 1 :]:
             d = np.asarray(samples[a], float) - np.asarray(samples[b], float)
             lo, hi = interval(d, level)
             diff = float(scores[a] - scores[b])
-            finite = d[np.isfinite(d)]
-            se = float(np.std(finite, ddof=1)) if finite.size > 1 else math.nan
-            out.append(Pair(a, b, diff, lo, hi, se, n, needed_victims(diff, se, n, level)))
+            se = _sd(d)
+            se_fit = 0.0
+            if doc_samples is not None and a in doc_samples and b in doc_samples:
+                docs = _sd(np.asarray(doc_samples[a], float) - np.asarray(doc_samples[b], float))
+                if np.isfinite(docs) and np.isfinite(se):
+                    se_fit = math.sqrt(max(se**2 - docs**2, 0.0))
+            found.append((a, b, diff, lo, hi, se, se_fit, d))
+    # Family-wise: Holm over the family's pairs, each pair's p-value the normal one of its
+    # bootstrap-studentised difference; the interval shown is Bonferroni's (m pairs).
+    m = sum(np.isfinite(f[5]) and f[5] > 0 for f in found)
+    crit = _z(1 - (1 - level) / max(m, 1))
+    p_values = [
+        2 * NormalDist().cdf(-abs(diff) / se) if np.isfinite(se) and se > 0 else math.nan
+        for _, _, diff, _, _, se, _, _ in found
+    ]
+    rejected = holm(p_values, 1 - level)
+    out = []
+    for (a, b, diff, lo, hi, se, se_fit, _), fw in zip(found, rejected, strict=True):
+        k, at = needed_seeds(diff, se, se_fit, seeds, n, crit)
+        out.append(Pair(
+            a, b, diff, lo, hi, se, n,
+            needed_victims(diff, se, n, level, se_fit=se_fit, crit=crit),
+            se_fit=se_fit, adj_low=diff - crit * se, adj_high=diff + crit * se, crit=crit,
+            seeds=seeds, seeds_needed=k, victims_with_seeds=at, holm=fw,
+        ))  # fmt: skip
     return out
+
+
+def _sd(d: np.ndarray) -> float:
+    finite = d[np.isfinite(d)]
+    return float(np.std(finite, ddof=1)) if finite.size > 1 else math.nan
+
+
+def _undominated(order: Sequence[Scored], found: Sequence[Pair], raw: bool) -> list[Scored]:
+    """The defenses no pair shows beaten (per-pair intervals when ``raw``, else family-wise)."""
+    beaten = set()
+    for p in found:
+        if p.separated_raw if raw else p.separated:
+            beaten.add(p.b if p.ci_low > 0 else p.a)
+    return [s for s in order if s.label not in beaten]
 
 
 def decide(
@@ -189,6 +356,10 @@ def decide(
     ranked_on: Mapping[str, Sequence[str]] | None = None,
     format_only: Mapping[str, set[str]] | None = None,
     cautions: tuple[str, ...] = (),
+    doc_samples: Mapping[tuple[str, str], np.ndarray] | None = None,
+    seeds: Mapping[str, int] | None = None,
+    own_scale: Mapping[tuple[str, str], tuple[float, np.ndarray]] | None = None,
+    unscorable: Mapping[str, str] | None = None,
 ) -> Verdict:
     """The headline of a board: ``families`` (the board's family table: ranked labels have a
     rank), ``samples`` the hypervolume resamples per (family, label) the board ranked on,
@@ -196,7 +367,12 @@ def decide(
     (both over every attack a defense faced), ``n_test`` the victims per family and
     ``ranked_on`` the attacks each family ranked on (to say so), ``format_only`` per family
     the defenses whose privacy is their release format's alone (to say so where they beat
-    ``none``: :mod:`privaudit.leaderboard.formats`)."""
+    ``none``: :mod:`privaudit.leaderboard.formats`). ``doc_samples``: ``samples`` without the
+    fit effects (the documents' share of each difference), ``seeds`` the seeds per point per
+    family (for the power lines). ``own_scale``: per (family, label), ``none`` included, the
+    hypervolume and its resamples on each attack's own scale (:data:`BEATS_NONE`); without
+    it ``none``'s hypervolume is the normalised one, 0. ``unscorable``: families the corpus
+    cannot score, with why (no comparison, one line)."""
     out = []
     for family, sub in families.groupby("family", sort=True):
         family = str(family)
@@ -209,29 +385,39 @@ def decide(
         n = int(n_test.get(family, 0))
         b = len(next(iter(samples.values()))) if samples else 0
         own = {lb: samples.get((family, lb), np.full(b, np.nan)) for lb in scored}
-        found = pairs({lb: s.hypervolume for lb, s in scored.items()}, own, n, level)
-        beaten = {p.b for p in found if p.ci_low > 0} | {p.a for p in found if p.ci_high < 0}
+        docs = None
+        if doc_samples is not None:
+            docs = {lb: doc_samples[(family, lb)] for lb in scored if (family, lb) in doc_samples}
+        found = pairs({lb: s.hypervolume for lb, s in scored.items()}, own, n, level,
+                      doc_samples=docs, seeds=int((seeds or {}).get(family, 1)))  # fmt: skip
         order = sorted(scored.values(), key=lambda s: (-s.hypervolume, s.label))
-        undominated = tuple(s for s in order if s.label not in beaten)
-        # none's privacy is 0 by definition: its hypervolume is 0 where it was not measured.
-        none_s = samples.get((family, NONE))
+        undominated = tuple(_undominated(order, found, raw=False))
+        # BEATS_NONE: on each attack's own scale none keeps its privacy; without that scale
+        # (an older caller) none's normalised privacy is 0, so its hypervolume is 0.
+        beat_on = {lb: own[lb] for lb in scored}
+        points_on = {lb: s.hypervolume for lb, s in scored.items()}
+        none_hv, none_s = 0.0, samples.get((family, NONE))
+        if own_scale is not None:
+            for lb in scored:
+                points_on[lb], beat_on[lb] = own_scale.get((family, lb), (math.nan, own[lb]))
+            none_hv, none_s = own_scale.get((family, NONE), (0.0, None))
         if none_s is None or not np.isfinite(none_s).any():
             none_s = np.zeros(b)
-        none_row = sub[sub["label"] == NONE]
-        none_hv = float(none_row["hypervolume"].iloc[0]) if len(none_row) else 0.0
         beats, not_beats = [], []
         for s in order:
-            lo, hi = interval(np.asarray(own[s.label], float) - none_s, level)
+            lo, hi = interval(np.asarray(beat_on[s.label], float) - none_s, level)
             if lo > 0:
                 beats.append(s.label)
             else:
-                not_beats.append(Scored(s.label, s.hypervolume - none_hv, lo, hi))
+                not_beats.append(Scored(s.label, points_on[s.label] - none_hv, lo, hi))
         out.append(FamilyVerdict(
             family=family, n=n, pairs=tuple(found), undominated=undominated,
             beats_none=tuple(beats), not_beats_none=tuple(not_beats),
             best=_best(family, matched, points),
             ranked_on=None if ranked_on is None else tuple(ranked_on.get(family, ())),
             format_only=tuple(sorted((format_only or {}).get(family, set()))),
+            unscorable=(unscorable or {}).get(family, ""),
+            n_undominated_raw=len(_undominated(order, found, raw=True)),
         ))  # fmt: skip
     return Verdict(tuple(out), level=level, chance=chance, available=available,
                    cautions=tuple(cautions))  # fmt: skip
@@ -289,8 +475,12 @@ def _ranked_on(attacks: tuple[str, ...] | None) -> str:
     return f", ranked on the attacks every defense faced: {', '.join(attacks)}"
 
 
-def _share(k: int, n: int) -> str:
-    return f"{k} of {n} pairs separated ({100 * k / n:.0f} %)" if n else "no pair to compare"
+def _share(k: int, n: int, raw: int | None = None) -> str:
+    """The separated share ("k of n pairs ..."), with the unadjusted count where it differs."""
+    if not n:
+        return "no pair to compare"
+    more = f"; {raw} by unadjusted per-pair intervals" if raw is not None and raw != k else ""
+    return f"{k} of {n} pairs separated family-wise ({100 * k / n:.0f} %{more})"
 
 
 def headline(verdict: Verdict) -> list[tuple[str, list[str]]]:
@@ -312,18 +502,29 @@ def _headline(verdict: Verdict) -> list[tuple[str, list[str]]]:
     out = []
     for fv in verdict.families:
         lines = []
+        if fv.unscorable:
+            why = f"({fv.unscorable}); left out of the overall ranking."
+            out.append((fv.family, [f"not scored: this corpus has no truth for its attacks {why}"]))
+            continue
         if not fv.undominated:
             out.append((fv.family, ["no defense is ranked in this family (see its table)."]))
             continue
         names = ", ".join(f"{s.label} {s.hypervolume:.3f} {_ci(s.ci_low, s.ci_high)}"
                           for s in fv.undominated)  # fmt: skip
         hv = f"worst-case hypervolume{_ranked_on(fv.ranked_on)}"
-        if len(fv.undominated) == 1:
-            lines.append(f"best: {names} ({hv}); it beats every other "
-                         f"defense with {pct} confidence.")  # fmt: skip
+        raw = fv.n_undominated_raw
+        if fv.n_ranked < 2:  # nothing to compare with: no comparative claim
+            lines.append(f"only {names} is ranked ({hv}): no other defense to compare it with.")
+        elif len(fv.undominated) == 1:
+            lines.append(f"best: {names} ({hv}); it beats every other defense with {pct} "
+                         f"family-wise confidence ({len(fv.pairs)} pairs at once).")  # fmt: skip
         else:
-            lines.append(f"not beaten with {pct} confidence by any other defense "
-                         f"({len(fv.undominated)} of {fv.n_ranked}, {hv}): {names}.")  # fmt: skip
+            unadj = ""
+            if raw is not None and raw != len(fv.undominated):
+                unadj = f"; unadjusted per-pair intervals would leave {raw} of {fv.n_ranked}"
+            lines.append(f"not beaten with {pct} family-wise confidence by any other defense "
+                         f"({len(fv.undominated)} of {fv.n_ranked}, {hv}{unadj}): "
+                         f"{names}.")  # fmt: skip
         level = f"worst-case privacy ≥ {verdict.privacy_level:g}"
         if fv.best is None:
             lines.append(f"best utility at {level}: no defense point reaches it (worst case "
@@ -346,18 +547,20 @@ def _headline(verdict: Verdict) -> list[tuple[str, list[str]]]:
                 if lb in fv.format_only else lb
                 for lb in fv.beats_none
             )  # fmt: skip
-            lines.append(f"beat the undefended release (ranking hypervolume above none's{same}, "
-                         f"{pct}): {shown}.")  # fmt: skip
+            lines.append(f"beat the undefended release (hypervolume on the attacks' own scale "
+                         f"above the undefended point's{same}, {pct}): {shown}.")  # fmt: skip
         else:
             lines.append("no defense beats the undefended release with confidence.")
         if fv.not_beats_none:
-            rest = ", ".join(f"{s.label} (+{s.hypervolume:.3f} {_ci(s.ci_low, s.ci_high)})"
+            rest = ", ".join(f"{s.label} ({s.hypervolume:+.3f} {_ci(s.ci_low, s.ci_high)})"
                              for s in fv.not_beats_none)  # fmt: skip
             lines.append(f"do not beat it: {rest}.")
-        lines.append(f"decisiveness: {_share(fv.separated, len(fv.pairs))} at {fv.n:,} victims.")
+        share = _share(fv.separated, len(fv.pairs), fv.separated_raw)
+        lines.append(f"decisiveness: {share} at {fv.n:,} victims.")
         out.append((fv.family, lines))
-    out.append(("overall", [f"{_share(verdict.n_separated, verdict.n_pairs)} over "
-                            f"{len(verdict.families)} families."]))  # fmt: skip
+    share = _share(verdict.n_separated, verdict.n_pairs, verdict.n_separated_raw)
+    out.append(("overall", [f"{share} over {len(verdict.families)} families (each family "
+                            f"controlled at {pct})."]))  # fmt: skip
     return out
 
 
@@ -383,6 +586,17 @@ def power_lines(verdict: Verdict, shown: int = POWER_SHOWN) -> list[str]:
 def _power(p: Pair) -> str:
     head = f"cannot separate {p.a} and {p.b} with {p.n:,} victims"
     gap = f"(HV difference {p.diff:+.3f} {_ci(p.ci_low, p.ci_high)})"
+    if p.fit_bound:  # more victims shrink only the documents' share of the variance
+        why = (
+            f"no number of victims would: the attackers' and the service's own randomness "
+            f"(between-fit sd of the difference {p.se_fit:.3f}, × {p.crit:.2f}) spans it"
+        )
+        if not math.isfinite(p.seeds_needed):
+            return f"{head}; {why}, and no realistic number of seeds either {gap}."
+        at = ("" if p.victims_with_seeds <= p.n
+              else f" and about {_victims(p.victims_with_seeds)} victims")  # fmt: skip
+        return (f"{head}; {why}; about {p.seeds_needed:.0f} seeds per point (now {p.seeds})"
+                f"{at} would {gap}.")  # fmt: skip
     if not math.isfinite(p.n_needed):
         return f"{head}; no realistic number would {gap}."
     if p.n_needed <= p.n:  # skewed resamples: the normal approximation is already past it
@@ -395,10 +609,13 @@ def decisiveness_table(verdict: Verdict) -> Table:
     rows = []
     for fv in verdict.families:
         rows.append([fv.family, str(fv.n_ranked), str(len(fv.pairs)), str(fv.separated),
-                     _pct(fv.separated, len(fv.pairs)), f"{fv.n:,}"])  # fmt: skip
+                     str(fv.separated_raw), _pct(fv.separated, len(fv.pairs)),
+                     f"{fv.n:,}"])  # fmt: skip
     rows.append(["overall", "—", str(verdict.n_pairs), str(verdict.n_separated),
-                 _pct(verdict.n_separated, verdict.n_pairs), "—"])  # fmt: skip
-    return Table(["family", "defenses", "pairs", "separated", "share", "victims"], rows)
+                 str(verdict.n_separated_raw), _pct(verdict.n_separated, verdict.n_pairs),
+                 "—"])  # fmt: skip
+    headers = ["family", "defenses", "pairs", "separated", "unadjusted", "share", "victims"]
+    return Table(headers, rows)
 
 
 def _pct(k: int, n: int) -> str:
@@ -407,12 +624,21 @@ def _pct(k: int, n: int) -> str:
 
 DECISIVENESS_CAPTION = (
     "A pair of defenses is separated when the paired bootstrap interval of the difference of "
-    "their worst-case hypervolumes (the same resamples for both) excludes 0."
+    "their worst-case hypervolumes (the same resamples for both) excludes 0 and "
+    "the family's pairs pass Holm's step-down test at 1 − the level (Holm 1979; p-values "
+    "from the bootstrap standard error): the chance of any false separation in a family is "
+    "at most 1 − the level. 'unadjusted': pairs whose own interval alone excludes 0. "
+    f"Beating the undefended release: {BEATS_NONE}."
 )
 POWER_CAPTION = (
-    "For tied pairs, the victims (test documents) at which the interval would exclude 0 if "
-    "the observed difference held (its half-width shrinks as 1/√n); attacker-fit variance is "
-    "not counted."
+    "For tied pairs, the victims (test documents) at which the family-wise (Bonferroni) "
+    "interval would "
+    "exclude 0 if the observed difference held. Counted: the documents' share of the "
+    "difference's bootstrap variance, which shrinks as 1/n, and the share of the attackers' "
+    "and the utility service's refits (their declared between-fit sds), which does not: "
+    "where that share alone spans the difference, no number of victims would, and the line "
+    "gives the seeds per point (refits, averaged) that would. Not counted: a between-fit "
+    "spread that no component declared."
 )
 
 
