@@ -537,7 +537,7 @@ def audit(
 
     Exit status as for `run`: 0 when every cell is ok or n/a, 2 for an error before any work
     (a failed conformance check included), 3 when some cells failed (0 with
-    --allow-failures), 4 when the disk is full, 5 with --strict when the declared guarantee
+    --allow-failures), 4 when the disk is full, 6 with --strict when the declared guarantee
     is violated (before any grid), 130 on Ctrl-C and 143 on SIGTERM."""
     # lazy: the audit and the terminal tables bring numpy, privaudit.audit and
     # privaudit.leaderboard, which --help does not load
@@ -577,7 +577,11 @@ def audit(
 @_user_errors
 def audit_guarantee_cmd(
     defense: Annotated[
-        str, typer.Option(help="A built-in defense (see `privaudit list defenses`), or 'all'.")
+        str,
+        typer.Option(
+            help="A built-in defense (see `privaudit list defenses`), a plugin "
+            "(file.py:Class or module:Class), or 'all'."
+        ),
     ] = "all",
     knob: Annotated[
         list[float] | None,
@@ -595,7 +599,9 @@ def audit_guarantee_cmd(
     csv: Annotated[Path | None, typer.Option(help="Also write the table to this CSV.")] = None,
 ) -> None:
     """Test each stated privacy guarantee empirically: an exact lower bound on the privacy
-    loss at confidence 1 - alpha, against the claim (the guarantee audit)."""
+    loss at confidence 1 - alpha, against the claim (the guarantee audit); a claim above what
+    the sample could show is "untestable", with the draws that would test it. Exit 6 with
+    --strict when a claim is violated."""
     # lazy: the audit brings numpy, scipy and the defenses, which --help does not load
     from privaudit.audit.guarantee_audit import audit_builtins, audit_levels, to_frame
     from privaudit.cli_render import print_guarantees
@@ -614,7 +620,11 @@ def audit_guarantee_cmd(
         DEFENSES.get(defense)  # an unknown name: one line with the known ones, before work
         audits = audit_levels(defense, knob, params=parse_params(param), backbone=backbone,
                               alpha=alpha, seed=seed)  # fmt: skip
-    print_guarantees(audits, f"guarantee audit (confidence {1 - alpha:.0%}, seed {seed})")
+    print_guarantees(
+        audits,
+        f"guarantee audit (confidence {1 - alpha:.0%} per level, seed {seed}; {len(audits)} "
+        "levels, not corrected across them)",
+    )
     if csv is not None:
         to_frame(audits).to_csv(csv, index=False)
         typer.echo(f"Wrote: {csv}")

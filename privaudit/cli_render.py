@@ -163,10 +163,10 @@ def print_guarantees(audits: Any, title: str = "guarantee audit") -> None:
     confidence) with the test that gave it, the claim at the same distance, their ratio
     (tightness), and the release tests' own ratio; then, in red, one line per violated claim
     with the pair and the event that showed it."""
-    console = Console(width=max(150, Console().width))  # one line per point
+    console = Console(width=max(190, Console().width))  # one line per point
     table = Table(title=title)
     for col in ("defense", "level", "claim", "verdict", "test", "lower bound", "claimed",
-                "ratio", "release ratio", "s"):  # fmt: skip
+                "ratio", "release ratio", "ceiling", "draws needed", "s"):  # fmt: skip
         left = col in ("defense", "level", "claim", "verdict", "test")
         table.add_column(col, justify="left" if left else "right", no_wrap=True,
                          min_width=24 if col == "claim" else None)  # fmt: skip
@@ -176,13 +176,23 @@ def print_guarantees(audits: Any, title: str = "guarantee audit") -> None:
 
     for a in audits:
         row = a.row()
-        style = "bold red" if a.verdict == "violated" else ""
+        style = {"violated": "bold red", "untestable": "yellow"}.get(a.verdict, "")
+        # ceiling: the largest lower bound the release tests' samples could show; a claim
+        # above it is "untestable", and "draws needed" would test it
+        verdict = a.verdict + (f" at n = {a.draws:,}" if a.verdict == "untestable" else "")
         table.add_row(
-            Text(a.defense), a.level, Text(row["claim"]), Text(a.verdict, style=style),
+            Text(a.defense), a.level, Text(row["claim"]), Text(verdict, style=style),
             Text(row["test"]), num(row["lower_bound"]), num(row["claimed_loss"]),
-            num(row["ratio"], ".2f"), num(row["release_ratio"], ".2f"), f"{a.seconds:.1f}",
+            num(row["ratio"], ".2f"), num(row["release_ratio"], ".2f"), num(row["ceiling"]),
+            num(row["draws_needed"], ".2g"), f"{a.seconds:.1f}",
         )  # fmt: skip
     console.print(table)
+    console.print(
+        f"{len(audits)} levels; each level's tests share its α (Bonferroni), and the levels are "
+        "not corrected across: with L correct levels, up to L·α false alarms are expected.",
+        soft_wrap=True, markup=False,
+    )  # fmt: skip
     for a in audits:
-        if a.verdict == "violated":
-            console.print(a.line(), style="bold red", soft_wrap=True, markup=False)
+        if a.verdict in ("violated", "untestable"):
+            style = "bold red" if a.verdict == "violated" else "yellow"
+            console.print(a.line(), style=style, soft_wrap=True, markup=False)

@@ -25,7 +25,9 @@ Equality and hashing compare every field.
 
 The guarantee audit reads :meth:`Guarantee.loss` (the claimed bound on the log
 likelihood ratio of two inputs at a distance), :attr:`Guarantee.unit`, :attr:`Guarantee.metric`
-and :attr:`Guarantee.sensitivity`; :meth:`Guarantee.to_dict` gives all fields as plain values.
+and :attr:`Guarantee.sensitivity`, and calls the defense's method :attr:`Guarantee.mechanism`
+names (its declared sampler or kernel); :meth:`Guarantee.to_dict` gives all fields as plain
+values.
 
 This module is low in the layers: it imports only the standard library and
 :mod:`privaudit.params`.
@@ -145,6 +147,10 @@ class Guarantee:
     source: str = ""  # citation, shown in parentheses
     notes: str = ""  # what the statement leaves out; a none guarantee's reason
     wording: str = ""  # the statement's own words where the generic rendering differs
+    # The defense's method that declares the mechanism this claim is proved for (a
+    # privaudit.mechanisms.audited declaration): what the guarantee audit tests. "" = none
+    # declared: the audit runs privatize on one-word texts (a black box).
+    mechanism: str = ""
 
     def __post_init__(self) -> None:
         kind = _member(Kind, self.kind, "kind")

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from privaudit.mechanisms.audited import DXNoise
 from privaudit.mechanisms.batching import flatten
 from privaudit.mechanisms.inputs import check_rng, check_texts
 from privaudit.mechanisms.noise import sample_dx_noise
@@ -39,3 +40,11 @@ def token_noise(
     flat, bounds = flatten(ids)
     noise = sample_dx_noise(len(flat), bb.dim, value, rng)
     return TokenNoise(bb, value, ids, flat, bounds, noise, layout)
+
+
+def token_dx_noise(dim: int, eta: float, *, released: bool = False) -> DXNoise:
+    """The d_X noise step :func:`token_noise` draws, declared for the guarantee audit; sampled
+    through this module's ``sample_dx_noise`` when the audit runs (a patched one included)."""
+    return DXNoise(
+        lambda n, e, rng: sample_dx_noise(n, dim, e, rng), dim, float(eta), released=released
+    )

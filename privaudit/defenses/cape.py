@@ -12,8 +12,9 @@ import numpy as np
 from annotated_types import MinLen
 
 from privaudit.api import Defense, Release, TrainingBatch
-from privaudit.defenses.dpnr import MaxLength, pooled_ldp, resolve_sensitivity
+from privaudit.defenses.dpnr import MaxLength, laplace_step, pooled_ldp, resolve_sensitivity
 from privaudit.guarantees import Guarantee, guarantee_property
+from privaudit.mechanisms.audited import PooledLaplace
 from privaudit.mechanisms.inputs import check_rng, check_texts
 from privaudit.mechanisms.laplace import laplace_like, minmax_normalise_torch, pooled_release
 from privaudit.params import FiniteNonNegativeFloat, FinitePositiveFloat, PositiveFloat, PositiveInt
@@ -234,7 +235,14 @@ class CAPE(Defense):
             wording="Laplace noise: epsilon-LDP per coordinate of the [0,1]-normalised pooled "
             "representation (Δ=1, as in CAPE's code); d·epsilon for the whole d-dim vector "
             "unless sensitivity=d. The adversarial training adds no formal guarantee",
+            mechanism="laplace_step",
         )  # fmt: skip
+
+    def laplace_step(self) -> PooledLaplace:
+        """For the guarantee audit: the Laplace step (``pooled_release``) the claim rests on."""
+        dim = self.guarantee.dimension or backbone(self.backbone).dim
+        # pooled_release as this module sees it when the audit runs (a patched one included)
+        return laplace_step(lambda *a: pooled_release(*a), self.epsilon, self.sensitivity, dim)
 
     def fit(self, train: Any) -> Self:
         """Note which private attributes the training split carries, so that

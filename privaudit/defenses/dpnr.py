@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Annotated, ClassVar
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, ClassVar
 
 import numpy as np
 from annotated_types import Ge
@@ -16,6 +16,7 @@ from privaudit.guarantees import (
     embedding_distance,
     guarantee_property,
 )
+from privaudit.mechanisms.audited import PooledLaplace
 from privaudit.mechanisms.inputs import check_rng, check_texts
 from privaudit.mechanisms.laplace import pooled_release
 from privaudit.params import FinitePositiveFloat, Fraction, PositiveFloat
@@ -47,6 +48,19 @@ def pooled_ldp(
                                   "mean-pooled last hidden states"),
         composes_over=Unit.VECTOR, **fields,
     )  # fmt: skip
+
+
+def laplace_step(release: Callable[..., Any], epsilon: float, sensitivity: float | None,
+                 dim: int) -> PooledLaplace:  # fmt: skip
+    """The Laplace step of DPNR and CAPE declared for the guarantee audit: ``release`` is
+    ``pooled_release`` as the defense's module reaches it when the audit runs."""
+    eps, delta = float(epsilon), resolve_sensitivity(sensitivity)
+
+    def run(batch: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        out = release(batch, eps, delta, rng, {})
+        return np.stack([np.asarray(v, dtype=np.float64) for v in getattr(out, "vectors", out)])
+
+    return PooledLaplace(run, int(dim), eps, delta)
 
 
 class DPNR(Defense):
@@ -122,7 +136,14 @@ class DPNR(Defense):
             notes="Word dropout's amplification is not counted",
             wording="epsilon-LDP per coordinate of the [0,1]-normalised pooled representation "
             "(Lyu et al. 2020, Δ=1); d·epsilon for the whole d-dim vector unless sensitivity=d",
+            mechanism="laplace_step",
         )  # fmt: skip
+
+    def laplace_step(self) -> PooledLaplace:
+        """For the guarantee audit: the Laplace step (``pooled_release``) the claim rests on
+        (the dropout and the encoder before it are public post-processing of the text)."""
+        dim = self.guarantee.dimension or backbone(self.backbone).dim
+        return laplace_step(lambda *a: pooled_release(*a), self.epsilon, self.sensitivity, dim)
 
     def _drop(
         self, texts: list[str], mu: float, rng: np.random.Generator

@@ -8,10 +8,12 @@ from typing import ClassVar
 import numpy as np
 
 from privaudit.api import Defense, Release
-from privaudit.defenses._tokens import token_noise
+from privaudit.defenses._tokens import token_dx_noise, token_noise
 from privaudit.guarantees import Guarantee, Unit, embedding_distance, guarantee_property
+from privaudit.mechanisms.audited import UnitMechanism, text_units
 from privaudit.mechanisms.batching import unflatten
 from privaudit.params import PositiveFloat
+from privaudit.resources import backbone
 
 
 class EmbeddingDX(Defense):
@@ -50,8 +52,15 @@ class EmbeddingDX(Defense):
         """eta·d_X-privacy per token embedding; n tokens compose."""
         return Guarantee.dx(
             "eta", self.eta, unit=Unit.TOKEN_EMBEDDING, metric=embedding_distance(self.backbone),
-            composes_over=Unit.DOCUMENT, source="Qu et al. 2021",
+            composes_over=Unit.DOCUMENT, source="Qu et al. 2021", mechanism="token_kernel",
         )  # fmt: skip
+
+    def token_kernel(self) -> UnitMechanism:
+        """For the guarantee audit: ``privatize`` on one-token texts (the noisy vector is the
+        release) and its d_X noise step."""
+        bb = backbone(self.backbone)
+        noise = token_dx_noise(bb.dim, self.eta, released=True)
+        return text_units(self.privatize, bb, bb.candidate_ids, noise=noise, vectors=True)
 
     def privatize(self, texts: Sequence[str], *, rng: np.random.Generator) -> Release:
         tn = token_noise(texts, self.eta, self.backbone, rng)

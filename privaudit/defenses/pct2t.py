@@ -8,7 +8,7 @@ import hashlib
 import math
 import os
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
@@ -16,6 +16,7 @@ import numpy as np
 
 from privaudit.api import Defense, Release
 from privaudit.guarantees import Guarantee, Unit, embedding_distance, guarantee_property
+from privaudit.mechanisms.audited import DXNoise, UnitMechanism
 from privaudit.mechanisms.inputs import check_rng, check_texts
 from privaudit.mechanisms.memo import ContentMemo, cache_dir, digest
 from privaudit.mechanisms.nearest import NearestNeighbourIndex
@@ -340,7 +341,28 @@ class PCT2T(Defense):
                                       "mean WordPiece input embeddings"),
             composes_over=Unit.DOCUMENT,
             notes=f"Words of the categories {cats} are perturbed; the other words and the "
-            "category sequence are released (Li et al., RAPT §III-A2)",
+            "category sequence are released (Li et al., RAPT §III-A2)", mechanism="word_kernel",
+        )  # fmt: skip
+
+    def word_kernel(self) -> UnitMechanism:
+        """For the guarantee audit: :meth:`perturb_words` (what ``privatize`` calls on every
+        selected word, and RAPT on its plain tokens) on words of the first selected category,
+        one call per batch, and the d_X noise step it draws."""
+        category = resolve_categories(self.categories)[0]
+        vocab = pos_vocabulary(self.backbone, self.spacy_model)
+        dim = backbone(self.backbone).dim
+        eta = float(self.eta)
+
+        def draw(units: Sequence[int], rng: np.random.Generator) -> list[Hashable]:
+            words = [vocab.words[int(u)] for u in units]
+            return [w.lower() for w in self.perturb_words(words, [category] * len(words), eta,
+                                                          rng)]  # fmt: skip
+
+        # sample_dx_noise as this module sees it when the audit runs (a patched one included)
+        noise = DXNoise(lambda n, e, rng: sample_dx_noise(n, dim, e, rng), dim, eta)
+        return UnitMechanism(
+            draw, vocab.vectors, vocab.members(category), lambda u: vocab.words[int(u)],
+            noise=noise, document=draw, category=category,
         )  # fmt: skip
 
     # -- shared machinery (RAPT reuses it) ----------------------------------------------------

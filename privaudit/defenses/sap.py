@@ -11,6 +11,7 @@ from annotated_types import Ge
 
 from privaudit.api import Defense, Release
 from privaudit.guarantees import Guarantee, PerUnit, Unit, embedding_distance, guarantee_property
+from privaudit.mechanisms.audited import DXNoise, UnitMechanism, text_units
 from privaudit.mechanisms.batching import flatten, unflatten
 from privaudit.mechanisms.inputs import check_rng, check_texts
 from privaudit.mechanisms.noise import sample_dx_noise
@@ -68,8 +69,29 @@ class SAP(Defense):
         return Guarantee.dx(
             "eta0", self.eta, unit=Unit.TOKEN_REPRESENTATION,
             metric=embedding_distance(self.backbone, int(self.split_layer)),
-            composes_over=Unit.DOCUMENT, source="Shen et al.",
+            composes_over=Unit.DOCUMENT, source="Shen et al.", mechanism="token_kernel",
         )  # fmt: skip
+
+    def token_kernel(self) -> UnitMechanism | DXNoise:
+        """For the guarantee audit: at split layer 0, ``privatize`` on one-token texts and its
+        d_X noise step (each token at its own η, :meth:`token_etas`); at k >= 1 the noise step
+        alone (the hidden state plus noise is the release; a state is not an input a user
+        types, but it varies continuously with the context)."""
+        bb = backbone(self.backbone)
+        eta = float(self.eta)
+        per_unit = None
+        if type(self).token_etas is not SAP.token_etas:  # a budget per token (SAP-CTI)
+
+            def per_unit(ids: np.ndarray) -> np.ndarray:
+                return np.broadcast_to(self.token_etas(np.asarray(ids), eta), np.shape(ids))
+
+        # sample_dx_noise as this module sees it when the audit runs (a patched one included)
+        noise = DXNoise(lambda n, e, rng: sample_dx_noise(n, bb.dim, e, rng), bb.dim, eta,
+                        unit_eta=per_unit, released=int(self.split_layer) > 0,
+                        units=bb.candidate_ids)  # fmt: skip
+        if int(self.split_layer) > 0:
+            return noise
+        return text_units(self.privatize, bb, bb.candidate_ids, noise=noise)
 
     def token_etas(self, ids: np.ndarray, eta: float) -> float | np.ndarray:
         """The budget per token (SAP: the same η0 everywhere; SAP-CTI overrides)."""
@@ -163,7 +185,7 @@ class SAPCTI(SAP):
             metric=embedding_distance(self.backbone, int(self.split_layer)),
             composes_over=Unit.DOCUMENT, source="SAP-CTI",
             notes="η_m per token from the training split's token importances (the largest "
-            "over classes); special tokens get η0",
+            "over classes); special tokens get η0", mechanism="token_kernel",
         )  # fmt: skip
 
     def fit(self, train: Any) -> Self:

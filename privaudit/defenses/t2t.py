@@ -9,10 +9,12 @@ from typing import ClassVar
 import numpy as np
 
 from privaudit.api import Defense, Release
-from privaudit.defenses._tokens import token_noise
+from privaudit.defenses._tokens import token_dx_noise, token_noise
 from privaudit.guarantees import Guarantee, Unit, embedding_distance, guarantee_property
+from privaudit.mechanisms.audited import UnitMechanism, text_units
 from privaudit.mechanisms.batching import unflatten
 from privaudit.params import PositiveFloat
+from privaudit.resources import backbone
 
 
 class T2T(Defense):
@@ -68,8 +70,15 @@ class T2T(Defense):
             "eta", self.eta, unit=Unit.TOKEN, within="its word class",
             metric=embedding_distance(self.backbone), composes_over=Unit.DOCUMENT,
             source="Feyisetan et al. 2020",
-            notes="The word-class sequence is released",
+            notes="The word-class sequence is released", mechanism="token_kernel",
         )  # fmt: skip
+
+    def token_kernel(self) -> UnitMechanism:
+        """What the guarantee is proved for, for the guarantee audit: ``privatize`` on
+        one-token texts of word-initial pieces, and the d_X noise step it draws."""
+        bb = backbone(self.backbone)
+        pool = bb.candidate_ids[bb.subwords.classes[bb.candidate_ids] == 0]
+        return text_units(self.privatize, bb, pool, noise=token_dx_noise(bb.dim, self.eta))
 
     def privatize(self, texts: Sequence[str], *, rng: np.random.Generator) -> Release:
         tn = token_noise(texts, self.eta, self.backbone, rng)

@@ -8,7 +8,8 @@ event chosen on separate draws, its probabilities bounded on fresh draws (Cloppe
 and the lower bound ln(p_low / q_high) on the privacy loss compared with the claim's
 ``loss(d)``; above it at confidence 1 − α, the claim is **violated**.
 
-- :mod:`.stats` — holdout event selection, the exact bounds, the Bonferroni correction;
+- :mod:`.stats` — holdout event selection, the exact bounds, the Bonferroni correction, what
+  a sample can show (the ceiling: a claim above it is "untestable"), independence and scale;
 - :mod:`.dx` — d_X-privacy: word/token releases, vector releases, the noise step, pair search;
 - :mod:`.ldp` — ε-LDP on [0,1]-normalised pooled vectors (Laplace): per coordinate, whole
   vector, batch of two;
@@ -22,6 +23,7 @@ from privaudit.audit.guarantee_audit.core import (
     NO_CLAIM,
     NOT_TESTED,
     QUICK_SIZES,
+    UNTESTABLE,
     VIOLATED,
     GuaranteeAudit,
     Sizes,
@@ -39,6 +41,7 @@ __all__ = [
     "NOT_TESTED",
     "NO_CLAIM",
     "QUICK_SIZES",
+    "UNTESTABLE",
     "VIOLATED",
     "Evidence",
     "GuaranteeAudit",

@@ -1,44 +1,33 @@
 """Which tests a defense's guarantee gets, run at one confidence, and the table they make.
 
-:func:`audit_guarantee` takes one defense at one privacy level, reads its
-:class:`~privaudit.guarantees.Guarantee` and runs the tests that fit it (one module per
-kind: :mod:`.dx` for d_X-privacy, :mod:`.ldp` for ε-LDP on pooled vectors):
+:func:`audit_guarantee` takes one defense at one privacy level and reads its
+:class:`~privaudit.guarantees.Guarantee`. The guarantee names (``mechanism``) the defense's
+method that declares what the claim is proved for (:mod:`privaudit.mechanisms.audited`): a
+:class:`UnitMechanism` (the release on one-unit inputs, with its d_X noise step), a
+:class:`DXNoise` (a noise step released as it is) or a :class:`PooledLaplace`. The audit
+reads only that declaration, so a built-in and a plugin are audited through the same path
+and no concrete defense is imported here. A claim without a declaration is audited as a black
+box: ``privatize`` on one-word texts, when it is a claim per token or word.
 
-============================  =======================================================
-defense                       tests (the mechanism reached through)
-============================  =======================================================
-t2t                           release (``privatize`` on one-token texts); noise step
-                              (``sample_dx_noise``, as t2t's ``token_noise`` calls it)
-embedding-dx                  release (``privatize`` on one-token texts: the noisy
-                              vector); noise step (as t2t)
-sap, sap-cti (split layer 0)  release (``privatize`` on one-token texts); noise step
-                              (``sample_dx_noise`` at the token's own η, as sap calls it)
-sap, sap-cti (layer k >= 1)   noise step only (the hidden states are not inputs a user
-                              can choose)
-pct2t, rapt                   release (``perturb_words``, the word kernel both call on
-                              every selected word and RAPT's plain tokens, on one word
-                              of the noun category); noise step (``sample_dx_noise``)
-cape, dpnr                    per coordinate, whole vector, batch of two
-                              (``pooled_release``, on constructed normalised vectors)
-a user's privatizer           release (``privatize`` on one-word texts), when it
-                              declares a d_X, ε-LDP or ε-DP guarantee per token or word
-                              and releases text
-has, none, no formal claim    no test: "no formal claim"
-============================  =======================================================
+Tests per declaration: a unit mechanism gets a release test per word pair (drawn as often as
+its claim needs, up to a cap; not drawn where the cap could not test it), independence across
+documents and tokens, and its noise step's tests (:mod:`.dx`); a Laplace step the tests of
+:mod:`.ldp`. The m tests of one audit share the error α (Bonferroni: each Clopper–Pearson
+bound at α / 2m); each level is an audit of its own at α (no correction across levels).
 
-Kernel functions are looked up on the defense's module when the test runs, so the test
-exercises exactly what ``privatize`` calls. The m distinguishing tests of one audit share
-the error α (Bonferroni: each Clopper–Pearson bound at α / 2m, see :mod:`.stats`), so the
-audit flags a correct mechanism with probability <= α.
+Verdicts: **violated** (a test's lower bound above its claim), **holds** (none, and at least
+one release test could have shown a violation: its claim below its sample's ceiling),
+**untestable at n = …** (no release test could: the table gives the ceiling and the draws that
+would test it), "no formal claim", "not tested".
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
-import sys
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,16 +36,17 @@ import pandas as pd
 
 from privaudit.api import Defense
 from privaudit.audit.guarantee_audit import dx, ldp
-from privaudit.audit.guarantee_audit.stats import Evidence
+from privaudit.audit.guarantee_audit.stats import INDEPENDENCE, RELEASE, Evidence, fisher_p
 from privaudit.audit.wrapper import UserDefense
 from privaudit.corpora.synthetic import synthetic_reviews
-from privaudit.defenses.cape import CAPE
-from privaudit.defenses.dpnr import DPNR, resolve_sensitivity
-from privaudit.defenses.embedding_dx import EmbeddingDX
-from privaudit.defenses.pct2t import PCT2T, pos_vocabulary, resolve_categories
-from privaudit.defenses.sap import SAP, SAPCTI
-from privaudit.defenses.t2t import T2T
 from privaudit.guarantees import Guarantee, Kind, Unit
+from privaudit.mechanisms.audited import (
+    Declared,
+    DXNoise,
+    PooledLaplace,
+    UnitMechanism,
+    text_units,
+)
 from privaudit.params import shown
 from privaudit.registry import DEFENSES, build_defense
 from privaudit.resources import backbone
@@ -64,19 +54,25 @@ from privaudit.resources import backbone
 
 @dataclass(frozen=True)
 class Sizes:
-    """Draws per input: ``release`` for the release tests (a projection each), ``noise`` for
-    the noise-step tests, ``laplace`` for the pooled-vector tests (one call each)."""
+    """Draws per input: ``release`` at least, and at most ``release_cap``, for a release test
+    (as many as its claim needs between the two: :func:`.dx.pair_draws`); ``noise`` for the
+    noise-step tests; ``laplace`` at least, ``laplace_cap`` at most, for the pooled-vector
+    tests."""
 
     release: int = 1200
     noise: int = 50_000
     laplace: int = 6000
+    release_cap: int = 50_000
+    laplace_cap: int = 100_000
 
 
 #: Smaller samples for the audit a grid run adds to its outputs.
-QUICK_SIZES = Sizes(release=600, noise=20_000, laplace=3000)
+QUICK_SIZES = Sizes(release=600, noise=20_000, laplace=3000, release_cap=20_000,
+                    laplace_cap=30_000)  # fmt: skip
 
 #: The verdicts, worst first.
-VIOLATED, HOLDS, NO_CLAIM, NOT_TESTED = "violated", "holds", "no formal claim", "not tested"
+VIOLATED, HOLDS, UNTESTABLE, NO_CLAIM, NOT_TESTED = (
+    "violated", "holds", "untestable", "no formal claim", "not tested")  # fmt: skip
 
 
 @dataclass
@@ -100,6 +96,11 @@ class GuaranteeAudit:
         return [e for e in self.evidence if e.violated]
 
     @property
+    def certifying(self) -> list[Evidence]:
+        """The release tests that could have shown a violation (claim below the ceiling)."""
+        return [e for e in self.evidence if e.role == RELEASE and e.drawn and e.testable]
+
+    @property
     def verdict(self) -> str:
         if self.skipped:
             return NOT_TESTED
@@ -107,14 +108,36 @@ class GuaranteeAudit:
             return NO_CLAIM
         if not self.evidence:
             return NOT_TESTED
-        return VIOLATED if self.violations else HOLDS
+        if self.violations:
+            return VIOLATED
+        return HOLDS if self.certifying else UNTESTABLE
 
     @property
     def best(self) -> Evidence | None:
-        """The test with the highest lower bound relative to its claim (a violation's)."""
+        """The test with the highest lower bound relative to its claim (a violation's; else
+        the release tests that could test their claim first)."""
         if not self.evidence:
             return None
-        return max(self.evidence, key=lambda e: (e.violated, e.ratio, e.lower))
+        return max(self.evidence, key=lambda e: (e.violated, e in self.certifying,
+                                                 e.role == RELEASE, e.ratio, e.lower))  # fmt: skip
+
+    @property
+    def ceiling(self) -> float:
+        """The largest lower bound the release tests' samples could show."""
+        released = [e.ceiling for e in self.evidence if e.role == RELEASE]
+        return max(released) if released else math.nan
+
+    @property
+    def needed(self) -> float:
+        """The fewest draws per input that would let some release test contradict its claim."""
+        released = [e.needed for e in self.evidence if e.role == RELEASE]
+        return min(released) if released else math.nan
+
+    @property
+    def draws(self) -> int:
+        """The largest sample a release test drew or, not drawn, could draw at its cap
+        (estimation draws per input)."""
+        return max((e.n for e in self.evidence if e.role == RELEASE), default=0)
 
     @property
     def level(self) -> str:
@@ -123,24 +146,41 @@ class GuaranteeAudit:
     def line(self) -> str:
         """One line: the verdict, and for a violation the pair and the event."""
         head = f"{self.defense} {self.level}".replace(" -", "")
+        conf = f"confidence {1 - self.alpha:.0%}"
         if self.verdict == VIOLATED and self.best is not None:
             e = self.best
+            claim = self.guarantee.describe().split(";")[0]
+            if e.role == INDEPENDENCE:
+                return (
+                    f"GUARANTEE VIOLATED: {head} claims {claim}, but {e.test} test: {e.pair}, "
+                    f"{e.event}: {e.k}/{e.n} vs {e.k2}/{e.n2} (one-sided Fisher p = "
+                    f"{fisher_p(e):.2g}): the noise is not drawn afresh, at {conf}"
+                )
+            if e.role == "scale":
+                return (
+                    f"GUARANTEE VIOLATED: {head} claims {claim}, but {e.test} test: {e.pair}, "
+                    f"event {e.event}: {e.k}/{e.n}: the noise is that of a parameter >= "
+                    f"{e.lower:.3g} > claimed {e.claimed:.3g} (its declared density), at {conf}"
+                )
             return (
-                f"GUARANTEE VIOLATED: {head} claims {self.guarantee.describe().split(';')[0]}, "
-                f"but {e.test} test: {e.pair} (d = {e.distance:.3g}), event {e.event}: "
-                f"P = {e.k}/{e.n} vs {e.k2}/{e.n2}, privacy loss >= {e.lower:.3g} > claimed "
-                f"{e.claimed:.3g} at confidence {1 - self.alpha:.0%}"
+                f"GUARANTEE VIOLATED: {head} claims {claim}, but {e.test} test: {e.pair} "
+                f"(d = {e.distance:.3g}), event {e.event}: P = {e.k}/{e.n} vs {e.k2}/{e.n2}, "
+                f"privacy loss >= {e.lower:.3g} > claimed {e.claimed:.3g} at {conf}"
             )
-        if self.verdict == HOLDS and self.best is not None and self.best.lower <= 0:
+        if self.verdict == UNTESTABLE:
+            smallest = min(e.claimed for e in self.evidence if e.role == RELEASE)
             return (
-                f"guarantee not contradicted: {head}: no output event told a pair apart "
-                f"(lower bounds <= 0, confidence {1 - self.alpha:.0%})"
+                f"{head}: untestable at n = {self.draws or self.evidence[0].n:,}: the largest "
+                f"lower bound a release test's sample could show is {self.ceiling:.3g}, below "
+                f"every claim it tested (smallest {smallest:.3g}); "
+                f"≈ {self.needed:.3g} draws per input would test it ({conf})"
             )
         if self.verdict == HOLDS and self.best is not None:
+            e = self.best
             return (
-                f"guarantee not contradicted: {head}: largest lower bound {self.best.lower:.3g} "
-                f"= {self.best.ratio:.2g} × the claim ({self.best.test} test, confidence "
-                f"{1 - self.alpha:.0%})"
+                f"guarantee not contradicted: {head}: largest lower bound {max(e.lower, 0):.3g} "
+                f"= {e.ratio:.2g} × the claim {e.claimed:.3g} ({e.test} test; its sample could "
+                f"show up to {e.ceiling:.3g}; {conf})"
             )
         return f"{head}: {self.verdict}{f' ({self.note})' if self.note else ''}"
 
@@ -156,9 +196,9 @@ class GuaranteeAudit:
         return text + (f" (η_m < {shown(g.largest)})" if g.per_unit else "")
 
     def release_evidence(self) -> Evidence | None:
-        """The strongest test of the release itself (not the noise step)."""
-        released = [e for e in self.evidence if e.test != "noise step"]
-        return max(released, key=lambda e: (e.ratio, e.lower)) if released else None
+        """The strongest drawn test of the release itself (not the noise step)."""
+        released = [e for e in self.evidence if e.role == RELEASE and e.drawn]
+        return max(released, key=lambda e: (e.testable, e.ratio, e.lower)) if released else None
 
     def row(self) -> dict[str, Any]:
         """One row of ``guarantees.csv`` / the table (:data:`COLUMNS`)."""
@@ -166,8 +206,10 @@ class GuaranteeAudit:
         eta_hat = (
             e.lower / e.claimed * self.guarantee.value
             if e is not None and self.guarantee.value and 0 < e.claimed < math.inf
+            and e.role == RELEASE and e.lower > -math.inf
             else math.nan
-        )
+        )  # fmt: skip
+        r = self.release_evidence()
         return {
             "defense": self.defense,
             "knob": self.knob,
@@ -185,9 +227,12 @@ class GuaranteeAudit:
             "estimate": eta_hat,
             "ratio": e.ratio if e else math.nan,
             "confidence": 1 - self.alpha,
-            "release_bound": r.lower if (r := self.release_evidence()) else math.nan,
+            "release_bound": r.lower if r else math.nan,
             "release_ratio": r.ratio if r else math.nan,
+            "ceiling": self.ceiling,
+            "draws_needed": self.needed,
             "tests": len(self.evidence),
+            "testable": len(self.certifying),
             "n": e.n if e else 0,
             "seconds": self.seconds,
             "note": self.note,
@@ -198,156 +243,73 @@ class GuaranteeAudit:
 COLUMNS = [
     "defense", "knob", "knob_value", "guarantee", "claim", "kind", "verdict", "test", "pair",
     "event", "distance", "claimed_loss", "lower_bound", "estimate", "ratio", "confidence",
-    "release_bound", "release_ratio", "tests", "n", "seconds", "note", "seed",
+    "release_bound", "release_ratio", "ceiling", "draws_needed", "tests", "testable", "n",
+    "seconds", "note", "seed",
 ]  # fmt: skip
 
 
-# ---- kernels, looked up where the defense calls them ----------------------------------------
-def kernel(defense: Any, name: str) -> Callable[..., Any]:
-    """The function ``name`` as the defense's own module sees it now (the first class in its
-    MRO whose module defines it): what ``privatize`` calls, patched or not."""
-    for cls in type(defense).__mro__:
-        func = getattr(sys.modules.get(cls.__module__), name, None)
-        if callable(func):
-            return func
-    raise TypeError(f"{type(defense).__name__} calls no function {name!r} to test.")
-
-
-def dx_sampler(defense: Any) -> Callable[..., Any]:
-    """``sample_dx_noise(n, dim, eta, rng)`` as the defense's code reaches it: imported by its
-    module (sap, pct2t) or by the ``token_noise`` it calls (t2t, embedding-dx)."""
-    try:
-        return kernel(defense, "sample_dx_noise")
-    except TypeError:
-        found = getattr(kernel(defense, "token_noise"), "__globals__", {}).get("sample_dx_noise")
-        if not callable(found):
-            raise
-        return found
-
-
-def _single_piece_words(bb: Any, ids: np.ndarray) -> tuple[np.ndarray, list[str]]:
-    """The ids among ``ids`` that are alphabetic ASCII words tokenized as exactly themselves
-    (so a one-word text is that one token), and their strings."""
-    tokens = [str(t) for t in bb.subwords.id_to_token(np.asarray(ids).tolist())]
-    keep = [k for k, t in enumerate(tokens) if t.isascii() and t.isalpha()]
-    words = [tokens[k] for k in keep]
-    back = bb.token_ids(words)
-    ok = [m for m, (k, p) in enumerate(zip(keep, back, strict=True))
-          if len(p) == 1 and int(p[0]) == int(ids[k])]  # fmt: skip
-    return np.asarray([ids[keep[m]] for m in ok], dtype=np.int64), [words[m] for m in ok]
-
-
-def _texts_for(units: list[int], n: int, word: Callable[[int], str]) -> list[str]:
-    return [word(u) for u in units for _ in range(n)]
-
-
-def _split(values: Sequence[Any], units: list[int], n: int) -> list[list[Any]]:
-    return [list(values[k * n : (k + 1) * n]) for k in range(len(units))]
-
-
-# ---- the plans --------------------------------------------------------------------------------
+# ---- the plans: read from the defense's declaration ------------------------------------------
 Plan = tuple[int, Callable[[float, np.random.Generator], list[Evidence]]]
 
 
-def _dx_token_plans(defense: Any, g: Guarantee, sizes: Sizes, rng: np.random.Generator,
-                    backbone_name: str | None) -> list[Plan]:  # fmt: skip
-    """t2t, embedding-dx, sap/sap-cti and a user's text privatizer: one-token texts."""
+def declaration(defense: Any) -> Declared | None:
+    """The mechanism the defense's guarantee names (``Guarantee.mechanism``: a method of the
+    defense), or None when it names none. A defense that must be fitted first (SAP-CTI's
+    token budgets) is fitted on a small seeded synthetic-reviews sample (public data), as a
+    grid would fit it on its corpus, and asked again."""
+    name = defense.guarantee.mechanism
+    if not name:
+        return None
+    # a user's plain class wrapped by privaudit audit declares it on itself, not the wrapper
+    method = getattr(defense, name, None) or getattr(getattr(defense, "_impl", None), name, None)
+    if not callable(method):
+        raise TypeError(f"{type(defense).__name__}'s guarantee names the mechanism {name!r}, "
+                        "which is not a method of it.")  # fmt: skip
+    try:
+        return _probed(method())
+    except ValueError:
+        if type(defense).fit is Defense.fit:
+            raise
+        defense.fit(synthetic_reviews(n_docs=300, seed=0).split("train"))
+        return _probed(method())
 
-    bb = backbone(backbone_name)
-    pool = bb.candidate_ids
-    if isinstance(defense, T2T) or not isinstance(defense, (SAP, EmbeddingDX)):
-        pool = pool[bb.subwords.classes[pool] == 0]  # word-initial pieces: one-token texts
-    ids, words = _single_piece_words(bb, pool)
-    word_of = dict(zip(ids.tolist(), words, strict=True))
-    pairs = dx.word_pairs(bb.embeddings, ids, rng)
+
+def _probed(found: Any) -> Declared:
+    """The declaration, its per-unit budget called once (a fit it needs fails here)."""
+    if not isinstance(found, (UnitMechanism, DXNoise, PooledLaplace)):
+        raise TypeError(f"A guarantee's mechanism returns a privaudit.mechanisms.audited "
+                        f"declaration, got {type(found).__name__}.")  # fmt: skip
+    noise = found.noise if isinstance(found, UnitMechanism) else found
+    if isinstance(noise, DXNoise) and noise.unit_eta is not None:
+        pool = found.pool if isinstance(found, UnitMechanism) else noise.units
+        if pool is not None:
+            noise.unit_eta(np.asarray(pool[:1]))
+    return found
+
+
+def _unit_plans(mech: UnitMechanism, g: Guarantee, sizes: Sizes,
+                rng: np.random.Generator) -> list[Plan]:  # fmt: skip
+    """Release tests per pair, independence, and the noise step where declared."""
+    pairs = dx.word_pairs(mech.points, mech.pool, rng)
     if g.kind is not Kind.DX:  # ε-LDP/DP per word: any two words are neighbours (distance 1)
         pairs = [(i, j, 1.0) for i, j, _ in pairs]
-    plans: list[Plan] = []
-    is_sap = isinstance(defense, SAP)
-    layer = int(getattr(defense, "split_layer", 0) or 0)
-
-    def name(u: int) -> str:
-        return word_of[u]
-
-    if isinstance(defense, EmbeddingDX):
-
-        def draw_vec(units: list[int], n: int, r: np.random.Generator) -> list[np.ndarray]:
-            rel = defense.privatize(_texts_for(units, n, name), rng=r)
-            return [np.concatenate(v) for v in _split(rel.vectors or [], units, n)]
-
-        plans.append((len(pairs), lambda a, r: dx.vector_release_tests(
-            draw_vec, pairs, name, bb.embeddings, g, a=a, n=sizes.release, rng=r)))  # fmt: skip
-    elif not (is_sap and layer > 0):
-
-        def draw(units: list[int], n: int, r: np.random.Generator) -> list[list[Hashable]]:
-            rel = defense.privatize(_texts_for(units, n, name), rng=r)
-            if rel.texts is not None:
-                outs: list[Hashable] = [t.strip().lower() for t in rel.content_texts()]
-            else:  # token vectors of projected ids: the vector's bytes name the output
-                outs = [np.asarray(v, dtype=np.float32).tobytes() for v in rel.vectors or []]
-            return _split(outs, units, n)
-
-        def show(values: list[Hashable]) -> list[str]:
-            if not values or isinstance(values[0], str):
-                return [str(v) for v in values]
-            vecs = np.stack([np.frombuffer(v, dtype=np.float32) for v in values])  # type: ignore[arg-type]
-            found = bb.index.query(vecs)
-            return [str(t) for t in bb.subwords.id_to_token(found.tolist())]
-
-        plans.append((len(pairs), lambda a, r: dx.release_tests(
-            draw, pairs, name, g, a=a, n=sizes.release, rng=r, show_many=show)))  # fmt: skip
-    if g.kind is Kind.DX and (isinstance(defense, (T2T, EmbeddingDX)) or is_sap):
-        sample = dx_sampler(defense)
-        factor = getattr(defense, "_budget_factor", None)
-        # SAP-CTI: the token with the largest budget η_m, the closest to the claimed 2·η0.
-        tok = int(np.argmax(factor)) if factor is not None else int(pairs[0][0])
-
-        def noise(n: int, r: np.random.Generator) -> np.ndarray:
-            eta = float(defense.eta)
-            if is_sap:
-                return sample(n, bb.dim, defense.token_etas(np.full(n, tok), eta), r)
-            return sample(n, bb.dim, eta, r)
-
-        plans.append((len(dx.NOISE_MUS), lambda a, r: dx.noise_step_test(
-            noise, bb.dim, g, a=a, n=sizes.noise, rng=r)))  # fmt: skip
+    test = f"release ({mech.category})" if mech.category else "release"
+    per_pair = 2 if mech.continuous else 1
+    plans: list[Plan] = [
+        (per_pair * len(pairs), lambda a, r: dx.release_tests(
+            mech, pairs, g, a=a, base=sizes.release, cap=sizes.release_cap, rng=r, test=test)),
+        (2, lambda a, r: dx.independence_tests(mech, pairs[0][0], a=a, rng=r)),
+    ]  # fmt: skip
+    if mech.noise is not None and g.kind is Kind.DX:
+        plans.append(_noise_plan(mech.noise, g, sizes, mech.points, mech.pool))
     return plans
 
 
-def _pos_plans(defense: Any, g: Guarantee, sizes: Sizes, rng: np.random.Generator) -> list[Plan]:
-    """pct2t and rapt: their word kernel on one word of the first selected category."""
-
-    category = resolve_categories(defense.categories)[0]
-    vocab = pos_vocabulary(defense.backbone, defense.spacy_model)
-    pairs = dx.word_pairs(vocab.vectors, vocab.members(category), rng)
-
-    def name(u: int) -> str:
-        return vocab.words[u]
-
-    def draw(units: list[int], n: int, r: np.random.Generator) -> list[list[Hashable]]:
-        words = _texts_for(units, n, name)
-        out = defense.perturb_words(words, [category] * len(words), float(defense.eta), r)
-        return _split([w.lower() for w in out], units, n)
-
-    sample = dx_sampler(defense)
-    dim = backbone(defense.backbone).dim
-    return [
-        (len(pairs), lambda a, r: dx.release_tests(
-            draw, pairs, name, g, a=a, n=sizes.release, rng=r,
-            test=f"release ({category})")),
-        (len(dx.NOISE_MUS), lambda a, r: dx.noise_step_test(
-            lambda n, rr: sample(n, dim, float(defense.eta), rr), dim, g, a=a, n=sizes.noise,
-            rng=r)),
-    ]  # fmt: skip
-
-
-def _laplace_plans(defense: Any, g: Guarantee, sizes: Sizes) -> list[Plan]:
-    """cape and dpnr: the Laplace step (``pooled_release``) on constructed vectors."""
-
-    release = kernel(defense, "pooled_release")
-    dim = g.dimension or backbone(defense.backbone).dim
-    delta = resolve_sensitivity(defense.sensitivity)
-    return [(3, lambda a, r: ldp.laplace_tests(
-        release, g, float(defense.epsilon), delta, dim, a=a, n=sizes.laplace, rng=r))]  # fmt: skip
+def _noise_plan(noise: DXNoise, g: Guarantee, sizes: Sizes, points: np.ndarray | None,
+                pool: np.ndarray | None) -> Plan:  # fmt: skip
+    count = 3 if noise.unit_eta is not None else 2
+    return (count, lambda a, r: dx.noise_tests(noise, g, a=a, n=sizes.noise, rng=r,
+                                               points=points, pool=pool))  # fmt: skip
 
 
 def plan(defense: Defense, sizes: Sizes, rng: np.random.Generator,
@@ -359,22 +321,27 @@ def plan(defense: Defense, sizes: Sizes, rng: np.random.Generator,
         return [], "no formal claim" if g.kind is Kind.NONE else f"{g.kind}: nothing to test"
     if g.value is not None and math.isinf(g.largest):
         return [], "no noise (the parameter is inf): the claim bounds nothing"
-    if isinstance(defense, (CAPE, DPNR)):
-        return _laplace_plans(defense, g, sizes), ""
-    if isinstance(defense, PCT2T):
-        return _pos_plans(defense, g, sizes, rng), ""
-    if isinstance(defense, (T2T, EmbeddingDX, SAP)):
-        name = getattr(defense, "backbone", None)
-        note = ("split layer >= 1: only the noise step is tested"
-                if int(getattr(defense, "split_layer", 0) or 0) > 0 else "")  # fmt: skip
-        return _dx_token_plans(defense, g, sizes, rng, name), note
-    # A user's (or unknown) privatizer: one-word texts through privatize.
+    found = declaration(defense)
+    if isinstance(found, PooledLaplace):
+        return [(ldp.TESTS, lambda a, r: ldp.laplace_tests(
+            found, g, a=a, base=sizes.laplace, cap=sizes.laplace_cap, rng=r))], ""  # fmt: skip
+    if isinstance(found, DXNoise):
+        return [_noise_plan(found, g, sizes, None, found.units)], (
+            "the noise step is the release (hidden states plus noise)"
+        )
+    if isinstance(found, UnitMechanism):
+        return _unit_plans(found, g, sizes, rng), ""
+    # No declaration: a black box, one-word texts through privatize.
     if g.unit not in (Unit.TOKEN, Unit.WORD) or (
         g.kind is Kind.DX and "embedding" not in (g.metric or "embedding")
     ):
         return [], (f"a {g.kind} claim per {g.unit} has no generic test (one-word texts test "
                     "claims per token or word)")  # fmt: skip
-    return _dx_token_plans(defense, g, sizes, rng, backbone_name), ""
+    bb = backbone(backbone_name)
+    pool = bb.candidate_ids[bb.subwords.classes[bb.candidate_ids] == 0]  # one-token texts
+    return _unit_plans(text_units(defense.privatize, bb, pool), g, sizes, rng), (
+        "no mechanism declared: privatize on one-word texts (a black box)"
+    )
 
 
 def audit_guarantee(
@@ -417,11 +384,35 @@ def _as_float(value: Any) -> float | None:
 
 
 def fitted(defense: Defense) -> Defense:
-    """SAP-CTI needs token importances from a labelled split: fitted here on a small seeded
-    synthetic-reviews sample (public data), as a grid would fit it on its corpus."""
-    if isinstance(defense, SAPCTI) and getattr(defense, "_budget_factor", None) is None:
-        defense.fit(synthetic_reviews(n_docs=300, seed=0).split("train"))
+    """The defense, fitted where its declared mechanism needs it (:func:`declaration`), so
+    that its levels (``with_knob`` copies) share the fit."""
+    g = defense.guarantee
+    if g.formal and g.mechanism and not math.isinf(g.largest):
+        declaration(defense)
     return defense
+
+
+def build(name: str, params: dict[str, Any], backbone_name: str | None) -> Defense:
+    """A registered defense, a ``file.py:Class`` / ``module:Class`` deriving from Defense, or a
+    user's plain privatizer class wrapped as ``privaudit audit`` wraps it (its knob: its own
+    ``knob`` attribute, else its guarantee's parameter)."""
+    found = DEFENSES.get(name)
+    if isinstance(found, type) and issubclass(found, Defense):
+        return build_defense(name, params, backbone_name)
+    wrapped = UserDefense(name, None, **params)
+    wrapped.fit([])
+    impl = wrapped._load()
+    takes = inspect.signature(type(impl)).parameters
+    if backbone_name is not None and "backbone" in takes and "backbone" not in params:
+        wrapped = UserDefense(name, None, **params, backbone=backbone_name)
+        wrapped.fit([])
+    knob = getattr(impl, "knob", None) or wrapped.guarantee.parameter or None
+    if knob is not None and knob in takes:
+        wrapped.knob = knob  # type: ignore[misc]
+        if knob not in wrapped.options:  # its default value, for the one level
+            default = takes[knob].default
+            wrapped.options = {**wrapped.options, knob: getattr(impl, knob, default)}
+    return wrapped
 
 
 def audit_levels(
@@ -434,14 +425,24 @@ def audit_levels(
     seed: int = 0,
     sizes: Sizes | None = None,
 ) -> list[GuaranteeAudit]:
-    """A registered defense at each of ``values`` of its knob (default: its quick ``levels``;
-    one audit without a knob)."""
+    """A defense (registered, or a plugin's ``file.py:Class``) at each of ``values`` of its
+    knob (default: its quick ``levels``, a plugin's own ``levels`` or its current value; one
+    audit without a knob)."""
 
-    base = fitted(build_defense(name, dict(params or {}), backbone))
-    if base.knob is None:
-        return [audit_guarantee(base, alpha=alpha, seed=seed, sizes=sizes)]
-    levels = list(values) if values else list(type(base).levels)
-    return [audit_guarantee(base.with_knob(v), alpha=alpha, seed=seed, sizes=sizes) for v in levels]
+    base = fitted(build(name, dict(params or {}), backbone))
+    knob = base.knob if isinstance(base.knob, str) and not base.knob.startswith("(") else None
+    if knob is None:
+        return [audit_guarantee(base, alpha=alpha, seed=seed, sizes=sizes, backbone=backbone)]
+    impl = getattr(base, "_impl", None)
+    levels = (
+        list(values)
+        if values
+        else list(
+            getattr(type(base), "levels", ()) or getattr(impl, "levels", ()) or [base.knob_value]
+        )
+    )
+    return [audit_guarantee(base.with_knob(v), alpha=alpha, seed=seed, sizes=sizes,
+                            backbone=backbone) for v in levels]  # fmt: skip
 
 
 def audit_builtins(

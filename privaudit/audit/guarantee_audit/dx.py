@@ -40,14 +40,33 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import numpy as np
+from scipy.stats import gamma
 
-from privaudit.audit.guarantee_audit.stats import Evidence, discrete_evidence, threshold_evidence
+from privaudit.audit.guarantee_audit.stats import (
+    NOISE,
+    RELEASE,
+    SELECT_SHARE,
+    Evidence,
+    discrete_evidence,
+    draws_needed,
+    independence_evidence,
+    loss_ceiling,
+    scale_evidence,
+    threshold_evidence,
+)
 from privaudit.guarantees import Guarantee
+from privaudit.mechanisms.audited import DXNoise, UnitMechanism
 
 #: Candidate units sampled for the pair search.
 PAIR_SAMPLE = 1500
-#: η·d/√D of the noise-step test's constructed pairs.
-NOISE_MUS = (1.0,)
+#: Draws a test takes, as a multiple of the fewest that could contradict its claim with an
+#: event of probability stats.RESOLUTION: 2 leaves a margin for the event's selection.
+POWER = 2
+#: The noise-step test's constructed claim, as a share of its sample's ceiling: testable, and
+#: where a correct mechanism's bound is near its largest.
+STEP_SHARE = 0.6
+#: Disjoint pairs per independence test (within one call, and across two calls).
+PAIRS = 300
 
 
 def nearest_others(vectors: np.ndarray, rows: np.ndarray, pool: np.ndarray) -> tuple[
@@ -102,118 +121,263 @@ def word_pairs(
     return pairs
 
 
+def pair_draws(claimed: float, a: float, base: int, cap: int) -> int | None:
+    """Draws per input for a test of ``claimed``: ``POWER`` times the fewest that could
+    contradict it, at least ``base``, at most ``cap``; None when even ``cap`` could not (the
+    claim is above the cap's ceiling: the test is untestable there and is not drawn)."""
+    if loss_ceiling(_est(cap), _est(cap), a) <= claimed:
+        return None
+    need = draws_needed(claimed, a)
+    return int(min(cap, max(base, POWER * need)))
+
+
+def _est(n: int) -> int:
+    """Estimation draws of n (the rest choose the event)."""
+    return n - max(1, min(n - 1, round(n * SELECT_SHARE)))
+
+
+def undrawn(test: str, pair: str, distance: float, claimed: float, cap: int, a: float,
+            role: str = RELEASE) -> Evidence:  # fmt: skip
+    """A test not drawn: its claim is above what ``cap`` draws could show."""
+    n = _est(cap)
+    return Evidence(test, pair, f"not drawn (the claim is above what {cap:,} draws can show)",
+                    distance, claimed, 0, n, 0, n, a, role=role, drawn=False)  # fmt: skip
+
+
+def draw_units(mech: UnitMechanism, counts: dict[int, int], rng: np.random.Generator,
+               batch: int = 1000) -> dict[int, list[Hashable]]:  # fmt: skip
+    """``counts[u]`` outputs of each unit, through calls of ``mech.draw`` on ``batch`` copies."""
+    out: dict[int, list[Hashable]] = {}
+    for u, n in counts.items():
+        got: list[Hashable] = []
+        while len(got) < n:
+            got.extend(mech.draw([u] * min(batch, n - len(got)), rng))
+        out[u] = got[:n]
+    return out
+
+
 def release_tests(
-    draw: Callable[[list[int], int, np.random.Generator], list[list[Hashable]]],
+    mech: UnitMechanism,
     pairs: Sequence[tuple[int, int, float]],
-    name: Callable[[int], str],
     guarantee: Guarantee,
     *,
     a: float,
-    n: int,
+    base: int,
+    cap: int,
     rng: np.random.Generator,
     test: str = "release",
-    show_many: Callable[[list[Hashable]], list[str]] | None = None,
 ) -> list[Evidence]:
-    """One discrete-release test per pair. ``draw(units, n, rng)`` runs the mechanism n times
-    on each one-unit input and returns, per unit, its n outputs (hashable); every unit is
-    drawn once and shared by the pairs it is in. ``show_many`` names outputs for the report
-    (all at once: a vector output is looked up in one search)."""
-    units = sorted({u for i, j, _ in pairs for u in (i, j)})
-    outs = dict(zip(units, draw(units, n, rng), strict=True))
+    """One test per pair through the declared mechanism on one-unit inputs, each drawn as
+    often as its claim needs (:func:`pair_draws`; not at all when the cap could not test it).
+    Discrete outputs: the best set of outputs; vectors: a threshold on the d_X likelihood
+    ratio ‖y − φ(w')‖ − ‖y − φ(w)‖, and the point mass "y = φ(w) exactly" (the original
+    released)."""
+    plan = [(i, j, d, pair_draws(guarantee.loss(d), a, base, cap)) for i, j, d in pairs]
+    counts: dict[int, int] = {}
+    for i, j, _, n in plan:
+        if n is not None:
+            counts[i], counts[j] = max(counts.get(i, 0), n), max(counts.get(j, 0), n)
+    outs = draw_units(mech, counts, rng)
+    names = {u: f"'{mech.name(u)}'" for u in {u for i, j, _ in pairs for u in (i, j)}}
     shown: dict[Hashable, str] = {}
-    if show_many is not None:
+    if mech.show is not None and not mech.continuous and outs:
         values = sorted({v for o in outs.values() for v in o}, key=repr)
-        shown = dict(zip(values, show_many(values), strict=True))
-    return [
-        discrete_evidence(
-            outs[i],
-            outs[j],
-            a=a,
-            names=(f"'{name(i)}'", f"'{name(j)}'"),
-            distance=d,
-            claimed=guarantee.loss(d),
-            test=test,
-            show=shown or None,
-        )
-        for i, j, d in pairs
-    ]
-
-
-def vector_release_tests(
-    draw: Callable[[list[int], int, np.random.Generator], list[np.ndarray]],
-    pairs: Sequence[tuple[int, int, float]],
-    name: Callable[[int], str],
-    points: np.ndarray,
-    guarantee: Guarantee,
-    *,
-    a: float,
-    n: int,
-    rng: np.random.Generator,
-    test: str = "release",
-) -> list[Evidence]:
-    """One test per pair of a mechanism that releases the noisy vector itself (``draw``
-    returns, per unit, an (n, D) array); the event is a threshold on ‖y − φ(w')‖ − ‖y −
-    φ(w)‖, the d_X likelihood ratio's level sets."""
-    units = sorted({u for i, j, _ in pairs for u in (i, j)})
-    outs = dict(zip(units, draw(units, n, rng), strict=True))
+        shown = dict(zip(values, mech.show(values), strict=True))
     evidence = []
-    for i, j, d in pairs:
-        xi, xj = points[i].astype(np.float64), points[j].astype(np.float64)
+    for i, j, d, n in plan:
+        claim, pair = guarantee.loss(d), f"{names[i]} vs {names[j]}"
+        if n is None:
+            evidence.append(undrawn(test, pair, d, claim, cap, a))
+            if mech.continuous:
+                evidence.append(undrawn(f"{test}: exact original", pair, d, claim, cap, a))
+            continue
+        if not mech.continuous:
+            evidence.append(discrete_evidence(
+                outs[i], outs[j], a=a, names=(names[i], names[j]), distance=d, claimed=claim,
+                test=test, show=shown or None))  # fmt: skip
+            continue
+        yi, yj = _vectors(outs[i]), _vectors(outs[j])
+        xi, xj = mech.points[i].astype(np.float64), mech.points[j].astype(np.float64)
 
         def stat(y: np.ndarray, xi: np.ndarray = xi, xj: np.ndarray = xj) -> np.ndarray:
-            y = y.astype(np.float64)
             return np.linalg.norm(y - xj, axis=1) - np.linalg.norm(y - xi, axis=1)
 
         evidence.append(threshold_evidence(
-            stat(outs[i]), stat(outs[j]), a=a, names=(f"'{name(i)}'", f"'{name(j)}'"),
-            distance=d, claimed=guarantee.loss(d), test=test,
-            statistic=f"‖y − φ('{name(j)}')‖ − ‖y − φ('{name(i)}')‖",
+            stat(yi), stat(yj), a=a, names=(names[i], names[j]), distance=d, claimed=claim,
+            test=test, statistic=f"‖y − φ({names[j]})‖ − ‖y − φ({names[i]})‖",
+        ))  # fmt: skip
+        evidence.append(point_mass(yi, yj, mech.points[i], a=a, pair=pair, distance=d,
+                                   claimed=claim, test=f"{test}: exact original",
+                                   what=f"y = φ({names[i]}) exactly"))  # fmt: skip
+    return evidence
+
+
+def _vectors(values: Sequence[Hashable]) -> np.ndarray:
+    return np.stack([np.frombuffer(v, dtype=np.float32) for v in values]).astype(np.float64)  # type: ignore[arg-type]
+
+
+def point_mass(y: np.ndarray, y2: np.ndarray, point: np.ndarray, *, a: float, pair: str,
+               distance: float, claimed: float, test: str, what: str) -> Evidence:  # fmt: skip
+    """The event "the release is exactly ``point``" (a continuous density gives it
+    probability 0), counted on the estimation draws of both inputs."""
+    point = np.asarray(point, dtype=np.float32)
+    s, s2 = _n_sel(len(y)), _n_sel(len(y2))
+    hit = (y[s:].astype(np.float32) == point).all(axis=1)
+    hit2 = (y2[s2:].astype(np.float32) == point).all(axis=1)
+    return Evidence(test, pair, what, distance, claimed, int(hit.sum()), len(hit),
+                    int(hit2.sum()), len(hit2), a)  # fmt: skip
+
+
+def _n_sel(n: int) -> int:
+    return max(1, min(n - 1, round(n * SELECT_SHARE)))
+
+
+def independence_tests(mech: UnitMechanism, unit: int, *, a: float, rng: np.random.Generator,
+                       pairs: int = PAIRS) -> list[Evidence]:  # fmt: skip
+    """Fresh noise per unit, per document and per call (see :mod:`.stats`): ``pairs`` disjoint
+    pairs of outputs of one unit drawn in the same call (as separate documents, and as tokens
+    of one document where the mechanism has one) against pairs drawn in two calls."""
+    first, second = mech.draw([unit] * pairs, rng), mech.draw([unit] * pairs, rng)
+    across = [x == y for x, y in zip(first, second, strict=True)]
+    word = f"'{mech.name(unit)}'"
+    runs = [("documents", mech.draw)]
+    if mech.document is not None and mech.document is not mech.draw:
+        runs.append(("tokens", mech.document))
+    evidence = []
+    for what, call in runs:
+        out = call([unit] * (2 * pairs), rng)
+        if len(out) != 2 * pairs:  # a document that changed its number of words: no pairs
+            continue
+        within = [out[2 * k] == out[2 * k + 1] for k in range(pairs)]
+        kind = "exact repeats of a noise vector" if mech.continuous else "equal outputs"
+        evidence.append(independence_evidence(
+            within, across, a=a, test=f"independence ({what})", pair=f"{word} × {2 * pairs}",
+            event=f"{kind}: within one call vs across calls", continuous=mech.continuous,
         ))  # fmt: skip
     return evidence
 
 
-def noise_step_distances(guarantee: Guarantee, dim: int) -> list[float]:
-    """The constructed distances of the noise-step test: η·d/√D = each of
-    :data:`NOISE_MUS`, η the claim's largest per-unit parameter."""
-    eta = guarantee.largest
-    if not 0 < eta < math.inf:
-        return []
-    return [mu * math.sqrt(dim) / eta for mu in NOISE_MUS]
-
-
-def noise_step_test(
-    noise: Callable[[int, np.random.Generator], np.ndarray],
-    dim: int,
+def noise_tests(
+    noise: DXNoise,
     guarantee: Guarantee,
     *,
     a: float,
     n: int,
     rng: np.random.Generator,
+    points: np.ndarray | None = None,
+    pool: np.ndarray | None = None,
     chunk: int = 20_000,
 ) -> list[Evidence]:
-    """The d_X noise step at constructed pairs x = 0, x' = d·e₁ (see the module docstring).
-    ``noise(k, rng)`` draws k noise vectors (k, D) through the defense's own function; they
-    are drawn and reduced to the statistic ``chunk`` rows at a time."""
-    evidence = []
-    for d in noise_step_distances(guarantee, dim):
-        shift = np.zeros(dim)
-        shift[0] = d
-
-        def stat(k: int, r: np.random.Generator, moved: bool, shift: np.ndarray = shift) -> (
-                np.ndarray):  # fmt: skip
-            y = np.asarray(noise(k, r), dtype=np.float64) + (shift if moved else 0.0)
-            return np.linalg.norm(y - shift, axis=1) - np.linalg.norm(y, axis=1)
-
-        sx = np.concatenate(chunked(lambda k, r: stat(k, r, False), n, rng, chunk))
-        sy = np.concatenate(chunked(lambda k, r: stat(k, r, True), n, rng, chunk))
-        evidence.append(threshold_evidence(
-            sx, sy, a=a, names=("x = 0", f"x' = {d:.3g}·e₁"), distance=d,
-            claimed=guarantee.loss(d), test="noise step", statistic="‖y − x'‖ − ‖y − x‖",
-        ))  # fmt: skip
+    """The d_X noise step through the declared sampler: its **scale** against the declared
+    density (the norm ‖z‖ is Gamma(D, 1/η): a lower bound on the η it really draws at), the
+    **step** at constructed inputs x = 0, x' = d·e₁ with the claim η·d at a share of what n
+    draws can show (the d_X likelihood ratio's level sets), and, where η varies by unit, a
+    **pair of units at their own η** (their densities' normalising constants differ, so the
+    ratio is not bounded by η·d: SAP-CTI)."""
+    role = RELEASE if noise.released else NOISE
+    dim, eta = noise.dim, float(noise.eta)
+    units = pool if pool is not None else None
+    if noise.unit_eta is not None and units is not None and len(units):
+        etas = np.asarray(noise.unit_eta(units), dtype=float)
+        eta = float(etas.max())  # the scale test at the largest budget, the least noise
+    evidence = [_scale_test(noise, eta, guarantee, a=a, n=n, rng=rng)]
+    target = STEP_SHARE * loss_ceiling(_est(n), _est(n), a)
+    d = target / guarantee.largest
+    shift = np.zeros(dim)
+    shift[0] = d
+    sx = np.concatenate(_chunked(lambda k, r: _step_stat(noise.sample(k, eta, r), 0.0, shift),
+                                 n, rng, chunk))  # fmt: skip
+    sy = np.concatenate(_chunked(lambda k, r: _step_stat(noise.sample(k, eta, r), 1.0, shift),
+                                 n, rng, chunk))  # fmt: skip
+    evidence.append(threshold_evidence(
+        sx, sy, a=a, names=("x = 0", f"x' = {d:.3g}·e₁"), distance=d,
+        claimed=guarantee.loss(d), test="noise step", statistic="‖y − x'‖ − ‖y − x‖",
+    ))  # fmt: skip
+    evidence[-1] = _with_role(evidence[-1], role)
+    if noise.unit_eta is not None and units is not None and len(units) > 1:
+        evidence.append(_own_eta_test(noise, guarantee, units, points, a=a, n=n, rng=rng,
+                                      chunk=chunk, role=role))  # fmt: skip
     return evidence
 
 
-def chunked(func: Callable[[int, np.random.Generator], Any], n: int, rng: np.random.Generator,
-            size: int = 10_000) -> list[Any]:  # fmt: skip
+def _with_role(e: Evidence, role: str) -> Evidence:
+    from dataclasses import replace
+
+    return replace(e, role=role)
+
+
+def _step_stat(z: np.ndarray, moved: float, shift: np.ndarray) -> np.ndarray:
+    y = np.asarray(z, dtype=np.float64) + moved * shift
+    return np.linalg.norm(y - shift, axis=1) - np.linalg.norm(y, axis=1)
+
+
+def _scale_test(noise: DXNoise, eta: float, guarantee: Guarantee, *, a: float, n: int,
+                rng: np.random.Generator) -> Evidence:  # fmt: skip
+    """‖z‖ at or below the declared median D-shape Gamma(1/η) norm: P = 1/2 for the declared
+    density, more for less noise; its lower bound p_low gives η̂ = Gamma_D⁻¹(p_low) / r₀."""
+    dim = noise.dim
+    r0 = float(gamma.ppf(0.5, dim)) / eta
+    norms = np.concatenate(_chunked(
+        lambda k, r: np.linalg.norm(np.asarray(noise.sample(k, eta, r), dtype=np.float64),
+                                    axis=1), n, rng))  # fmt: skip
+    return scale_evidence(
+        norms <= r0, 0.5, lambda p: float(gamma.ppf(p, dim)) / r0, a=a, test="noise scale",
+        pair=f"‖z‖ of {n:,} draws at η = {eta:.4g}", event=f"‖z‖ <= {r0:.4g} (declared: P = 1/2)",
+        claimed=eta,
+    )  # fmt: skip
+
+
+def _own_eta_test(noise: DXNoise, guarantee: Guarantee, units: np.ndarray,
+                  points: np.ndarray | None, *, a: float, n: int, rng: np.random.Generator,
+                  chunk: int, role: str) -> Evidence:  # fmt: skip
+    """Two units at their own η: real points (the nearest pair with the most different
+    budgets) where inputs are fixed points, constructed x = 0, x' = d·e₁ with the largest and
+    smallest budgets where the released vectors vary continuously (hidden states). The
+    statistic is the declared log-likelihood ratio, each density with its own normalisation
+    D·ln η."""
+    assert noise.unit_eta is not None
+    etas = np.asarray(noise.unit_eta(units), dtype=float)
+    dim = noise.dim
+    if points is None or noise.released:
+        hi, lo = int(np.argmax(etas)), int(np.argmin(etas))
+        e1, e2 = float(etas[hi]), float(etas[lo])
+        d = STEP_SHARE * loss_ceiling(_est(n), _est(n), a) / guarantee.largest
+        x1, x2 = np.zeros(dim), np.zeros(dim)
+        x2[0] = d
+        names = (f"x = 0 (η = {e1:.3g})", f"x' = {d:.3g}·e₁ (η = {e2:.3g})")
+    else:
+        sample = units if len(units) <= PAIR_SAMPLE else rng.choice(units, PAIR_SAMPLE,
+                                                                     replace=False)  # fmt: skip
+        sample = np.sort(sample)
+        nn, dist = nearest_others(points, sample, np.asarray(units))
+        e_s = np.asarray(noise.unit_eta(sample), dtype=float)
+        e_n = np.asarray(noise.unit_eta(nn), dtype=float)
+        # the log-ratio of normalisations the pair shows, less its claim
+        score = dim * np.abs(np.log(e_s / e_n)) - guarantee.largest * dist
+        k = int(np.argmax(score))
+        # the unit with the larger budget first: its density is the more concentrated
+        first, other = int(sample[k]), int(nn[k])
+        e1, e2 = float(e_s[k]), float(e_n[k])
+        if e1 < e2:
+            first, other, e1, e2 = other, first, e2, e1
+        d = float(dist[k])
+        x1, x2 = points[first].astype(np.float64), points[other].astype(np.float64)
+        names = (f"unit {first} (η = {e1:.3g})", f"unit {other} (η = {e2:.3g})")
+
+    def llr(y: np.ndarray) -> np.ndarray:
+        return (dim * math.log(e1) - e1 * np.linalg.norm(y - x1, axis=1)) - (
+            dim * math.log(e2) - e2 * np.linalg.norm(y - x2, axis=1)
+        )
+
+    sx = np.concatenate(_chunked(lambda k, r: llr(x1 + noise.sample(k, e1, r)), n, rng, chunk))
+    sy = np.concatenate(_chunked(lambda k, r: llr(x2 + noise.sample(k, e2, r)), n, rng, chunk))
+    e = threshold_evidence(
+        sx, sy, a=a, names=names, distance=d, claimed=guarantee.loss(d), test="own budgets",
+        statistic="ln p₁(y) − ln p₂(y), own D·ln η")  # fmt: skip
+    return _with_role(e, role)
+
+
+def _chunked(func: Callable[[int, np.random.Generator], Any], n: int, rng: np.random.Generator,
+             size: int = 20_000) -> list[Any]:  # fmt: skip
     """``func(k, rng)`` over chunks of at most ``size`` that add up to ``n``."""
     return [func(min(size, n - s), rng) for s in range(0, n, size)]

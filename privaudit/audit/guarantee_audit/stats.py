@@ -18,16 +18,26 @@ Two kinds of outputs: discrete ones (a released word or token: S is a set of out
 :func:`discrete_evidence`) and scalar statistics of a continuous release (S is a threshold
 event on the statistic, :func:`threshold_evidence`). Both try both directions (S favouring
 x over x', or x' over x) in the selection; the claim bounds either.
+
+**What a sample can show** (:func:`loss_ceiling`): with n estimation draws a side, no event
+can show more than ln(p_low(n of n) / q_high(0 of n)) ≈ ln(n / ln(1/a)), and an event of
+probability p no more than ≈ ln(p·n / ln(1/a)). The ceiling used is that of p = 2 %
+(:data:`RESOLUTION`): a claim above it is *untestable* at n (:func:`draws_needed` says how many
+draws would test it), and "holds" means any violation an event of probability >= 2 % carries
+would have shown. Besides the loss tests, two kinds of
+evidence need no claim at all: an **independence** test (:func:`independence_evidence`: equal
+outputs within one call against across calls; a fresh noise draw per unit makes them equally
+likely) and a **scale** test on the declared noise density (:func:`scale_evidence`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import beta
+from scipy.stats import beta, fisher_exact
 
 #: The share of each input's draws used to choose the event; the rest estimate it.
 SELECT_SHARE = 0.3
@@ -58,6 +68,44 @@ def log_ratio_bound(k: np.ndarray, n: int, k2: np.ndarray, n2: int, a: float) ->
         return np.log(low) - np.log(high)
 
 
+#: What a piece of evidence is about (``Evidence.role``): the release itself (a lower bound on
+#: the privacy loss of what leaves the device: only these certify "holds"), the noise step
+#: alone, the independence of the draws, the scale of the declared noise density.
+RELEASE, NOISE, INDEPENDENCE, SCALE = "release", "noise", "independence", "scale"
+
+
+#: The smallest probability (under the favoured input) of an event whose violation a test
+#: that "holds" must have been able to show: a 5 % leak of the original is such an event,
+#: and a claim no event of probability >= 2 % could contradict at n is "untestable" there.
+RESOLUTION = 0.02
+
+
+def loss_ceiling(n: int, n2: int, a: float, p: float = RESOLUTION) -> float:
+    """The largest lower bound an event of probability ``p`` under the first input can show
+    with n and n2 estimation draws: p·n of the first sample in it, none of the second
+    (``p = 1``: any event at all, ≈ ln(n / ln(1/a)))."""
+    if n <= 0 or n2 <= 0:
+        return -math.inf
+    return float(log_ratio_bound(np.asarray(max(1, round(p * n))), n, np.asarray(0), n2, a))
+
+
+def draws_needed(claimed: float, a: float) -> float:
+    """The fewest draws per input (selection share included) whose :func:`loss_ceiling` is
+    above ``claimed``: an event of probability :data:`RESOLUTION` that the other input never
+    reaches could then contradict the claim. ``inf`` beyond 10^14 (no feasible audit)."""
+    if claimed < 0:
+        return 1.0
+    lo, hi = 1, 2
+    while loss_ceiling(hi, hi, a) <= claimed:
+        lo, hi = hi, hi * 4
+        if hi > 1e14:  # beyond any feasible audit (and q_high's float precision)
+            return math.inf
+    while hi - lo > max(1, lo // 1000):  # to 0.1 %: a count to report, not to the draw
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if loss_ceiling(mid, mid, a) <= claimed else (lo, mid)
+    return float(math.ceil(hi / (1 - SELECT_SHARE)))
+
+
 @dataclass(frozen=True)
 class Evidence:
     """One distinguishing test's outcome: the pair, the event chosen on the selection draws,
@@ -73,6 +121,9 @@ class Evidence:
     k2: int  # draws of M(x') in S
     n2: int
     a: float  # the one-sided error of each bound (α / 2m)
+    role: str = RELEASE  # RELEASE, NOISE, INDEPENDENCE or SCALE (see above)
+    bound: float | None = None  # a scale test's lower bound (η̂ or ε̂), in the claim's units
+    drawn: bool = True  # False: not drawn, the claim is above what the draw cap could show
 
     @property
     def p_low(self) -> float:
@@ -84,15 +135,35 @@ class Evidence:
 
     @property
     def lower(self) -> float:
-        """The empirical lower bound on the privacy loss: ln(p_low / q_high)."""
+        """The empirical lower bound on the privacy loss: ln(p_low / q_high) (a scale test:
+        its bound on the declared density's parameter)."""
+        if self.bound is not None:
+            return self.bound
+        if not self.drawn:
+            return -math.inf
         return float(log_ratio_bound(np.asarray(self.k), self.n, np.asarray(self.k2), self.n2,
                                      self.a))  # fmt: skip
 
     @property
+    def ceiling(self) -> float:
+        """The largest lower bound this test's sample could show (``inf`` for a scale test)."""
+        return math.inf if self.role == SCALE else loss_ceiling(self.n, self.n2, self.a)
+
+    @property
+    def testable(self) -> bool:
+        """Whether the sample could have shown a violation: the claim is below the ceiling."""
+        return self.claimed < self.ceiling
+
+    @property
+    def needed(self) -> float:
+        """Draws per input that would make the test able to contradict its claim."""
+        return draws_needed(self.claimed, self.a)
+
+    @property
     def ratio(self) -> float:
         """Lower bound / claim: > 1 is a violation; how close to 1 shows how tight it is."""
-        if self.claimed <= 0 or math.isinf(self.claimed):
-            return 0.0 if math.isinf(self.claimed) else math.inf
+        if self.claimed <= 0 or math.isinf(self.claimed):  # no tightness to show
+            return math.inf if self.violated and not math.isinf(self.claimed) else 0.0
         return max(self.lower, 0.0) / self.claimed
 
     @property
@@ -205,3 +276,43 @@ def threshold_evidence(
                                                                       len(est_x))  # fmt: skip
     event = f"{statistic} {op} {t:.4g}"
     return Evidence(test, f"{first} vs {second}", event, distance, claimed, k, n, k2, n2, a)
+
+
+def independence_evidence(
+    within: Sequence[bool], across: Sequence[bool], *, a: float, test: str, pair: str,
+    event: str, continuous: bool = False,
+) -> Evidence:  # fmt: skip
+    """Equal outputs in disjoint pairs drawn within one call (``within``) against pairs drawn
+    in two calls (``across``): with a fresh noise draw per unit and per call every pair is
+    equal with the same probability, so ``lower`` = ln(p_low / q_high) > 0 (each bound at
+    ``a``) contradicts independence. ``continuous`` outputs (noise vectors) are never equal
+    under a density: one exact repeat anywhere is the violation (``bound`` = inf)."""
+    k, n, k2, n2 = int(np.sum(within)), len(within), int(np.sum(across)), len(across)
+    bound = None
+    if continuous:
+        bound = math.inf if k + k2 > 0 else -math.inf
+    return Evidence(test, pair, event, 0.0, 0.0, k, n, k2, n2, a, role=INDEPENDENCE,
+                    bound=bound)  # fmt: skip
+
+
+def fisher_p(e: Evidence) -> float:
+    """The one-sided Fisher exact p-value of an independence test (shown beside the bounds)."""
+    table = [[e.k, e.n - e.k], [e.k2, e.n2 - e.k2]]
+    return float(fisher_exact(table, alternative="greater").pvalue)
+
+
+def scale_evidence(
+    inside: np.ndarray, declared: float, estimate: Callable[[float], float], *, a: float,
+    test: str, pair: str, event: str, claimed: float,
+) -> Evidence:  # fmt: skip
+    """The declared noise density's scale: ``inside`` marks the draws in an event whose
+    probability under the declared density is ``declared`` and grows with the density's
+    parameter (the noise norm below the declared median: more draws inside means less noise).
+    The lower Clopper–Pearson bound p_low on its probability gives, through ``estimate``
+    (the parameter at which the declared family puts p_low in the event), a lower bound on the
+    parameter the mechanism really draws at: above ``claimed``, less noise than claimed."""
+    k, n = int(np.sum(inside)), len(inside)
+    p_low = float(cp_low(k, n, a))
+    value = estimate(p_low) if p_low > 0 else 0.0
+    k2 = round(declared * n)
+    return Evidence(test, pair, event, 1.0, claimed, k, n, k2, n, a, role=SCALE, bound=value)
