@@ -173,7 +173,11 @@ class GuaranteeAudit:
                 f"{head}: untestable at n = {self.draws or self.evidence[0].n:,}: the largest "
                 f"lower bound a release test's sample could show is {self.ceiling:.3g}, below "
                 f"every claim it tested (smallest {smallest:.3g}); "
-                f"≈ {self.needed:.3g} draws per input would test it ({conf})"
+                + (
+                    f"≈ {self.needed:.3g} draws per input would test it ({conf})"
+                    if math.isfinite(self.needed)
+                    else f"more than 1e14 draws per input would test it: no feasible audit ({conf})"
+                )
             )
         if self.verdict == HOLDS and self.best is not None:
             e = self.best
