@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 import pytest
@@ -29,3 +30,21 @@ def tiny():
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(0)
+
+
+def write_grid(tmp_path: Any, data: dict[str, Any], name: str = "grid.yaml") -> Any:
+    """``data`` as a YAML grid config file in ``tmp_path``."""
+    import yaml
+
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def refused(data: dict[str, Any]) -> str:
+    """The one-line message with which ``load_config`` refuses ``data``."""
+    from privaudit.audit.config import load_config
+
+    with pytest.raises(ValueError) as info:
+        load_config(data)
+    return str(info.value)

@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import html
 import json
-from pathlib import Path
 from typing import ClassVar
 
 import pandas as pd
 import pytest
-import yaml
 from typer.testing import CliRunner
 
 from privaudit.api import Defense
 from privaudit.audit.config import PRESETS, load_config
 from privaudit.cli import app
+from tests.conftest import refused, write_grid
 
 runner = CliRunner()
 SMOKE = PRESETS["smoke"]
@@ -27,25 +26,13 @@ SMOKE = PRESETS["smoke"]
 QUOTED: list[str] = []
 
 
-def _write(tmp_path: Path, data: dict, name: str = "grid.yaml") -> Path:
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return path
-
-
-def _refused(data: dict) -> str:
-    with pytest.raises(ValueError) as info:
-        load_config(data)
-    return str(info.value)
-
-
 # -- item 1: labels are identities ------------------------------------------------------------
 
 
-def test_a_label_shared_by_two_entries_or_none_on_a_defense_is_refused(tmp_path) -> None:
+def test_a_label_shared_by_two_entries_or_none_on_a_defense_isrefused(tmp_path) -> None:
     none = SMOKE | {"defenses": [{"name": "none"}, {"name": "t2t", "label": "none",
                                                      "knob_values": [10]}]}  # fmt: skip
-    assert _refused(none) == (
+    assert refused(none) == (
         "Invalid grid config: defenses.1 (t2t) is labelled 'none', the undefended baseline's "
         "label: give it another label"
     )
@@ -53,7 +40,7 @@ def test_a_label_shared_by_two_entries_or_none_on_a_defense_is_refused(tmp_path)
         {"name": "none"}, {"name": "t2t", "label": "x", "knob_values": [10]},
         {"name": "embedding-dx", "label": "x", "knob_values": [10]},
     ]}  # fmt: skip
-    assert _refused(both_x) == (
+    assert refused(both_x) == (
         "Invalid grid config: defenses.1 and defenses.2 are both labelled 'x': give each a "
         "distinct label"
     )
@@ -61,7 +48,7 @@ def test_a_label_shared_by_two_entries_or_none_on_a_defense_is_refused(tmp_path)
     twice = SMOKE | {"defenses": [{"name": "t2t", "knob_values": [1]},
                                   {"name": "t2t", "knob_values": [100]}]}  # fmt: skip
     assert "defenses.0 and defenses.1 are both labelled 't2t' (the default label" in (
-        _refused(twice)
+        refused(twice)
     )
     apart = SMOKE | {"defenses": [{"name": "t2t", "params": {"eta": 5.0}}, {"name": "t2t"}]}
     assert [d.display for d in load_config(apart).defenses] == ["t2t[eta=5.0]", "t2t"]
@@ -70,7 +57,7 @@ def test_a_label_shared_by_two_entries_or_none_on_a_defense_is_refused(tmp_path)
     load_config("paper")
     # Refused before any work, in one line, from the command line too.
     run_dir = tmp_path / "r"
-    result = runner.invoke(app, ["run", "--config", str(_write(tmp_path, both_x)),
+    result = runner.invoke(app, ["run", "--config", str(write_grid(tmp_path, both_x)),
                                  "--run-dir", str(run_dir)])  # fmt: skip
     assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
     assert "defenses.1 and defenses.2 are both labelled 'x'" in result.output
@@ -111,7 +98,7 @@ class Quoting(Defense):
 def test_a_failure_reason_holds_no_corpus_text(tmp_path) -> None:
     QUOTED.clear()
     data = SMOKE | {"defenses": [{"name": "none"}, {"name": f"{__name__}:Quoting"}]}
-    config = _write(tmp_path, data)
+    config = write_grid(tmp_path, data)
     run_dir = tmp_path / "r"
     result = runner.invoke(app, ["run", "--config", str(config), "--run-dir", str(run_dir),
                                  "--no-progress"])  # fmt: skip
@@ -204,7 +191,7 @@ def test_a_plain_class_in_a_run_config_is_wrapped_or_refused_in_one_line(tmp_pat
         name = spec["name"]
         bad = SMOKE | {"defenses": [{"name": "none"}, spec]}
         run_dir = tmp_path / name.rsplit(":", 1)[1]
-        result = runner.invoke(app, ["run", "--config", str(_write(tmp_path, bad)),
+        result = runner.invoke(app, ["run", "--config", str(write_grid(tmp_path, bad)),
                                      "--run-dir", str(run_dir)])  # fmt: skip
         assert result.exit_code == 2, result.output
         assert len(result.output.strip().splitlines()) == 1, result.output
@@ -234,13 +221,13 @@ def test_calibrate_says_when_a_defense_has_no_replacement_rate_knob() -> None:
 
 def test_knob_errors_say_things_once_and_name_the_field() -> None:
     negative = SMOKE | {"defenses": [{"name": "t2t", "knob_values": [-5]}]}
-    message = _refused(negative)
+    message = refused(negative)
     assert message == (
         "Invalid grid config: defenses.0.knob_values: knob values must be positive numbers "
         "(got [-5])"
     )
     rates = SMOKE | {"defenses": [{"name": "t2t", "target_rates": [2]}]}
-    assert _refused(rates).count("got") == 1
+    assert refused(rates).count("got") == 1
     on_none = SMOKE | {"defenses": [{"name": "none", "knob_values": [5]}]}
     with pytest.raises(ValueError, match=r"^defenses.0.knob_values: defense 'none' has no priv"):
         load_config(on_none).check_names()
@@ -269,7 +256,7 @@ def test_file_corpora_take_an_encoding(tmp_path) -> None:
 
 def test_no_progress_still_prints_the_estimate(tmp_path) -> None:
     data = SMOKE | {"defenses": [{"name": "none"}]}
-    result = runner.invoke(app, ["run", "--config", str(_write(tmp_path, data)),
+    result = runner.invoke(app, ["run", "--config", str(write_grid(tmp_path, data)),
                                  "--run-dir", str(tmp_path / "r"), "--no-progress"])  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "Grid: 1 points, 1 cells (0 done, 1 to compute); estimated wall time" in result.output

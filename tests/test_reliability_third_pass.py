@@ -14,12 +14,12 @@ from typing import ClassVar
 
 import pandas as pd
 import pytest
-import yaml
 from typer.testing import CliRunner
 
 from privaudit.api import Defense
-from privaudit.audit.config import PRESETS, load_config
+from privaudit.audit.config import PRESETS
 from privaudit.cli import app
+from tests.conftest import refused, write_grid
 
 runner = CliRunner()
 SMOKE = PRESETS["smoke"]
@@ -31,18 +31,6 @@ RAISED: list[str] = []
 def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Never a real ~/.cache/privaudit entry.
     monkeypatch.setenv("PRIVAUDIT_CACHE", str(tmp_path / "cache"))
-
-
-def _write(tmp_path: Path, data: dict, name: str = "grid.yaml") -> Path:
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return path
-
-
-def _refused(data: dict) -> str:
-    with pytest.raises(ValueError) as info:
-        load_config(data)
-    return str(info.value)
 
 
 # -- item 1: a stored failure reason holds privaudit's own words only -------------------------
@@ -89,7 +77,7 @@ class Verbatim(_Raising):
 def test_a_plugins_message_never_reaches_the_run_directory(tmp_path: Path) -> None:
     RAISED.clear()
     plugins = [{"name": f"{__name__}:{c}"} for c in ("Joined", "OneWord", "Verbatim")]
-    config = _write(tmp_path, SMOKE | {"defenses": [{"name": "none"}, *plugins]})
+    config = write_grid(tmp_path, SMOKE | {"defenses": [{"name": "none"}, *plugins]})
     run_dir = tmp_path / "r"
     result = runner.invoke(app, ["run", "--config", str(config), "--run-dir", str(run_dir),
                                  "--no-progress"])  # fmt: skip
@@ -175,7 +163,7 @@ def _geia_grid(**strength: object) -> dict:
 def test_a_public_share_too_small_or_repeated_is_refused_before_work(
     tmp_path: Path, strength: dict, says: str
 ) -> None:
-    config = _write(tmp_path, _geia_grid(**strength))
+    config = write_grid(tmp_path, _geia_grid(**strength))
     for extra in (["--estimate"], ["--run-dir", str(tmp_path / "r"), "--no-progress"]):
         result = runner.invoke(app, ["run", "--config", str(config), *extra])
         assert result.exit_code == 2, result.output
@@ -186,13 +174,13 @@ def test_a_public_share_too_small_or_repeated_is_refused_before_work(
     assert not (tmp_path / "r").exists()  # nothing was started
 
 
-def test_aux_shares_that_draw_one_document_or_the_same_count_are_refused(tmp_path: Path) -> None:
+def test_aux_shares_that_draw_one_document_or_the_same_count_arerefused(tmp_path: Path) -> None:
     data = SMOKE | {
         "attacks": [{"name": "attribute-inference", "params": {"epochs": 1, "hidden": 8}}],
         "defenses": [{"name": "none"}],
         "strength": {"fractions": [0.001, 0.04]},
     }
-    result = runner.invoke(app, ["run", "--config", str(_write(tmp_path, data)), "--run-dir",
+    result = runner.invoke(app, ["run", "--config", str(write_grid(tmp_path, data)), "--run-dir",
                                  str(tmp_path / "r"), "--no-progress"])  # fmt: skip
     assert result.exit_code == 2, result.output
     assert "strength.fractions: 0.001 of the aux documents" in result.output
@@ -214,7 +202,7 @@ def test_a_failed_strength_row_fails_the_run(tmp_path: Path, monkeypatch) -> Non
         "defenses": [{"name": "none"}],
         "strength": {"fractions": [0.5]},
     }
-    args = ["run", "--config", str(_write(tmp_path, data)), "--no-progress"]
+    args = ["run", "--config", str(write_grid(tmp_path, data)), "--no-progress"]
     failed = runner.invoke(app, [*args, "--run-dir", str(tmp_path / "r")])
     assert failed.exit_code == 3, failed.output
     assert "row(s) of strength.csv failed" in failed.output
@@ -225,13 +213,13 @@ def test_a_failed_strength_row_fails_the_run(tmp_path: Path, monkeypatch) -> Non
 # -- item 6: duplicate knob values ---------------------------------------------------------------
 
 
-def test_duplicate_knob_values_and_rates_are_refused() -> None:
+def test_duplicate_knob_values_and_rates_arerefused() -> None:
     with_knobs = SMOKE | {"defenses": [{"name": "t2t", "knob_values": [10, 10, 10.0]}]}
-    assert "knob_values: 10.0 is given twice" in _refused(with_knobs)
+    assert "knob_values: 10.0 is given twice" in refused(with_knobs)
     with_rates = SMOKE | {"defenses": [{"name": "t2t", "target_rates": [0.2, 0.2]}]}
-    assert "target_rates: 0.2 is given twice" in _refused(with_rates)
+    assert "target_rates: 0.2 is given twice" in refused(with_rates)
     shares = SMOKE | {"strength": {"fractions": [0.5, 0.5]}}
-    assert "strength.fractions: 0.5 is given twice" in _refused(shares)
+    assert "strength.fractions: 0.5 is given twice" in refused(shares)
 
 
 # -- item 8: every output path is checked before work --------------------------------------------
@@ -264,7 +252,7 @@ def test_a_two_row_corpus_is_one_clear_line(tmp_path: Path) -> None:
             {"text": "The room was dirty.", "label": 0}]  # fmt: skip
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     data = SMOKE | {"corpus": {"name": "file", "params": {"path": str(path)}}}
-    result = runner.invoke(app, ["run", "--config", str(_write(tmp_path, data)), "--run-dir",
+    result = runner.invoke(app, ["run", "--config", str(write_grid(tmp_path, data)), "--run-dir",
                                  str(tmp_path / "r"), "--no-progress"])  # fmt: skip
     assert result.exit_code == 2, result.output
     assert "Keys mismatch" not in result.output and "split" in result.output
@@ -283,7 +271,7 @@ def test_a_two_row_corpus_is_one_clear_line(tmp_path: Path) -> None:
 def test_a_layer_beyond_the_backbone_is_refused_before_work(
     tmp_path: Path, defense: dict, says: str
 ) -> None:
-    config = _write(tmp_path, SMOKE | {"defenses": [defense]})
+    config = write_grid(tmp_path, SMOKE | {"defenses": [defense]})
     result = runner.invoke(app, ["run", "--config", str(config), "--run-dir",
                                  str(tmp_path / "r"), "--no-progress"])  # fmt: skip
     assert result.exit_code == 2 and says in result.output, result.output
@@ -341,7 +329,7 @@ def _geia_smoke() -> dict:
 def test_a_cache_that_is_a_file_is_one_line_before_work(tmp_path: Path, monkeypatch) -> None:
     (tmp_path / "afile").write_text("x")
     monkeypatch.setenv("PRIVAUDIT_CACHE", str(tmp_path / "afile"))
-    config = _write(tmp_path, _geia_smoke())
+    config = write_grid(tmp_path, _geia_smoke())
     for args in (["run", "--preset", "smoke", "--run-dir", str(tmp_path / "r")],
                  ["pretrain", "--config", str(config)]):  # fmt: skip
         result = runner.invoke(app, [*args, "--no-progress"])
@@ -358,7 +346,7 @@ def test_a_read_only_cache_that_holds_the_model_is_used_without_a_lock(
     import privaudit.audit.estimate as estimate
     import privaudit.mechanisms.memo as memo
 
-    config = _write(tmp_path, _geia_smoke())
+    config = write_grid(tmp_path, _geia_smoke())
     built = runner.invoke(app, ["pretrain", "--config", str(config), "--no-progress"])
     assert built.exit_code == 0, built.output
     geia._INVERTERS.__init__()  # read from disk again, not from this process's memory
@@ -380,7 +368,7 @@ def test_a_read_only_cache_that_holds_the_model_is_used_without_a_lock(
     frame = pd.read_csv(tmp_path / "r" / "results.csv")
     assert (frame["status"] == "ok").all(), frame["reason"].tolist()
     # A model the read-only cache lacks: pretrain refuses rather than train and drop it.
-    other = _write(tmp_path, _geia_smoke() | {"attacks": [
+    other = write_grid(tmp_path, _geia_smoke() | {"attacks": [
         {"name": "geia", "params": GEIA_TINY | {"public_docs": 30}}]}, "other.yaml")  # fmt: skip
     refused = runner.invoke(app, ["pretrain", "--config", str(other), "--no-progress"])
     assert refused.exit_code == 2 and "not in the read-only cache" in refused.output
