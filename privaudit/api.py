@@ -19,6 +19,7 @@ import numpy as np
 
 from privaudit.guarantees import Guarantee, Kind, Unit, as_guarantee, guarantee_property
 from privaudit.params import ParamError, declared, declared_arguments, validate_params
+from privaudit.records import knowledge_fields, prediction_kinds
 
 if TYPE_CHECKING:
     import datasets
@@ -156,15 +157,50 @@ class Predictions:
     released token ids the predictions stand on, so the runner can align them with the
     originals); ``meta["doc_indices"]`` (the victims attacked, in order, when a costly attack
     runs on a subset); ``meta["settings"]`` (cost-bounding settings to report).
+
+    Any other kind declared in :mod:`privaudit.records` (``ranking``: per document, candidate
+    authors best first) is held in ``extra`` under its name and read as an attribute
+    (``predictions.ranking``); :meth:`of` builds either.
     """
 
-    kind: Literal["tokens", "attributes", "entities", "texts"]
+    kind: str
     tokens: list[list[int]] | None = None
     attributes: dict[str, list[Any]] | None = None
     entities: list[list[dict[str, Any]]] | None = None
     texts: list[str] | None = None
     vectors: list[np.ndarray] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.kind not in prediction_kinds():
+            raise ValueError(
+                f"Predictions kind {self.kind!r} is not declared; the kinds are "
+                f"{', '.join(prediction_kinds())} (privaudit.records.register_prediction_kind "
+                "adds one)."
+            )
+
+    @classmethod
+    def of(cls, kind: str, value: Any, **fields: Any) -> Predictions:
+        """Predictions of ``kind`` holding ``value`` (built-in kinds in their own field)."""
+        if kind in _PREDICTION_FIELDS:
+            return cls(kind=kind, **{kind: value}, **fields)
+        return cls(kind=kind, extra={kind: value} | dict(fields.pop("extra", {})), **fields)
+
+    @property
+    def value(self) -> Any:
+        """What the predictions of this kind hold."""
+        return getattr(self, self.kind)
+
+    def __getattr__(self, name: str) -> Any:
+        # A declared kind other than the built-in fields lives in ``extra``.
+        extra = self.__dict__.get("extra")
+        if extra is not None and name in prediction_kinds():
+            return extra.get(name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+
+_PREDICTION_FIELDS = frozenset({"tokens", "attributes", "entities", "texts"})
 
 
 @dataclass(frozen=True)
@@ -174,6 +210,9 @@ class Knowledge:
     ``query_mechanism`` runs the public privatizer on the attacker's *own* texts; ``aux`` is
     the attacker's auxiliary labelled split, never the victim's; ``guarantee`` is the
     mechanism's declared guarantee (public, as the mechanism is: its kind, unit and parameter).
+    Every other knowledge field declared in :mod:`privaudit.records` (``public``,
+    ``background``) is held in ``extra`` and read as an attribute (``knowledge.background``;
+    None when not granted); :meth:`get` reads any field by name.
     """
 
     white_box: bool = True
@@ -181,6 +220,25 @@ class Knowledge:
     query_mechanism: Callable[[list[str]], Release] | None = None
     aux: datasets.Dataset | None = None  # the aux split: text, label, attributes, entities
     guarantee: Guarantee | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.extra) - set(knowledge_fields()))
+        if unknown:
+            raise ValueError(
+                f"Knowledge fields {unknown} are not declared; declare them with "
+                "privaudit.records.register_knowledge_field."
+            )
+
+    def __getattr__(self, name: str) -> Any:
+        extra = self.__dict__.get("extra")
+        if extra is not None and name in knowledge_fields():
+            return extra.get(name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def get(self, name: str) -> Any:
+        """The knowledge field ``name`` (None when not granted)."""
+        return getattr(self, name) if name in knowledge_fields() else None
 
     def query(self, texts: list[str]) -> Release:
         """Privatize the attacker's own ``texts`` with the public mechanism and return what an
@@ -347,6 +405,10 @@ class Attack(Component):
     needs_white_box: ClassVar[bool] = False
     needs_query: ClassVar[bool] = False
     needs_aux: ClassVar[bool] = False
+    #: Other knowledge fields the attack reads (declared in :mod:`privaudit.records`, e.g.
+    #: ``background``): a run builds them only for attacks that name them, and an attack whose
+    #: field the corpus cannot provide is ``n/a`` with the field's reason.
+    needs_knowledge: ClassVar[frozenset[str]] = frozenset()
     #: (kind, unit) pairs of the declared guarantees whose mechanism the attack models
     #: (``Knowledge.guarantee`` must be one of them); empty: any mechanism
     needs_guarantee: ClassVar[frozenset[tuple[Kind, Unit]]] = frozenset()
@@ -381,6 +443,9 @@ class Attack(Component):
             return f"{self.name} needs query access to the mechanism"
         if self.needs_aux and knowledge.aux is None:
             return f"{self.name} needs the attacker's auxiliary labelled split"
+        missing = self.missing_knowledge(knowledge)
+        if missing is not None:
+            return missing[0]
         if self.needs_guarantee:
             g = knowledge.guarantee
             if g is None or (g.kind, g.unit) not in self.needs_guarantee:
@@ -389,6 +454,17 @@ class Attack(Component):
                     f"{self.name} models a mechanism that declares {wanted}; this one "
                     f"declares {'nothing' if g is None else repr(str(g))}"
                 )
+        return None
+
+    def missing_knowledge(self, knowledge: Knowledge) -> tuple[str, str] | None:
+        """(reason, na_cause) for the first field of :attr:`needs_knowledge` that
+        ``knowledge`` lacks, or None when it grants them all."""
+        fields = knowledge_fields()
+        for name in sorted(self.needs_knowledge):
+            if knowledge.get(name) is None:
+                spec = fields.get(name)
+                why = spec.missing if spec is not None and spec.missing else f"no {name!r}"
+                return f"{self.name} needs {name}: {why}", (spec.na_cause if spec else "release")
         return None
 
     def fit(self, knowledge: Knowledge, *, rng: np.random.Generator) -> Self:

@@ -50,8 +50,16 @@ from privaudit.audit.plan import (
 from privaudit.audit.reasons import FULL, failure_reason
 from privaudit.audit.wrapper import UserDefense
 from privaudit.mechanisms.memo import charged_seconds
-from privaudit.metrics import NotScorable, Truth, family_of, replacement_rate, score_predictions
+from privaudit.metrics import (
+    NotScorable,
+    Truth,
+    family_of,
+    metric_spec,
+    replacement_rate,
+    score_predictions,
+)
 from privaudit.metrics.outcomes import Outcome
+from privaudit.records import Source, build_knowledge, build_truth, token_layout
 from privaudit.registry import ATTACKS, CORPORA, DEFENSES, UTILITY, build_component
 from privaudit.resources import backbone as load_backbone
 
@@ -142,24 +150,14 @@ class Context:
         self.train_texts, self.test_texts = corpus.texts("train"), corpus.texts("test")
         self.y_train, self.y_test = corpus.labels("train"), corpus.labels("test")
         self.n_words = sum(len(t.split()) for t in [*self.train_texts, *self.test_texts])
-        tokens = self.bb.token_ids(self.test_texts)
-        pieces, ends = _token_layout(self.bb, self.test_texts, tokens)
-        aux_counts = (
-            _aux_token_counts(self.bb, corpus.texts("aux"))
-            if "aux" in corpus.splits
-            else np.zeros(0, np.int64)
-        )
-        self.truth = Truth(  # the runner's ground truth; attacks never see it
-            tokens=tokens,
-            attributes={a: corpus.attribute("test", a) for a in corpus.attribute_names},
-            texts=list(self.test_texts),
-            entities=corpus.entities("test"),
-            embeddings=self.bb.embeddings,
-            frequent_token=_most_frequent_token(aux_counts),
-            mean_embedding=_mean_embedding(self.bb, aux_counts),
-            piece_positions=pieces,
-            token_ends=ends,
-        )
+        # Truth and knowledge are built from their declarations (privaudit.records): only
+        # the fields this grid's metrics and attacks ask for, beside the always-built ones.
+        source = Source(corpus, self.bb)
+        wanted = sorted({n for a in self.attacks.values() for n in metric_spec(a.metric).needs})
+        # The runner's ground truth; attacks never see it.
+        self.truth = Truth.of(build_truth(source, wanted))
+        needs = sorted({n for a in self.attacks.values() for n in a.needs_knowledge})
+        self.knowledge_extra = build_knowledge(source, needs)
         self.aux = corpus.splits.get("aux")
         y = self.y_test
         self.chance = float(np.bincount(y).max() / len(y)) if len(y) else float("nan")
@@ -279,7 +277,7 @@ def compute(
     query = _memoized_query(defense, rng_query)
     knowledge = Knowledge(
         white_box=True, backbone=ctx.config.backbone, query_mechanism=query, aux=ctx.aux,
-        guarantee=defense.guarantee,
+        guarantee=defense.guarantee, extra=getattr(ctx, "knowledge_extra", {}),
     )  # fmt: skip
     public = rel_test.public()
     for label, key in task.attack_keys.items():
@@ -287,10 +285,12 @@ def compute(
         base = {"attack": label, "attack_metric": attack.metric,
                 "attack_params": fmt_params(attack.params())}  # fmt: skip
         start(label)
-        reason = attack.applicable(public, knowledge)
+        # A knowledge field the corpus cannot provide says its own cause (background: truth).
+        missing = attack.missing_knowledge(knowledge)
+        reason, cause = missing or (attack.applicable(public, knowledge), "release")
         if reason is not None:
             # na_cause: "release" (cannot read it) vs "truth" (the corpus cannot score it).
-            na = {"status": "n/a", "reason": reason, "na_cause": "release"}
+            na = {"status": "n/a", "reason": reason, "na_cause": cause}
             row = base | _family(attack) | na
             emit(key, {"kind": "cell", "status": "n/a", "rows": [row]})
             continue
@@ -445,7 +445,7 @@ def knowledge(ctx: Context, point: Point, aux: Any) -> Knowledge:
     query = _memoized_query(defense, _point_streams(point, defense)[3])
     return Knowledge(
         white_box=True, backbone=ctx.config.backbone, query_mechanism=query, aux=aux,
-        guarantee=defense.guarantee,
+        guarantee=defense.guarantee, extra=getattr(ctx, "knowledge_extra", {}),
     )  # fmt: skip
 
 
@@ -463,50 +463,8 @@ def _examples(texts: list[str], release: Release, n: int = 3) -> list[dict[str, 
     return [{"original": o, "released": r} for o, r in pairs]
 
 
-def _token_layout(
-    bb: Any, texts: list[str], tokens: list[np.ndarray]
-) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Per text, the piece position ([UNK] counted, specials not) and the character end of
-    each token of ``tokens`` (``bb.token_ids(texts)``): what the scorer needs to cut a
-    victim's truth where a truncated release ends. Empty lists when the tokenizer gives no
-    offsets or its pieces do not reproduce ``tokens`` (then truncated releases cut tokens by
-    count and leave texts whole)."""
-    if not texts:
-        return [], []
-    try:
-        enc = bb.tokenizer(
-            list(texts), add_special_tokens=False, truncation=False, verbose=False,
-            return_offsets_mapping=True,
-        )  # fmt: skip
-    except (NotImplementedError, TypeError, ValueError):  # a slow tokenizer has no offsets
-        return [], []
-    unk = bb.tokenizer.unk_token_id
-    pieces, ends = [], []
-    for ids, offsets, want in zip(enc["input_ids"], enc["offset_mapping"], tokens, strict=True):
-        keep = [p for p, i in enumerate(ids) if i != unk]
-        if [ids[p] for p in keep] != np.asarray(want).tolist():
-            return [], []
-        pieces.append(np.asarray(keep, dtype=np.int64))
-        ends.append(np.asarray([offsets[p][1] for p in keep], dtype=np.int64))
-    return pieces, ends
-
-
-def _aux_token_counts(bb: Any, texts: list[str]) -> np.ndarray:
-    """How often each backbone token occurs in the aux texts."""
-    ids = [np.asarray(t, np.int64) for t in bb.token_ids(texts)]
-    return np.bincount(np.concatenate([np.zeros(0, np.int64), *ids]), minlength=0)
-
-
-def _most_frequent_token(counts: np.ndarray) -> int | None:
-    return int(counts.argmax()) if counts.size and counts.sum() else None
-
-
-def _mean_embedding(bb: Any, counts: np.ndarray) -> np.ndarray | None:
-    """The aux tokens' mean input embedding (the least-squares constant guess)."""
-    if not counts.size or not counts.sum():
-        return None
-    emb = np.asarray(bb.embeddings[: len(counts)], np.float64)
-    return (counts @ emb / counts.sum()).astype(np.float32)
+# Moved to privaudit.records (the truth fields' builders); the old names stay for callers.
+_token_layout = token_layout
 
 
 def _memoized_query(defense: Defense, rng: np.random.Generator) -> Any:

@@ -21,23 +21,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from privaudit.metrics.outcomes import REDUCERS
+from privaudit.records import prediction_kinds, truth_fields
 
 if TYPE_CHECKING:
     from privaudit.api import Predictions, Release
     from privaudit.metrics.outcomes import Outcome
     from privaudit.metrics.truth import Truth
 
-PredictionKind = Literal["tokens", "attributes", "entities", "texts"]
-#: The truth fields a metric may need (attributes of :class:`~privaudit.metrics.truth.Truth`).
-TRUTH_FIELDS = frozenset({
-    "tokens", "attributes", "texts", "entities", "embeddings", "frequent_token",
-    "mean_embedding", "piece_positions", "token_ends",
-})  # fmt: skip
+#: A prediction kind's name: one declared in :mod:`privaudit.records` (as the truth fields a
+#: metric may need are), so a new family adds both there, not here.
+PredictionKind = str
 
 #: A scorer: (its spec, predictions, truth of the attacked victims, details so far, the public
 #: release when it lines up with that truth, else None) → one scored row per target (see
@@ -111,11 +109,19 @@ class MetricSpec:
     target_families: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        unknown = set(self.needs) - TRUTH_FIELDS
+        known = truth_fields()
+        unknown = set(self.needs) - set(known)
         if unknown:
             raise ValueError(
                 f"Metric {self.name!r} needs unknown truth fields {sorted(unknown)}; the truth "
-                f"holds {', '.join(sorted(TRUTH_FIELDS))}."
+                f"holds {', '.join(sorted(known))} (privaudit.records.register_truth_field "
+                "adds one)."
+            )
+        if self.prediction_kind not in prediction_kinds():
+            raise ValueError(
+                f"Metric {self.name!r} scores unknown {self.prediction_kind!r} predictions; "
+                f"the kinds are {', '.join(prediction_kinds())} "
+                "(privaudit.records.register_prediction_kind adds one)."
             )
         if self.reducer not in REDUCERS:
             raise ValueError(

@@ -35,12 +35,13 @@ pooled vectors are scored against the whole victim.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
 
 from privaudit.api import Release
+from privaudit.records import truth_fields
 
 
 class NotScorable(Exception):
@@ -58,6 +59,11 @@ class Truth:
     positions); ``token_ends`` (optional): per victim, the character offset in its text where
     each token ends (to cut the text where a truncated release ends); ``docs`` (optional): the
     test-split index of each victim (0..n-1 when None; :meth:`subset` sets it).
+
+    The fields are declared in :mod:`privaudit.records` (how each is built and cut to a
+    subset of victims); those beyond the built-ins above (``author``) are held in ``extra``
+    and read as attributes (``truth.author``; the field's default when not built).
+    :meth:`of` builds a truth from any declared fields by name.
     """
 
     tokens: list[np.ndarray]
@@ -73,11 +79,42 @@ class Truth:
     piece_positions: list[np.ndarray] = field(default_factory=list)
     token_ends: list[np.ndarray] = field(default_factory=list)
     docs: list[int] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any], docs: list[int] | None = None) -> Truth:
+        """A truth from declared fields by name (:mod:`privaudit.records`); ``tokens``
+        defaults to none."""
+        declared = truth_fields()
+        unknown = sorted(set(values) - set(declared))
+        if unknown:
+            raise ValueError(
+                f"Unknown truth fields {unknown}; declare them with "
+                "privaudit.records.register_truth_field."
+            )
+        own = {k: v for k, v in values.items() if k in _OWN}
+        extra = {k: v for k, v in values.items() if k not in _OWN}
+        return cls(**({"tokens": []} | own), docs=docs, extra=extra)
+
+    def get(self, name: str) -> Any:
+        """The declared truth field ``name`` (its default when not built)."""
+        if name in _OWN:
+            return getattr(self, name)
+        spec = truth_fields().get(name)
+        if spec is None:
+            raise AttributeError(f"The truth has no field {name!r}.")
+        return self.extra[name] if name in self.extra else spec.default()
+
+    def __getattr__(self, name: str) -> Any:
+        # Declared fields beyond the built-in attributes live in ``extra``.
+        if "extra" in self.__dict__ and name in truth_fields():
+            return self.get(name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def n_victims(self) -> int:
         """The number of victims (the longest per-victim field)."""
-        fields = (self.tokens, self.texts, self.entities, *self.attributes.values())
-        return max((len(xs) for xs in fields), default=0) or len(self.docs or [])
+        counts = (spec.count(self.get(name)) for name, spec in truth_fields().items())
+        return max(counts, default=0) or len(self.docs or [])
 
     def doc_indices(self) -> np.ndarray:
         """The test-split index of each victim."""
@@ -92,22 +129,13 @@ class Truth:
         if any(not 0 <= i < n for i in idx):
             raise ValueError(f"doc_indices outside 0..{n - 1}: the attack's subset is invalid.")
 
-        def pick(xs: Sequence[Any]) -> list[Any]:
-            return [xs[i] for i in idx] if len(xs) == n else list(xs)
-
         docs = self.doc_indices()
-        return Truth(
-            tokens=pick(self.tokens),
-            attributes={k: pick(v) for k, v in self.attributes.items()},
-            texts=pick(self.texts),
-            entities=pick(self.entities),
-            embeddings=self.embeddings,
-            frequent_token=self.frequent_token,
-            mean_embedding=self.mean_embedding,
-            piece_positions=pick(self.piece_positions),
-            token_ends=pick(self.token_ends),
-            docs=[int(docs[i]) for i in idx],
-        )
+        values = {
+            name: spec.subset(self.get(name), idx, n)
+            for name, spec in truth_fields().items()
+            if name in _OWN or name in self.extra
+        }
+        return Truth.of(values, docs=[int(docs[i]) for i in idx])
 
     def cut(self, keep: Sequence[int]) -> tuple[Truth, int, int]:
         """The truth of what a truncated release holds: victim ``d`` keeps its first
@@ -140,6 +168,10 @@ class Truth:
             token_ends=ends,
         )  # fmt: skip
         return truth, cut_tokens, cut_docs
+
+
+#: The truth fields that are attributes of :class:`Truth` itself (the rest live in ``extra``).
+_OWN = frozenset(f.name for f in fields(Truth)) - {"docs", "extra"}
 
 
 def _entity_within(entity: Mapping[str, Any], text: str, end: int) -> bool:
