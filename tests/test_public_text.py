@@ -168,3 +168,17 @@ def test_low_reach_is_said_first_and_shown_beside_the_attacks_strength() -> None
     assert geia_row[-1] == "68.8 % (58.8 % of pieces); public text 49.0 % (13.0 % of pieces)"
     high = leaderboard(with_reach(ranked_rows(), 0.999), chance=0.5)
     assert high.verdict is not None and headline(high.verdict)[0][0] != "read first"
+
+
+def test_the_real_preset_is_the_quick_grid_on_synthpai_pretrained_on_its_public_split() -> None:
+    from privaudit.audit.cells import build_components
+    from privaudit.audit.config import PRESETS, load_config
+
+    real, quick = load_config("real"), load_config("quick")
+    assert "real" in PRESETS and real.corpus.name == "synthpai"
+    assert [d.display for d in real.defenses] == [d.display for d in quick.defenses]
+    assert [a.display() for a in real.attack_specs()] == [a.display() for a in quick.attack_specs()]
+    _, attacks, _ = build_components(real)
+    public = attacks["geia"].public_text()
+    assert (public.corpus, public.split) == ("synthpai", "public")
+    assert attacks["vec2text"].spec() == attacks["geia"].spec()  # one shared inverter
