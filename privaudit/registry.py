@@ -261,6 +261,7 @@ BUILTINS: dict[Registry[Any], dict[str, str]] = {
         "bow-inversion": "privaudit.attacks.bow_inversion:BowInversion",
         "geia": "privaudit.attacks.geia:GEIA",
         "vec2text": "privaudit.attacks.vec2text:Vec2Text",
+        "reidentification": "privaudit.attacks.reidentification:Reidentification",
     },
     CORPORA: {
         "synthetic-reviews": "privaudit.corpora.synthetic:synthetic_reviews",

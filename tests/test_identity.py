@@ -1,0 +1,179 @@
+"""The identity family: the re-identification metric on hand-made rankings, the TRI attack on
+hand-made background and end to end on synthpai through the CLI, and ``n/a`` (a truth cause)
+on a corpus without a background split."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from privaudit.api import Knowledge, Predictions, Release
+from privaudit.metrics import NotScorable, Truth, family_of, metric_spec, score_predictions
+from privaudit.registry import ATTACKS
+from tests.conftest import TINY, write_grid
+
+METRIC = "reidentification_accuracy"
+PRIOR = {"ann": 3, "bob": 2, "cat": 1, "dan": 1}  # most background documents first
+
+
+def _truth(authors: list[Any]) -> Truth:
+    return Truth.of({"author": authors, "candidates": PRIOR})
+
+
+def test_top1_top5_mrr_and_the_prior_baseline() -> None:
+    truth = _truth(["bob", "cat", "ann", "eve", None])
+    rankings = [
+        ["bob", "ann", "cat", "dan"],  # rank 1
+        ["ann", "bob", "dan", "cat"],  # rank 4
+        ["bob", "ann"],  # rank 2
+        ["ann"],  # eve is no candidate: left out
+        ["ann"],  # unknown author: left out
+    ]
+    variant = [["cat"], ["cat"], ["ann"], [], []]
+    p = Predictions.of("ranking", rankings, meta={"variants": {"nn": variant}})
+    (row,) = score_predictions(p, truth, METRIC)
+    d = row["attack_details"]
+    assert row["attack_score"] == pytest.approx(1 / 3)
+    assert row["family"] == "identity" == family_of(METRIC)
+    assert d["top5"] == pytest.approx(1.0)
+    assert d["mrr"] == pytest.approx((1 + 1 / 4 + 1 / 2) / 3)
+    # The prior ranking (ann, bob, cat, dan) for everyone: ann first -> 1 of 3.
+    assert row["attack_baseline"] == pytest.approx(1 / 3)
+    assert d["baseline_mrr"] == pytest.approx((1 / 2 + 1 / 3 + 1) / 3)
+    assert (d["n_scored"], d["n_not_candidates"], d["n_candidates"]) == (3, 2, 4)
+    assert d["nn_top1"] == pytest.approx(2 / 3)
+    # Per-document outcomes on the scored victims' test indices, as every other row.
+    assert list(row["outcome"].docs) == [0, 1, 2]
+    assert row["empirical_privacy"] == pytest.approx(1 - 1 / 3)
+    assert metric_spec(METRIC).higher_is_stronger
+
+
+def test_a_subset_of_victims_is_scored_against_its_own_authors() -> None:
+    truth = _truth(["ann", "bob", "cat"])
+    p = Predictions.of("ranking", [["cat"], ["bob"]], meta={"doc_indices": [2, 0]})
+    (row,) = score_predictions(p, truth, METRIC)
+    assert row["attack_score"] == pytest.approx(0.5)  # cat right, ann wrong
+    assert list(row["outcome"].docs) == [2, 0]
+
+
+def test_no_background_or_no_candidate_author_is_not_scorable() -> None:
+    p = Predictions.of("ranking", [["ann"]])
+    with pytest.raises(NotScorable, match="no background split"):
+        score_predictions(p, Truth.of({"author": ["ann"]}), METRIC)
+    with pytest.raises(NotScorable, match="no victim's author is a candidate"):
+        score_predictions(p, _truth(["eve"]), METRIC)
+    with pytest.raises(ValueError, match="1 rankings for 2 victims"):
+        score_predictions(p, _truth(["ann", "bob"]), METRIC)
+
+
+def _background() -> Any:
+    import datasets
+
+    topics = {
+        "ann": "my garden tomatoes roses compost soil",
+        "bob": "the engine gearbox oil garage car",
+        "cat": "violin concert orchestra rehearsal music",
+    }
+    rows = [(f"{w} {i}", a) for a, w in topics.items() for i in range(4)]
+    return datasets.Dataset.from_dict(
+        {"text": [t for t, _ in rows], "author": [a for _, a in rows]}
+    )
+
+
+def _knowledge(background: Any) -> Knowledge:
+    # The undefended mechanism: the attacker's queries come back as they went in.
+    return Knowledge(
+        white_box=False, backbone=TINY, query_mechanism=lambda t: Release("text", texts=list(t)),
+        extra={"background": background},
+    )  # fmt: skip
+
+
+def test_the_attack_ranks_the_author_of_a_released_text_first() -> None:
+    attack = ATTACKS.get("reidentification")(**ATTACKS.get("reidentification").test_params)
+    victims = Release("text", texts=["roses and compost", "the gearbox", "a violin concert"])
+    fitted = attack.fit(_knowledge(_background()), rng=np.random.default_rng(0))
+    p = fitted.attack(victims)
+    assert p.kind == "ranking" and [r[0] for r in p.ranking] == ["ann", "bob", "cat"]
+    assert sorted(p.ranking[0]) == ["ann", "bob", "cat"]  # every candidate, best first
+    assert len(p.meta["variants"]["nearest_neighbour"]) == 3
+    # Two candidates: one margin per document, still a full ranking.
+    two = _background().filter(lambda r: r["author"] != "cat")
+    p2 = attack.fit(_knowledge(two), rng=np.random.default_rng(0)).attack(victims)
+    assert [r[0] for r in p2.ranking[:2]] == ["ann", "bob"]
+
+
+def test_without_background_the_attack_says_why() -> None:
+    attack = ATTACKS.get("reidentification")()
+    release = Release("text", texts=["x"])
+    reason = attack.applicable(release, _knowledge(None))
+    assert reason is not None and "no background split" in reason
+    assert attack.missing_knowledge(_knowledge(None))[1] == "truth"  # the corpus lacks it
+    with pytest.raises(ValueError, match="background split"):
+        attack.fit(_knowledge(None), rng=np.random.default_rng(0))
+
+
+def test_a_corpus_without_background_is_n_a_with_a_truth_cause(tmp_path) -> None:
+    from privaudit.audit.config import load_config
+    from privaudit.outputs import run_grid
+
+    config = load_config({
+        "name": "no-background", "backbone": TINY,
+        "corpus": {"name": "synthetic-reviews", "params": {"n_docs": 60, "seed": 0},
+                   "limits": {"train": 20, "test": 8, "aux": 16}},
+        "defenses": [{"name": "none"}], "attacks": ["reidentification"],
+    })  # fmt: skip
+    frame = run_grid(config, run_dir=tmp_path / "run", progress=False).frame
+    (row,) = frame[frame["attack"] == "reidentification"].to_dict("records")
+    assert row["status"] == "n/a" and row["na_cause"] == "truth"
+    assert "no background split" in row["reason"] and row["family"] == "identity"
+
+
+@pytest.fixture(scope="module")
+def synthpai_run(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
+    from privaudit.cli import app
+
+    tmp = tmp_path_factory.mktemp("reid")
+    grid = {
+        "name": "reid", "backbone": TINY, "utility": "probe",
+        "corpus": {"name": "synthpai",
+                   "limits": {"train": 150, "test": 120, "aux": 40, "public": 10}},
+        "defenses": [{"name": "none"}, {"name": "t2t", "knob_values": [100]}],
+        "attacks": ["reidentification"],
+    }  # fmt: skip
+    path = write_grid(tmp, grid)
+    result = CliRunner().invoke(
+        app, ["run", "--config", str(path), "--run-dir", str(tmp / "run"), "--no-progress"]
+    )
+    assert result.exit_code == 0, result.output
+    return pd.read_csv(tmp / "run" / "results.csv")
+
+
+def test_end_to_end_on_synthpai_beats_the_prior_at_none(synthpai_run: pd.DataFrame) -> None:
+    rows = synthpai_run[synthpai_run["attack"] == "reidentification"]
+    assert set(rows["status"]) == {"ok"} and set(rows["family"]) == {"identity"}
+    none = rows[rows["defense"] == "none"].iloc[0]
+    details = json.loads(none["attack_details"])
+    # TF-IDF on the undefended text re-identifies well above the prior guess.
+    assert none["attack_score"] > none["attack_baseline"] + 0.05
+    assert details["mrr"] > details["baseline_mrr"]
+    assert details["n_scored"] > 50 and details["n_candidates"] > 50
+    t2t = rows[rows["defense"] == "t2t"].iloc[0]
+    assert t2t["attack_score"] <= none["attack_score"]
+
+
+def test_two_fits_give_the_same_rankings() -> None:
+    # What the conformance suite checks of every attack (it skips this one: its matrix
+    # corpus has no background): fit_sd 0 holds.
+    cls = ATTACKS.get("reidentification")
+    victims = Release("text", texts=["roses", "the engine oil", "music rehearsal"])
+    runs = [
+        cls(**cls.test_params).fit(_knowledge(_background()), rng=np.random.default_rng(s))
+        for s in (0, 1)
+    ]
+    a, b = (r.attack(victims) for r in runs)
+    assert a.ranking == b.ranking and a.meta == b.meta and cls.fit_sd == 0.0
