@@ -201,6 +201,47 @@ def build_knowledge(source: Source, wanted: Sequence[str]) -> dict[str, Any]:
 
 
 # -------------------------------------------------------------------------------------------
+# The results schema
+# -------------------------------------------------------------------------------------------
+
+#: The results table's columns, in order (``results.csv``, ``privaudit.audit.store``), each
+#: with whether the leaderboard reads it (``privaudit.leaderboard.board`` keeps only those).
+#: ``na_cause``: why a row is n/a: "release" (the attack cannot read it), "truth" (the corpus
+#: cannot score it: metrics.truth.NotScorable, or a knowledge field the corpus lacks); empty
+#: otherwise.
+RESULT_COLUMNS: tuple[tuple[str, bool], ...] = (
+    ("defense", True), ("knob", True), ("knob_value", True), ("attack", True), ("seed", True),
+    ("status", True), ("reason", True), ("attack_metric", True), ("attack_score", True),
+    ("empirical_privacy", True), ("utility_metric", True), ("utility", True),
+    ("utility_macro_f1", False), ("replacement_rate", True), ("seconds", False),
+    ("privatize_seconds", True), ("utility_seconds", False), ("attack_seconds", True),
+    ("guarantee", True), ("defense_params", True), ("attack_params", False),
+    ("utility_evaluator", True), ("corpus", False), ("corpus_fingerprint", True),
+    ("backbone", False), ("n_train", False), ("n_test", True), ("privaudit_version", False),
+    ("cell_key", True), ("target_rate", True), ("label", True), ("attack_baseline", True),
+    ("attack_macro_f1", False), ("attack_details", False), ("n_words", True), ("cell", False),
+    ("point", True), ("family", True), ("utility_accuracy", False), ("objective", True),
+    ("utility_lower_bound", True), ("attribute_readout", True),
+    ("attribute_readout_no_objective", True), ("release", True),
+    ("normalised_privacy", False), ("utility_ci_low", True), ("utility_ci_high", True),
+    ("attack_score_ci_low", False), ("attack_score_ci_high", False),
+    ("empirical_privacy_ci_low", False), ("empirical_privacy_ci_high", False),
+    ("normalised_privacy_ci_low", False), ("normalised_privacy_ci_high", False),
+    ("na_cause", True),
+)  # fmt: skip
+
+
+def result_columns() -> list[str]:
+    """The results table's columns, in order."""
+    return [name for name, _ in RESULT_COLUMNS]
+
+
+def board_columns() -> frozenset[str]:
+    """The results columns the leaderboard reads."""
+    return frozenset(name for name, board in RESULT_COLUMNS if board)
+
+
+# -------------------------------------------------------------------------------------------
 # The built-in records: what the text-recovery, entity and attribute families read
 # -------------------------------------------------------------------------------------------
 

@@ -37,26 +37,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from privaudit.records import result_columns
+
 if TYPE_CHECKING:
     import pandas as pd
 
-#: The results table's columns, in order.
-COLUMNS = [
-    "defense", "knob", "knob_value", "attack", "seed", "status", "reason",
-    "attack_metric", "attack_score", "empirical_privacy", "utility_metric", "utility",
-    "utility_macro_f1", "replacement_rate", "seconds", "privatize_seconds", "utility_seconds",
-    "attack_seconds", "guarantee", "defense_params", "attack_params", "utility_evaluator",
-    "corpus", "corpus_fingerprint", "backbone", "n_train", "n_test", "privaudit_version",
-    "cell_key", "target_rate", "label", "attack_baseline", "attack_macro_f1", "attack_details",
-    "n_words", "cell", "point", "family", "utility_accuracy", "objective", "utility_lower_bound",
-    "attribute_readout", "attribute_readout_no_objective", "release",
-    "normalised_privacy", "utility_ci_low", "utility_ci_high", "attack_score_ci_low",
-    "attack_score_ci_high", "empirical_privacy_ci_low", "empirical_privacy_ci_high",
-    "normalised_privacy_ci_low", "normalised_privacy_ci_high",
-    # Why a row is n/a: "release" (the attack cannot read it), "truth" (the corpus cannot
-    # score it: metrics.truth.NotScorable); empty otherwise.
-    "na_cause",
-]  # fmt: skip
+#: The results table's columns, in order: declared once, with the leaderboard's, in
+#: :data:`privaudit.records.RESULT_COLUMNS`.
+COLUMNS = result_columns()
 
 
 def cell_counts(frame: Any) -> dict[str, int]:

@@ -50,6 +50,7 @@ from privaudit.leaderboard.verdict import BEATS_NONE, Verdict, decide
 from privaudit.metrics.outcomes import quiet_nan
 from privaudit.metrics.spec import find_metric
 from privaudit.metrics.stats import Bootstrap, Outcomes, run_stats, with_labels
+from privaudit.records import board_columns
 from privaudit.registry import attack_fit_sds, utility_fit_sds
 
 if TYPE_CHECKING:
@@ -59,15 +60,8 @@ if TYPE_CHECKING:
     from privaudit.metrics.stats import RunStats
 
 
-BOARD_COLUMNS = frozenset({
-    "defense", "label", "knob", "knob_value", "seed", "attack", "attack_metric", "status",
-    "attack_score", "attack_baseline", "empirical_privacy", "utility", "utility_metric",
-    "replacement_rate", "privatize_seconds", "n_words", "defense_params", "guarantee",
-    "cell_key", "point", "family", "n_test", "reason", "objective", "target_rate",
-    "utility_ci_low", "utility_ci_high", "utility_evaluator", "utility_lower_bound",
-    "attribute_readout", "attribute_readout_no_objective", "release", "corpus_fingerprint",
-    "na_cause", "attack_seconds",
-})  # fmt: skip
+#: The results columns the board reads (declared with the schema, privaudit.records).
+BOARD_COLUMNS = board_columns()
 
 
 @dataclass(frozen=True)
