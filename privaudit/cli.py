@@ -153,7 +153,7 @@ def list_cmd(
                         (obj.needs_aux, "aux split"),
                     )
                     if flag
-                ]
+                ] + sorted(getattr(obj, "needs_knowledge", ()))  # declared records: background
                 extra = (
                     f"  [reads: {', '.join(sorted(obj.accepts))}; metric: {obj.metric}"
                     f"{_direction_of(obj.metric)}; needs: {', '.join(needs) or 'the release only'}]"

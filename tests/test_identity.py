@@ -177,3 +177,51 @@ def test_two_fits_give_the_same_rankings() -> None:
     ]
     a, b = (r.attack(victims) for r in runs)
     assert a.ranking == b.ranking and a.meta == b.meta and cls.fit_sd == 0.0
+
+
+def test_a_vector_release_is_ranked_by_the_linear_head_and_nearest_neighbour() -> None:
+    # A made-up pooled mechanism: one coordinate per topic word, so authors stay separable.
+    words = sorted({w for t in _background()["text"] for w in t.split() if not w.isdigit()})
+
+    def pooled(texts: list[str]) -> Release:
+        vecs = [np.asarray([t.split().count(w) for w in words], np.float32) for t in texts]
+        return Release("pooled_vectors", vectors=vecs)
+
+    knowledge = Knowledge(
+        backbone=TINY, query_mechanism=pooled, extra={"background": _background()}
+    )
+    cls = ATTACKS.get("reidentification")
+    attack = cls(**cls.test_params).fit(knowledge, rng=np.random.default_rng(0))
+    p = attack.attack(pooled(["roses compost soil", "engine oil garage", "violin music"]))
+    assert [r[0] for r in p.ranking] == ["ann", "bob", "cat"]
+    assert [r[0] for r in p.meta["variants"]["nearest_neighbour"]] == ["ann", "bob", "cat"]
+    with pytest.raises(ValueError, match="fitted on a 'pooled_vectors'"):
+        attack.attack(Release("text", texts=["x"]))
+
+
+def test_a_file_corpus_holds_out_its_victims_other_documents_as_background(tmp_path) -> None:
+    from privaudit.corpora.files import load_file
+    from privaudit.records import Source, build_knowledge, truth_fields
+
+    rows = [(f"{a} writes about topic {i} {'good' if i % 2 else 'bad'}", i % 2, a)
+            for a in "abcdefghijkl" for i in range(4)]  # fmt: skip
+    rows += [(f"a lone post by {a}", 1, a) for a in ("solo1", "solo2", "solo3", "solo4")]
+    path = tmp_path / "c.csv"
+    pd.DataFrame(rows, columns=["text", "label", "author"]).to_csv(path, index=False)
+    plain = load_file(path, author="author")
+    assert "background" not in plain.splits  # off by default: the corpus is unchanged
+    corpus = load_file(path, author="author", background_share=0.5)
+    test, background = corpus.split("test"), corpus.split("background")
+    assert not set(test["text"]) & set(background["text"])  # never a victim document
+    assert set(background["author"]) <= set(test["author"])
+    for author in set(background["author"]):  # each candidate keeps a victim document
+        assert author in test["author"]
+    info = corpus.info["background"]
+    assert info["candidates"] == len(set(background["author"]))
+    for split in ("train", "aux"):
+        assert plain.split(split)["text"] == corpus.split(split)["text"]
+    candidates = truth_fields()["candidates"].build(Source(corpus))  # type: ignore[misc]
+    assert set(candidates) == set(background["author"])
+    assert len(build_knowledge(Source(corpus), ["background"])["background"]) == len(background)
+    with pytest.raises(ValueError, match="map an author column"):
+        load_file(path, background_share=0.5)

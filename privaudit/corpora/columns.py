@@ -221,6 +221,35 @@ def _derive_labels(
     return out
 
 
+def _hold_out_background(
+    rows: list[dict[str, Any]], split_of: np.ndarray, share: float, seed: int,
+    info: dict[str, Any],
+) -> np.ndarray:  # fmt: skip
+    """``split_of`` with ``share`` of each test author's documents moved to ``background``
+    (at least one, and at least one left as a victim): the known-author documents of
+    re-identification, as synthpai's. An author with a single document keeps it as a victim
+    and is no candidate (the identity metric leaves such victims out, and says how many)."""
+    out = split_of.astype(object)
+    rng = np.random.default_rng([seed, 36])  # its own stream: the split above is unchanged
+    test = [i for i in range(len(rows)) if out[i] == "test"]
+    by_author: dict[str, list[int]] = {}
+    for i in test:
+        by_author.setdefault(rows[i]["author"], []).append(i)
+    single = 0
+    for author in sorted(by_author):
+        docs = by_author[author]
+        if len(docs) < 2:
+            single += 1
+            continue
+        k = min(len(docs) - 1, max(1, round(share * len(docs))))
+        for i in rng.choice(docs, size=k, replace=False):
+            out[int(i)] = "background"
+    info["background"] = {
+        "share": share, "candidates": len(by_author) - single, "single_document_authors": single,
+    }  # fmt: skip
+    return out.astype(str)
+
+
 def corpus_from_frame(
     df: pd.DataFrame,
     *,
@@ -240,6 +269,7 @@ def corpus_from_frame(
     label_map: Mapping[Any, Any] | None = None,
     label_threshold: float | None = None,
     where: Mapping[ColumnRef, Any] | None = None,
+    background_share: float = 0.0,
 ) -> Corpus:
     import datasets
 
@@ -349,9 +379,18 @@ def corpus_from_frame(
         info["split_fractions"] = list(fractions)
         info["seed"] = seed
 
+    if background_share:
+        if "author" not in cols:
+            raise ValueError(
+                f"{source}: background_share holds out documents of the victims' authors for "
+                "re-identification; map an author column (author=...), or drop it."
+            )
+        split_of = _hold_out_background(rows, split_of, background_share, seed, info)
     features = corpus_features(list(attr_map))
     splits = {}
-    for split in SPLITS:
+    for split in (*SPLITS, "background"):
+        if split == "background" and not (split_of == split).any():
+            continue  # only with background_share
         members = [rows[i] for i in np.flatnonzero(split_of == split)]
         if not members and split != "aux":
             raise ValueError(

@@ -26,7 +26,7 @@ from privaudit.corpora.base import SPLITS, Corpus
 from privaudit.corpora.columns import ColumnRef, LabelValue, corpus_from_frame
 from privaudit.corpora.reading import check_encoding, infer_format, read_with_header
 from privaudit.corpora.splits import check_fractions
-from privaudit.params import NonNegativeInt, checked
+from privaudit.params import Fraction, NonNegativeInt, checked
 
 _SPLIT_COL = "__privaudit_split__"  # internal column carrying given split names
 HF_AUX_FRACTION = 0.25  # share of the hub's train split moved to aux when none is mapped there
@@ -56,6 +56,7 @@ def load_file(
     label_threshold: float | None = None,
     where: Mapping[ColumnRef, LabelValue | Sequence[LabelValue]] | None = None,
     encoding: str = "utf-8",
+    background_share: Fraction = 0.0,
 ) -> Corpus:
     """Load a corpus from a csv / tsv / jsonl / json / parquet file.
 
@@ -86,6 +87,13 @@ def load_file(
     ``dropped`` (reason → count), and a warning states them when any row was dropped. Without
     ``split_column`` the split is a seeded random one by author (by document without an
     ``author`` column).
+
+    ``background_share`` (with an ``author`` column; default 0, off): hold out that share of
+    each test author's documents into a ``background`` split (at least one, and one left as a
+    victim), the known-author documents of re-identification (the ``reidentification``
+    attack). Authors with a single test document cannot be candidates: they stay victims and
+    the identity metric leaves them out (``n_not_candidates``); ``info["background"]`` counts
+    them. Unlike synthpai's, this background holds no distractor authors.
     """
     path = Path(path).expanduser()
     if not path.is_file():
@@ -115,6 +123,7 @@ def load_file(
         label_map=label_map,
         label_threshold=label_threshold,
         where=where,
+        background_share=float(background_share),
     )
 
 
