@@ -221,7 +221,7 @@ def _derive_labels(
     return out
 
 
-def _hold_out_background(
+def hold_out_background(
     rows: list[dict[str, Any]], split_of: np.ndarray, share: float, seed: int,
     info: dict[str, Any],
 ) -> np.ndarray:  # fmt: skip
@@ -385,7 +385,7 @@ def corpus_from_frame(
                 f"{source}: background_share holds out documents of the victims' authors for "
                 "re-identification; map an author column (author=...), or drop it."
             )
-        split_of = _hold_out_background(rows, split_of, background_share, seed, info)
+        split_of = hold_out_background(rows, split_of, background_share, seed, info)
     features = corpus_features(list(attr_map))
     splits = {}
     for split in (*SPLITS, "background"):

@@ -64,6 +64,7 @@ import numpy as np
 from annotated_types import Ge
 
 from privaudit.corpora.base import Corpus
+from privaudit.corpora.columns import hold_out_background
 from privaudit.corpora.splits import assign_splits, check_fractions, corpus_features
 from privaudit.corpora.synthetic_cues import (
     AGE_CUES,
@@ -103,7 +104,7 @@ from privaudit.corpora.synthetic_phrases import (
     Category,
 )
 from privaudit.lexicon import MONTHS, WEEKDAYS
-from privaudit.params import NonNegativeInt, Probability, checked
+from privaudit.params import Fraction, NonNegativeInt, Probability, checked
 
 if TYPE_CHECKING:
     from faker import Faker
@@ -455,10 +456,19 @@ def synthetic_reviews(
     seed: NonNegativeInt = 0,
     leak_rate: Probability = 0.6,  # the share of reviews with an attribute cue
     split_fractions: Sequence[float] = (0.6, 0.2, 0.2),
+    persona: Probability = 0.0,
+    background_share: Fraction = 0.0,
 ) -> Corpus:
     """Generate the ``synthetic-reviews`` corpus (see the module docstring for the model).
 
     Same arguments → byte-identical texts; nothing is cached on disk and nothing is downloaded.
+
+    For re-identification (both off by default, leaving the corpus as it was): ``persona``
+    gives each author a habit, a pet phrase and a sign-off (:data:`PERSONA_PHRASES`,
+    :data:`PERSONA_SIGNOFFS`), each appended to a review with that probability, so reviews
+    betray *who* wrote them; ``background_share`` holds out that share of each test author's
+    reviews into a ``background`` split (at least one, one left as a victim; an author with a
+    single review cannot be a candidate). Both draw from their own stream, after the rest.
     """
     fractions = check_fractions(split_fractions, "split_fractions")
     import datasets
@@ -506,8 +516,21 @@ def synthetic_reviews(
     features = corpus_features(ATTRIBUTE_NAMES)
     splits: dict[str, datasets.Dataset] = {}
     doc_author = np.repeat(np.arange(len(counts)), counts)
-    for split in ("train", "test", "aux"):
-        idx = np.flatnonzero(split_of_author[doc_author] == split)
+    split_of = split_of_author[doc_author]
+    info: dict[str, Any] = {
+        "seed": seed, "n_docs": n_docs, "leak_rate": leak_rate, "generator": GENERATOR,
+    }  # fmt: skip
+    if persona or background_share:  # their own stream: the default corpus is untouched
+        extra = np.random.default_rng([seed, 36])
+        if persona:
+            _add_personas(rows, len(counts), float(persona), extra)
+            info["persona"] = float(persona)
+        if background_share:
+            split_of = hold_out_background(rows, split_of, float(background_share), seed, info)
+    for split in ("train", "test", "aux", "background"):
+        idx = np.flatnonzero(split_of == split)
+        if split == "background" and not len(idx):
+            continue  # only with background_share
         idx = rng.permutation(idx)  # interleave authors within a split
         splits[split] = datasets.Dataset.from_list([rows[i] for i in idx], features=features)
     return Corpus(
@@ -515,5 +538,38 @@ def synthetic_reviews(
         splits=splits,
         label_names=list(LABEL_NAMES),
         attribute_names=list(ATTRIBUTE_NAMES),
-        info={"seed": seed, "n_docs": n_docs, "leak_rate": leak_rate, "generator": GENERATOR},
+        info=info,
     )
+
+
+#: An author's habits under ``persona``: one pet phrase and one sign-off each (400 pairs).
+PERSONA_PHRASES = (
+    "No joke.", "Honestly though.", "Make of that what you will.", "Just saying.",
+    "Fair play.", "Mark my words.", "Go figure.", "Long story short.", "For what it's worth.",
+    "Swings and roundabouts.", "Each to their own.", "Bob's your uncle.", "There you have it.",
+    "Take it or leave it.", "Enough said.", "Lesson learned.", "Food for thought.",
+    "Cards on the table.", "Watch this space.", "You heard it here first.",
+)  # fmt: skip
+PERSONA_SIGNOFFS = (
+    "Cheers!", "Peace.", "Ta-ra.", "Over and out.", "Rant over.", "Toodles.", "Laters.",
+    "Stay sane.", "Ciao for now.", "Happy hunting.", "Mind how you go.", "Onwards.",
+    "That's me done.", "Be lucky.", "Keep well.", "Ta very much.", "Right, off I pop.",
+    "Until next time.", "Chin up.", "Bye for now.",
+)  # fmt: skip
+
+
+def _add_personas(
+    rows: list[dict[str, Any]], n_authors: int, rate: float, rng: np.random.Generator
+) -> None:
+    """Append each author's pet phrase and sign-off to their reviews, each with probability
+    ``rate`` (entity offsets stay valid: text is only added at the end)."""
+    habits = [
+        (PERSONA_PHRASES[int(rng.integers(len(PERSONA_PHRASES)))],
+         PERSONA_SIGNOFFS[int(rng.integers(len(PERSONA_SIGNOFFS)))])
+        for _ in range(n_authors)
+    ]  # fmt: skip
+    for row in rows:
+        phrase, signoff = habits[int(row["author"].split("-")[1])]
+        tail = [t for t in (phrase, signoff) if rng.random() < rate]
+        if tail:
+            row["text"] = " ".join([row["text"], *tail])
