@@ -15,7 +15,7 @@ import pytest
 from sklearn.metrics import balanced_accuracy_score, f1_score
 
 from privaudit.api import Predictions, Release
-from privaudit.metrics import Truth, metrics, score_predictions
+from privaudit.metrics import Truth, families, metrics, score_predictions
 from privaudit.metrics.outcomes import Outcome, bootstrap_weights, interval, reduce
 from privaudit.metrics.stats import Bootstrap, Outcomes, run_stats
 
@@ -37,6 +37,7 @@ def _truth() -> Truth:
         ],
         embeddings=emb,
         frequent_token=2,
+        extra={"author": ["ann", "bob", "eve"], "candidates": {"bob": 3, "ann": 2, "cat": 1}},
     )
 
 
@@ -140,6 +141,14 @@ def _cases(t: Truth) -> dict[str, list[tuple[Predictions, Release | None]]]:
                 None,
             ),
         ],
+        # eve is no candidate: scored on ann and bob only.
+        "reidentification_accuracy": [
+            (Predictions.of("ranking", [["ann", "bob"], ["ann", "bob"], ["cat"]]), None),
+            (
+                Predictions.of("ranking", [["bob"], ["cat", "ann"]], meta={"doc_indices": [1, 0]}),
+                None,
+            ),
+        ],
     }
 
 
@@ -170,7 +179,7 @@ def test_outcome_value_is_the_score(metric: str) -> None:
             # The outcome's documents are the victims' test indices.
             allowed = set(range(3)) if indices is None else set(indices)
             assert set(outcome.docs.tolist()) <= allowed
-            assert row["family"] in ("text", "entity") or row["family"].startswith("attribute[")
+            assert row["family"] in families() or row["family"].startswith("attribute[")
             # Records survive JSON and give the same value back.
             back = Outcome.from_record(json.loads(json.dumps(outcome.to_record())))
             assert back.value() == pytest.approx(outcome.value(), abs=1e-6)
