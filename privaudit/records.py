@@ -119,7 +119,8 @@ _KINDS: dict[str, PredictionKind] = {}
 _KNOWLEDGE: dict[str, KnowledgeField] = {}
 
 
-def _register(table: dict[str, Any], spec: Any, what: str) -> Any:
+def register_once(table: dict[str, Any], spec: Any, what: str) -> Any:
+    """``spec`` into ``table`` by its name; the same object again is a no-op, another is refused."""
     existing = table.get(spec.name)
     if existing is not None and existing != spec:
         raise ValueError(f"A {what} named {spec.name!r} is already registered; pick another name.")
@@ -129,17 +130,17 @@ def _register(table: dict[str, Any], spec: Any, what: str) -> Any:
 
 def register_truth_field(spec: TruthField) -> TruthField:
     """Declare a truth field (once; the same object again is a no-op)."""
-    return _register(_TRUTH, spec, "truth field")
+    return register_once(_TRUTH, spec, "truth field")
 
 
 def register_prediction_kind(spec: PredictionKind) -> PredictionKind:
     """Declare a prediction kind (once; the same object again is a no-op)."""
-    return _register(_KINDS, spec, "prediction kind")
+    return register_once(_KINDS, spec, "prediction kind")
 
 
 def register_knowledge_field(spec: KnowledgeField) -> KnowledgeField:
     """Declare a knowledge field (once; the same object again is a no-op)."""
-    return _register(_KNOWLEDGE, spec, "knowledge field")
+    return register_once(_KNOWLEDGE, spec, "knowledge field")
 
 
 def unregister(name: str) -> None:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privaudit.metrics.outcomes import REDUCERS
-from privaudit.records import prediction_kinds, truth_fields
+from privaudit.records import prediction_kinds, register_once, truth_fields
 
 if TYPE_CHECKING:
     from privaudit.api import Predictions, Release
@@ -221,7 +221,7 @@ _FAMILIES: dict[str, FamilySpec] = {}
 
 def register_family(spec: FamilySpec) -> FamilySpec:
     """Register a family (once; the same object again is a no-op)."""
-    return _register(_FAMILIES, spec, "family")
+    return register_once(_FAMILIES, spec, "family")
 
 
 def register_metric(spec: MetricSpec) -> MetricSpec:
@@ -232,15 +232,7 @@ def register_metric(spec: MetricSpec) -> MetricSpec:
             f"Metric {spec.name!r} names the unknown family {spec.family!r}; the families are "
             f"{', '.join(_FAMILIES)} (register_family adds one)."
         )
-    return _register(_METRICS, spec, "metric")
-
-
-def _register(table: dict[str, Any], spec: Any, kind: str) -> Any:
-    existing = table.get(spec.name)
-    if existing is not None and existing != spec:
-        raise ValueError(f"A {kind} named {spec.name!r} is already registered.")
-    table[spec.name] = spec
-    return spec
+    return register_once(_METRICS, spec, "metric")
 
 
 def unregister_metric(name: str) -> None:
