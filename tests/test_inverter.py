@@ -205,3 +205,79 @@ def test_a_run_forecasts_the_pretraining_it_is_about_to_do(
     assert "One-time, first run only: pre-training the inverter of geia, vec2text" in first
     run_grid(config, run_dir=tmp_path / "b", progress=False)
     assert "One-time" not in capsys.readouterr().err
+
+
+def test_a_run_pretrains_before_its_first_cell_and_says_so(
+    own_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """Issue 38: the one-time pre-training is its own stage, between the estimate and the
+    first cell (the cells' bar no longer stands still on ``none · geia``), logged with its
+    stages when there is no progress bar; done once for geia and vec2text."""
+    from privaudit.outputs import run_grid
+
+    calls: list[str] = []
+    real = inv.pretrain
+
+    def counted(*a: Any, **k: Any) -> Any:
+        calls.append("pretrain")
+        return real(*a, **k)
+
+    monkeypatch.setattr(inv, "pretrain", counted)
+    run_grid(GridConfig.model_validate(grid()), run_dir=tmp_path / "a", progress=False)
+    err = capsys.readouterr().err
+    assert calls == ["pretrain"]
+    estimate_at = err.index("One-time, first run only")
+    encoding_at = err.index("pre-training the inverter (once; cached after): encoding")
+    built_at = err.index("privaudit: pre-trained the inverter of geia in")
+    assert estimate_at < encoding_at < built_at
+    assert "decoding and re-encoding" in err
+
+
+def test_the_pretraining_progress_logs_its_stage_documents_and_time_left(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(inv, "LOG_EVERY", 0.0)
+    report = inv.PretrainProgress([("decoder", 100, 3), ("corrector", 50, 2)], False)
+    step = report.stage("decoder")
+    step(60)
+    step(60)
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "decoder epoch 2/3, 120/400 documents" in line and "left" in line
+    report.stage("corrector")(50)
+    assert "corrector epoch 2/2, 170/400" in capsys.readouterr().err
+    report.close()
+
+
+def test_length_bucketed_batches_cover_every_row_once_with_little_padding() -> None:
+    import torch
+
+    from privaudit.attacks._pairs import epoch_batches
+
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 49, size=1000)
+    gen = torch.Generator().manual_seed(0)
+    batches = epoch_batches(1000, 32, gen, lengths)
+    rows = torch.cat(batches).numpy()
+    assert sorted(rows.tolist()) == list(range(1000))
+    padded = sum(int(lengths[b.numpy()].max()) * len(b) for b in batches)
+    plain = epoch_batches(1000, 32, torch.Generator().manual_seed(0))
+    padded_plain = sum(int(lengths[b.numpy()].max()) * len(b) for b in plain)
+    assert padded < 0.7 * padded_plain
+    again = epoch_batches(1000, 32, torch.Generator().manual_seed(0), lengths)
+    assert all(torch.equal(a, b) for a, b in zip(batches, again, strict=True))  # seeded
+
+
+def test_bf16_can_be_turned_off_and_keys_the_pretrained_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from privaudit import devices
+
+    bb = backbone(TINY)
+    spec = GEIA(**PARAMS).spec()
+    monkeypatch.setenv(devices.BF16_ENV, "0")
+    assert not devices.bf16()
+    off = spec.key(bb)
+    monkeypatch.setattr(devices, "bf16", lambda: True)
+    monkeypatch.setattr(inv, "bf16", lambda: True)
+    assert spec.key(bb) != off  # a mixed-precision model is another cache entry

@@ -65,6 +65,7 @@ import functools
 import json
 import math
 import re
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -75,8 +76,8 @@ import numpy as np
 
 from privaudit.attacks._pairs import train
 from privaudit.attacks._sentence import standardise_rows
-from privaudit.devices import current_device, module_device, tensor
-from privaudit.mechanisms.memo import cache_dir, digest, locked
+from privaudit.devices import bf16, current_device, fast_precision, module_device, tensor
+from privaudit.mechanisms.memo import cache_dir, cache_writable, digest, locked
 from privaudit.mechanisms.seeding import torch_threads
 
 if TYPE_CHECKING:
@@ -84,8 +85,9 @@ if TYPE_CHECKING:
 
     from privaudit.resources import Backbone
 
-#: Bumped when the pre-training changes in a way its parameters do not show.
-VERSION = 1
+#: Bumped when the pre-training changes in a way its parameters do not show (2: length-
+#: bucketed batches).
+VERSION = 2
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _UNUSED = re.compile(r"\[unused\d+\]")
 _EPS = 1e-6
@@ -205,9 +207,9 @@ class InverterSpec:
     def key(self, bb: Backbone) -> str:
         fields = sorted((k, v) for k, v in self.__dict__.items() if k != "public")
         public = sorted((k, v) for k, v in self.public.__dict__.items() if v != "")
-        return digest(
-            ["inverter", VERSION, fields, public, bb.name, bb.fingerprint, current_device()]
-        )  # fmt: skip
+        precision = "bf16" if bf16() else "fp32"  # a model trained in mixed precision differs
+        return digest(["inverter", VERSION, fields, public, bb.name, bb.fingerprint,
+                       current_device(), precision])  # fmt: skip
 
     def path(self, bb: Backbone) -> Path:
         return cache_dir() / "inverters" / f"{self.key(bb)[:24]}.pt"
@@ -447,7 +449,7 @@ def generate(
     vocab = torch.from_numpy(np.asarray(vocab_ids, np.int64)).to(device)
     sep_index = int(np.flatnonzero(np.asarray(vocab_ids) == sep)[0])
     out: list[list[np.ndarray]] = [[] for _ in range(len(e))]
-    with torch.inference_mode():
+    with torch.inference_mode(), fast_precision():
         for start in range(0, len(e), max(1, batch // k)):
             stop = min(len(e), start + max(1, batch // k))
             rows = torch.from_numpy(np.ascontiguousarray(e[start:stop])).to(device)
@@ -544,8 +546,6 @@ def load_or_pretrain(
 
     A read-only cache (:func:`~privaudit.mechanisms.memo.cache_writable`) is read without a
     lock (nobody can write the entry), and a model it lacks is trained and not kept."""
-    # here, not at the top: this file's header belongs to a change in flight
-    from privaudit.mechanisms.memo import cache_writable
 
     path = spec.path(bb)
     if not cache_writable():
@@ -560,8 +560,6 @@ def _load_or_pretrain(
     bb: Backbone, spec: InverterSpec, path: Path, threads: int | None, progress: bool | None,
     *, keep: bool = True,
 ) -> tuple[Inverter, dict[str, Any]]:  # fmt: skip
-    import sys  # here, not at the top: see load_or_pretrain
-
     start = time.perf_counter()
     if path.exists():
         try:
@@ -641,6 +639,13 @@ def pretrain(bb: Backbone, spec: InverterSpec, *, progress: bool | None = None) 
             if len(parts) > 1:
                 fit_texts.extend(parts)
     texts = fit_texts + val_docs
+    n_docs = len(fit_docs)
+    report = PretrainProgress(
+        [("decoder", len(fit_texts), int(spec.epochs)),
+         ("corrector", n_docs, int(spec.correction_epochs))], progress,
+    )  # fmt: skip
+    report.say(f"encoding {len(texts):,} public texts ({len(docs):,} documents and their "
+               "sentences)")  # fmt: skip
     clean = standardise_rows(bb.pooled(texts, progress=bool(progress)))
     mean, std = clean[: len(fit_texts)].mean(0), clean[: len(fit_texts)].std(0) + _EPS
     xs = ((clean - mean) / std).astype(np.float32)
@@ -653,6 +658,7 @@ def pretrain(bb: Backbone, spec: InverterSpec, *, progress: bool | None = None) 
     fit = np.arange(len(fit_texts))
     val = np.arange(len(fit_texts), len(texts))
     fit_t, val_t = tensor(fit).long(), tensor(val).long()
+    fit_lengths = np.asarray([len(r) for r in rows[: len(fit_texts)]])
     drop_gen = torch.Generator().manual_seed(int(key[12:24], 16))
 
     def trimmed(idx: torch.Tensor) -> torch.Tensor:
@@ -661,7 +667,8 @@ def pretrain(bb: Backbone, spec: InverterSpec, *, progress: bool | None = None) 
     def base_loss(model: torch.nn.Module, idx: torch.Tensor) -> torch.Tensor:
         rows_ = fit_t[idx]
         wd = float(spec.word_dropout) if model.training else 0.0
-        return loss(model, xt[rows_], trimmed(rows_), lookup, None, wd, drop_gen)
+        with fast_precision():  # the steps in bfloat16 where it pays; validation in float32
+            return loss(model, xt[rows_], trimmed(rows_), lookup, None, wd, drop_gen)
 
     def base_val(model: torch.nn.Module) -> float:
         return -float(_chunked(lambda r: loss(model, xt[r], trimmed(r), lookup), val_t))
@@ -670,7 +677,8 @@ def pretrain(bb: Backbone, spec: InverterSpec, *, progress: bool | None = None) 
         lambda: build_model(bb, spec, vocab_ids), base_loss, len(fit),
         epochs=int(spec.epochs), batch_size=int(spec.batch_size), lr=float(spec.lr),
         weight_decay=float(spec.weight_decay), rng=rng, desc="pretrain inverter",
-        progress=progress, validate=base_val,
+        progress=False, validate=base_val, lengths=fit_lengths,
+        advance=report.stage("decoder"),
     )  # fmt: skip
     inv = Inverter(decoder, None, vocab_ids, mean.astype(np.float32), std.astype(np.float32))
     inv.info = {
@@ -679,10 +687,11 @@ def pretrain(bb: Backbone, spec: InverterSpec, *, progress: bool | None = None) 
         "vocabulary": len(vocab_ids),
         "decoder_layers": int(decoder["bert"].config.num_hidden_layers),
         "pretrain_val_loss": round(-float(info["val_score"]), 4),
+        "pretrain_curve": info["curve"],
     }
     # The corrector: trained on the decoder's greedy guesses for the public documents.
-    n_docs = len(fit_docs)
     corr_rows = np.concatenate([np.arange(n_docs), val])
+    report.say(f"decoding and re-encoding {len(corr_rows):,} public documents for the corrector")
     guesses = greedy(bb, decoder, vocab_ids, xs[corr_rows], int(spec.max_tokens))
     g_emb = inv.scale(standardise_rows(bb.pooled(bb.detokenize(guesses))))
     hyp_all = hypothesis(guesses, g_emb, int(spec.max_tokens))
@@ -698,7 +707,8 @@ def pretrain(bb: Backbone, spec: InverterSpec, *, progress: bool | None = None) 
     def corr_loss(model: torch.nn.Module, idx: torch.Tensor) -> torch.Tensor:
         i = c_fit[idx]
         r = corr_t[i]
-        return loss(model, xt[r], trimmed(r), lookup, hyp_at(i))
+        with fast_precision():
+            return loss(model, xt[r], trimmed(r), lookup, hyp_at(i))
 
     def corr_val(model: torch.nn.Module) -> float:
         return -float(
@@ -710,11 +720,89 @@ def pretrain(bb: Backbone, spec: InverterSpec, *, progress: bool | None = None) 
         lambda: copy.deepcopy(decoder), corr_loss, n_docs,
         epochs=int(spec.correction_epochs), batch_size=int(spec.batch_size), lr=float(spec.lr),
         weight_decay=float(spec.weight_decay), rng=rng, desc="pretrain corrector",
-        progress=progress, validate=corr_val,
+        progress=False, validate=corr_val, lengths=fit_lengths[:n_docs],
+        advance=report.stage("corrector"),
     )  # fmt: skip
+    report.close()
     inv.corrector = corrector
     inv.info["corrector_val_loss"] = round(-float(cinfo["val_score"]), 4)
+    inv.info["corrector_curve"] = cinfo["curve"]
     return inv
+
+
+class PretrainProgress:
+    """The one-time pre-training's progress, over the rows its training stages step through
+    (``stages``: name, rows per epoch, epochs): a bar with an ETA on the terminal
+    (``progress`` True), else a line on stderr every :data:`LOG_EVERY` seconds (``--no-
+    progress`` logs) saying the stage, the epoch, the documents done and the time left. The
+    ETA extrapolates the rows' mean rate (a corrector row costs more than a decoder row:
+    its memory holds the hypothesis, so the ETA runs short while the decoder trains)."""
+
+    def __init__(self, stages: list[tuple[str, int, int]], progress: bool | None) -> None:
+        from tqdm.auto import tqdm
+
+        self.stages = {name: (int(n), int(e)) for name, n, e in stages}
+        self.total = sum(n * e for n, e in self.stages.values())
+        self.done, self.start, self.name, self.stage_done = 0, time.perf_counter(), "", 0
+        self.last_log = self.stage_start = self.start
+        self.trained = 0.0  # seconds spent in the finished stages (what the rate counts)
+        self.logging = not progress
+        # made at the first stage: its rate then counts training, not the encoding before it
+        self.bar: Any = None
+        self._new_bar = lambda: tqdm(total=self.total, desc="pre-training the inverter",
+                                     unit="doc", leave=False, file=sys.stderr)  # fmt: skip
+
+    def say(self, what: str) -> None:
+        line = f"privaudit: pre-training the inverter (once; cached after): {what}"
+        if self.bar is None:
+            print(line, file=sys.stderr, flush=True)
+        else:
+            self.bar.write(line, file=sys.stderr)
+
+    def stage(self, name: str) -> Callable[[int], None]:
+        """Start stage ``name``; returns its ``advance(rows)``."""
+        now = time.perf_counter()
+        if self.name:
+            self.trained += now - self.stage_start
+        self.name, self.stage_done, self.stage_start = name, 0, now
+        self.last_log = now
+        if self.bar is None and not self.logging:
+            self.bar = self._new_bar()
+        return self.advance
+
+    def where(self) -> str:
+        n, epochs = self.stages[self.name]
+        epoch = min(epochs, self.stage_done // max(n, 1) + 1)
+        return f"{self.name} epoch {epoch}/{epochs}"
+
+    def advance(self, rows: int) -> None:
+        self.done += rows
+        self.stage_done += rows
+        now = time.perf_counter()
+        if self.bar is not None:
+            self.bar.set_postfix_str(self.where(), refresh=False)
+            self.bar.update(rows)
+        elif now - self.last_log >= LOG_EVERY:
+            self.last_log = now
+            training = self.trained + now - self.stage_start  # encoding and decoding apart
+            left = training / self.done * (self.total - self.done)
+            print(f"privaudit: pre-training the inverter: {self.where()}, {self.done:,}/"
+                  f"{self.total:,} documents, {_clock(now - self.start)} elapsed, about "
+                  f"{_clock(left)} "
+                  "left", file=sys.stderr, flush=True)  # fmt: skip
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+#: Seconds between two progress lines of a pre-training run without a progress bar.
+LOG_EVERY = 30.0
+
+
+def _clock(seconds: float) -> str:
+    m, s = divmod(round(seconds), 60)
+    return f"{m // 60}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m}:{s:02d}"
 
 
 def _chunked(fn: Callable[[Any], Any], idx: Any, size: int = 256) -> float:

@@ -24,6 +24,7 @@ both attacks share.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Self
@@ -209,8 +210,15 @@ def train(
     desc: str,
     progress: bool | None,
     validate: Callable[[torch.nn.Module], float] | None = None,
+    lengths: np.ndarray | None = None,
+    advance: Callable[[int], None] | None = None,
 ) -> tuple[torch.nn.Module, dict[str, Any]]:
     """Build a model and train it with AdamW on minibatches of row indices ``0..n-1``.
+
+    ``lengths`` (each row's sequence length) makes the batches length-bucketed
+    (:func:`epoch_batches`); ``advance(k)`` is told after each step that ``k`` more rows are
+    done (a caller's own progress report). ``info["curve"]`` is the validation loss
+    (minus ``validate``) after each epoch with the seconds since training started.
 
     Initialisation, dropout and shuffling are seeded from ``rng`` without touching the
     process-wide torch random state (:func:`seeded_torch`; the batch order comes from its
@@ -232,31 +240,67 @@ def train(
         bs = int(batch_size)
         disable = None if progress is None else not progress
         best_score, best_epoch, best_state = -np.inf, int(epochs), None
+        curve: list[tuple[float, float]] = []
+        t0 = time.perf_counter()
         if validate is not None:  # epoch 0: the initial model is a candidate too
             model.eval()
             with torch.inference_mode():
                 best_score, best_epoch = float(validate(model)), 0
             best_state = {k: t.detach().clone() for k, t in model.state_dict().items()}
+            curve.append((0.0, -best_score))
         for epoch in tqdm(range(1, int(epochs) + 1), desc=desc, disable=disable, leave=False):
             model.train()
-            order = torch.randperm(n, generator=generator)
-            for start in range(0, n, bs):
-                idx = order[start : start + bs].to(device)
+            for idx in epoch_batches(n, bs, generator, lengths):
                 optimizer.zero_grad(set_to_none=True)
-                loss = loss_fn(model, idx)
+                loss = loss_fn(model, idx.to(device))
                 loss.backward()
                 optimizer.step()
+                if advance is not None:
+                    advance(len(idx))
             if validate is not None:
                 model.eval()
                 with torch.inference_mode():
                     score = float(validate(model))
+                curve.append((round(time.perf_counter() - t0, 2), -score))
                 if score > best_score:
                     best_score, best_epoch = score, epoch
                     best_state = {k: t.detach().clone() for k, t in model.state_dict().items()}
     if best_state is not None:
         model.load_state_dict(best_state)
     model.eval()
-    return model, {"best_epoch": best_epoch, "val_score": best_score if validate else None}
+    info = {"best_epoch": best_epoch, "val_score": best_score if validate else None}
+    return model, info | {"curve": curve}
+
+
+#: A length-bucketed epoch sorts its shuffled rows by length within pools of this many
+#: batches: the batches pad to near-equal lengths but still mix the pool's documents.
+BUCKET_POOL = 50
+
+
+def epoch_batches(
+    n: int, batch_size: int, generator: torch.Generator, lengths: np.ndarray | None = None
+) -> list[torch.Tensor]:
+    """One epoch's minibatches of the rows ``0..n-1``, shuffled by ``generator``. With
+    ``lengths``, length-bucketed: the shuffled rows are cut into pools of
+    :data:`BUCKET_POOL` batches, each pool is sorted by length (stable) and cut into
+    batches, and the batches are shuffled. The inverter's public pairs are documents and
+    their sentences (12 pieces at the median, 48 at most): random batches pad each to its
+    longest row, and a pre-training step cost 2.8 times as much per pair (measured on two
+    CPU cores, batch 32)."""
+    import torch
+
+    order = torch.randperm(n, generator=generator)
+    bs = int(batch_size)
+    if lengths is None:
+        return [order[s : s + bs] for s in range(0, n, bs)]
+    length = torch.as_tensor(np.asarray(lengths), dtype=torch.long)
+    out: list[torch.Tensor] = []
+    for s in range(0, n, bs * BUCKET_POOL):
+        pool = order[s : s + bs * BUCKET_POOL]
+        pool = pool[torch.argsort(length[pool], stable=True)]
+        out.extend(pool[i : i + bs] for i in range(0, len(pool), bs))
+    shuffle = torch.randperm(len(out), generator=generator)
+    return [out[int(i)] for i in shuffle]
 
 
 class PairInversion(Attack):

@@ -177,6 +177,7 @@ def _execute(
     rd.write_meta(meta)  # a report of the run if it is cut short can count the missing cells
     # Before the first cell, progress bar or not: the grid's size and what it will cost here.
     print("\n".join(forecast.lines()), file=sys.stderr, flush=True)
+    _pretrain_first(ctx, tasks, progress)
     bar = tqdm(total=total, initial=done, desc="cells", unit="cell", disable=not progress)
     in_flight = _InFlight(bar, tasks, runner)
     told: set[str] = set()  # full failure messages printed (a failed point fails every cell)
@@ -229,6 +230,33 @@ def _execute(
     rd.write_meta(meta | end)
     return RunResult(run_dir=rd.path, frame=frame, plots=plots, chance=level, board=board,
                      strength_failed=strength_failed)  # fmt: skip
+
+
+def _pretrain_first(ctx: Context, tasks: list[Task], progress: bool) -> None:
+    """Build the one-time models the unfinished cells need (the generative inverter) before
+    the first cell, with their own progress (a bar with an ETA, or a line every half minute
+    without one), rather than inside a cell whose bar would stand still for their minutes.
+    A pre-training that fails is left to the cells, which record why."""
+    needed = {label for task in tasks for label in task.attack_keys}
+    built: set[Any] = set()
+    for label, attack in ctx.attacks.items():
+        cost = getattr(attack, "pretrain_cost", None)
+        if label not in needed or not callable(cost) or cost(ctx.bb) is None:
+            continue
+        if attack.spec() in built:  # geia and vec2text share one pre-trained model
+            continue
+        built.add(attack.spec())
+        shown_progress = attack.progress
+        attack.progress = progress
+        try:
+            note = attack.prepare(ctx.bb)
+            print(f"privaudit: pre-trained the inverter of {label} in {note['seconds']:.0f} s "
+                  "(kept in the cache for later runs)", file=sys.stderr, flush=True)  # fmt: skip
+        except Exception as exc:  # the cells will fail and say why
+            print(f"privaudit: pre-training the inverter of {label} failed ({exc}); its cells "
+                  "will try again and record why", file=sys.stderr, flush=True)  # fmt: skip
+        finally:
+            attack.progress = shown_progress
 
 
 def chance_level(ctx: Context) -> float:
