@@ -26,6 +26,17 @@ from privaudit.audit.estimate import (
 cli = CliRunner()
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _priors_only() -> Any:
+    """No shipped reference costs in this module (tests/test_reference_costs.py has them):
+    a component its books have not measured is priced by its prior."""
+    import privaudit.audit.estimate as estimate_module
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(estimate_module, "scaled_reference", lambda: None)
+        yield
+
+
 @pytest.fixture(scope="module")
 def fresh_cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A cache directory of this module's own: no costs measured by another test."""

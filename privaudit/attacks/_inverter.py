@@ -59,7 +59,6 @@ one-time cost when it is missing.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import functools
 import json
@@ -79,6 +78,7 @@ from privaudit.attacks._sentence import standardise_rows
 from privaudit.devices import bf16, current_device, fast_precision, module_device, tensor
 from privaudit.mechanisms.memo import cache_dir, cache_writable, digest, locked
 from privaudit.mechanisms.seeding import torch_threads
+from privaudit.reference_costs import pretrain_rate
 
 if TYPE_CHECKING:
     import torch
@@ -595,17 +595,13 @@ PRETRAIN_PRIOR = 0.033
 
 def pretrain_estimate(bb: Backbone, spec: InverterSpec) -> float | None:
     """Estimated seconds to pre-train ``spec`` here: the latest measured rate (seconds per
-    public document per epoch, :func:`load_or_pretrain` records it), else the prior; None when
-    the model is cached."""
+    public document per epoch, :func:`load_or_pretrain` records it), else the shipped
+    reference machine's × this machine's speed ratio, else the prior
+    (:func:`privaudit.reference_costs.pretrain_rate`); None when the model is cached."""
     if cached(bb, spec):
         return None
-    rate = PRETRAIN_PRIOR
-    book = _timings_path()
-    if book.is_file():
-        with contextlib.suppress(ValueError, KeyError, TypeError):  # unreadable: the prior
-            rate = float(json.loads(book.read_text())["seconds_per_doc_epoch"])
     epochs = int(spec.epochs) + int(spec.correction_epochs)
-    return rate * spec.public.count() * epochs
+    return pretrain_rate(_timings_path(), PRETRAIN_PRIOR) * spec.public.count() * epochs
 
 
 def _timings_path() -> Path:

@@ -11,7 +11,11 @@ architecture, CPU count), updated after every defense point of a run.
 A cost is looked up from the most specific measurement to the least: the component with its
 parameters (a digest; a defense's knob left out, so every level shares one entry) on this
 defense, the component by name on this defense, with its parameters on any defense, by name
-on any defense; before any measurement, the class's ``cost_prior``
+on any defense. A component this machine has not measured is priced from the reference
+cost book shipped with the package, the same keys in the same order, its rates × this
+machine's speed ratio against the reference machine (:mod:`privaudit.reference_costs`: a
+second's fixed workload, measured once per machine); without a reference entry (or on
+another device kind), from the class's ``cost_prior``
 (:attr:`privaudit.api.Component.cost_prior`). Per defense entries learn what does not apply
 (an attack that is ``n/a`` on a defense costs nothing there) and what a release's kind costs
 (the probe on pooled vectors needs no encoding). Finished cells of a resumed run cost 0.
@@ -28,7 +32,6 @@ import hashlib
 import json
 import math
 import os
-import platform
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -39,8 +42,8 @@ from privaudit.audit.cells import build_components, point_keys
 from privaudit.audit.plan import calibration_key, check_levels, identity
 from privaudit.audit.store import RunDir, write_json
 from privaudit.audit.strength import public_variants
-from privaudit.devices import current_device
 from privaudit.mechanisms.memo import cache_dir, cache_writable, locked
+from privaudit.reference_costs import ScaledReference, machine_tag, scaled_reference
 from privaudit.registry import CORPORA, build_component
 from privaudit.resources import backbone as load_backbone
 
@@ -62,14 +65,9 @@ STARTUP_PRIOR = 20.0
 #: Cores a point keeps busy in one process (the quick grid ran at 163 % CPU on two cores):
 #: a pool speeds a grid up by at most cores / this, however many workers it has.
 SERIAL_CORES = 1.6
-
-
-def machine_tag() -> str:
-    """This machine's section of the book: measurements on a cluster node or a laptop are
-    never mixed with these, nor a GPU's (``--device``) with the CPU's."""
-    tag = f"{platform.system()}-{platform.machine()}-{os.cpu_count() or 1}cpu"
-    device = current_device()
-    return tag if device == "cpu" else f"{tag}-{device}"
+#: Where a component's rate came from, best first (a component priced by several lookups,
+#: e.g. one per defense, counts under its best).
+MEASURED, REFERENCE, PRIOR = 0, 1, 2
 
 
 def costs_path() -> Path:
@@ -134,19 +132,22 @@ class Sizes:
 class CostBook:
     """The measured costs of this machine (``costs.json``): read once, added to by a run,
     saved by read-merge-write under a lock so that concurrent runs lose nothing. An
-    unreadable file is ignored (a warning) and rewritten on the next save."""
+    unreadable file is ignored (a warning) and rewritten on the next save. ``reference``:
+    what prices a component not measured here (the shipped reference for this machine)."""
 
     def __init__(self, path: Path | None = None, machine: str | None = None) -> None:
         self.path: Path | None = Path(path) if path is not None else costs_path()
         self.machine = machine or machine_tag()
         self._pending: dict[str, list[float]] = {}
         self.entries: dict[str, dict[str, float]] = self._read(warn=True).get(self.machine, {})
+        self.reference: ScaledReference | None = scaled_reference()
 
     @classmethod
     def empty(cls) -> CostBook:
-        """A book with no file: priors only, nothing kept (no cache directory to use)."""
+        """A book with no file: the reference and priors, nothing kept (no cache directory)."""
         book = cls.__new__(cls)
         book.path, book.machine, book._pending, book.entries = None, machine_tag(), {}, {}
+        book.reference = scaled_reference()
         return book
 
     def _read(self, *, warn: bool) -> dict[str, dict[str, dict[str, float]]]:
@@ -183,6 +184,16 @@ class CostBook:
 
     def measured(self, keys: Sequence[str]) -> bool:
         return self.rate(keys) is not None
+
+    def lookup(self, keys: Sequence[str]) -> tuple[float | None, int]:
+        """The rate of ``keys`` and its source: :data:`MEASURED` here, :data:`REFERENCE` (the
+        reference × this machine's speed ratio), or (None, :data:`PRIOR`): none known."""
+        rate = self.rate(keys)
+        if rate is not None:
+            return rate, MEASURED
+        if self.reference is not None and (rate := self.reference.rate(keys)) is not None:
+            return rate, REFERENCE
+        return None, PRIOR
 
     def add(self, keys: Sequence[str], seconds: float, units: float) -> None:
         """One measurement of ``seconds`` for ``units``, filed under every key."""
@@ -262,7 +273,9 @@ class Estimate:
     jobs: int
     measured: int  # components priced from this machine's measurements
     components: int
-    priors: list[str] = field(default_factory=list)  # the others, by name
+    priors: list[str] = field(default_factory=list)  # priced by their priors, by name
+    referenced: int = 0  # components priced from the shipped reference × speed ratio
+    ratio: float | None = None  # that speed ratio (None: no reference rate was used)
     #: one-time work before the grid (pre-training an attack's disk-cached model): (what, s)
     one_time: list[tuple[str, float]] = field(default_factory=list)
 
@@ -283,6 +296,11 @@ class Estimate:
         if todo == 0:
             return [size + "; nothing to compute but the tables and report."]
         source = f"measured costs for {self.measured} of {self.components} components"
+        if self.referenced:
+            source += (
+                f", reference costs scaled ×{self.ratio or 1.0:.2g} for this machine for "
+                f"{self.referenced}"
+            )
         if self.priors:
             shown = ", ".join(self.priors[:6]) + (" …" if len(self.priors) > 6 else "")
             source += f", priors for {len(self.priors)}: {shown}"
@@ -296,6 +314,7 @@ class Estimate:
             "seconds": round(self.wall, 1), "work_seconds": round(self.seconds, 1),
             "jobs": self.jobs, "cells_done": self.done, "measured": self.measured,
             "components": self.components, "priors": self.priors, "machine": machine_tag(),
+            "referenced": self.referenced, "speed_ratio": self.ratio,
         }  # fmt: skip
 
 
@@ -318,11 +337,11 @@ def estimate(
     are not shared, and the workers' start-up is added once. One process already keeps
     about :data:`SERIAL_CORES` cores busy, so the speed-up is ``jobs`` at most and
     ``cores / SERIAL_CORES`` at most (1.25 on two cores)."""
-    known: dict[str, bool] = {}  # component -> priced by a measurement
+    known: dict[str, int] = {}  # component -> its best source (MEASURED, REFERENCE, PRIOR)
 
     def price(keys: list[str], obj: Any, units: float, component: str) -> float:
-        rate = book.rate(keys)
-        known[component] = known.get(component, False) or rate is not None
+        rate, source = book.lookup(keys)
+        known[component] = min(known.get(component, PRIOR), source)
         if rate is None:
             rate = float(getattr(obj, "cost_prior", 0.3))
         return rate * units
@@ -341,19 +360,21 @@ def estimate(
             attack = attacks[label]
             seconds += price(attack_keys(attack, d.name), attack, sizes.attack_kwords, label)
         per_point.append(seconds)
-    outputs = book.rate([OUTPUTS])
+    outputs, _ = book.lookup([OUTPUTS])
     outputs_s = (outputs if outputs is not None else OUTPUTS_PRIOR) * cells
     work_s = sum(per_point)
     jobs = max(1, min(jobs, len(per_point) or 1))
     speedup = min(float(jobs), max(1.0, (os.cpu_count() or 1) / SERIAL_CORES))
     wall = max(work_s / speedup, max(per_point, default=0.0)) + outputs_s
     if jobs > 1:  # the workers start (in parallel) before their first point
-        startup = book.rate([STARTUP])
+        startup, _ = book.lookup([STARTUP])
         wall += startup if startup is not None else STARTUP_PRIOR
     return Estimate(
         points=points, cells=cells, done=done, seconds=work_s + outputs_s, wall=wall,
-        jobs=jobs, measured=sum(known.values()), components=len(known),
-        priors=sorted(c for c, ok in known.items() if not ok),
+        jobs=jobs, measured=sum(s == MEASURED for s in known.values()), components=len(known),
+        priors=sorted(c for c, s in known.items() if s == PRIOR),
+        referenced=sum(s == REFERENCE for s in known.values()),
+        ratio=book.reference.ratio if REFERENCE in known.values() and book.reference else None,
     )  # fmt: skip
 
 

@@ -1,0 +1,285 @@
+"""The first estimate on a fresh machine: shipped reference costs, scaled to this machine.
+
+Before a machine has measured anything (an empty ``costs.json`` section, no inverter
+``timings.json``), the estimate prices components from the **reference cost book** shipped in
+the package (``privaudit/data/costs/reference.json``): per-component rates measured on one
+machine by a whole run, in the keys of :class:`privaudit.audit.estimate.CostBook`, with that
+machine's **speed score** and its inverter pre-training rate. This machine's own score (a
+fixed, model-free workload shaped like a BERT-sized encoder's feed-forward layers, timed in
+about a second and kept per :func:`machine_tag` in ``speed.json`` of the cache directory)
+divided by the reference's is the **speed ratio** that scales every reference rate: ×2 on a
+machine half as fast. The reference is used only on the device kind it was measured on (a
+GPU's matmul speed says little about a CPU-measured grid, and the reverse).
+
+Lookup order, most to least specific: this machine's measurements → reference × ratio → the
+class's ``cost_prior`` (:mod:`privaudit.audit.estimate`); the same for pre-training
+(:func:`pretrain_rate`). A missing or unreadable reference falls back to the priors (a
+warning for an unreadable one). ``benchmarks/reference_costs.py`` (:func:`write_reference`)
+refreshes the shipped file from a measured ``costs.json`` after a quiet run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import functools
+import json
+import math
+import os
+import platform
+import tempfile
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from privaudit.devices import current_device, use_device
+from privaudit.mechanisms.memo import cache_dir, cache_writable
+
+SHIPPED = Path(__file__).parent / "data" / "costs" / "reference.json"
+FORMAT = 1
+SPEED_FILE = "speed.json"
+#: A ratio outside these bounds is a score taken while something else swamped the machine
+#: (or a broken timer), not a machine 100× slower: the estimate keeps a sane scale.
+RATIO_BOUNDS = (0.1, 10.0)
+#: The speed workload: tokens × hidden width × feed-forward width, layers, timed repeats.
+_TOKENS, _HIDDEN, _FFN, _LAYERS, _REPEATS = 1024, 768, 3072, 2, 3
+
+_SCORES: dict[tuple[str, str], float] = {}  # (cache dir, machine) -> score, this process
+
+
+def machine_tag() -> str:
+    """This machine's section of the book: measurements on a cluster node or a laptop are
+    never mixed with these, nor a GPU's (``--device``) with the CPU's."""
+    tag = f"{platform.system()}-{platform.machine()}-{os.cpu_count() or 1}cpu"
+    device = current_device()
+    return tag if device == "cpu" else f"{tag}-{device}"
+
+
+def _device_kind(device: str) -> str:
+    return device.split(":")[0]  # cuda:1 prices like cuda
+
+
+def _entry_rate(entries: dict[str, dict[str, float]], keys: Sequence[str]) -> float | None:
+    """Seconds per unit of the first of ``keys`` with units (the book's entry format)."""
+    for key in keys:
+        entry = entries.get(key)
+        if entry and entry["units"] > 0:
+            return entry["seconds"] / entry["units"]
+    return None
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A reference cost book: one machine's measured rates and its speed score."""
+
+    entries: dict[str, dict[str, float]]
+    score: float  # seconds of the speed workload on the reference machine
+    device: str  # the device kind its costs were measured on
+    pretrain_rate: float | None  # inverter pre-training, s per public document and epoch
+    machine: str = ""
+
+    def rate(self, keys: Sequence[str]) -> float | None:
+        return _entry_rate(self.entries, keys)
+
+    @classmethod
+    def read(cls, path: Path) -> Reference:
+        """The book at ``path``; ``OSError``/``ValueError`` (and kin) when it cannot be used."""
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise ValueError(f"not a privaudit reference cost file of format {FORMAT}")
+        entries = {
+            str(k): {f: float(v[f]) for f in ("seconds", "units", "n")}
+            for k, v in data["entries"].items()
+        }
+        score = float(data["score"])
+        if not (math.isfinite(score) and score > 0):
+            raise ValueError(f"speed score {score} is not a positive number of seconds")
+        pretrain = data.get("pretrain_seconds_per_doc_epoch")
+        return cls(
+            entries, score, _device_kind(str(data["device"])),
+            None if pretrain is None else float(pretrain), str(data.get("machine", "")),
+        )  # fmt: skip
+
+
+def load_reference(path: Path | None = None) -> Reference | None:
+    """The reference book at ``path`` (default :data:`SHIPPED`; each read once per process);
+    None when it is missing or unreadable (a warning: the estimate falls back to priors)."""
+    return _load(Path(path) if path is not None else SHIPPED)
+
+
+@functools.lru_cache(maxsize=8)
+def _load(path: Path) -> Reference | None:
+    try:
+        return Reference.read(path)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        warnings.warn(
+            f"ignoring the unreadable reference cost file {path} ({type(exc).__name__}: "
+            f"{exc}); a machine with no measurements is estimated from priors",
+            stacklevel=4,
+        )
+        return None
+
+
+class ScaledReference:
+    """A reference book priced for this machine: its rates × :func:`speed_ratio`, the ratio
+    measured at its first use (an estimate that needs no reference rate runs no workload)."""
+
+    def __init__(self, reference: Reference) -> None:
+        self.reference = reference
+        self._ratio: float | None = None
+
+    @property
+    def ratio(self) -> float:
+        if self._ratio is None:
+            self._ratio = speed_ratio(self.reference.score)
+        return self._ratio
+
+    def rate(self, keys: Sequence[str]) -> float | None:
+        rate = self.reference.rate(keys)
+        return None if rate is None else rate * self.ratio
+
+
+def scaled_reference(path: Path | None = None) -> ScaledReference | None:
+    """The shipped reference for this machine; None without one, or on another device kind."""
+    reference = load_reference(path)
+    if reference is None or reference.device != _device_kind(current_device()):
+        return None
+    return ScaledReference(reference)
+
+
+def measure_score() -> float:
+    """Seconds of a fixed workload: ``_LAYERS`` feed-forward blocks of a BERT-sized encoder
+    (768 → 3072 → 768, GELU, layer norm) over 1,024 tokens, no model loaded; the best of
+    ``_REPEATS`` (another process's burst slows a repeat, never speeds one up)."""
+    import torch
+
+    from privaudit.mechanisms.seeding import torch_threads
+
+    gen = torch.Generator().manual_seed(0)
+    device = current_device()
+    x = torch.randn(_TOKENS, _HIDDEN, generator=gen).to(device)
+    w1 = (torch.randn(_HIDDEN, _FFN, generator=gen) / _HIDDEN**0.5).to(device)
+    w2 = (torch.randn(_FFN, _HIDDEN, generator=gen) / _FFN**0.5).to(device)
+    best = math.inf
+    # every core, as the backbone runs (privaudit.resources)
+    with torch.no_grad(), torch_threads(max(1, os.cpu_count() or 1)):
+        for _ in range(_REPEATS + 1):  # one more: the first pays allocation and warm-up
+            start = time.perf_counter()
+            h = x
+            for _ in range(_LAYERS):
+                h = torch.nn.functional.layer_norm(
+                    h + torch.nn.functional.gelu(h @ w1) @ w2, (_HIDDEN,)
+                )
+            float(h.sum())  # waits for an asynchronous device
+            best = min(best, time.perf_counter() - start)
+    return best
+
+
+def _speed_path() -> Path | None:
+    with contextlib.suppress(OSError, ValueError):  # no usable cache: measured, not kept
+        return cache_dir() / SPEED_FILE
+    return None
+
+
+def _read_scores(path: Path) -> dict[str, float]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return {str(k): float(v) for k, v in data["machines"].items() if float(v) > 0}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}  # absent or unreadable: measured again and rewritten
+
+
+def _write_atomic(path: Path, data: Any) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def speed_score(*, fresh: bool = False) -> float:
+    """This machine's speed score (:func:`measure_score`), measured once and kept per
+    :func:`machine_tag` in ``speed.json`` of the cache directory; ``fresh``: measure again."""
+    machine, path = machine_tag(), _speed_path()
+    memo = (str(path), machine)
+    if not fresh and memo in _SCORES:
+        return _SCORES[memo]
+    scores = _read_scores(path) if path is not None else {}
+    if fresh or machine not in scores:
+        scores[machine] = measure_score()
+        if path is not None and cache_writable():
+            # no lock: a concurrent writer can only drop another machine's score, which is
+            # measured again (a second) on its next estimate
+            with contextlib.suppress(OSError):
+                _write_atomic(path, {"format": FORMAT, "machines": _read_scores(path) | {
+                    machine: scores[machine]}})  # fmt: skip
+    _SCORES[memo] = scores[machine]
+    return scores[machine]
+
+
+def speed_ratio(reference_score: float) -> float:
+    """How much longer this machine takes than the reference machine (>1: slower), within
+    :data:`RATIO_BOUNDS`."""
+    low, high = RATIO_BOUNDS
+    return min(high, max(low, speed_score() / reference_score))
+
+
+def pretrain_rate(timings: Path, prior: float) -> float:
+    """Seconds per public document and epoch of the inverter's pre-training here: the rate
+    measured in ``timings`` (``{"seconds_per_doc_epoch": ...}``), else the reference machine's
+    × :func:`speed_ratio`, else ``prior``."""
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):  # unreadable: next
+        return float(json.loads(timings.read_text())["seconds_per_doc_epoch"])
+    scaled = scaled_reference()
+    if scaled is not None and scaled.reference.pretrain_rate is not None:
+        return scaled.reference.pretrain_rate * scaled.ratio
+    return prior
+
+
+def write_reference(
+    costs: Path, out: Path = SHIPPED, *, machine: str | None = None, score: float | None = None,
+    timings: Path | None = None,
+) -> Reference:  # fmt: skip
+    """Write the reference book ``out`` from ``machine``'s section (default: this machine's)
+    of the measured ``costs`` file, with this machine's speed score (default: measured now,
+    :func:`speed_score` ``fresh``) and the pre-training rate of ``timings`` (default:
+    ``inverters/timings.json`` beside ``costs``; none when absent). Run it on the machine
+    that measured the costs, right after a quiet run, so the score and costs agree."""
+    machine = machine or machine_tag()
+    data = json.loads(Path(costs).read_text(encoding="utf-8"))
+    section = data["machines"].get(machine)
+    if not section:
+        known = ", ".join(sorted(data["machines"])) or "none"
+        raise ValueError(f"{costs} has no costs for machine {machine!r} (it has: {known})")
+    timings = timings if timings is not None else Path(costs).parent / "inverters/timings.json"
+    pretrain = None
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        pretrain = float(json.loads(timings.read_text())["seconds_per_doc_epoch"])
+    device = machine.rsplit("cpu-", 1)[1] if "cpu-" in machine else "cpu"  # tag's suffix
+    if score is None:  # on the device the costs were measured on
+        with use_device(device):
+            score = speed_score(fresh=True)
+    book = {
+        "format": FORMAT,
+        "machine": machine,
+        "device": _device_kind(device),
+        "score": score,
+        "pretrain_seconds_per_doc_epoch": pretrain,
+        "written": datetime.date.today().isoformat(),
+        "entries": {
+            k: {f: float(v[f]) for f in ("seconds", "units", "n")}
+            for k, v in sorted(section.items())
+        },
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _write_atomic(out, book)
+    _load.cache_clear()
+    return Reference.read(out)

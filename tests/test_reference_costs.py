@@ -1,0 +1,226 @@
+"""The first estimate on a fresh machine (privaudit.reference_costs): the shipped reference
+cost book, scaled by this machine's speed ratio, between this machine's measurements and the
+priors; the speed score measured once and kept; the book refreshed from a measured file."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+import privaudit.reference_costs as rc
+from privaudit.audit.config import load_config
+from privaudit.audit.estimate import (
+    COSTS_FILE,
+    OUTPUTS,
+    CostBook,
+    Sizes,
+    Work,
+    estimate,
+    estimate_config,
+)
+
+
+@pytest.fixture(autouse=True)
+def fresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """An empty cache of each test's own, references read afresh, no speed measured yet."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("PRIVAUDIT_CACHE", str(cache))
+    monkeypatch.setattr(rc, "_SCORES", {})
+    rc._load.cache_clear()
+    yield cache
+    rc._load.cache_clear()
+
+
+def ratio(monkeypatch: pytest.MonkeyPatch, value: float) -> None:
+    monkeypatch.setattr(rc, "speed_ratio", lambda score: value)
+
+
+class _Fake:
+    """A component as the estimate reads it: a name, parameters and a prior."""
+
+    knob: ClassVar[str | None] = None
+
+    def __init__(self, name: str, prior: float) -> None:
+        self.name, self.cost_prior = name, prior
+
+    def params(self) -> dict[str, Any]:
+        return {}
+
+
+def _entry(rate: float) -> dict[str, float]:
+    return {"seconds": rate * 10.0, "units": 10.0, "n": 1.0}
+
+
+def _write_book(path: Path, entries: dict[str, dict[str, float]], **extra: Any) -> Path:
+    book = {"format": 1, "machine": "ref", "device": "cpu", "score": 0.1,
+            "pretrain_seconds_per_doc_epoch": 0.05, "entries": entries} | extra  # fmt: skip
+    path.write_text(json.dumps(book))
+    return path
+
+
+def test_the_shipped_book_loads_and_is_package_data() -> None:
+    ref = rc.load_reference()
+    assert ref is not None and ref.device == "cpu" and ref.score > 0
+    assert ref.pretrain_rate is not None and ref.pretrain_rate > 0
+    kinds = {key.split(":")[0] for key in ref.entries}
+    assert {"privatize", "utility", "attack"} <= kinds
+    assert ref.rate(["privatize:t2t"]) is not None and ref.rate([OUTPUTS]) is not None
+    root = Path(rc.__file__).parents[1]
+    data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    shipped = rc.SHIPPED.relative_to(Path(rc.__file__).parent).as_posix()
+    assert any(Path(shipped).match(g) for g in data["package-data"]["privaudit"])
+
+
+def _fakes() -> tuple[list[Work], dict[str, Any], Any, Sizes]:
+    attacks = {"a": _Fake("a", 5.0)}
+    work = [Work(_Fake("d", 5.0), True, ["a"])]
+    return work, attacks, _Fake("probe", 5.0), Sizes(point_kwords=10.0, attack_kwords=10.0)
+
+
+def _reference_book(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # privatize 0.1, utility 0.2, attack 0.3 s per 1,000 words; outputs 1 s per cell
+    entries = {"privatize:d": _entry(0.1), "utility:probe": _entry(0.2),
+               "attack:a": _entry(0.3), OUTPUTS: _entry(1.0)}  # fmt: skip
+    monkeypatch.setattr(rc, "SHIPPED", _write_book(tmp_path / "reference.json", entries))
+
+
+def test_a_fresh_machine_prices_from_the_reference_times_its_speed_ratio(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _reference_book(tmp_path, monkeypatch)
+    work, attacks, evaluator, sizes = _fakes()
+
+    def forecast(value: float) -> Any:
+        ratio(monkeypatch, value)
+        return estimate(work, attacks, evaluator, sizes, CostBook(), points=1, cells=1, done=0)
+
+    one, two = forecast(1.0), forecast(2.0)
+    assert one.wall == pytest.approx((0.1 + 0.2 + 0.3) * 10 + 1.0)
+    assert two.wall == pytest.approx(2 * one.wall)
+    assert (two.measured, two.referenced, two.components, two.priors) == (0, 3, 3, [])
+    assert "reference costs scaled ×2 for this machine for 3" in two.lines()[1]
+    assert two.record()["speed_ratio"] == 2.0 and two.record()["referenced"] == 3
+
+
+def test_measured_entries_win_and_unknown_components_keep_their_prior(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _reference_book(tmp_path, monkeypatch)
+    ratio(monkeypatch, 2.0)
+    work, attacks, evaluator, sizes = _fakes()
+    work.append(Work(_Fake("other", 1.0), False, []))  # in no book: its prior
+    book = CostBook(tmp_path / COSTS_FILE)
+    book.add(["privatize:d"], 7.0, 10.0)  # measured here: 0.7, not the reference's 0.2
+    book.save()
+    got = estimate(work, attacks, evaluator, sizes, book, points=2, cells=1, done=0)
+    assert got.wall == pytest.approx(0.7 * 10 + (0.2 + 0.3) * 2 * 10 + 1.0 * 10 + 2.0)
+    assert (got.measured, got.referenced, got.priors) == (1, 2, ["defense other"])
+    source = got.lines()[1]
+    assert "measured costs for 1 of 4" in source and "×2 for this machine for 2" in source
+    assert "priors for 1: defense other" in source
+
+
+def test_a_missing_or_corrupt_reference_falls_back_to_priors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work, attacks, evaluator, sizes = _fakes()
+    monkeypatch.setattr(rc, "measure_score", lambda: pytest.fail("no reference: no workload"))
+    monkeypatch.setattr(rc, "SHIPPED", tmp_path / "absent.json")
+    assert rc.scaled_reference() is None and CostBook().reference is None
+    bad = tmp_path / "bad.json"
+    for garbage in (
+        "{not json",
+        json.dumps({"format": 1, "entries": {}}),
+        "[]",
+        json.dumps({"format": 1, "device": "cpu", "score": -1, "entries": {}}),
+    ):
+        bad.write_text(garbage)
+        rc._load.cache_clear()
+        monkeypatch.setattr(rc, "SHIPPED", bad)
+        with pytest.warns(UserWarning, match="unreadable reference cost file"):
+            book = CostBook()
+        assert book.reference is None
+        got = estimate(work, attacks, evaluator, sizes, book, points=1, cells=1, done=0)
+        assert got.referenced == 0 and len(got.priors) == 3
+        assert got.wall == pytest.approx(3 * 5.0 * 10 + 0.1)  # priors, outputs' prior
+    # a reference measured on another device kind says nothing about this one
+    _write_book(bad, {"privatize:d": _entry(0.1)}, device="cuda")
+    rc._load.cache_clear()
+    assert rc.load_reference() is not None and rc.scaled_reference() is None
+
+
+def test_the_speed_score_is_measured_once_and_kept(
+    fresh: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[int] = []
+
+    def measure() -> float:
+        calls.append(1)
+        return 0.25
+
+    monkeypatch.setattr(rc, "measure_score", measure)
+    assert rc.speed_score() == rc.speed_score() == 0.25 and len(calls) == 1
+    kept = json.loads((fresh / rc.SPEED_FILE).read_text())["machines"]
+    assert kept == {rc.machine_tag(): 0.25}
+    monkeypatch.setattr(rc, "_SCORES", {})  # another process: reads the file
+    assert rc.speed_score() == 0.25 and len(calls) == 1
+    assert rc.speed_ratio(0.125) == pytest.approx(2.0)
+    assert rc.speed_ratio(1000.0) == rc.RATIO_BOUNDS[0]  # a swamped measurement, bounded
+    rc.speed_score(fresh=True)
+    assert len(calls) == 2
+
+
+def test_the_workload_is_quick() -> None:
+    score = rc.measure_score()
+    assert 0 < score < 3.0  # seconds per repeat; the whole measurement stays a few seconds
+
+
+def test_pretraining_rate_measured_then_reference_then_prior(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _reference_book(tmp_path, monkeypatch)  # its pre-training: 0.05 s per document-epoch
+    ratio(monkeypatch, 3.0)
+    timings = tmp_path / "timings.json"
+    assert rc.pretrain_rate(timings, 0.033) == pytest.approx(0.15)
+    timings.write_text(json.dumps({"seconds_per_doc_epoch": 0.02}))
+    assert rc.pretrain_rate(timings, 0.033) == 0.02
+    timings.write_text("{broken")
+    assert rc.pretrain_rate(timings, 0.033) == pytest.approx(0.15)
+    monkeypatch.setattr(rc, "SHIPPED", tmp_path / "absent.json")
+    assert rc.pretrain_rate(timings, 0.033) == 0.033
+
+
+def test_the_book_is_refreshed_from_a_measured_cost_file(tmp_path: Path) -> None:
+    from benchmarks.reference_costs import main
+
+    costs = tmp_path / "costs.json"
+    section = {"privatize:t2t": _entry(0.4), OUTPUTS: _entry(0.2)}
+    costs.write_text(json.dumps({"format": 1, "machines": {"m-2cpu": section, "other": {}}}))
+    (tmp_path / "inverters").mkdir()
+    (tmp_path / "inverters" / "timings.json").write_text('{"seconds_per_doc_epoch": 0.04}')
+    out = tmp_path / "ref.json"
+    main(["--from", str(costs), "--machine", "m-2cpu", "--score", "0.2", "--out", str(out)])
+    ref = rc.load_reference(out)
+    assert ref is not None and (ref.machine, ref.device, ref.score) == ("m-2cpu", "cpu", 0.2)
+    assert ref.entries == section and ref.pretrain_rate == 0.04
+    assert json.loads(costs.read_text())["machines"]["m-2cpu"] == section  # read only
+    with pytest.raises(ValueError, match="no costs for machine 'nope'"):
+        rc.write_reference(costs, out, machine="nope", score=0.1)
+
+
+def test_the_smoke_grid_on_a_fresh_machine_uses_the_shipped_book(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    config = load_config("smoke")
+    ratio(monkeypatch, 1.0)
+    one = estimate_config(config)
+    ratio(monkeypatch, 2.0)
+    two = estimate_config(config)
+    assert one.measured == 0 and one.referenced == one.components == 4 and not one.priors
+    assert two.wall == pytest.approx(2 * one.wall)
+    assert "reference costs scaled ×2 for this machine for 4" in "\n".join(two.lines())
