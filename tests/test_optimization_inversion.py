@@ -8,9 +8,10 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from privaudit.api import Knowledge, Release, Space
+from privaudit.api import MIN_VICTIMS, Knowledge, Release, Space
+from privaudit.attacks.geia import GEIA
 from privaudit.attacks.optimization_inversion import OptimizationInversion
-from privaudit.params import ParamError
+from privaudit.params import ParamError, validate_params
 from privaudit.registry import ATTACKS
 from tests.conftest import TINY
 
@@ -108,10 +109,34 @@ def test_deterministic_for_a_seed_and_backbone_untouched(tiny) -> None:
         assert np.array_equal(before[n].numpy(), p.detach().numpy())
 
 
-def test_max_docs_sets_doc_indices(tiny) -> None:
-    predictions = fitted(tiny, steps=5, max_docs=2).attack(split_release(1).public())
-    assert predictions.meta["doc_indices"] == [0, 1]
-    assert len(predictions.tokens) == 2
+def test_scores_the_declared_victims_as_geia_does(tiny) -> None:
+    """It declares ``max_victims`` (300 by default, like geia and vec2text: the runner draws
+    the same victims for all three) and attacks every victim it is given; the old ``max_docs``
+    (the first N victims) is refused with a pointer to it."""
+    assert OptimizationInversion().max_victims == MIN_VICTIMS == GEIA().max_victims
+    assert OptimizationInversion(max_victims=None).max_victims is None
+    with pytest.raises(ParamError, match="greater than or equal to 300"):
+        validate_params(OptimizationInversion, {"max_victims": 32}, where="optimization-inversion")
+    with pytest.raises(ParamError, match=r"no parameter 'max_docs'\. Did you mean 'max_victims'"):
+        OptimizationInversion(max_docs=32)
+    predictions = fitted(tiny, steps=5).attack(split_release(1).public())
+    assert predictions.meta["doc_indices"] == list(range(len(TEXTS)))
+    assert len(predictions.tokens) == len(TEXTS)
+    assert predictions.meta["settings"]["max_victims"] == MIN_VICTIMS
+
+
+def test_layer_0_batches_run_together_with_the_same_result(tiny, monkeypatch) -> None:
+    """At layer 0 positions are independent, so running the length-sorted batches together
+    (unpadded, up to a logit budget) or one by one changes nothing."""
+    from privaudit.attacks import optimization_inversion as module
+
+    assert len(module._chunks([[0, 1], [2, 3]], [4, 4, 4, 4], 10)) == 1  # one chunk
+    texts = TEXTS * 3
+    release = split_release(0, texts).public()
+    together = fitted(tiny, steps=30, batch_size=2).attack(release)
+    monkeypatch.setattr(module, "_CHUNK_LOGITS", 1)  # one batch per chunk
+    alone = fitted(tiny, steps=30, batch_size=2).attack(release)
+    assert together.tokens == alone.tokens
 
 
 def test_candidate_vocabulary_from_aux(tiny) -> None:
@@ -172,7 +197,8 @@ def test_not_applicable_to_text_pooled_or_another_backbone() -> None:
         {"candidates": []},
         {"candidates": [1, -2]},
         {"loss": "l1"},
-        {"max_docs": 0},
+        {"max_victims": 0},
+        {"max_docs": 32},  # renamed max_victims (a drawn subset, at least 300)
         {"batch_size": 0},
         {"seed": 3},  # randomness comes from fit's rng only
     ],

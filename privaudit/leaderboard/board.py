@@ -627,9 +627,9 @@ def _subset_note(frame: pd.DataFrame) -> str | None:
     shown = "; ".join(f"{a}: {n:,} of {t:,}" for a, (n, t) in sorted(scored.items()))
     return (
         f"Scored on a subset of the victims ({shown}; each attack's declared cap: max_victims "
-        "drawn with the run's seed, or optimization-inversion's max_docs, the first ones; the "
-        "same documents at every point): their intervals, and the worst cases they set, are "
-        "computed on those documents."
+        "drawn with the run's seed, the same documents at every point and for every capped "
+        "attack): their intervals, and the worst cases they set, are computed on those "
+        "documents."
     )
 
 
