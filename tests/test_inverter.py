@@ -238,14 +238,18 @@ def test_the_pretraining_progress_logs_its_stage_documents_and_time_left(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(inv, "LOG_EVERY", 0.0)
-    report = inv.PretrainProgress([("decoder", 100, 3), ("corrector", 50, 2)], False)
+    stages = [inv.Stage("encoding", 80, unit="texts"), inv.Stage("decoder", 100, 3),
+              inv.Stage("corrector", 50, 2)]  # fmt: skip
+    report = inv.PretrainProgress(stages, False)
+    report.stage("encoding")(80)
+    assert "encoding 80/80 texts" in capsys.readouterr().err
     step = report.stage("decoder")
     step(60)
     step(60)
     line = capsys.readouterr().err.strip().splitlines()[-1]
-    assert "decoder epoch 2/3, 120/400 documents" in line and "left" in line
+    assert "decoder epoch 2/3, 20/100 documents" in line and "left" in line
     report.stage("corrector")(50)
-    assert "corrector epoch 2/2, 170/400" in capsys.readouterr().err
+    assert "corrector epoch 1/2, 50/50 documents" in capsys.readouterr().err
     report.close()
 
 

@@ -38,9 +38,17 @@ public training documents.
 (``public_corpus: auto``) the run corpus's own held-out ``public`` split when its loader
 declares one (``public_split``: ``synthpai``'s other people's comments), else ``public_docs``
 (8,000) documents of the built-in generator (``synthetic-reviews``) with ``public_seed``
-(104729), for ``epochs`` 3 (the corrector: ``correction_epochs`` 2; 1,330 s on two quiet CPU
-cores for the generator's 8,000; the attacker is bound by this data: 4,000 documents for
-2 + 1 epochs gave greedy word F1 .385 on the quick corpus, these .511). ``public_corpus`` may
+(104729), for ``epochs`` 3 (the corrector: ``correction_epochs`` 2; the attacker is bound by
+this data: 4,000 documents for 2 + 1 epochs gave greedy word F1 .385 on the quick corpus,
+these .511). Its cost, and what cut it (issue 38; :data:`PRETRAIN_PRIOR` has the time): the
+public texts are encoded by the attacker's own bfloat16 copy of the encoder where the CPU
+runs it natively (:meth:`~privaudit.resources.Backbone.own_pooled`; the documents are long,
+and encoding them was a fifth of the pre-training); the batches are length-bucketed
+(:func:`~privaudit.attacks._pairs.epoch_batches`: documents and their sentences, 12 pieces at
+the median, had padded each step to its longest row: 2.8 times the cost per pair); the
+training steps run in mixed precision where the device supports it
+(:func:`~privaudit.devices.fast_precision`; validation in float32). Progress: a bar with an
+ETA, or a line every half minute (:class:`PretrainProgress`). ``public_corpus`` may
 name any corpus a run can take (:class:`PublicText`): a registered name with its parameters
 and a split, a file (a bare path reads its ``text`` column; ``{name: file, params: {path,
 text}}`` maps the column), a ``datasets`` name where a hub is reachable (``hf``). Advice: pre-
@@ -636,17 +644,22 @@ def pretrain(bb: Backbone, spec: InverterSpec, *, progress: bool | None = None) 
                 fit_texts.extend(parts)
     texts = fit_texts + val_docs
     n_docs = len(fit_docs)
+    n_corr = n_docs + len(val_docs)
+    ids = bb.token_ids(texts)
+    pieces = np.minimum([len(r) + 2 for r in ids], 128)  # what the encoder reads of each
     report = PretrainProgress(
-        [("decoder", len(fit_texts), int(spec.epochs)),
-         ("corrector", n_docs, int(spec.correction_epochs))], progress,
+        [Stage("encoding", int(pieces.sum()), 1, "pieces"),
+         Stage("decoder", len(fit_texts), int(spec.epochs)),
+         Stage("decoding", n_corr, 1, "documents", "decoding and re-encoding"),
+         Stage("corrector", n_docs, int(spec.correction_epochs))], progress,
     )  # fmt: skip
     report.say(f"encoding {len(texts):,} public texts ({len(docs):,} documents and their "
-               "sentences)")  # fmt: skip
-    clean = standardise_rows(bb.pooled(texts, progress=bool(progress)))
+               f"sentences), then {spec.epochs} + {spec.correction_epochs} epochs")  # fmt: skip
+    clean = standardise_rows(_encoded(bb, texts, pieces, report.stage("encoding")))
     mean, std = clean[: len(fit_texts)].mean(0), clean[: len(fit_texts)].std(0) + _EPS
     xs = ((clean - mean) / std).astype(np.float32)
     cls, sep = specials(bb)
-    rows = [r[: int(spec.max_tokens)] for r in bb.token_ids(texts)]
+    rows = [r[: int(spec.max_tokens)] for r in ids]
     vocab_ids = np.unique(np.concatenate([*rows, np.asarray([sep], np.int64)])).astype(np.int64)
     lookup_np = output_lookup(vocab_ids, bb.embeddings.shape[0])
     seqs_np = sequences(rows, cls, sep, int(spec.max_tokens))
@@ -687,9 +700,16 @@ def pretrain(bb: Backbone, spec: InverterSpec, *, progress: bool | None = None) 
     }
     # The corrector: trained on the decoder's greedy guesses for the public documents.
     corr_rows = np.concatenate([np.arange(n_docs), val])
+    advance = report.stage("decoding")
     report.say(f"decoding and re-encoding {len(corr_rows):,} public documents for the corrector")
-    guesses = greedy(bb, decoder, vocab_ids, xs[corr_rows], int(spec.max_tokens))
-    g_emb = inv.scale(standardise_rows(bb.pooled(bb.detokenize(guesses))))
+    guesses: list[np.ndarray] = []
+    pooled: list[np.ndarray] = []
+    for s in range(0, len(corr_rows), _CHUNK):  # in chunks: the progress report moves
+        part = greedy(bb, decoder, vocab_ids, xs[corr_rows[s : s + _CHUNK]], int(spec.max_tokens))
+        guesses += part
+        pooled.append(bb.own_pooled(bb.detokenize(part)))
+        advance(len(part))
+    g_emb = inv.scale(standardise_rows(np.concatenate(pooled)))
     hyp_all = hypothesis(guesses, g_emb, int(spec.max_tokens))
     c_fit = tensor(np.arange(n_docs)).long()
     c_val = tensor(np.arange(n_docs, len(corr_rows))).long()
@@ -726,27 +746,51 @@ def pretrain(bb: Backbone, spec: InverterSpec, *, progress: bool | None = None) 
     return inv
 
 
-class PretrainProgress:
-    """The one-time pre-training's progress, over the rows its training stages step through
-    (``stages``: name, rows per epoch, epochs): a bar with an ETA on the terminal
-    (``progress`` True), else a line on stderr every :data:`LOG_EVERY` seconds (``--no-
-    progress`` logs) saying the stage, the epoch, the documents done and the time left. The
-    ETA extrapolates the rows' mean rate (a corrector row costs more than a decoder row:
-    its memory holds the hypothesis, so the ETA runs short while the decoder trains)."""
+@dataclass(frozen=True)
+class Stage:
+    """A step of the pre-training that :class:`PretrainProgress` follows: ``rows`` per epoch
+    (texts encoded, pairs trained on, documents decoded), ``epochs`` of them, and what the
+    logs call it."""
 
-    def __init__(self, stages: list[tuple[str, int, int]], progress: bool | None) -> None:
+    name: str
+    rows: int
+    epochs: int = 1
+    unit: str = "documents"
+    doing: str = ""  # the log's verb phrase ("" : the name)
+
+    @property
+    def weight(self) -> float:
+        """Seconds a row costs relative to a decoder training pair (:data:`STAGE_COST`)."""
+        return STAGE_COST.get(self.name, 1.0)
+
+
+#: Relative cost per row of each pre-training stage, against a decoder training pair (a
+#: public text: 17 pieces on average), so the ETA weighs what is left by what it costs: an
+#: encoded piece, a document decoded and re-encoded, a corrector pair (a whole document,
+#: its memory holding the guess). Measured on two CPU cores, default inverter.
+STAGE_COST = {"encoding": 0.02, "decoder": 1.0, "decoding": 1.0, "corrector": 2.5}
+
+
+class PretrainProgress:
+    """The one-time pre-training's progress through its :class:`Stage` s: a bar with an ETA
+    on the terminal (``progress`` True), else a line on stderr every :data:`LOG_EVERY`
+    seconds (``--no-progress`` logs) with the stage, its epoch and rows, the time elapsed
+    and the time left. The ETA extrapolates the cost-weighted rate so far
+    (:data:`STAGE_COST`) over the weighted rows left."""
+
+    def __init__(self, stages: list[Stage], progress: bool | None) -> None:
         from tqdm.auto import tqdm
 
-        self.stages = {name: (int(n), int(e)) for name, n, e in stages}
-        self.total = sum(n * e for n, e in self.stages.values())
-        self.done, self.start, self.name, self.stage_done = 0, time.perf_counter(), "", 0
-        self.last_log = self.stage_start = self.start
-        self.trained = 0.0  # seconds spent in the finished stages (what the rate counts)
-        self.logging = not progress
-        # made at the first stage: its rate then counts training, not the encoding before it
+        self.stages = {st.name: st for st in stages}
+        self.total = sum(st.rows * st.epochs * st.weight for st in stages)
+        self.done = 0.0
+        self.start = self.last_log = time.perf_counter()
+        self.current: Stage | None = None
+        self.stage_done = 0
         self.bar: Any = None
-        self._new_bar = lambda: tqdm(total=self.total, desc="pre-training the inverter",
-                                     unit="doc", leave=False, file=sys.stderr)  # fmt: skip
+        if progress:
+            self.bar = tqdm(total=round(self.total), desc="pre-training the inverter",
+                            unit="pair", leave=False, file=sys.stderr)  # fmt: skip
 
     def say(self, what: str) -> None:
         line = f"privaudit: pre-training the inverter (once; cached after): {what}"
@@ -757,35 +801,34 @@ class PretrainProgress:
 
     def stage(self, name: str) -> Callable[[int], None]:
         """Start stage ``name``; returns its ``advance(rows)``."""
-        now = time.perf_counter()
-        if self.name:
-            self.trained += now - self.stage_start
-        self.name, self.stage_done, self.stage_start = name, 0, now
-        self.last_log = now
-        if self.bar is None and not self.logging:
-            self.bar = self._new_bar()
+        self.current, self.stage_done = self.stages[name], 0
         return self.advance
 
     def where(self) -> str:
-        n, epochs = self.stages[self.name]
-        epoch = min(epochs, self.stage_done // max(n, 1) + 1)
-        return f"{self.name} epoch {epoch}/{epochs}"
+        st = self.current
+        assert st is not None
+        if st.epochs > 1:
+            epoch = min(st.epochs, max(self.stage_done - 1, 0) // max(st.rows, 1) + 1)
+            return f"{st.doing or st.name} epoch {epoch}/{st.epochs}, " + (
+                f"{self.stage_done - (epoch - 1) * st.rows:,}/{st.rows:,} {st.unit}"
+            )
+        return f"{st.doing or st.name} {self.stage_done:,}/{st.rows:,} {st.unit}"
 
     def advance(self, rows: int) -> None:
-        self.done += rows
+        assert self.current is not None
         self.stage_done += rows
+        step = rows * self.current.weight
+        self.done += step
         now = time.perf_counter()
         if self.bar is not None:
             self.bar.set_postfix_str(self.where(), refresh=False)
-            self.bar.update(rows)
+            self.bar.update(step)
         elif now - self.last_log >= LOG_EVERY:
             self.last_log = now
-            training = self.trained + now - self.stage_start  # encoding and decoding apart
-            left = training / self.done * (self.total - self.done)
-            print(f"privaudit: pre-training the inverter: {self.where()}, {self.done:,}/"
-                  f"{self.total:,} documents, {_clock(now - self.start)} elapsed, about "
-                  f"{_clock(left)} "
-                  "left", file=sys.stderr, flush=True)  # fmt: skip
+            elapsed = now - self.start
+            left = elapsed / self.done * (self.total - self.done)
+            print(f"privaudit: pre-training the inverter: {self.where()}; {_clock(elapsed)} "
+                  f"elapsed, about {_clock(left)} left", file=sys.stderr, flush=True)  # fmt: skip
 
     def close(self) -> None:
         if self.bar is not None:
@@ -799,6 +842,23 @@ LOG_EVERY = 30.0
 def _clock(seconds: float) -> str:
     m, s = divmod(round(seconds), 60)
     return f"{m // 60}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m}:{s:02d}"
+
+
+#: Texts encoded (or documents decoded) between two progress reports of a pre-training.
+_CHUNK = 1024
+
+
+def _encoded(
+    bb: Backbone, texts: list[str], pieces: np.ndarray, advance: Callable[[int], None]
+) -> np.ndarray:
+    """The pooled embeddings of ``texts`` (the attacker's own encoding,
+    :meth:`~privaudit.resources.Backbone.own_pooled`), in chunks that report their
+    ``pieces`` (what a text costs to encode: documents are long, sentences short)."""
+    out = []
+    for s in range(0, len(texts), _CHUNK):
+        out.append(bb.own_pooled(texts[s : s + _CHUNK]))
+        advance(int(pieces[s : s + _CHUNK].sum()))
+    return np.concatenate(out) if out else np.zeros((0, bb.dim), np.float32)
 
 
 def _chunked(fn: Callable[[Any], Any], idx: Any, size: int = 256) -> float:

@@ -473,6 +473,7 @@ class SentenceInversion(Attack):
             batch_size=self.batch_size, lr=self._stage_lr(pretraining),
             weight_decay=self.weight_decay, rng=rng,
             desc=self.name, progress=self.progress, validate=validate,
+            lengths=self._lengths(bb, aux),
         )  # fmt: skip
         stage = "pretrain" if pretraining else "finetune"
         return self._trained(bb, aux, xs, state, scaler=scaler, model=model, info=info, stage=stage)
@@ -483,6 +484,11 @@ class SentenceInversion(Attack):
         return float(self.lr if pretraining else getattr(self, "finetune_lr", self.lr))
 
     # -- hooks -------------------------------------------------------------------------------
+
+    def _lengths(self, bb: Backbone, aux: AuxSplit) -> np.ndarray | None:
+        """Each ``aux.fit`` row's sequence length, for length-bucketed batches
+        (:func:`~privaudit.attacks._pairs.epoch_batches`); None: plain shuffled batches."""
+        return None
 
     def _new_state(self, bb: Backbone, aux: AuxSplit, dim: int) -> Any:
         """The state pre-training starts from (vocabulary, baseline; ``model`` None)."""

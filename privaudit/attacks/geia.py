@@ -26,7 +26,7 @@ from privaudit.attacks._sentence import (
     release_features,
     standardise_rows,
 )
-from privaudit.devices import tensor
+from privaudit.devices import fast_precision, tensor
 from privaudit.guarantees import Kind
 from privaudit.mechanisms.laplace import minmax_normalise
 from privaudit.mechanisms.memo import digest
@@ -94,10 +94,14 @@ class GEIA(SentenceInversion):
     each is re-embedded through the public encoder and the one closest to the (mapped)
     released vector is kept. ``vec2text`` adds correction steps.
 
-    Victims: decoding costs per victim what training does not, so the row scores
-    ``max_victims`` test documents (300 by default; the runner draws them with the run's seed,
-    the same at every point and for ``vec2text``) and its interval is computed on them
-    (``n_attacked`` in the details); ``max_victims: null`` scores every victim.
+    Victims: decoding costs per victim what training does not, so the row scores at most
+    ``max_victims`` test documents (1,000 by default: every victim of the quick grid; the
+    runner draws them with the run's seed, the same at every point and for ``vec2text``)
+    and its interval is computed on them (``n_attacked`` in the details);
+    ``max_victims: null`` scores every victim. Decoding runs batched across victims (all of
+    a batch's hypotheses in one pass with the key/value cache), in mixed precision where the
+    device runs it natively (below): the quick grid's 1,000 victims cost less than its 300
+    did in float32 before.
 
     Metric (``generation_f1``): word F1 of the decoded text against the original without stop
     words, with F1 with them, ROUGE-L, the exact-sentence rate and entity recovery in the
@@ -110,7 +114,12 @@ class GEIA(SentenceInversion):
     text, for speed on CPUs, and is widened at each point to every piece of the backbone
     (``vocabulary``; see :mod:`privaudit.attacks._inverter`), so it can write any word; the
     pre-training data are public text of the run's domain where the corpus holds some out
-    (``public_corpus: auto``), else generated public reviews, not PersonaChat/QNLI.
+    (``public_corpus: auto``), else generated public reviews, not PersonaChat/QNLI. Where the
+    device runs bfloat16 natively (:func:`privaudit.devices.bf16`; ``PRIVAUDIT_BF16=0``
+    turns it off) the attacker decodes, fine-tunes and re-embeds its guesses in mixed
+    precision, which two AVX512-BF16 cores do 4-5 times faster over the backbone's 29,524
+    pieces (88 % of greedy decodings identical to float32's, word F1 unchanged); the
+    release it reads and the victims' vectors stay float32.
     """
 
     name: ClassVar[str] = "geia"
@@ -157,7 +166,7 @@ class GEIA(SentenceInversion):
         sentences: bool = True,
         max_aux: PositiveInt | None = 1000,
         val_fraction: Annotated[float, Gt(0), Lt(0.5)] = 0.1,
-        max_victims: Annotated[int, Ge(MIN_VICTIMS)] | None = MIN_VICTIMS,
+        max_victims: Annotated[int, Ge(MIN_VICTIMS)] | None = 1000,
         vocabulary: Literal["backbone", "public+aux", "public"] = "backbone",
         backbone: str | None = None,
         threads: PositiveInt | None = None,
@@ -364,8 +373,15 @@ class GEIA(SentenceInversion):
         def batch_loss(model: torch.nn.Module, rows_: torch.Tensor) -> torch.Tensor:
             return inv.loss(model, xt[rows_], inv.trim(seqs[rows_]), look)
 
-        return (lambda model, idx: batch_loss(model, fit_rows[idx]),
-                lambda model: -float(batch_loss(model, val_rows)))  # fmt: skip
+        def step_loss(model: torch.nn.Module, idx: torch.Tensor) -> torch.Tensor:
+            with fast_precision():  # bfloat16 where the device runs it natively
+                return batch_loss(model, fit_rows[idx])
+
+        return step_loss, lambda model: -float(batch_loss(model, val_rows))
+
+    def _lengths(self, bb: Backbone, aux: AuxSplit) -> np.ndarray | None:
+        rows = bb.token_ids([aux.texts[i] for i in aux.fit])
+        return np.asarray([min(len(r), int(self.max_tokens)) for r in rows])
 
     def _trained(self, bb: Backbone, aux: AuxSplit, xs: np.ndarray, state: _State, *,
                  scaler: Scaler, model: torch.nn.Module, info: dict[str, Any],
@@ -498,7 +514,7 @@ class GEIA(SentenceInversion):
         texts = bb.detokenize(flat)
         new = sorted({t for t in texts if t.strip() and t not in seen})
         if new:
-            seen.update(zip(new, bb.pooled(new), strict=True))
+            seen.update(zip(new, bb.own_pooled(new), strict=True))
         zero = np.zeros(bb.dim, np.float32)
         pooled = np.stack([seen.get(t, zero) if t.strip() else zero for t in texts])
         emb = state.scaler(standardise_rows(pooled)).reshape(len(ids), k, -1)

@@ -11,7 +11,7 @@ import numpy as np
 from annotated_types import Ge, MinLen
 
 from privaudit.api import MIN_VICTIMS, Attack, Knowledge, Predictions, Release, Space
-from privaudit.devices import torch_device
+from privaudit.devices import bf16, torch_device
 from privaudit.mechanisms.seeding import draw_seed, seeded_torch
 from privaudit.params import NonNegativeInt, PositiveFloat, PositiveInt
 from privaudit.resources import DEFAULT_BACKBONE, backbone
@@ -229,6 +229,8 @@ class OptimizationInversion(Attack):
 
         device = torch_device()  # the current device: the bottom model runs there
         cand = torch.from_numpy(bb.embeddings[self._candidate_ids]).to(device)  # (C, d)
+        if bf16():  # the selection's two products in bfloat16 where the device runs it natively
+            cand = cand.to(torch.bfloat16)
         cand_t = cand.t().contiguous()  # (d, C): the backward product reads it row-major
         todo = [i for i in doc_indices if inner[i] > 0]
         todo.sort(key=lambda i: inner[i])  # stable: less padding per batch
@@ -440,7 +442,7 @@ def _soft_selection() -> Any:
         @staticmethod
         def forward(ctx: Any, z: Any, temp: float, cand: Any, cand_t: Any) -> Any:
             p = torch.softmax(z / temp, dim=-1)
-            out = p @ cand
+            out = (p.to(cand.dtype) @ cand).float()  # float32 out, whatever E's precision
             ctx.save_for_backward(p, out, cand_t)
             ctx.temp = temp
             return out
@@ -448,7 +450,7 @@ def _soft_selection() -> Any:
         @staticmethod
         def backward(ctx: Any, grad: Any) -> Any:
             p, out, cand_t = ctx.saved_tensors
-            g = grad @ cand_t
+            g = (grad.to(cand_t.dtype) @ cand_t).float()
             g -= (grad * out).sum(-1, keepdim=True)
             g *= p
             g /= ctx.temp

@@ -374,8 +374,8 @@ def quick_preset() -> dict[str, Any]:
             # Every point privatizes and encodes train + test, so their sizes set the pace.
             # train 800 keeps the probe's clean accuracy near .83 (600 gave .72, below some
             # defended points); aux 300 trims the black-box attacks (they scale with aux).
-            # 1,000 victims (300 decide too few pairs; the generative inversions, whose cost
-            # is per victim, score a declared 300 of them: ``max_victims``).
+            # 1,000 victims (300 decide too few pairs; every attack scores all of them but
+            # optimization-inversion, whose cost per victim bounds it to a declared 300).
             "limits": {"train": 800, "test": 1000, "aux": 300},
         },
         "defenses": defenses,
