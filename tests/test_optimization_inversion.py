@@ -110,10 +110,10 @@ def test_deterministic_for_a_seed_and_backbone_untouched(tiny) -> None:
 
 
 def test_scores_the_declared_victims_as_geia_does(tiny) -> None:
-    """It declares ``max_victims`` (300 by default: the runner draws them with the run's
-    seed, a subset of geia's and vec2text's 1,000) and attacks every victim it is given; the
-    old ``max_docs`` (the first N victims) is refused with a pointer to it."""
-    assert OptimizationInversion().max_victims == MIN_VICTIMS < GEIA().max_victims == 1000
+    """It declares ``max_victims`` (300 by default, like geia and vec2text: the runner draws
+    the same victims for all three) and attacks every victim it is given; the old ``max_docs``
+    (the first N victims) is refused with a pointer to it."""
+    assert OptimizationInversion().max_victims == MIN_VICTIMS == GEIA().max_victims
     assert OptimizationInversion(max_victims=None).max_victims is None
     with pytest.raises(ParamError, match="greater than or equal to 300"):
         validate_params(OptimizationInversion, {"max_victims": 32}, where="optimization-inversion")

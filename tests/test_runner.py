@@ -245,6 +245,8 @@ def test_quick_preset_covers_every_builtin_at_its_levels() -> None:
     assert len(t2t.knob_values) >= 3
     # One process: torch already uses both cores; a 2-worker pool was 3x slower per point.
     assert config.utility == "service" and config.executor.jobs == 1
+    # Authors with a constant habit and known-author documents: re-identification applies.
+    assert config.corpus.params["persona"] > 0 and config.corpus.params["background_share"] > 0
     paper = load_config("paper")
     assert paper.utility_spec().name == "service" and len(paper.seeds) >= 3
     t2t = next(d for d in paper.defenses if d.name == "t2t")

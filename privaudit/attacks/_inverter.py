@@ -455,6 +455,9 @@ def generate(
     if k < 1:
         raise ValueError("generate needs the greedy decoding or at least one sample.")
     vocab = torch.from_numpy(np.asarray(vocab_ids, np.int64)).to(device)
+    # The output layer (29,524 rows when widened) cast once, not by autocast at every step.
+    dtype = torch.bfloat16 if bf16() else torch.float32
+    out_w, out_b = model["out"].weight.to(dtype), model["out"].bias.to(dtype)
     sep_index = int(np.flatnonzero(np.asarray(vocab_ids) == sep)[0])
     out: list[list[np.ndarray]] = [[] for _ in range(len(e))]
     with torch.inference_mode(), fast_precision():
@@ -483,7 +486,7 @@ def generate(
                     encoder_hidden_states=mem, encoder_attention_mask=mem_mask,
                     cache=cache, use_cache=True,
                 ).last_hidden_state[:, -1]  # fmt: skip
-                logits = model["out"](model["head"](hidden))
+                logits = torch.nn.functional.linear(model["head"](hidden).to(dtype), out_w, out_b)
                 nxt = logits.argmax(dim=-1)
                 drawing = ~greedy[live]
                 if bool(drawing.any()):
@@ -597,8 +600,9 @@ def cached(bb: Backbone, spec: InverterSpec) -> bool:
 
 
 #: Seconds per public document and epoch before any measurement here: the default inverter
-#: (8,000 documents, 3 + 2 epochs) took 1,330 s on two quiet CPU cores (2026-11-26).
-PRETRAIN_PRIOR = 0.033
+#: (8,000 documents, 3 + 2 epochs) took 738 s on two quiet AVX512-BF16 CPU cores with
+#: bucketed batches and mixed precision (2026-11-27; 1,330 s in float32 with random batches).
+PRETRAIN_PRIOR = 0.0185
 
 
 def pretrain_estimate(bb: Backbone, spec: InverterSpec) -> float | None:
@@ -767,8 +771,10 @@ class Stage:
 #: Relative cost per row of each pre-training stage, against a decoder training pair (a
 #: public text: 17 pieces on average), so the ETA weighs what is left by what it costs: an
 #: encoded piece, a document decoded and re-encoded, a corrector pair (a whole document,
-#: its memory holding the guess). Measured on two CPU cores, default inverter.
-STAGE_COST = {"encoding": 0.02, "decoder": 1.0, "decoding": 1.0, "corrector": 2.5}
+#: its memory holding the guess). Measured on two quiet CPU cores, default inverter: 80 s to
+#: encode 663,549 pieces, 120 s a decoder epoch of 34,024 pairs, 50 s to decode and re-encode
+#: 8,000 documents, 65 s a corrector epoch of 7,600 (2026-11-27).
+STAGE_COST = {"encoding": 0.034, "decoder": 1.0, "decoding": 1.8, "corrector": 2.4}
 
 
 class PretrainProgress:
