@@ -285,3 +285,22 @@ def test_bf16_can_be_turned_off_and_keys_the_pretrained_model(
     monkeypatch.setattr(devices, "bf16", lambda: True)
     monkeypatch.setattr(inv, "bf16", lambda: True)
     assert spec.key(bb) != off  # a mixed-precision model is another cache entry
+
+
+def test_a_piece_weighs_the_same_in_a_bucketed_batch_as_in_a_random_one() -> None:
+    """``per_row``: the sum over pieces / (mean pieces per row x rows), so a batch of short
+    sentences does not weigh its pieces more than a batch of long documents does; with rows
+    of the mean length it is the plain mean."""
+    import torch
+
+    seqs = torch.tensor([[101, 5, 6, 102], [101, 7, 8, 102]])
+    assert inv.pieces_per_row(seqs) == 3.0
+    lookup = torch.full((200,), -100, dtype=torch.long)
+    lookup[torch.tensor([5, 6, 7, 8, 102])] = torch.arange(5)
+    torch.manual_seed(0)
+    logits = torch.randn(2, 3, 5)
+    labels = lookup[seqs[:, 1:]]
+    mean = torch.nn.functional.cross_entropy(logits.reshape(-1, 5), labels.reshape(-1))
+    total = torch.nn.functional.cross_entropy(logits.reshape(-1, 5), labels.reshape(-1),
+                                              reduction="sum")  # fmt: skip
+    assert torch.isclose(total / (3.0 * 2), mean)  # the weighting loss() applies

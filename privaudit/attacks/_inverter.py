@@ -94,8 +94,8 @@ if TYPE_CHECKING:
     from privaudit.resources import Backbone
 
 #: Bumped when the pre-training changes in a way its parameters do not show (2: length-
-#: bucketed batches).
-VERSION = 2
+#: bucketed batches; 3: each piece weighs the same in them).
+VERSION = 3
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _UNUSED = re.compile(r"\[unused\d+\]")
 _EPS = 1e-6
@@ -401,9 +401,14 @@ def loss(
     hyp: Hypothesis | None = None,
     word_dropout: float = 0.0,
     generator: torch.Generator | None = None,
+    per_row: float | None = None,
 ) -> torch.Tensor:
     """Teacher-forced next-piece cross-entropy over the output vocabulary (``lookup``: backbone
-    id → output index, −100 outside it); [PAD] is masked out of attention and loss."""
+    id → output index, −100 outside it); [PAD] is masked out of attention and loss. The mean
+    over the batch's pieces, or with ``per_row`` (the training set's mean pieces per row) their
+    sum over ``per_row`` × rows: every piece then weighs the same whatever batch it is in, as
+    in a random batch, where a length-bucketed batch's mean would give a short sentence's
+    pieces several times a long document's weight."""
     import torch
 
     inputs, targets = seqs[:, :-1], seqs[:, 1:]
@@ -421,9 +426,17 @@ def loss(
         encoder_attention_mask=mem_mask,
     ).last_hidden_state  # fmt: skip
     logits = model["out"](model["head"](h))
-    return torch.nn.functional.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100
-    )
+    flat = (logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+    if per_row is None:
+        return torch.nn.functional.cross_entropy(*flat, ignore_index=-100)
+    total = torch.nn.functional.cross_entropy(*flat, ignore_index=-100, reduction="sum")
+    return total / (float(per_row) * len(seqs))
+
+
+def pieces_per_row(seqs: Any) -> float:
+    """The mean number of scored pieces per row of padded ``seqs`` (all but [CLS] and [PAD]):
+    :func:`loss`'s ``per_row`` for length-bucketed batches."""
+    return float(((seqs[:, 1:] != 0).sum()).item()) / max(len(seqs), 1)
 
 
 def generate(
@@ -672,6 +685,7 @@ def pretrain(bb: Backbone, spec: InverterSpec, *, progress: bool | None = None) 
     val = np.arange(len(fit_texts), len(texts))
     fit_t, val_t = tensor(fit).long(), tensor(val).long()
     fit_lengths = np.asarray([len(r) for r in rows[: len(fit_texts)]])
+    fit_per_row = pieces_per_row(seqs[fit_t])  # bucketed batches: each piece weighs the same
     drop_gen = torch.Generator().manual_seed(int(key[12:24], 16))
 
     def trimmed(idx: torch.Tensor) -> torch.Tensor:
@@ -681,7 +695,7 @@ def pretrain(bb: Backbone, spec: InverterSpec, *, progress: bool | None = None) 
         rows_ = fit_t[idx]
         wd = float(spec.word_dropout) if model.training else 0.0
         with fast_precision():  # the steps in bfloat16 where it pays; validation in float32
-            return loss(model, xt[rows_], trimmed(rows_), lookup, None, wd, drop_gen)
+            return loss(model, xt[rows_], trimmed(rows_), lookup, None, wd, drop_gen, fit_per_row)
 
     def base_val(model: torch.nn.Module) -> float:
         return -float(_chunked(lambda r: loss(model, xt[r], trimmed(r), lookup), val_t))
@@ -718,6 +732,7 @@ def pretrain(bb: Backbone, spec: InverterSpec, *, progress: bool | None = None) 
     c_fit = tensor(np.arange(n_docs)).long()
     c_val = tensor(np.arange(n_docs, len(corr_rows))).long()
     corr_t = tensor(corr_rows).long()
+    corr_per_row = pieces_per_row(seqs[corr_t[c_fit]])
 
     def hyp_at(i: torch.Tensor) -> Hypothesis:
         ids, mask = hyp_all.ids[i], hyp_all.mask[i]
@@ -728,7 +743,7 @@ def pretrain(bb: Backbone, spec: InverterSpec, *, progress: bool | None = None) 
         i = c_fit[idx]
         r = corr_t[i]
         with fast_precision():
-            return loss(model, xt[r], trimmed(r), lookup, hyp_at(i))
+            return loss(model, xt[r], trimmed(r), lookup, hyp_at(i), per_row=corr_per_row)
 
     def corr_val(model: torch.nn.Module) -> float:
         return -float(

@@ -373,12 +373,16 @@ class GEIA(SentenceInversion):
         xt = tensor(xs)
         fit_rows, val_rows = tensor(aux.fit).long(), tensor(aux.val).long()
 
-        def batch_loss(model: torch.nn.Module, rows_: torch.Tensor) -> torch.Tensor:
-            return inv.loss(model, xt[rows_], inv.trim(seqs[rows_]), look)
+        def batch_loss(
+            model: torch.nn.Module, rows_: torch.Tensor, per_row: float | None = None
+        ) -> torch.Tensor:
+            return inv.loss(model, xt[rows_], inv.trim(seqs[rows_]), look, per_row=per_row)
+
+        per_row = inv.pieces_per_row(seqs[fit_rows])  # length-bucketed: each piece weighs 1
 
         def step_loss(model: torch.nn.Module, idx: torch.Tensor) -> torch.Tensor:
             with fast_precision():  # bfloat16 where the device runs it natively
-                return batch_loss(model, fit_rows[idx])
+                return batch_loss(model, fit_rows[idx], per_row)
 
         return step_loss, lambda model: -float(batch_loss(model, val_rows))
 
