@@ -275,3 +275,20 @@ def test_a_file_corpus_with_an_author_column_is_re_identified_from_the_cli(tmp_p
     (row,) = out[out["attack"] == "reidentification"].to_dict("records")
     assert row["status"] == "ok" and row["family"] == "identity"
     assert row["attack_score"] > 3 * row["attack_baseline"] and row["attack_score"] > 0.2
+
+
+def test_a_grid_with_the_default_backbone_reads_vector_releases() -> None:
+    """A grid hands ``Knowledge.backbone`` None for the default backbone (the quick grid's
+    embedding-dx point failed with 'name the backbone'): None is the default, as everywhere."""
+    words = sorted({w for t in _background()["text"] for w in t.split() if not w.isdigit()})
+
+    def pooled(texts: list[str]) -> Release:
+        vecs = [np.asarray([t.split().count(w) for w in words], np.float32) for t in texts]
+        return Release("pooled_vectors", vectors=vecs)
+
+    knowledge = Knowledge(backbone=None, query_mechanism=pooled,
+                          extra={"background": _background()})  # fmt: skip
+    cls = ATTACKS.get("reidentification")
+    attack = cls(**cls.test_params).fit(knowledge, rng=np.random.default_rng(0))
+    p = attack.attack(pooled(["roses compost soil", "engine oil garage", "violin music"]))
+    assert [r[0] for r in p.ranking] == ["ann", "bob", "cat"]

@@ -196,12 +196,7 @@ class Reidentification(Attack):
         from privaudit.attacks._sentence import release_features
         from privaudit.resources import backbone
 
-        if self._backbone_name is None:
-            raise ValueError(
-                f"{self.name} reads vector releases in a public backbone's pooled space; "
-                "name the backbone (Knowledge.backbone or the attack's `backbone`)."
-            )
-        bb = backbone(self._backbone_name)
+        bb = backbone(self._backbone_name)  # None: the default backbone, as a grid passes it
         return np.asarray(release_features(bb, release, name=self.name), dtype=np.float64)
 
 
