@@ -8,7 +8,7 @@ import json
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
@@ -23,6 +23,7 @@ from privaudit.audit.estimate import (
     estimate,
     estimate_config,
 )
+from tests.test_estimate import _Fake
 
 
 @pytest.fixture(autouse=True)
@@ -38,18 +39,6 @@ def fresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 def ratio(monkeypatch: pytest.MonkeyPatch, value: float) -> None:
     monkeypatch.setattr(rc, "speed_ratio", lambda score: value)
-
-
-class _Fake:
-    """A component as the estimate reads it: a name, parameters and a prior."""
-
-    knob: ClassVar[str | None] = None
-
-    def __init__(self, name: str, prior: float) -> None:
-        self.name, self.cost_prior = name, prior
-
-    def params(self) -> dict[str, Any]:
-        return {}
 
 
 def _entry(rate: float) -> dict[str, float]:
