@@ -288,19 +288,26 @@ def test_bf16_can_be_turned_off_and_keys_the_pretrained_model(
 
 
 def test_a_piece_weighs_the_same_in_a_bucketed_batch_as_in_a_random_one() -> None:
-    """``per_row``: the sum over pieces / (mean pieces per row x rows), so a batch of short
-    sentences does not weigh its pieces more than a batch of long documents does; with rows
-    of the mean length it is the plain mean."""
+    """``loss(per_row=...)``: the sum over pieces / (mean pieces per row x rows), so a batch
+    of short sentences does not weigh its pieces more than a batch of long documents does;
+    with rows of the mean length it is the plain mean."""
     import torch
 
-    seqs = torch.tensor([[101, 5, 6, 102], [101, 7, 8, 102]])
-    assert inv.pieces_per_row(seqs) == 3.0
-    lookup = torch.full((200,), -100, dtype=torch.long)
-    lookup[torch.tensor([5, 6, 7, 8, 102])] = torch.arange(5)
-    torch.manual_seed(0)
-    logits = torch.randn(2, 3, 5)
-    labels = lookup[seqs[:, 1:]]
-    mean = torch.nn.functional.cross_entropy(logits.reshape(-1, 5), labels.reshape(-1))
-    total = torch.nn.functional.cross_entropy(logits.reshape(-1, 5), labels.reshape(-1),
-                                              reduction="sum")  # fmt: skip
-    assert torch.isclose(total / (3.0 * 2), mean)  # the weighting loss() applies
+    bb = backbone(TINY)
+    cls, sep = inv.specials(bb)
+    rows = [np.asarray(r, np.int64) for r in bb.token_ids(["a good long review", "bad"])]
+    vocab = np.unique(np.concatenate([*rows, [sep]])).astype(np.int64)
+    model = inv.build_model(bb, GEIA(**PARAMS).spec(), vocab).eval()
+    look = torch.from_numpy(inv.output_lookup(vocab, bb.embeddings.shape[0]))
+    seqs = torch.from_numpy(inv.sequences(rows, cls, sep, 16))
+    e = torch.zeros(2, bb.dim)
+    per_row = inv.pieces_per_row(seqs)
+    assert per_row == sum(len(r) + 1 for r in rows) / 2  # pieces and [SEP], per row
+    with torch.no_grad():
+        mean = inv.loss(model, e, seqs, look)
+        weighted = inv.loss(model, e, seqs, look, per_row=per_row)
+        short = inv.loss(model, e[1:], inv.trim(seqs[1:]), look, per_row=per_row)
+        short_mean = inv.loss(model, e[1:], inv.trim(seqs[1:]), look)
+    assert torch.isclose(weighted, mean)  # the whole set: the plain mean
+    # the short row alone: its pieces' sum over the set's mean length, below its own mean
+    assert short < short_mean
