@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import functools
+import hashlib
 import json
 import math
 import os
@@ -80,6 +81,9 @@ class Reference:
     device: str  # the device kind its costs were measured on
     pretrain_rate: float | None  # inverter pre-training, s per public document and epoch
     machine: str = ""
+    #: Names this book's contents: a machine's measurements are kept under the stamp of the
+    #: reference they were made beside (:class:`privaudit.audit.estimate.CostBook`).
+    stamp: str = ""
 
     def rate(self, keys: Sequence[str]) -> float | None:
         return _entry_rate(self.entries, keys)
@@ -98,9 +102,11 @@ class Reference:
         if not (math.isfinite(score) and score > 0):
             raise ValueError(f"speed score {score} is not a positive number of seconds")
         pretrain = data.get("pretrain_seconds_per_doc_epoch")
+        stamp = hashlib.blake2b(json.dumps([entries, score], sort_keys=True).encode(),
+                                digest_size=6).hexdigest()  # fmt: skip
         return cls(
             entries, score, _device_kind(str(data["device"])),
-            None if pretrain is None else float(pretrain), str(data.get("machine", "")),
+            None if pretrain is None else float(pretrain), str(data.get("machine", "")), stamp,
         )  # fmt: skip
 
 
@@ -142,6 +148,13 @@ class ScaledReference:
     def rate(self, keys: Sequence[str]) -> float | None:
         rate = self.reference.rate(keys)
         return None if rate is None else rate * self.ratio
+
+
+def reference_stamp() -> str:
+    """The shipped reference's :attr:`Reference.stamp` ("" without one): a new release ships a
+    new reference with its code, and measurements made by the old code stop counting."""
+    reference = load_reference()
+    return reference.stamp if reference is not None else ""
 
 
 def scaled_reference(path: Path | None = None) -> ScaledReference | None:

@@ -242,3 +242,21 @@ def test_cli_estimate_bad_input_is_one_line(tmp_path: Path) -> None:
     typo.write_text("defenses: [{name: t2t}]\nattacks: [nn-inversionn]\n")
     named = cli.invoke(app, ["run", "--estimate", "--config", str(typo)])
     assert named.exit_code == 2 and "Did you mean 'nn-inversion'" in named.output
+
+
+def test_measurements_of_older_code_stop_counting(tmp_path: Path) -> None:
+    """A section measured beside another shipped reference (older code) prices nothing, and
+    the next save starts it anew under the current reference's stamp."""
+    path = tmp_path / COSTS_FILE
+    old = {"k": {"seconds": 90.0, "units": 1.0, "n": 5.0}}
+    path.write_text(json.dumps({"format": 1, "machines": {machine_tag(): old, "other": old},
+                                "reference": {"other": "whatever"}}))  # fmt: skip
+    book = CostBook(path)
+    assert book.rate(["k"]) is None  # no stamp: the old code's measurement
+    book.add(["j"], 2.0, 1.0)
+    book.save()
+    data = json.loads(path.read_text())
+    assert data["machines"][machine_tag()] == {"j": {"seconds": 2.0, "units": 1.0, "n": 1.0}}
+    assert data["reference"][machine_tag()] == book.stamp != ""
+    assert data["machines"]["other"] == old  # another machine's section is its own
+    assert CostBook(path).rate(["j"]) == 2.0  # the same code reads its own measurements

@@ -6,7 +6,11 @@ component's cost is kept as **seconds per 1,000 corpus words** (privatize and ut
 train and test splits' words; an attack: the test and aux splits'), so a measurement on the
 quick grid's corpus prices the paper grid's too. The book of costs is ``costs.json`` in
 :func:`privaudit.mechanisms.memo.cache_dir`, one section per machine (:func:`machine_tag`: OS,
-architecture, CPU count), updated after every defense point of a run.
+architecture, CPU count), updated after every defense point of a run. A section is kept
+under the stamp of the shipped reference book it was measured beside: a release that ships a
+new reference (new code, new costs) starts the section anew, so what the old code measured
+does not price the new (a measured 3.8 s per 1,000 words for ``geia`` from before its batched
+decoding priced the ``real`` preset at 6.2 h; it took 26 minutes).
 
 A cost is looked up from the most specific measurement to the least: the component with its
 parameters (a digest; a defense's knob left out, so every level shares one entry) on this
@@ -43,7 +47,12 @@ from privaudit.audit.plan import calibration_key, check_levels, identity
 from privaudit.audit.store import RunDir, write_json
 from privaudit.audit.strength import public_variants
 from privaudit.mechanisms.memo import cache_dir, cache_writable, locked
-from privaudit.reference_costs import ScaledReference, machine_tag, scaled_reference
+from privaudit.reference_costs import (
+    ScaledReference,
+    machine_tag,
+    reference_stamp,
+    scaled_reference,
+)
 from privaudit.registry import CORPORA, build_component
 from privaudit.resources import backbone as load_backbone
 
@@ -138,8 +147,13 @@ class CostBook:
     def __init__(self, path: Path | None = None, machine: str | None = None) -> None:
         self.path: Path | None = Path(path) if path is not None else costs_path()
         self.machine = machine or machine_tag()
+        self.stamp = reference_stamp()
         self._pending: dict[str, list[float]] = {}
-        self.entries: dict[str, dict[str, float]] = self._read(warn=True).get(self.machine, {})
+        machines, stamps = self._read(warn=True)
+        # measurements made by other code (under another shipped reference) would outlive it
+        current = stamps.get(self.machine) == self.stamp
+        self.entries: dict[str, dict[str, float]] = machines.get(self.machine, {}) if (
+            current) else {}  # fmt: skip
         self.reference: ScaledReference | None = scaled_reference()
 
     @classmethod
@@ -147,13 +161,15 @@ class CostBook:
         """A book with no file: the reference and priors, nothing kept (no cache directory)."""
         book = cls.__new__(cls)
         book.path, book.machine, book._pending, book.entries = None, machine_tag(), {}, {}
+        book.stamp = reference_stamp()
         book.reference = scaled_reference()
         return book
 
-    def _read(self, *, warn: bool) -> dict[str, dict[str, dict[str, float]]]:
-        """Every machine's entries (``{}`` when the file is absent or unreadable)."""
+    def _read(self, *, warn: bool) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, str]]:
+        """Every machine's entries and the reference stamp each was measured under (``{}``
+        when the file is absent or unreadable; a machine without a stamp: old code's)."""
         if self.path is None:
-            return {}
+            return {}, {}
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
             if not isinstance(data, dict) or data.get("format") != FORMAT:
@@ -162,9 +178,9 @@ class CostBook:
             for entries in machines.values():
                 for entry in entries.values():
                     float(entry["seconds"]), float(entry["units"]), float(entry["n"])
-            return machines
+            return machines, {str(k): str(v) for k, v in data.get("reference", {}).items()}
         except FileNotFoundError:
-            return {}
+            return {}, {}
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             if warn:
                 warnings.warn(
@@ -172,7 +188,7 @@ class CostBook:
                     f"{exc}); estimates use priors and the file is rewritten after this run",
                     stacklevel=3,
                 )
-            return {}
+            return {}, {}
 
     def rate(self, keys: Sequence[str]) -> float | None:
         """Seconds per unit of the first of ``keys`` that was measured (None: none was)."""
@@ -236,7 +252,9 @@ class CostBook:
             self._pending.clear()
             return
         with locked(self.path.with_name(self.path.name + ".lock")):
-            machines = self._read(warn=False)  # another run may have written since
+            machines, stamps = self._read(warn=False)  # another run may have written since
+            if stamps.get(self.machine) != self.stamp:  # old code's: start the section anew
+                machines[self.machine], stamps[self.machine] = {}, self.stamp
             entries = machines.setdefault(self.machine, {})
             for key, (seconds, units, n) in self._pending.items():
                 old = entries.get(key, {"seconds": 0.0, "units": 0.0, "n": 0.0})
@@ -247,7 +265,7 @@ class CostBook:
                     "units": (old["units"] + units) * keep,
                     "n": total * keep,
                 }
-            write_json(self.path, {"format": FORMAT, "machines": machines})
+            write_json(self.path, {"format": FORMAT, "machines": machines, "reference": stamps})
         self.entries = dict(entries)
         self._pending.clear()
 
