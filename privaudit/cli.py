@@ -204,7 +204,8 @@ def run(
     preset: Annotated[
         str,
         typer.Option(
-            help="Built-in grid: 'quick' (default), 'paper' (RAPT's; big machine) or 'smoke'."
+            help="Built-in grid: 'quick' (default), 'real' (the quick grid on SynthPAI), 'paper' "
+            "(RAPT's; big machine) or 'smoke'."
         ),
     ] = "quick",
     config: Annotated[
