@@ -10,7 +10,7 @@ architecture, CPU count), updated after every defense point of a run. A section 
 under the stamp of the shipped reference book it was measured beside: a release that ships a
 new reference (new code, new costs) starts the section anew, so what the old code measured
 does not price the new (a measured 3.8 s per 1,000 words for ``geia`` from before its batched
-decoding priced the ``real`` preset at 6.2 h; it took 26 minutes).
+decoding priced the ``real`` preset at 6.2 h; it took 57 minutes).
 
 A cost is looked up from the most specific measurement to the least: the component with its
 parameters (a digest; a defense's knob left out, so every level shares one entry) on this
