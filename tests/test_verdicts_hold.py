@@ -41,10 +41,12 @@ def synthetic_board(
     resamples: int = 250,
     fit_sd: float = 0.0,
     utility_fit_sd: float = 0.0,
+    flat: dict[str, str] | None = None,
 ) -> Leaderboard:
     """A board of ``defenses`` defenses d0.. at :data:`LEVELS`, each attack cell and utility
     drawn per document (Bernoulli) at its true rate; ``shift`` lowers a defense's attack
-    scores (more private). Straight through :func:`leaderboard`, no run."""
+    scores (more private); ``flat`` (attack: its family) scores the baseline everywhere, the
+    undefended release included. Straight through :func:`leaderboard`, no run."""
     rng = np.random.default_rng([rep, 37])
     rows, entries = [], {}
 
@@ -52,6 +54,8 @@ def synthetic_board(
         key, point = f"{label}|{value}|{attack}", f"{label}|{value}"
         if (point, "utility") not in entries:
             entries[(point, "utility")] = Outcome.ratio((rng.random(n) < util).astype(float))
+        if attack in (flat or {}):
+            score = BASE  # learns nothing, even from the original
         hits = (rng.random(n) < score).astype(float)
         entries[(key, "attack")] = Outcome.ratio(hits)
         entries[(key, "baseline")] = Outcome.ratio(np.full(n, BASE))
@@ -60,7 +64,7 @@ def synthetic_board(
             "knob": None if label == "none" else "eta",
             "knob_value": math.nan if label == "none" else float(value), "attack": attack,
             "seed": 0, "status": "ok", "reason": "", "attack_metric": "token_recovery",
-            "family": "text", "attack_score": float(hits.mean()),
+            "family": (flat or {}).get(attack, "text"), "attack_score": float(hits.mean()),
             "empirical_privacy": 1 - float(hits.mean()), "attack_baseline": BASE,
             "utility": float(entries[(point, "utility")].value()),
             "utility_metric": "balanced_accuracy", "cell_key": key, "point": point,
@@ -253,3 +257,22 @@ def test_a_file_corpus_without_entities_is_ranked_overall(tmp_path: Path) -> Non
     assert beats != bought_nothing  # one definition: headline and notes agree
     assert not any("no defense's frontier beats" in n for n in board.notes)
     assert (tmp_path / "run" / "pareto_attribute-inference-gender.png").exists()
+
+
+def test_a_family_whose_attacks_learn_nothing_is_left_out_of_the_overall_ranking() -> None:
+    """SynthPAI's sex/income/education/region: attribute inference does no better than the
+    majority guess even on the undefended release, so no defense is ranked in those
+    families; the overall ranking is over the families that rank, not empty."""
+    board = synthetic_board(0, defenses=3, shift={"d0": 0.2}, resamples=100,
+                            flat={"b": "attribute[x]"})  # fmt: skip
+    fam = board.families.set_index(["family", "label"])
+    assert pd.isna(fam.loc[("attribute[x]", "d0"), "rank"])
+    assert "no measurable advantage" in fam.loc[("attribute[x]", "d0"), "reason"]
+    overall = board.overall.set_index("label")
+    assert overall.loc["d0", "rank"] == 1 and overall.loc["d0", "families"] == "1 of 1"
+    said = [n for n in board.notes if n.startswith("attribute[x]: no defense is ranked")]
+    assert len(said) == 1 and "left out of the overall ranking" in said[0]
+    assert not any(n.startswith("Not ranked overall") for n in board.notes)
+    assert board.verdict is not None
+    lines = dict(headline(board.verdict))
+    assert "left out of the overall ranking" in lines["attribute[x]"][0]

@@ -353,7 +353,8 @@ def _family_table(
             sel = (table["family"] == family) & (table["label"] == label) if len(table) else []
             idx = np.flatnonzero(np.asarray(sel)) if len(table) else np.zeros(0, int)
             if not reason and not len(idx):
-                reason = "normalised privacy undefined (no baseline or no undefended reference)"
+                reason = ("normalised privacy undefined: the attack has no measurable advantage "
+                          "on the undefended release, or no baseline to measure it by")
             point_hv, samples = _label_hypervolume(points, idx, chance, stats)
             hv_all, all_lo, all_hi = point_hv, np.nan, np.nan
             if all_points is not None:
@@ -745,7 +746,8 @@ def _verdict_notes(
             if family in unscorable:
                 continue  # its own note says why (leaderboard)
             if ranked.empty:
-                notes.append(f"{family}: no defense faced the whole family; none is ranked.")
+                notes.append(f"{family}: no defense is ranked ({_common_reason(sub)}); it is "
+                             "left out of the overall ranking.")  # fmt: skip
             elif float(ranked["hypervolume"].max()) == 0.0:
                 notes.append(
                     f"{family}: every defense's worst-case hypervolume is 0 (no point above "
@@ -861,12 +863,17 @@ def _overall(
     each ranked label's rank on every resample) the overall rank is recomputed on each
     resample from the mean family rank, for its interval, holding share and ties, as in the
     family tables. ``unscorable``: families the corpus cannot score, left out of the count
-    (:func:`unscorable_families`)."""
+    (:func:`unscorable_families`); so is a family that ranks no defense (e.g. none of its
+    attacks learns anything measurable from the undefended release: SynthPAI's sex, income,
+    education and region), which would otherwise leave every defense unranked overall."""
     import pandas as pd
 
     labelled = with_labels(frame)
     if unscorable and len(families):
         families = families[~families["family"].isin(unscorable)]
+    if len(families):  # a family that ranks no defense cannot order them: left out (noted)
+        ranks_any = families.groupby("family")["rank"].transform(lambda r: r.notna().any())
+        families = families[ranks_any.astype(bool)]
     labels = sorted(set(labelled["label"]))
     overall = pd.DataFrame(index=pd.Index(labels, name="label"))
     overall["defense"] = labelled.groupby("label")["defense"].first()
@@ -916,6 +923,14 @@ def _overall(
     columns = [c for c in OVERALL_HEADERS if c != "rank_ci"]
     columns[1:1] = ["rank_ci_low", "rank_ci_high"]
     return overall[columns].reset_index(drop=True)
+
+
+def _common_reason(rows: pd.DataFrame) -> str:
+    """The reason most of a family's unranked labels give (their table's ``reason``)."""
+    reasons = rows.loc[rows["reason"] != "", "reason"]
+    if reasons.empty:
+        return "no defense faced the whole family"
+    return str(reasons.value_counts().index[0])
 
 
 def _overall_intervals(

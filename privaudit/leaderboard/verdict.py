@@ -507,7 +507,8 @@ def _headline(verdict: Verdict) -> list[tuple[str, list[str]]]:
             out.append((fv.family, [f"not scored: this corpus has no truth for its attacks {why}"]))
             continue
         if not fv.undominated:
-            out.append((fv.family, ["no defense is ranked in this family (see its table)."]))
+            out.append((fv.family, ["no defense is ranked in this family (see its table); "
+                                    "it is left out of the overall ranking."]))  # fmt: skip
             continue
         names = ", ".join(f"{s.label} {s.hypervolume:.3f} {_ci(s.ci_low, s.ci_high)}"
                           for s in fv.undominated)  # fmt: skip
