@@ -353,8 +353,10 @@ def _family_table(
             sel = (table["family"] == family) & (table["label"] == label) if len(table) else []
             idx = np.flatnonzero(np.asarray(sel)) if len(table) else np.zeros(0, int)
             if not reason and not len(idx):
-                reason = ("normalised privacy undefined: the attack has no measurable advantage "
-                          "on the undefended release, or no baseline to measure it by")
+                reason = (
+                    "normalised privacy undefined: the attack has no measurable advantage "
+                    "on the undefended release, or no baseline to measure it by"
+                )
             point_hv, samples = _label_hypervolume(points, idx, chance, stats)
             hv_all, all_lo, all_hi = point_hv, np.nan, np.nan
             if all_points is not None:
