@@ -260,7 +260,7 @@ def test_a_file_corpus_without_entities_is_ranked_overall(tmp_path: Path) -> Non
 
 
 def test_a_family_whose_attacks_learn_nothing_is_left_out_of_the_overall_ranking() -> None:
-    """SynthPAI's sex/income/education/region: attribute inference does no better than the
+    """SynthPAI's gender/income/education/region: attribute inference does no better than the
     majority guess even on the undefended release, so no defense is ranked in those
     families; the overall ranking is over the families that rank, not empty."""
     board = synthetic_board(0, defenses=3, shift={"d0": 0.2}, resamples=100,

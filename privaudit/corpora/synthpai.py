@@ -7,7 +7,9 @@ nothing is downloaded. A document is a comment; its ``author`` is its writer's u
 
 Private attributes (strings, from the writer's ground-truth profile):
 
-- ``sex``: ``female`` / ``male`` (150 each);
+- ``gender``: the profile's ``sex``, ``female`` / ``male`` (150 each), named as in the other
+  corpora so that ``attribute-inference[gender]`` and CAPE's adversary (``attribute`` gender)
+  read it with no setting;
 - ``age_bin``: the age (19–75) in :data:`AGE_BINS`, ``<25``, ``25-34``, ``35-44``, ``45-54``,
   ``>=55`` (decades from 25; the ends merged because few people are under 25 or over 64);
 - ``income_level``: as given, ``low`` / ``middle`` / ``high`` / ``very high``;
@@ -34,7 +36,7 @@ recommend comments, not a property of the writer. It is deterministic and needs 
 Splits, by person (no one is in two of them): people are dealt to ``train``, ``test``
 (victims), ``aux`` (the attacker's own data), ``public`` (other people's text, for an attacker's
 public pre-training: never victims, never the service's train data) and *distractors*, with
-``splits`` the shares of the comments (whole people dealt greedily within (sex, age bin) strata,
+``splits`` the shares of the comments (whole people dealt greedily within (gender, age bin) strata,
 :func:`privaudit.corpora.splits.assign_splits`, so each split mirrors the population). Then
 ``background`` (for re-identification) takes ``background_share`` of each test person's comments
 (at least 1, and at least 1 left as a victim, when a person has 2 or more) plus every
@@ -82,7 +84,14 @@ CITATION = (
 # People are dealt to these; the distractors' comments go to ``background``.
 PEOPLE_SPLITS = ("train", "test", "aux", "public", "distractors")
 SPLIT_ORDER = ("train", "test", "aux", "public", "background")
-ATTRIBUTE_NAMES = ["sex", "age_bin", "income_level", "education", "relationship_status", "region"]
+ATTRIBUTE_NAMES = [
+    "gender",
+    "age_bin",
+    "income_level",
+    "education",
+    "relationship_status",
+    "region",
+]
 AGE_EDGES = (0, 24, 34, 44, 54, 200)  # right-inclusive: 24 → "<25", 25 → "25-34"
 AGE_BINS = ("<25", "25-34", "35-44", "45-54", ">=55")
 EDUCATION_LEVELS = ("high school", "bachelor", "master", "doctorate", "other")
@@ -171,7 +180,7 @@ def attributes_of(profiles: pd.DataFrame) -> pd.DataFrame:
     status = profiles["relationship_status"].astype(str).str.strip().str.lower()
     return pd.DataFrame(
         {
-            "sex": profiles["sex"].astype(str).str.strip().str.lower(),
+            "gender": profiles["sex"].astype(str).str.strip().str.lower(),
             "age_bin": pd.cut(profiles["age"], AGE_EDGES, labels=AGE_BINS).astype(str),
             "income_level": profiles["income_level"].astype(str).str.strip().str.lower(),
             "education": education_level(profiles["education"]),
@@ -222,10 +231,10 @@ def synthpai(
         label_names.remove(OTHER)
     docs["label"] = docs["topic"].map({t: i for i, t in enumerate(label_names)})
 
-    # People in file order, each with their comment count; dealt within (sex, age bin) strata.
+    # People in file order, each with their comment count; dealt within (gender, age bin) strata.
     people = docs["author"].drop_duplicates().tolist()
     counts = docs["author"].value_counts().reindex(people).to_numpy()
-    strata = (attrs.loc[people, "sex"] + "|" + attrs.loc[people, "age_bin"]).tolist()
+    strata = (attrs.loc[people, "gender"] + "|" + attrs.loc[people, "age_bin"]).tolist()
     dealt = assign_splits(counts, fractions, rng, strata=strata, names=PEOPLE_SPLITS)
     docs["split"] = docs["author"].map(dict(zip(people, dealt, strict=True)))
 
@@ -273,7 +282,9 @@ def synthpai(
         "unmatched": unmatched,
         "label": "topic from the keyword lexicon privaudit.corpora.synthpai_topics (most hits, "
         f"ties to the earlier topic, no hit: {'other' if unmatched == 'other' else 'dropped'})",
-        "attributes": "from the profiles: sex; age_bin " + ", ".join(AGE_BINS) + "; income_level;"
+        "attributes": "from the profiles: gender (sex); age_bin "
+        + ", ".join(AGE_BINS)
+        + "; income_level;"
         " education (highest completed level); relationship_status; region (UN M49, from "
         "city_country)",
         "sizes": sizes,

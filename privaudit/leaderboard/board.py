@@ -866,7 +866,7 @@ def _overall(
     resample from the mean family rank, for its interval, holding share and ties, as in the
     family tables. ``unscorable``: families the corpus cannot score, left out of the count
     (:func:`unscorable_families`); so is a family that ranks no defense (e.g. none of its
-    attacks learns anything measurable from the undefended release: SynthPAI's sex, income,
+    attacks learns anything measurable from the undefended release: SynthPAI's gender, income,
     education and region), which would otherwise leave every defense unranked overall."""
     import pandas as pd
 

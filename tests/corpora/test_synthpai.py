@@ -87,7 +87,7 @@ def test_attributes_present_and_normalised(corpus: Corpus) -> None:
     everyone = pd.concat(
         [pd.DataFrame(list(corpus.split(s)["attributes"])) for s in SPLITS], ignore_index=True
     )
-    assert set(everyone["sex"]) == {"female", "male"}
+    assert set(everyone["gender"]) == {"female", "male"}
     assert set(everyone["age_bin"]) == set(AGE_BINS)
     assert set(everyone["education"]) == set(EDUCATION_LEVELS)
     assert "in relationship" not in set(everyone["relationship_status"])
