@@ -431,6 +431,19 @@ class Attack(Component):
     #: it learns from no public corpus.
     public_data: ClassVar[str | None] = None
 
+    def public_available(self) -> int:
+        """How many public documents the attack pre-trains on: its :attr:`public_data`
+        parameter, unless its public text holds fewer (an attack that knows overrides)."""
+        return int(getattr(self, str(self.public_data)))
+
+    def with_public_data(self, n: int) -> Self:
+        """This attack on ``n`` of its public documents (the strength curve's variants),
+        everything else, plan-time resolutions included, as it is."""
+        validate_params(type(self), {str(self.public_data): n}, where=_owner(type(self)))
+        variant = copy.copy(self)
+        setattr(variant, str(self.public_data), n)
+        return variant
+
     def applicable(self, release: Release, knowledge: Knowledge) -> str | None:
         """``None`` if this attack can run on ``release`` (public) with ``knowledge``;
         otherwise the reason it cannot. Override only for needs the declarations cannot say."""

@@ -311,3 +311,25 @@ def test_a_piece_weighs_the_same_in_a_bucketed_batch_as_in_a_random_one() -> Non
     assert torch.isclose(weighted, mean)  # the whole set: the plain mean
     # the short row alone: its pieces' sum over the set's mean length, below its own mean
     assert short < short_mean
+
+
+def test_public_data_variants_keep_the_resolved_public_split_and_count_what_it_holds() -> None:
+    """On SynthPAI (``public_corpus: auto`` → its public split of 1,159 comments), the
+    strength curve's variants are shares of the 1,159 the attack really pre-trains on, not
+    of ``public_docs`` (8,000), and they pre-train on that split, not on the generator."""
+    from privaudit.attacks.geia import GEIA
+    from privaudit.audit.strength import public_variants
+
+    attack = GEIA()
+    attack.check_corpus("synthpai", {"seed": 0})
+    text = attack.public_text()
+    assert (text.corpus, text.split) == ("synthpai", "public")
+    assert attack.public_available() == text.count() < int(attack.public_docs)
+    variants = public_variants(attack, [0.25, 0.5])
+    assert [n for _, n, _ in variants] == [round(text.count() / 4), round(text.count() / 2)]
+    for _, n, variant in variants:
+        assert (variant.public_text().corpus, variant.public_text().split) == ("synthpai", "public")
+        assert variant.public_docs == n and attack.public_docs != n  # the original is untouched
+        assert variant.spec() != attack.spec()  # its own pre-trained inverter
+    with pytest.raises(ValueError, match="public_docs"):
+        attack.with_public_data(0)

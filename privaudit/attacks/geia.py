@@ -241,6 +241,11 @@ class GEIA(SentenceInversion):
             name, int(self.public_docs), int(self.public_seed), _json(params), split
         )
 
+    def public_available(self) -> int:
+        """``public_docs``, or fewer where the public text holds fewer (SynthPAI's public
+        split: 1,159 comments)."""
+        return min(int(self.public_docs), self.public_text().count())
+
     def check_corpus(self, name: str, params: Mapping[str, Any]) -> None:
         """Resolve ``public_corpus: auto`` for the run's corpus, then refuse a run whose
         attacker would be pre-trained on the victims' documents: the same generator at the

@@ -101,10 +101,13 @@ def public_variants(attack: Attack, shares: list[float]) -> list[tuple[float, in
     param = attack.public_data
     if not param:
         return []
-    full = int(getattr(attack, param))
+    # Shares of what it actually pre-trains on (a public split may hold fewer documents than
+    # the parameter asks); the variant keeps the attack's plan-time resolutions (geia's
+    # ``public_corpus: auto``: a rebuild from parameters had pre-trained on the generator).
+    full = attack.public_available()
     of = f"{attack.name}'s public documents"
     return [
-        (share, n, type(attack)(**(attack.params() | {param: n})))
+        (share, n, attack.with_public_data(n))
         for share, n in share_counts(shares, full, "public_fractions", of)
     ]
 
@@ -172,7 +175,7 @@ def strength_curve(
                 out += _refit(ctx, point, label, variant, aux, public, weights, boot.level, row)
                 bar.update(1)
             if variants[label]:
-                n_public = int(getattr(attack, str(attack.public_data)))
+                n_public = attack.public_available()
                 out += [_reused(point, r, n_aux, "public", n_public) for _, r in rows.iterrows()]
     finally:
         bar.close()
