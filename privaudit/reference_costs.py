@@ -265,7 +265,8 @@ def write_reference(
     of the measured ``costs`` file, with this machine's speed score (default: measured now,
     :func:`speed_score` ``fresh``) and the pre-training rate of ``timings`` (default:
     ``inverters/timings.json`` beside ``costs``; none when absent). Run it on the machine
-    that measured the costs, right after a quiet run, so the score and costs agree."""
+    that measured the costs, right after a quiet run, so the score and costs agree. Entries
+    of the book at ``out`` that ``costs`` lacks are kept, rescaled to the new score."""
     machine = machine or machine_tag()
     data = json.loads(Path(costs).read_text(encoding="utf-8"))
     section = data["machines"].get(machine)
@@ -280,6 +281,17 @@ def write_reference(
     if score is None:  # on the device the costs were measured on
         with use_device(device):
             score = speed_score(fresh=True)
+    entries = {k: {f: float(v[f]) for f in ("seconds", "units", "n")} for k, v in section.items()}
+    # What this run did not measure (the smoke grid's probe, after a quick-grid refresh) is
+    # kept from the book it replaces, rescaled to this book's speed score.
+    previous = None
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError, AttributeError):
+        previous = Reference.read(out)
+    if previous is not None and previous.device == _device_kind(device):
+        scale = float(score) / previous.score
+        for key, entry in previous.entries.items():
+            if key not in entries:
+                entries[key] = entry | {"seconds": entry["seconds"] * scale}
     book = {
         "format": FORMAT,
         "machine": machine,
@@ -287,10 +299,7 @@ def write_reference(
         "score": score,
         "pretrain_seconds_per_doc_epoch": pretrain,
         "written": datetime.date.today().isoformat(),
-        "entries": {
-            k: {f: float(v[f]) for f in ("seconds", "units", "n")}
-            for k, v in sorted(section.items())
-        },
+        "entries": dict(sorted(entries.items())),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     _write_atomic(out, book)

@@ -213,3 +213,19 @@ def test_the_smoke_grid_on_a_fresh_machine_uses_the_shipped_book(
     assert one.measured == 0 and one.referenced == one.components == 4 and not one.priors
     assert two.wall == pytest.approx(2 * one.wall)
     assert "reference costs scaled ×2 for this machine for 4" in "\n".join(two.lines())
+
+
+def test_a_refresh_keeps_what_its_run_did_not_measure_rescaled(tmp_path: Path) -> None:
+    """A reference refreshed from a quick-grid run keeps the smoke grid's probe from the book
+    it replaces, its seconds rescaled to the new speed score; what the run measured wins."""
+    out = tmp_path / "ref.json"
+    first = tmp_path / "first.json"
+    first.write_text(json.dumps({"format": 1, "machines": {"m-2cpu": {
+        "utility:probe": _entry(0.5), "privatize:t2t": _entry(9.0)}}}))  # fmt: skip
+    rc.write_reference(first, out, machine="m-2cpu", score=0.1)
+    second = tmp_path / "second.json"
+    second.write_text(json.dumps({"format": 1, "machines": {"m-2cpu": {
+        "privatize:t2t": _entry(0.4)}}}))  # fmt: skip
+    ref = rc.write_reference(second, out, machine="m-2cpu", score=0.2)
+    assert ref.rate(["privatize:t2t"]) == pytest.approx(0.4)  # measured now
+    assert ref.rate(["utility:probe"]) == pytest.approx(1.0)  # kept, ×2 for a 2× slower score
