@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import datetime
 import functools
-import hashlib
 import json
 import math
 import os
@@ -37,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from privaudit.devices import current_device, use_device
-from privaudit.mechanisms.memo import cache_dir, cache_writable
+from privaudit.mechanisms.memo import cache_dir, cache_writable, digest
 
 SHIPPED = Path(__file__).parent / "data" / "costs" / "reference.json"
 FORMAT = 1
@@ -102,8 +101,7 @@ class Reference:
         if not (math.isfinite(score) and score > 0):
             raise ValueError(f"speed score {score} is not a positive number of seconds")
         pretrain = data.get("pretrain_seconds_per_doc_epoch")
-        stamp = hashlib.blake2b(json.dumps([entries, score], sort_keys=True).encode(),
-                                digest_size=6).hexdigest()  # fmt: skip
+        stamp = digest([json.dumps(entries, sort_keys=True), score])[:12]
         return cls(
             entries, score, _device_kind(str(data["device"])),
             None if pretrain is None else float(pretrain), str(data.get("machine", "")), stamp,

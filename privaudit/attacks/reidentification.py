@@ -47,8 +47,9 @@ class Reidentification(Attack):
       softmax over the candidates (multinomial logistic regression, ``c``; TRI's own head).
       Dense features are where liblinear's one-vs-rest SVM is slow and poor: on SynthPAI's
       undefended pooled vectors (1,389 background documents, 108 candidates, 1,000 victims)
-      it took 136 s for top-1 .106, the softmax 1.5 s for .152 (2026-11-27,
-      /tmp/s6/svc_real.py); 89 s of every vector point of the ``real`` grid went to it.
+      it took 136 s for top-1 .106, the softmax 1.5 s for .152 (2026-11-27, both fitted
+      on the same standardised vectors); in the ``real`` grid it had cost 89–163 s at
+      each vector point, 1–17 s with the softmax (the mechanism's queries included).
     - a second variant, nearest-neighbour matching (each candidate scored by the cosine
       similarity of its closest privatized background document, in the same features),
       returned in ``meta["variants"]["nearest_neighbour"]`` and scored into the details.

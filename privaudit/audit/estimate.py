@@ -152,8 +152,9 @@ class CostBook:
         machines, stamps = self._read(warn=True)
         # measurements made by other code (under another shipped reference) would outlive it
         current = stamps.get(self.machine) == self.stamp
-        self.entries: dict[str, dict[str, float]] = machines.get(self.machine, {}) if (
-            current) else {}  # fmt: skip
+        self.entries: dict[str, dict[str, float]] = {}
+        if current:
+            self.entries = machines.get(self.machine, {})
         self.reference: ScaledReference | None = scaled_reference()
 
     @classmethod
