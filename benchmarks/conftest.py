@@ -7,9 +7,9 @@ round after the first from cache (0.916 s, then 0.009 s) and a rate would be a l
    (:func:`benchmarks.honesty.fresh_seed`), and the noise, queries or CLI ``--seed`` come from
    it; an untimed ``setup(seed)`` builds the round's inputs.
 2. **Memo bypassed and checked.** Every round runs inside
-   :func:`privaudit.mechanisms.memo.memo_bypassed` (each ``ContentMemo`` — the nearest-neighbour
+   :func:`privaudit.runtime.memo.memo_bypassed` (each ``ContentMemo`` — the nearest-neighbour
    query memo, the pooled-encoding memo — computes and stores nothing), and the benchmark asserts
-   that the process-wide hit counter (:func:`~privaudit.mechanisms.memo.memo_stats`) did not move
+   that the process-wide hit counter (:func:`~privaudit.runtime.memo.memo_stats`) did not move
    during its rounds.
 3. **Rates under the matrix-multiply bound.** A benchmark that reports a GFLOP/s rate asserts it
    is at most 1.05 x the measured same-shape float32 ``q @ cand.T`` rate

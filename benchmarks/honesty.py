@@ -2,7 +2,7 @@
 
 - :func:`bench_rounds` / :func:`honest_rounds`: every timed round gets a fresh seed (and the
   inputs an untimed ``setup(seed)`` builds from it), runs inside
-  :func:`~privaudit.mechanisms.memo.memo_bypassed`, and the rounds together must make no
+  :func:`~privaudit.runtime.memo.memo_bypassed`, and the rounds together must make no
   content-memo hit; every round's seconds are recorded (``extra_info["round_seconds"]`` and the
   closing summary).
 - :func:`gemm_gflops` / :func:`assert_within_gemm_bound` / :class:`GemmBound`: a rate above
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from privaudit.mechanisms.memo import memo_bypassed, memo_stats
+from privaudit.runtime.memo import memo_bypassed, memo_stats
 
 #: A rate may exceed the measured matrix-multiply rate by this factor (timer noise), no more.
 GEMM_SLACK = 1.05

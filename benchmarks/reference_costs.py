@@ -1,6 +1,6 @@
 """Refresh the shipped reference cost book (``privaudit/data/costs/reference.json``) from a
 measured ``costs.json``: the first estimate on a fresh machine scales it by that machine's
-speed (:mod:`privaudit.reference_costs`).
+speed (:mod:`privaudit.runtime.costs`).
 
 Run it on the machine whose costs it copies, right after a quiet, complete run (the quick
 grid, with the inverter pre-trained in the same sitting), so that its speed score, measured
@@ -9,7 +9,7 @@ now, matches the costs:
     .venv/bin/python benchmarks/reference_costs.py --from ~/.cache/privaudit/costs.json
 
 ``--machine TAG`` copies another section of the file (then pass ``--score`` measured on that
-machine: ``python -c "from privaudit.reference_costs import speed_score; print(speed_score(
+machine: ``python -c "from privaudit.runtime.costs import speed_score; print(speed_score(
 fresh=True))"``); ``--timings`` names the pre-training rate file (default
 ``inverters/timings.json`` beside the costs); ``--out`` writes elsewhere than the package.
 """
@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from privaudit.reference_costs import SHIPPED, write_reference
+from privaudit.runtime.costs import SHIPPED, write_reference
 
 
 def main(argv: list[str] | None = None) -> None:

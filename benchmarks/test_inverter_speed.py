@@ -46,7 +46,7 @@ PRETRAIN_ROUNDS = 2
 
 @pytest.fixture(scope="module")
 def bb(bench_cache):
-    from privaudit.resources import backbone
+    from privaudit.models.backbone import backbone
 
     return backbone(None)
 

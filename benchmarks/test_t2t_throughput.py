@@ -28,7 +28,7 @@ from benchmarks.honesty import (
 )
 from privaudit.defenses.t2t import T2T
 from privaudit.mechanisms import sample_dx_noise
-from privaudit.mechanisms.memo import memo_bypassed, memo_stats
+from privaudit.runtime.memo import memo_bypassed, memo_stats
 
 LOW_ETA, MID_ETA, HIGH_ETA = 50.0, 150.0, 3000.0
 ROUNDS = 3
@@ -37,7 +37,7 @@ ROUNDS = 3
 @pytest.fixture(scope="module")
 def setup(bench_cache):
     from privaudit.corpora.synthetic import synthetic_reviews
-    from privaudit.resources import backbone
+    from privaudit.models.backbone import backbone
 
     bb = backbone()
     texts = synthetic_reviews(n_docs=400, seed=0).texts("train")[:200]

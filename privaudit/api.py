@@ -278,7 +278,7 @@ class Component:
     # before this machine has measured the component (privaudit.audit.estimate).
     cost_prior: ClassVar[float] = 0.3
     # The share of one GPU a cell of this component wants when the run's device is a CUDA
-    # GPU (privaudit.devices): 0 = no torch worth a GPU. The Ray executor requests, per
+    # GPU (privaudit.runtime.devices): 0 = no torch worth a GPU. The Ray executor requests, per
     # point, the largest share among its defense, evaluator and attacks, so that a cluster
     # with GPUs schedules the points there (fractions let several points share one GPU).
     gpu: ClassVar[float] = 0.0

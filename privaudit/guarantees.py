@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from privaudit.params import shown
+from privaudit.numbers import shown
 
 __all__ = [
     "Guarantee",

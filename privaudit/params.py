@@ -48,16 +48,8 @@ __all__ = [
     "Probability",
     "checked",
     "declared",
-    "shown",
     "validate_params",
 ]
-
-
-def shown(value: float, digits: int = 4) -> str:
-    """A knob value as tables, plot labels and the report show it: ``digits`` significant
-    digits (a calibrated ``105.16591384263059`` shows as ``105.2``); the data keep the exact
-    value."""
-    return f"{float(value):.{digits}g}"
 
 
 class ParamError(ValueError):

@@ -45,7 +45,7 @@ class Source:
     loaded backbone; ``memo`` holds work several fields share (the test tokenization)."""
 
     corpus: Any  # privaudit.corpora.base.Corpus
-    backbone: Any = None  # privaudit.resources.Backbone
+    backbone: Any = None  # privaudit.models.backbone.Backbone
     memo: dict[str, Any] = field(default_factory=dict)
 
     def once(self, key: str, make: Callable[[], Any]) -> Any:

@@ -22,7 +22,7 @@ def _hermetic_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 @pytest.fixture(scope="session")
 def tiny():
-    from privaudit.resources import backbone
+    from privaudit.models.backbone import backbone
 
     return backbone(TINY)
 

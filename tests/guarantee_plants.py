@@ -22,8 +22,8 @@ from privaudit.guarantees import Guarantee, Unit, embedding_distance
 from privaudit.mechanisms.audited import DXNoise, UnitMechanism, text_units
 from privaudit.mechanisms.laplace import minmax_normalise, pooled_release, sample_laplace
 from privaudit.mechanisms.noise import sample_dx_noise
+from privaudit.models.backbone import backbone
 from privaudit.params import PositiveFloat
-from privaudit.resources import backbone
 
 
 class HalfNoiseWords(Defense):

@@ -90,7 +90,7 @@ class _NoisyEmbeddings(Defense):
     """Light Gaussian noise on the input word embeddings, released as token vectors."""
 
     def privatize(self, texts, *, rng):
-        from privaudit.resources import backbone
+        from privaudit.models.backbone import backbone
 
         bb = backbone(TINY)
         flat, bounds = flatten(bb.token_ids(texts))

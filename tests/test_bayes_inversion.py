@@ -31,7 +31,7 @@ def corpus():
 
 @functools.cache
 def truth() -> list[np.ndarray]:
-    from privaudit.resources import backbone
+    from privaudit.models.backbone import backbone
 
     return backbone(TINY).token_ids(corpus().texts("test"))
 

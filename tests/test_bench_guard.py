@@ -19,7 +19,7 @@ from benchmarks.honesty import (
     honest_rounds,
 )
 from privaudit.mechanisms import NearestNeighbourIndex
-from privaudit.mechanisms.memo import (
+from privaudit.runtime.memo import (
     ContentMemo,
     charged_seconds,
     memo_bypassed,
@@ -74,7 +74,7 @@ def test_timed_rounds_fail_on_a_memo_hit_and_pass_when_they_compute() -> None:
     honest_rounds(lambda seed: memo.get(str(seed), lambda: np.zeros(1)), rounds=2, label="ok")
 
     def cheat(seed: int) -> None:  # looks the answer up outside the bypass
-        import privaudit.mechanisms.memo as m
+        import privaudit.runtime.memo as m
 
         depth, m._bypass_depth = m._bypass_depth, 0
         try:

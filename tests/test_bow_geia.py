@@ -20,9 +20,9 @@ from privaudit.defenses.sap import SAP
 from privaudit.defenses.t2t import T2T
 from privaudit.mechanisms.words import entity_words, stop_words, words
 from privaudit.metrics import Truth, generation_scores, metrics, score_predictions, word_set_scores
+from privaudit.models.backbone import backbone
 from privaudit.params import ParamError, validate_params
 from privaudit.registry import ATTACKS
-from privaudit.resources import backbone
 from tests.conftest import TINY
 
 # Cheap settings: the tests pin behaviour, not the quick grid's budget.
@@ -56,7 +56,7 @@ def victims(defense) -> Release:
 
 @functools.cache
 def truth() -> Truth:
-    from privaudit.resources import backbone
+    from privaudit.models.backbone import backbone
 
     c = corpus()
     return Truth(

@@ -30,7 +30,7 @@ def test_importing_the_cli_loads_no_numpy_pydantic_or_runner() -> None:
         "import sys; import privaudit.cli;"
         "loaded = [m for m in ('numpy', 'pydantic', 'pandas', 'torch', 'privaudit.audit',"
         " 'privaudit.leaderboard', 'privaudit.outputs', 'privaudit.metrics',"
-        " 'privaudit.cli_render') if m in sys.modules];"
+        " 'privaudit.cli.render') if m in sys.modules];"
         "assert not loaded, loaded"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

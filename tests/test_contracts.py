@@ -53,7 +53,7 @@ class ToyReader(Attack):
         return self
 
     def attack(self, release: Release) -> Predictions:
-        from privaudit.resources import backbone
+        from privaudit.models.backbone import backbone
 
         ids = backbone(self.backbone).token_ids(release.content_texts())
         return Predictions("tokens", tokens=[list(map(int, d)) for d in ids])

@@ -1,4 +1,4 @@
-"""Device plumbing (privaudit.devices), exercised on the CPU.
+"""Device plumbing (privaudit.runtime.devices), exercised on the CPU.
 
 No GPU here: the plumbing is checked on the CPU and on torch's ``meta`` device, which holds
 no data and refuses to mix with CPU tensors, so a component that runs there has every tensor
@@ -16,7 +16,6 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from privaudit import devices
 from privaudit.api import Knowledge
 from privaudit.attacks.attribute_inference import AttributeInference
 from privaudit.attacks.mlp_inversion import MLPInversion
@@ -25,10 +24,11 @@ from privaudit.audit.executors import ray_placement
 from privaudit.cli import app
 from privaudit.corpora.synthetic import synthetic_reviews
 from privaudit.defenses.t2t import T2T
-from privaudit.devices import check_device, current_device, resolve_device, use_device
 from privaudit.mechanisms.laplace import laplace_like
 from privaudit.mechanisms.nearest import NearestNeighbourIndex
 from privaudit.registry import ATTACKS, DEFENSES, UTILITY
+from privaudit.runtime import devices
+from privaudit.runtime.devices import check_device, current_device, resolve_device, use_device
 from tests.conftest import TINY
 
 runner = CliRunner()
@@ -91,7 +91,7 @@ def test_use_device_nests_and_restores() -> None:
 def test_auto_without_torch_stays_numpy() -> None:
     """``auto`` imports no torch until torch code asks, and numpy paths stay numpy."""
     code = (
-        "import sys; from privaudit.devices import use_device, offload_device\n"
+        "import sys; from privaudit.runtime.devices import use_device, offload_device\n"
         "with use_device('auto'), use_device('cpu'):\n"
         "    assert offload_device() is None\n"
         "with use_device('auto'):\n"
@@ -167,7 +167,7 @@ def test_nearest_neighbour_torch_search_equals_numpy() -> None:
 
 
 def test_backbone_forward_on_cpu_keeps_model_and_outputs_there() -> None:
-    from privaudit.resources import backbone
+    from privaudit.models.backbone import backbone
 
     bb = backbone(TINY)
     with use_device("cpu"):
@@ -263,7 +263,7 @@ def test_ray_requests_gpus_for_the_points_that_use_them() -> None:
 
 
 def test_provenance_records_the_device() -> None:
-    from privaudit.provenance import provenance
+    from privaudit.runtime.provenance import provenance
 
     with use_device("cpu"):
         assert provenance()["device"] == "cpu"

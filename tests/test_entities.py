@@ -1,11 +1,12 @@
-"""The HaS entity protocol (privaudit.entities) and the shared input checks."""
+"""The HaS entity protocol (privaudit.models.entities) and the shared input checks."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from privaudit.entities import (
+from privaudit.mechanisms.inputs import check_rng, check_texts
+from privaudit.models.entities import (
     PLACEHOLDER,
     placeholder,
     propagate,
@@ -13,7 +14,6 @@ from privaudit.entities import (
     spacy_entities,
     word_pattern,
 )
-from privaudit.mechanisms.inputs import check_rng, check_texts
 
 
 def test_word_pattern_matches_whole_words_only() -> None:

@@ -12,8 +12,8 @@ import pytest
 from privaudit.api import Release
 from privaudit.defenses import has as has_module
 from privaudit.defenses.has import HAS_TYPES, PRESETS, HideAndSeek, restore, restore_all
-from privaudit.lexicon import WEEKDAYS
 from privaudit.metrics import replacement_rate
+from privaudit.models.entities import WEEKDAYS
 from privaudit.registry import DEFENSES
 
 pytestmark = pytest.mark.slow  # loads the spaCy pipeline (once per process)
@@ -233,8 +233,8 @@ def test_audit_masks_words_and_spans(corpus, releases) -> None:
 
 
 def test_ner_only_pipes_find_the_same_entities(corpus) -> None:
-    from privaudit.entities import spacy_entities
-    from privaudit.resources import spacy_pipeline
+    from privaudit.models.entities import spacy_entities
+    from privaudit.models.pipelines import spacy_pipeline
 
     texts = corpus[0][:60]
     nlp = spacy_pipeline()

@@ -17,7 +17,7 @@ from privaudit.audit.config import GridConfig
 from privaudit.audit.estimate import estimate_config
 from privaudit.audit.store import RunDir
 from privaudit.cli import app
-from privaudit.resources import backbone
+from privaudit.models.backbone import backbone
 from tests.conftest import TINY
 
 cli = CliRunner()
@@ -275,7 +275,7 @@ def test_length_bucketed_batches_cover_every_row_once_with_little_padding() -> N
 def test_bf16_can_be_turned_off_and_keys_the_pretrained_model(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from privaudit import devices
+    from privaudit.runtime import devices
 
     bb = backbone(TINY)
     spec = GEIA(**PARAMS).spec()

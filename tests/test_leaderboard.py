@@ -23,7 +23,7 @@ from privaudit.leaderboard.frontier import frontier, seed_means
 from privaudit.outputs.leaderboard import write_leaderboard
 from privaudit.outputs.plots import plot_frontiers
 from privaudit.outputs.runs import merge_runs, read_run
-from privaudit.provenance import provenance
+from privaudit.runtime.provenance import provenance
 
 runner = CliRunner()
 

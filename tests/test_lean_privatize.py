@@ -58,7 +58,7 @@ def test_privatize_loads_no_attack_trainer_grid_or_torch(defense: str) -> None:
 def test_lean_backbone_equals_the_transformers_one() -> None:
     """The default backbone's tokenizer (``tokenizers``) and embedding matrix (read from the
     weights file) are those ``transformers`` loads: same ids, same decoding, same matrix."""
-    from privaudit.resources import backbone
+    from privaudit.models.backbone import backbone
 
     bb = backbone()
     odd = ["Zoë's café 😀 naïve — 東京 ﬁne", "HELLO   World!!", "", "don't can't I'm"]
@@ -82,7 +82,7 @@ def test_pos_rules_give_the_attribute_rulers_tags() -> None:
     """:class:`PosRules` (dictionary lookups over the tagger's fine tags) equals spaCy's
     attribute ruler run after the tagger, token for token."""
     from privaudit.defenses.pct2t import PosRules, tag
-    from privaudit.resources import spacy_pipeline
+    from privaudit.models.pipelines import spacy_pipeline
 
     nlp = spacy_pipeline()
     odd = ["  spaced   out  ", "\n\nnew\tline", "I'd've gone. To be or not", "THE END!!!", ""]
@@ -99,9 +99,9 @@ def test_pos_rules_give_the_attribute_rulers_tags() -> None:
 def test_a_tagging_pipeline_loads_fewer_components_unless_the_whole_one_is_loaded(
     monkeypatch,
 ) -> None:
-    from privaudit import resources
     from privaudit.defenses.pct2t import TAGGER_PIPES
-    from privaudit.resources import spacy_pipeline
+    from privaudit.models import pipelines as resources
+    from privaudit.models.pipelines import spacy_pipeline
 
     monkeypatch.setattr(resources, "_WHOLE_PIPELINES", {})  # as in a fresh process
     lean = spacy_pipeline.__wrapped__(None, TAGGER_PIPES)  # past the process-wide cache

@@ -7,8 +7,8 @@ import pytest
 
 from privaudit.api import Release
 from privaudit.mechanisms import NearestNeighbourIndex
-from privaudit.mechanisms import memo as memo_module
-from privaudit.mechanisms.memo import ContentMemo, charged_seconds, digest
+from privaudit.runtime import memo as memo_module
+from privaudit.runtime.memo import ContentMemo, charged_seconds, digest
 from privaudit.utility.probe import Probe
 
 from .conftest import TINY

@@ -51,7 +51,7 @@ class _InputNoise:
         self.eta = eta
 
     def privatize(self, texts, rng):
-        from privaudit.resources import backbone
+        from privaudit.models.backbone import backbone
 
         bb = backbone(TINY)
         flat, bounds = flatten(bb.token_ids(texts))
@@ -73,7 +73,7 @@ def run(cls, defense, seed: int = 0, **params) -> tuple[Predictions, float]:
 
 @functools.cache
 def truth_tokens() -> list[np.ndarray]:
-    from privaudit.resources import backbone
+    from privaudit.models.backbone import backbone
 
     return backbone(TINY).token_ids(corpus().texts("test"))
 

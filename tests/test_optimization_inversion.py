@@ -55,7 +55,7 @@ def candidates(tiny, texts=TEXTS, n_distractors: int = 400) -> list[int]:
 def split_release(layer: int, texts=TEXTS) -> Release:
     """What SAP without noise releases: the input word embeddings of the content tokens
     (layer 0), or the states after encoder layer k over [CLS] tokens [SEP]."""
-    from privaudit.resources import backbone
+    from privaudit.models.backbone import backbone
 
     bb = backbone(TINY)
     if layer == 0:

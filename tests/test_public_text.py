@@ -15,8 +15,8 @@ from privaudit.attacks import _inverter as inv
 from privaudit.attacks.geia import GEIA
 from privaudit.corpora.synthetic import synthetic_reviews
 from privaudit.metrics.words import reach, reach_details
+from privaudit.models.backbone import backbone
 from privaudit.registry import CORPORA
-from privaudit.resources import backbone
 from tests.conftest import TINY
 
 

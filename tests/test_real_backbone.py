@@ -27,7 +27,7 @@ def corpus():
 
 @pytest.fixture(scope="module")
 def real():
-    from privaudit.resources import backbone
+    from privaudit.models.backbone import backbone
 
     return backbone()
 
@@ -71,7 +71,7 @@ def test_probe_utility_beats_chance_and_falls_with_noise(corpus) -> None:
 
 def test_pct2t_on_the_default_corpus(real, corpus) -> None:
     from privaudit.defenses.pct2t import CATEGORIES, PCT2T
-    from privaudit.resources import spacy_pipeline
+    from privaudit.models.pipelines import spacy_pipeline
 
     texts = corpus.texts("test")[:60]
     release = PCT2T(eta=60).privatize(texts, rng=np.random.default_rng(0))

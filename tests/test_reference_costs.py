@@ -1,4 +1,4 @@
-"""The first estimate on a fresh machine (privaudit.reference_costs): the shipped reference
+"""The first estimate on a fresh machine (privaudit.runtime.costs): the shipped reference
 cost book, scaled by this machine's speed ratio, between this machine's measurements and the
 priors; the speed score measured once and kept; the book refreshed from a measured file."""
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-import privaudit.reference_costs as rc
+import privaudit.runtime.costs as rc
 from privaudit.audit.config import load_config
 from privaudit.audit.estimate import (
     COSTS_FILE,
@@ -59,9 +59,9 @@ def test_the_shipped_book_loads_and_is_package_data() -> None:
     kinds = {key.split(":")[0] for key in ref.entries}
     assert {"privatize", "utility", "attack"} <= kinds
     assert ref.rate(["privatize:t2t"]) is not None and ref.rate([OUTPUTS]) is not None
-    root = Path(rc.__file__).parents[1]
-    data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
-    shipped = rc.SHIPPED.relative_to(Path(rc.__file__).parent).as_posix()
+    package = Path(rc.__file__).resolve().parents[1]
+    data = tomllib.loads((package.parent / "pyproject.toml").read_text())["tool"]["setuptools"]
+    shipped = rc.SHIPPED.relative_to(package).as_posix()
     assert any(Path(shipped).match(g) for g in data["package-data"]["privaudit"])
 
 

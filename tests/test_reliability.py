@@ -147,7 +147,7 @@ def test_failure_reasons_show_package_paths() -> None:
 
 
 def test_knob_values_show_four_significant_digits_and_keep_the_exact_value(tmp_path) -> None:
-    from privaudit.params import shown
+    from privaudit.numbers import shown
 
     assert shown(105.16591384263059) == "105.2" and shown(100.0) == "100" and shown(0.5) == "0.5"
     exact = 105.16591384263059

@@ -127,7 +127,7 @@ def test_only_privaudits_own_exception_raised_by_privaudit_keeps_its_message() -
     assert isinstance(own, ParamError) and own_message(own)
     assert failure_reason(own)[0].startswith(f"ParamError: {own}")
     # A built-in error raised inside privaudit code quotes its argument: not privaudit's own.
-    from privaudit.params import shown
+    from privaudit.numbers import shown
 
     builtin = _raised(lambda: shown("Emma loved it"))  # type: ignore[arg-type]
     assert not own_message(builtin) and "Emma" not in failure_reason(builtin)[0]
@@ -344,7 +344,7 @@ def test_a_read_only_cache_that_holds_the_model_is_used_without_a_lock(
 ) -> None:
     import privaudit.attacks.geia as geia
     import privaudit.audit.estimate as estimate
-    import privaudit.mechanisms.memo as memo
+    import privaudit.runtime.cache as memo
 
     config = write_grid(tmp_path, _geia_smoke())
     built = runner.invoke(app, ["pretrain", "--config", str(config), "--no-progress"])
@@ -382,10 +382,10 @@ def test_a_process_waiting_for_a_lock_says_whom_it_waits_for(tmp_path: Path) -> 
     import subprocess
     import sys
 
-    from privaudit.mechanisms.memo import locked
+    from privaudit.runtime.cache import locked
 
     lock = tmp_path / "abc.lock"
-    code = ("import sys; from pathlib import Path; from privaudit.mechanisms.memo import locked\n"
+    code = ("import sys; from pathlib import Path; from privaudit.runtime.cache import locked\n"
             f"with locked(Path({str(lock)!r})): print('got it')")  # fmt: skip
     with locked(lock):
         assert f"process {os.getpid()}" in lock.read_text()
@@ -402,7 +402,7 @@ def test_a_process_waiting_for_a_lock_says_whom_it_waits_for(tmp_path: Path) -> 
 def test_a_torn_cached_inverter_is_said_to_be_rebuilt(tmp_path: Path, capsys) -> None:
     from privaudit.attacks import _inverter as inv
     from privaudit.attacks.geia import GEIA
-    from privaudit.resources import backbone
+    from privaudit.models.backbone import backbone
 
     bb = backbone("tiny-random-bert")
     spec = GEIA(**GEIA_TINY).spec()

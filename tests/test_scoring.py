@@ -277,7 +277,7 @@ def test_micro_f1_is_two_hits_over_predicted_plus_true() -> None:
     """The headline F1 and the outcome's reducer are one formula, edge cases included."""
     from collections import Counter
 
-    from privaudit.metrics.multiset import _multiset_prf
+    from privaudit.metrics.multiset import multiset_counts, prf
     from privaudit.metrics.outcomes import Outcome
 
     cases = [  # (truth, guess) multisets per document
@@ -289,7 +289,7 @@ def test_micro_f1_is_two_hits_over_predicted_plus_true() -> None:
         [(Counter("aab"), Counter("aaab"))],  # multiplicities
     ]
     for docs in cases:
-        s = _multiset_prf(docs)
+        s = prf(multiset_counts(docs))
         hit = sum(sum((t & g).values()) for t, g in docs)
         pred = sum(sum(g.values()) for _, g in docs)
         true = sum(sum(t.values()) for t, _ in docs)
@@ -533,7 +533,7 @@ def test_privatize_seconds_charge_memoised_work() -> None:
 
     from privaudit.api import Defense
     from privaudit.audit.cells import compute
-    from privaudit.mechanisms.memo import ContentMemo, digest
+    from privaudit.runtime.memo import ContentMemo, digest
 
     memo = ContentMemo(size=4)
 

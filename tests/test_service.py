@@ -8,8 +8,8 @@ import torch
 
 from privaudit.api import Release
 from privaudit.audit.config import PRESETS, GridConfig
+from privaudit.models.backbone import backbone
 from privaudit.registry import DEFENSES, UTILITY
-from privaudit.resources import backbone
 from privaudit.utility import service as svc
 from privaudit.utility.service import Service
 

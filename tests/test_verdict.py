@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from privaudit.cli_render import print_board, print_summary
+from privaudit.cli.render import print_board, print_summary
 from privaudit.leaderboard.board import Leaderboard, leaderboard
 from privaudit.leaderboard.verdict import (
     Pair,

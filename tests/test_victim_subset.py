@@ -31,7 +31,7 @@ class CappedReader(Attack):
         return self
 
     def attack(self, release: Release) -> Predictions:
-        from privaudit.resources import backbone
+        from privaudit.models.backbone import backbone
 
         CappedReader.seen.append(len(release))
         ids = backbone(None).token_ids(release.content_texts())

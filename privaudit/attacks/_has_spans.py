@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from privaudit.entities import PLACEHOLDER, repeats
+from privaudit.models.entities import PLACEHOLDER, repeats
 
 TOKEN = re.compile(r"\w+|[^\w\s]")
 Ner = tuple[int, int, str]  # an NER span: (start, end, label)

@@ -17,14 +17,16 @@ from typing import Any
 import numpy as np
 
 from privaudit.attacks._has_spans import Ner, ReplacedSpan
-from privaudit.entities import (
+from privaudit.models.entities import (
+    MONTHS,
+    PERSON_TITLES,
     PLACEHOLDER,
     RELATIVE_DATES,
+    WEEKDAYS,
     faker_countries,
     faker_first_names,
     word_pattern,
 )
-from privaudit.lexicon import MONTHS, PERSON_TITLES, WEEKDAYS
 
 
 def blank_out(text: str, spans: Sequence[ReplacedSpan]) -> str:

@@ -42,12 +42,12 @@ declares one (``public_split``: ``synthpai``'s other people's comments), else ``
 this data: 4,000 documents for 2 + 1 epochs gave greedy word F1 .385 on the quick corpus,
 these .511). Its cost, and what cut it (issue 38; :data:`PRETRAIN_PRIOR` has the time): the
 public texts are encoded by the attacker's own bfloat16 copy of the encoder where the CPU
-runs it natively (:meth:`~privaudit.resources.Backbone.own_pooled`; the documents are long,
+runs it natively (:meth:`~privaudit.models.backbone.Backbone.own_pooled`; the documents are long,
 and encoding them was a fifth of the pre-training); the batches are length-bucketed
 (:func:`~privaudit.attacks._pairs.epoch_batches`: documents and their sentences, 12 pieces at
 the median, had padded each step to its longest row: 2.8 times the cost per pair); the
 training steps run in mixed precision where the device supports it
-(:func:`~privaudit.devices.fast_precision`; validation in float32). Progress: a bar with an
+(:func:`~privaudit.runtime.devices.fast_precision`; validation in float32). Progress: a bar with an
 ETA, or a line every half minute (:class:`PretrainProgress`). ``public_corpus`` may
 name any corpus a run can take (:class:`PublicText`): a registered name with its parameters
 and a split, a file (a bare path reads its ``text`` column; ``{name: file, params: {path,
@@ -83,15 +83,22 @@ import numpy as np
 
 from privaudit.attacks._pairs import train
 from privaudit.attacks._sentence import standardise_rows
-from privaudit.devices import bf16, current_device, fast_precision, module_device, tensor
-from privaudit.mechanisms.memo import cache_dir, cache_writable, digest, locked
-from privaudit.mechanisms.seeding import torch_threads
-from privaudit.reference_costs import pretrain_rate
+from privaudit.runtime.cache import cache_dir, cache_writable, locked
+from privaudit.runtime.costs import pretrain_rate
+from privaudit.runtime.devices import (
+    bf16,
+    current_device,
+    fast_precision,
+    module_device,
+    tensor,
+    torch_threads,
+)
+from privaudit.runtime.memo import digest
 
 if TYPE_CHECKING:
     import torch
 
-    from privaudit.resources import Backbone
+    from privaudit.models.backbone import Backbone
 
 #: Bumped when the pre-training changes in a way its parameters do not show (2: length-
 #: bucketed batches; 3: each piece weighs the same in them).
@@ -568,7 +575,7 @@ def load_or_pretrain(
     (its seed drawn from the cache key, so the model is a pure function of the key) and saved
     there. Returns the inverter and a note (``cache``: hit or miss, ``seconds``).
 
-    A read-only cache (:func:`~privaudit.mechanisms.memo.cache_writable`) is read without a
+    A read-only cache (:func:`~privaudit.runtime.memo.cache_writable`) is read without a
     lock (nobody can write the entry), and a model it lacks is trained and not kept."""
 
     path = spec.path(bb)
@@ -622,7 +629,7 @@ def pretrain_estimate(bb: Backbone, spec: InverterSpec) -> float | None:
     """Estimated seconds to pre-train ``spec`` here: the latest measured rate (seconds per
     public document per epoch, :func:`load_or_pretrain` records it), else the shipped
     reference machine's × this machine's speed ratio, else the prior
-    (:func:`privaudit.reference_costs.pretrain_rate`); None when the model is cached."""
+    (:func:`privaudit.runtime.costs.pretrain_rate`); None when the model is cached."""
     if cached(bb, spec):
         return None
     epochs = int(spec.epochs) + int(spec.correction_epochs)
@@ -873,7 +880,7 @@ def _encoded(
     bb: Backbone, texts: list[str], pieces: np.ndarray, advance: Callable[[int], None]
 ) -> np.ndarray:
     """The pooled embeddings of ``texts`` (the attacker's own encoding,
-    :meth:`~privaudit.resources.Backbone.own_pooled`), in chunks that report their
+    :meth:`~privaudit.models.backbone.Backbone.own_pooled`), in chunks that report their
     ``pieces`` (what a text costs to encode: documents are long, sentences short)."""
     out = []
     for s in range(0, len(texts), _CHUNK):

@@ -32,17 +32,17 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 import numpy as np
 
 from privaudit.api import Attack, Knowledge, Predictions, Release, Space
-from privaudit.devices import torch_device
 from privaudit.mechanisms.align import align_positions
 from privaudit.mechanisms.batching import unflatten
 from privaudit.mechanisms.inputs import check_texts
-from privaudit.mechanisms.seeding import seeded_torch, torch_threads
-from privaudit.resources import backbone
+from privaudit.mechanisms.seeding import seeded_torch
+from privaudit.models.backbone import backbone
+from privaudit.runtime.devices import torch_device, torch_threads
 
 if TYPE_CHECKING:
     import torch
 
-    from privaudit.resources import Backbone
+    from privaudit.models.backbone import Backbone
 
 
 @dataclass
@@ -223,7 +223,7 @@ def train(
     Initialisation, dropout and shuffling are seeded from ``rng`` without touching the
     process-wide torch random state (:func:`seeded_torch`; the batch order comes from its
     private ``torch.Generator``). ``loss_fn(model, idx)`` returns the batch loss; the model
-    is built on the current device (:func:`privaudit.devices.current_device`), where ``idx``
+    is built on the current device (:func:`privaudit.runtime.devices.current_device`), where ``idx``
     is handed over too (the data it indexes belongs there).
     """
     import torch

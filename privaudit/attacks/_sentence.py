@@ -57,7 +57,7 @@ any choice.
 **Pre-training cache** — :data:`PRETRAINED`, an in-process LRU memo keyed by a BLAKE2b digest
 of the attack's name and version, every parameter that shapes the pre-trained model (all but
 ``adaptive``, ``epochs``, ``threads``, ``progress``), the backbone's name and fingerprint, and
-the aux texts and split (:func:`privaudit.mechanisms.memo.digest`): a change to any of them is
+the aux texts and split (:func:`privaudit.runtime.memo.digest`): a change to any of them is
 a miss, so it is never stale. Its seed is drawn from that digest, so the pre-trained model is
 a pure function of the key and every cell of a run (every defense point and release kind,
 every seed, adaptive or not) shares it; the per-cell ``rng`` drives the fine-tuning. Hits are
@@ -78,16 +78,15 @@ import numpy as np
 
 from privaudit.api import ALL_SPACES, Attack, Knowledge, Predictions, Release, Space
 from privaudit.attacks._pairs import checked_release, train
-from privaudit.devices import current_device
-from privaudit.mechanisms.memo import digest
-from privaudit.mechanisms.seeding import torch_threads
+from privaudit.models.backbone import backbone
 from privaudit.params import declared
-from privaudit.resources import backbone
+from privaudit.runtime.devices import current_device, torch_threads
+from privaudit.runtime.memo import digest
 
 if TYPE_CHECKING:
     import torch
 
-    from privaudit.resources import Backbone
+    from privaudit.models.backbone import Backbone
 
 _EPS = 1e-6
 

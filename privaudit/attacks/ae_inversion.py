@@ -10,8 +10,8 @@ from annotated_types import Ge, Lt
 
 from privaudit.api import Knowledge
 from privaudit.attacks._pairs import PairInversion, aux_pairs, holdout, train
-from privaudit.devices import module_device, tensor
 from privaudit.params import NonNegativeFloat, PositiveInt
+from privaudit.runtime.devices import module_device, tensor
 
 _EPS = 1e-6
 
@@ -75,7 +75,7 @@ class AEInversion(PairInversion):
 
     name: ClassVar[str] = "ae-inversion"
     cost_prior: ClassVar[float] = 0.27  # s per 1,000 words (estimate)
-    gpu: ClassVar[float] = 0.25  # trains its MLP with torch (privaudit.devices)
+    gpu: ClassVar[float] = 0.25  # trains its MLP with torch (privaudit.runtime.devices)
     reconstructs: ClassVar[bool] = True
     metric: ClassVar[str] = "embedding_mse"
     # Between-fit sd of the MSE (rng seeds 1000-1004, quick corpus, 2026-11-26): 1.3e-6 at
@@ -134,7 +134,7 @@ class AEInversion(PairInversion):
         self._mean = released.mean(axis=0)
         self._std = released.std(axis=0) + _EPS
         self._scale = target.std(axis=0) + _EPS  # the decoder's output unit, per coordinate
-        # On the current device, as the model train() builds (privaudit.devices).
+        # On the current device, as the model train() builds (privaudit.runtime.devices).
         x = tensor((released - self._mean) / self._std)
         v = tensor(released)
         t = tensor(target)

@@ -10,15 +10,15 @@ import numpy as np
 from annotated_types import Ge
 
 from privaudit.api import ALL_SPACES, Attack, Knowledge, Predictions, Release, Space
-from privaudit.devices import module_device, tensor, torch_device
 from privaudit.mechanisms.seeding import seeded_torch
+from privaudit.models.backbone import backbone
 from privaudit.params import NonNegativeFloat, PositiveInt
-from privaudit.resources import backbone
+from privaudit.runtime.devices import module_device, tensor, torch_device
 
 if TYPE_CHECKING:
     import datasets
 
-    from privaudit.resources import Backbone
+    from privaudit.models.backbone import Backbone
 
 _EPS = 1e-6
 
@@ -67,7 +67,7 @@ class AttributeInference(Attack):
 
     name: ClassVar[str] = "attribute-inference"
     cost_prior: ClassVar[float] = 0.09  # s per 1,000 words (estimate)
-    gpu: ClassVar[float] = 0.25  # encodes text, trains a head (privaudit.devices)
+    gpu: ClassVar[float] = 0.25  # encodes text, trains a head (privaudit.runtime.devices)
     accepts: ClassVar[frozenset[Space]] = ALL_SPACES
     metric: ClassVar[str] = "attribute_accuracy"
     # Between-fit sd (rng seeds 1000-1004, quick corpus, n_test 300, 2026-11-26): gender

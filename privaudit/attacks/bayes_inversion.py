@@ -13,8 +13,8 @@ from privaudit.api import Attack, Knowledge, Predictions, Release, Space
 from privaudit.attacks._pairs import aux_pairs, checked_release, released_tokens
 from privaudit.guarantees import Kind, Unit
 from privaudit.mechanisms.batching import unflatten
+from privaudit.models.backbone import backbone
 from privaudit.params import NonNegativeFloat, PositiveInt
-from privaudit.resources import backbone
 
 _ROWS = 256  # candidate originals per block of the (originals x vocabulary) distance matrix
 

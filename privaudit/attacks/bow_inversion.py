@@ -12,14 +12,14 @@ from annotated_types import Gt, Lt
 
 from privaudit.api import Predictions
 from privaudit.attacks._sentence import AuxSplit, Objective, Scaler, SentenceInversion
-from privaudit.devices import module_device, tensor
 from privaudit.mechanisms.words import stop_words, words
 from privaudit.params import Fraction, NonNegativeFloat, NonNegativeInt, PositiveInt
+from privaudit.runtime.devices import module_device, tensor
 
 if TYPE_CHECKING:
     import torch
 
-    from privaudit.resources import Backbone
+    from privaudit.models.backbone import Backbone
 
 #: Decision thresholds tried on the held-out aux documents.
 THRESHOLDS = np.unique(
@@ -108,7 +108,7 @@ class BowInversion(SentenceInversion):
 
     name: ClassVar[str] = "bow-inversion"
     cost_prior: ClassVar[float] = 0.23  # s per 1,000 words (estimate)
-    gpu: ClassVar[float] = 0.25  # encodes text, trains an MLP (privaudit.devices)
+    gpu: ClassVar[float] = 0.25  # encodes text, trains an MLP (privaudit.runtime.devices)
     metric: ClassVar[str] = "word_set_f1"
     # Measured 0 (5 fits at none and at t2t eta 100, quick corpus, 2026-11-26): pre-training
     # is seeded by content and the per-cell fine-tune kept epoch 0 (no held-out gain) there.

@@ -26,18 +26,17 @@ from privaudit.attacks._sentence import (
     release_features,
     standardise_rows,
 )
-from privaudit.devices import fast_precision, tensor
 from privaudit.guarantees import Kind
 from privaudit.mechanisms.laplace import minmax_normalise
-from privaudit.mechanisms.memo import digest
-from privaudit.mechanisms.seeding import torch_threads
+from privaudit.models.backbone import backbone
 from privaudit.params import Fraction, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
-from privaudit.resources import backbone
+from privaudit.runtime.devices import fast_precision, tensor, torch_threads
+from privaudit.runtime.memo import digest
 
 if TYPE_CHECKING:
     import torch
 
-    from privaudit.resources import Backbone
+    from privaudit.models.backbone import Backbone
 
 
 @dataclass
@@ -118,7 +117,7 @@ class GEIA(SentenceInversion):
     (``vocabulary``; see :mod:`privaudit.attacks._inverter`), so it can write any word; the
     pre-training data are public text of the run's domain where the corpus holds some out
     (``public_corpus: auto``), else generated public reviews, not PersonaChat/QNLI. Where the
-    device runs bfloat16 natively (:func:`privaudit.devices.bf16`; ``PRIVAUDIT_BF16=0``
+    device runs bfloat16 natively (:func:`privaudit.runtime.devices.bf16`; ``PRIVAUDIT_BF16=0``
     turns it off) the attacker decodes, fine-tunes and re-embeds its guesses in mixed
     precision, which two AVX512-BF16 cores do 4-5 times faster over the backbone's 29,524
     pieces (88 % of greedy decodings identical to float32's, word F1 unchanged); the
@@ -129,7 +128,7 @@ class GEIA(SentenceInversion):
     #: whether the row also scores the non-adaptive attacker (the pre-trained decoder alone)
     reports_non_adaptive: ClassVar[bool] = True
     cost_prior: ClassVar[float] = 0.5  # s per 1,000 words (estimate)
-    gpu: ClassVar[float] = 0.5  # trains and decodes a transformer (privaudit.devices)
+    gpu: ClassVar[float] = 0.5  # trains and decodes a transformer (privaudit.runtime.devices)
     metric: ClassVar[str] = "generation_f1"
     public_data: ClassVar[str | None] = "public_docs"
     # Between-fit sd with the per-point fine-tune seeded per fit (3 fits, quick corpus,

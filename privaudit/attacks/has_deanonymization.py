@@ -4,7 +4,7 @@ This module holds the attack: fitting its index on the queried aux pairs and gue
 anonymized text (replaced spans, contexts, the aux diff) is :mod:`._has_spans`; the white-box
 knowledge of the hide model (candidate filters, surrogate vocabulary) is :mod:`._has_white_box`;
 the entity protocol it shares with the defense (NER runner, placeholders, repeats) is
-:mod:`privaudit.entities`.
+:mod:`privaudit.models.entities`.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from privaudit.attacks._has_white_box import (
     vocabulary_spans,
     white_filter,
 )
-from privaudit.entities import PLACEHOLDER, spacy_entities
 from privaudit.mechanisms.inputs import check_texts
+from privaudit.models.entities import PLACEHOLDER, spacy_entities
 from privaudit.params import NonNegativeFloat, PositiveInt
 
 _MIN_PURITY = 0.9  # share of one original a replacement string must map to across aux docs

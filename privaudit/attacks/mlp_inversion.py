@@ -10,8 +10,8 @@ from annotated_types import Ge, Lt
 
 from privaudit.api import Knowledge
 from privaudit.attacks._pairs import PairInversion, aux_pairs, holdout, train
-from privaudit.devices import module_device, tensor
 from privaudit.params import Fraction, NonNegativeFloat, PositiveInt
+from privaudit.runtime.devices import module_device, tensor
 
 _EPS = 1e-6
 
@@ -72,7 +72,7 @@ class MLPInversion(PairInversion):
 
     name: ClassVar[str] = "mlp-inversion"
     cost_prior: ClassVar[float] = 0.29  # s per 1,000 words (estimate)
-    gpu: ClassVar[float] = 0.25  # trains its MLP with torch (privaudit.devices)
+    gpu: ClassVar[float] = 0.25  # trains its MLP with torch (privaudit.runtime.devices)
     metric: ClassVar[str] = "token_recovery"
     # Between-fit sd (rng seeds 1000-1004, quick corpus, n_test 300, 2026-11-26): .0018 at
     # t2t eta 100 (bootstrap SE there .004); 0 at none (recovers every token).

@@ -12,12 +12,12 @@ import numpy as np
 from annotated_types import Ge, MinLen
 
 from privaudit.api import Attack, Knowledge, Predictions, Release, Space
-from privaudit.devices import module_device, torch_device
-from privaudit.entities import Span, spacy_entities
 from privaudit.mechanisms.inputs import check_texts
 from privaudit.mechanisms.seeding import seeded_torch
+from privaudit.models.backbone import backbone
+from privaudit.models.entities import Span, spacy_entities
 from privaudit.params import PositiveFloat, PositiveInt
-from privaudit.resources import backbone
+from privaudit.runtime.devices import module_device, torch_device
 
 if TYPE_CHECKING:
     import datasets
@@ -74,7 +74,7 @@ class NERAttack(Attack):
 
     name: ClassVar[str] = "ner"
     cost_prior: ClassVar[float] = 0.09  # s per 1,000 words (estimate)
-    gpu: ClassVar[float] = 0.25  # model='finetuned' trains the encoder (privaudit.devices)
+    gpu: ClassVar[float] = 0.25  # model='finetuned' trains the encoder (privaudit.runtime.devices)
     accepts: ClassVar[frozenset[Space]] = frozenset({Space.TEXT})
     metric: ClassVar[str] = "entity_f1"
     # Deterministic given its data: 5 fits at none and t2t eta 100, sd 0 (2026-11-26).

@@ -8,7 +8,7 @@ import numpy as np
 
 from privaudit.api import Attack, Knowledge, Predictions, Release, Space
 from privaudit.mechanisms.batching import flatten, unflatten
-from privaudit.resources import backbone
+from privaudit.models.backbone import backbone
 
 
 class NNInversion(Attack):

@@ -11,13 +11,13 @@ import numpy as np
 from annotated_types import Ge, MinLen
 
 from privaudit.api import MIN_VICTIMS, Attack, Knowledge, Predictions, Release, Space
-from privaudit.devices import bf16, torch_device
 from privaudit.mechanisms.seeding import draw_seed, seeded_torch
+from privaudit.models.backbone import DEFAULT_BACKBONE, backbone
 from privaudit.params import NonNegativeInt, PositiveFloat, PositiveInt
-from privaudit.resources import DEFAULT_BACKBONE, backbone
+from privaudit.runtime.devices import bf16, torch_device
 
 if TYPE_CHECKING:
-    from privaudit.resources import Backbone
+    from privaudit.models.backbone import Backbone
 
 
 class OptimizationInversion(Attack):
@@ -104,7 +104,7 @@ class OptimizationInversion(Attack):
 
     name: ClassVar[str] = "optimization-inversion"
     cost_prior: ClassVar[float] = 0.56  # s per 1,000 words (estimate)
-    gpu: ClassVar[float] = 0.25  # runs the bottom model (privaudit.devices)
+    gpu: ClassVar[float] = 0.25  # runs the bottom model (privaudit.runtime.devices)
     accepts: ClassVar[frozenset[Space]] = frozenset({Space.TOKEN_EMBEDDINGS, Space.HIDDEN_STATES})
     metric: ClassVar[str] = "token_f1"
     # Deterministic given its data: 5 fits at sap eta 100, sd 0 (quick corpus, 2026-11-26).

@@ -199,7 +199,7 @@ class Reidentification(Attack):
 
     def _pooled(self, release: Release) -> np.ndarray:
         from privaudit.attacks._sentence import release_features
-        from privaudit.resources import backbone
+        from privaudit.models.backbone import backbone
 
         bb = backbone(self._backbone_name)  # None: the default backbone, as a grid passes it
         return np.asarray(release_features(bb, release, name=self.name), dtype=np.float64)

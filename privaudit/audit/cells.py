@@ -19,7 +19,7 @@ that), ``utility_accuracy``, ``utility_macro_f1``, ``utility_metric``, ``utility
 predictions), ``release`` (the release's :class:`~privaudit.api.Space`: its format),
 ``objective`` (whether the defense's service-side objective was applied) and
 ``privatize_seconds``: the measured time of the two privatize calls plus what the content
-memos saved inside them (:func:`privaudit.mechanisms.memo.charged_seconds`), so each point is
+memos saved inside them (:func:`privaudit.runtime.memo.charged_seconds`), so each point is
 charged the full cost of producing its release whatever point ran before it.
 
 Randomness: every point's streams (train release, test release, utility, attacker queries) and
@@ -49,7 +49,6 @@ from privaudit.audit.plan import (
 )
 from privaudit.audit.reasons import FULL, failure_reason
 from privaudit.audit.wrapper import UserDefense
-from privaudit.mechanisms.memo import charged_seconds
 from privaudit.metrics import (
     NotScorable,
     Truth,
@@ -59,9 +58,10 @@ from privaudit.metrics import (
     score_predictions,
 )
 from privaudit.metrics.outcomes import Outcome
+from privaudit.models.backbone import backbone as load_backbone
 from privaudit.records import Source, build_knowledge, build_truth, token_layout
 from privaudit.registry import ATTACKS, CORPORA, DEFENSES, UTILITY, build_component
-from privaudit.resources import backbone as load_backbone
+from privaudit.runtime.memo import charged_seconds
 
 if TYPE_CHECKING:
     from privaudit.audit.config import GridConfig

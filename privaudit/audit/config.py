@@ -19,8 +19,8 @@ from pydantic import (
 )
 
 from privaudit.api import NONE
-from privaudit.devices import check_device
 from privaudit.registry import ATTACKS, CORPORA, DEFENSES, UTILITY
+from privaudit.runtime.devices import check_device
 
 
 class _Strict(BaseModel):

@@ -5,7 +5,7 @@ test) and, unless stored, one utility evaluation; per unfinished attack cell one
 component's cost is kept as **seconds per 1,000 corpus words** (privatize and utility: the
 train and test splits' words; an attack: the test and aux splits'), so a measurement on the
 quick grid's corpus prices the paper grid's too. The book of costs is ``costs.json`` in
-:func:`privaudit.mechanisms.memo.cache_dir`, one section per machine (:func:`machine_tag`: OS,
+:func:`privaudit.runtime.memo.cache_dir`, one section per machine (:func:`machine_tag`: OS,
 architecture, CPU count), updated after every defense point of a run. A section is kept
 under the stamp of the shipped reference book it was measured beside: a release that ships a
 new reference (new code, new costs) starts the section anew, so what the old code measured
@@ -17,7 +17,7 @@ parameters (a digest; a defense's knob left out, so every level shares one entry
 defense, the component by name on this defense, with its parameters on any defense, by name
 on any defense. A component this machine has not measured is priced from the reference
 cost book shipped with the package, the same keys in the same order, its rates × this
-machine's speed ratio against the reference machine (:mod:`privaudit.reference_costs`: a
+machine's speed ratio against the reference machine (:mod:`privaudit.runtime.costs`: a
 second's fixed workload, measured once per machine); without a reference entry (or on
 another device kind), from the class's ``cost_prior``
 (:attr:`privaudit.api.Component.cost_prior`). Per defense entries learn what does not apply
@@ -25,7 +25,7 @@ another device kind), from the class's ``cost_prior``
 (the probe on pooled vectors needs no encoding). Finished cells of a resumed run cost 0.
 
 Privatize seconds are the wall time a point took, not its charged time (which adds what the
-content memos saved: :func:`privaudit.mechanisms.memo.charged_seconds`): the estimate
+content memos saved: :func:`privaudit.runtime.memo.charged_seconds`): the estimate
 predicts this run's wall clock, where the memo's savings are real. The driver's own work
 (results tables, plots, leaderboard, report) is one more entry, per cell.
 """
@@ -46,15 +46,15 @@ from privaudit.audit.cells import build_components, point_keys
 from privaudit.audit.plan import calibration_key, check_levels, identity
 from privaudit.audit.store import RunDir, write_json
 from privaudit.audit.strength import public_variants
-from privaudit.mechanisms.memo import cache_dir, cache_writable, locked
-from privaudit.reference_costs import (
+from privaudit.models.backbone import backbone as load_backbone
+from privaudit.registry import CORPORA, build_component
+from privaudit.runtime.cache import cache_dir, cache_writable, locked
+from privaudit.runtime.costs import (
     ScaledReference,
     machine_tag,
     reference_stamp,
     scaled_reference,
 )
-from privaudit.registry import CORPORA, build_component
-from privaudit.resources import backbone as load_backbone
 
 if TYPE_CHECKING:
     from privaudit.audit.config import GridConfig

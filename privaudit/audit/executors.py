@@ -16,7 +16,7 @@
   (:mod:`privaudit.audit.raywatch`) kills its processes, Ray's agents included, when the
   driver closes it or dies.
 
-Every worker runs its points on the grid's ``device`` (:mod:`privaudit.devices`).
+Every worker runs its points on the grid's ``device`` (:mod:`privaudit.runtime.devices`).
 
 A run's processes end with it: :func:`guard_run` makes SIGTERM stop the driver as Ctrl-C does
 (:class:`Interrupted`, naming the ``--resume`` command); an interrupted pool's workers are
@@ -41,8 +41,8 @@ from privaudit.audit import raywatch
 from privaudit.audit.cells import compute, context_for
 from privaudit.audit.config import GridConfig
 from privaudit.audit.store import DiskFull
-from privaudit.devices import use_device
 from privaudit.params import PositiveInt, checked
+from privaudit.runtime.devices import use_device
 
 if TYPE_CHECKING:
     from privaudit.audit.cells import Context, Task

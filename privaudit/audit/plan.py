@@ -19,7 +19,7 @@ import numpy as np
 
 from privaudit.api import Defense
 from privaudit.audit.calibration import calibrate
-from privaudit.resources import backbone as load_backbone
+from privaudit.models.backbone import backbone as load_backbone
 
 if TYPE_CHECKING:
     from privaudit.audit.config import GridConfig

@@ -38,11 +38,11 @@ from privaudit.audit.plan import Point, cell_key, check_levels, fmt_params, plan
 from privaudit.audit.reasons import full_reasons
 from privaudit.audit.store import COLUMNS, ResultStore, RunDir
 from privaudit.audit.strength import check_shares, strength_curve
-from privaudit.devices import resolve_device, use_device
 from privaudit.metrics.outcomes import Outcome
 from privaudit.metrics.stats import Bootstrap, Outcomes, annotate, run_stats
-from privaudit.params import shown
-from privaudit.provenance import provenance
+from privaudit.numbers import shown
+from privaudit.runtime.devices import resolve_device, use_device
+from privaudit.runtime.provenance import provenance
 
 #: Appended to the label of a defense whose service-side objective the evaluator did not train.
 NOT_APPLIED = "(objective not applied)"

@@ -103,7 +103,7 @@ from privaudit.corpora.synthetic_phrases import (
     WE,
     Category,
 )
-from privaudit.lexicon import MONTHS, WEEKDAYS
+from privaudit.models.entities import MONTHS, WEEKDAYS
 from privaudit.params import Fraction, NonNegativeInt, Probability, checked
 
 if TYPE_CHECKING:

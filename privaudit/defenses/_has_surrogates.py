@@ -17,15 +17,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privaudit.devices import torch_device
-from privaudit.entities import (
+from privaudit.mechanisms.seeding import seeded_torch
+from privaudit.models.entities import (
+    MONTHS,
+    PERSON_TITLES,
     RELATIVE_DATES,
+    WEEKDAYS,
     faker_countries,
     faker_first_names,
     placeholder,
 )
-from privaudit.lexicon import MONTHS, PERSON_TITLES, WEEKDAYS
-from privaudit.mechanisms.seeding import seeded_torch
+from privaudit.runtime.devices import torch_device
 
 if TYPE_CHECKING:
     from faker import Faker

@@ -12,7 +12,7 @@ from privaudit.mechanisms.audited import DXNoise
 from privaudit.mechanisms.batching import flatten
 from privaudit.mechanisms.inputs import check_rng, check_texts
 from privaudit.mechanisms.noise import sample_dx_noise
-from privaudit.resources import backbone
+from privaudit.models.backbone import backbone
 
 
 @dataclass

@@ -17,8 +17,8 @@ from privaudit.guarantees import Guarantee, guarantee_property
 from privaudit.mechanisms.audited import PooledLaplace
 from privaudit.mechanisms.inputs import check_rng, check_texts
 from privaudit.mechanisms.laplace import laplace_like, minmax_normalise_torch, pooled_release
+from privaudit.models.backbone import backbone
 from privaudit.params import FiniteNonNegativeFloat, FinitePositiveFloat, PositiveFloat, PositiveInt
-from privaudit.resources import backbone
 
 if TYPE_CHECKING:
     import torch
@@ -55,11 +55,6 @@ def _reversal_classes() -> tuple[Any, Any]:
             return f"weight={self.weight}"
 
     return GradReverse, GradientReversal
-
-
-def gradient_reversal(x: torch.Tensor, weight: float = 1.0) -> torch.Tensor:
-    """``x`` unchanged in the forward pass; its gradient times −``weight`` in the backward."""
-    return _reversal_classes()[0].apply(x, weight)
 
 
 @dataclass
@@ -203,7 +198,7 @@ class CAPE(Defense):
 
     name: ClassVar[str] = "cape"
     cost_prior: ClassVar[float] = 0.2  # s per 1,000 words (estimate)
-    gpu: ClassVar[float] = 0.25  # encodes with the backbone (privaudit.devices)
+    gpu: ClassVar[float] = 0.25  # encodes with the backbone (privaudit.runtime.devices)
     knob: ClassVar[str | None] = "epsilon"
     calibrates_by_rate: ClassVar[bool] = False  # vector releases replace no words
     levels: ClassVar[tuple[float, ...]] = (3, 10, 100)

@@ -12,8 +12,8 @@ from privaudit.defenses.dpnr import MaxLength
 from privaudit.guarantees import Guarantee
 from privaudit.mechanisms.inputs import check_rng, check_texts
 from privaudit.mechanisms.laplace import minmax_normalise
+from privaudit.models.backbone import backbone
 from privaudit.params import ParamError, PositiveInt
-from privaudit.resources import backbone
 
 #: The vector formats a release can take (privaudit.api.Space, text aside: that is ``none``).
 Format = Literal["token_embeddings", "hidden_states", "pooled"]
@@ -53,7 +53,7 @@ class CleanRelease(Defense):
 
     name: ClassVar[str] = CLEAN
     cost_prior: ClassVar[float] = 0.2  # s per 1,000 words (estimate; encodes for two formats)
-    gpu: ClassVar[float] = 0.25  # encodes with the backbone (privaudit.devices)
+    gpu: ClassVar[float] = 0.25  # encodes with the backbone (privaudit.runtime.devices)
     knob: ClassVar[str | None] = None
     calibrates_by_rate: ClassVar[bool] = False  # vector releases replace no words
     guarantee: ClassVar[Guarantee] = Guarantee.none()

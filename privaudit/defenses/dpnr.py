@@ -19,8 +19,8 @@ from privaudit.guarantees import (
 from privaudit.mechanisms.audited import PooledLaplace
 from privaudit.mechanisms.inputs import check_rng, check_texts
 from privaudit.mechanisms.laplace import pooled_release
+from privaudit.models.backbone import backbone
 from privaudit.params import FinitePositiveFloat, Fraction, PositiveFloat
-from privaudit.resources import backbone
 
 PAPER_SENSITIVITY = 1.0  # Lyu et al. 2020: Δ = 1 for the [0, 1]-normalised representation
 
@@ -109,7 +109,7 @@ class DPNR(Defense):
 
     name: ClassVar[str] = "dpnr"
     cost_prior: ClassVar[float] = 0.3  # s per 1,000 words (estimate)
-    gpu: ClassVar[float] = 0.25  # encodes with the backbone (privaudit.devices)
+    gpu: ClassVar[float] = 0.25  # encodes with the backbone (privaudit.runtime.devices)
     knob: ClassVar[str | None] = "epsilon"
     calibrates_by_rate: ClassVar[bool] = False  # vector releases replace no words
     levels: ClassVar[tuple[float, ...]] = (3, 10, 100)

@@ -12,8 +12,8 @@ from privaudit.defenses._tokens import token_dx_noise, token_noise
 from privaudit.guarantees import Guarantee, Unit, embedding_distance, guarantee_property
 from privaudit.mechanisms.audited import UnitMechanism, text_units
 from privaudit.mechanisms.batching import unflatten
+from privaudit.models.backbone import backbone
 from privaudit.params import PositiveFloat
-from privaudit.resources import backbone
 
 
 class EmbeddingDX(Defense):

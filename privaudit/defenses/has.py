@@ -3,7 +3,7 @@
 This module holds the method: the defense, the label mode's placeholders and Seek. The
 generative mode's surrogates are in :mod:`privaudit.defenses._has_surrogates`; the entity
 protocol HaS shares with its attackers (the spaCy NER runner, propagation to repeats, the
-placeholder format) is :mod:`privaudit.entities`.
+placeholder format) is :mod:`privaudit.models.entities`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,10 @@ from annotated_types import Ge, Le, MinLen, MultipleOf
 
 from privaudit.api import Defense, Release
 from privaudit.defenses._has_surrogates import model_generator, surrogates
-from privaudit.entities import (
+from privaudit.guarantees import Guarantee
+from privaudit.mechanisms.inputs import check_rng, check_texts
+from privaudit.models.entities import (
+    PERSON_TITLES,
     PLACEHOLDER,
     Span,
     placeholder,
@@ -28,9 +31,6 @@ from privaudit.entities import (
     spacy_entities,
     word_pattern,
 )
-from privaudit.guarantees import Guarantee
-from privaudit.lexicon import PERSON_TITLES
-from privaudit.mechanisms.inputs import check_rng, check_texts
 
 # The 14 entity types HaS anonymizes (OntoNotes labels, as spaCy's English NER emits them).
 HAS_TYPES: tuple[str, ...] = (

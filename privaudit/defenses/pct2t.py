@@ -18,11 +18,13 @@ from privaudit.api import Defense, Release
 from privaudit.guarantees import Guarantee, Unit, embedding_distance, guarantee_property
 from privaudit.mechanisms.audited import DXNoise, UnitMechanism
 from privaudit.mechanisms.inputs import check_rng, check_texts
-from privaudit.mechanisms.memo import ContentMemo, cache_dir, digest
 from privaudit.mechanisms.nearest import NearestNeighbourIndex
 from privaudit.mechanisms.noise import sample_dx_noise
+from privaudit.models.backbone import backbone
+from privaudit.models.pipelines import spacy_pipeline
 from privaudit.params import PositiveFloat
-from privaudit.resources import backbone, spacy_pipeline
+from privaudit.runtime.cache import cache_dir
+from privaudit.runtime.memo import ContentMemo, digest
 
 # Coarse categories over spaCy's universal POS tags (RAPT §III-A2 names the first four).
 CATEGORIES: dict[str, tuple[str, ...]] = {
@@ -156,7 +158,7 @@ _TAGGED = ContentMemo(size=4)
 
 def tag_memoised(nlp: Any, texts: Sequence[str]) -> list[tuple[Word, ...]]:
     """:func:`tag`, memoised by the pipeline and the texts' content (see
-    :mod:`privaudit.mechanisms.memo`: a hit is charged what the tagging cost)."""
+    :mod:`privaudit.runtime.memo`: a hit is charged what the tagging cost)."""
     key = digest(["pct2t-tag", id(nlp), nlp.meta.get("name"), nlp.meta.get("version"), *texts])
 
     def compute() -> np.ndarray:

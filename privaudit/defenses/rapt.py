@@ -66,7 +66,7 @@ class PlainTokenReconstruction:
         if n == 0:
             return None
         hidden = batch.hidden
-        device = hidden.device  # the trainer's (privaudit.devices)
+        device = hidden.device  # the trainer's (privaudit.runtime.devices)
         pos = torch.tensor([p[:n] for p in batch.prefix_positions], dtype=torch.long).to(device)
         at = hidden.gather(1, pos.unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))
         target = torch.tensor([t[:n] for t in batch.targets], dtype=torch.long).to(device)

@@ -15,8 +15,8 @@ from privaudit.mechanisms.audited import DXNoise, UnitMechanism, text_units
 from privaudit.mechanisms.batching import flatten, unflatten
 from privaudit.mechanisms.inputs import check_rng, check_texts
 from privaudit.mechanisms.noise import sample_dx_noise
+from privaudit.models.backbone import backbone
 from privaudit.params import NonNegativeInt, PositiveFloat
-from privaudit.resources import backbone
 
 
 class SAP(Defense):
@@ -47,7 +47,7 @@ class SAP(Defense):
     """
 
     name: ClassVar[str] = "sap"
-    gpu: ClassVar[float] = 0.25  # runs the bottom model (privaudit.devices)
+    gpu: ClassVar[float] = 0.25  # runs the bottom model (privaudit.runtime.devices)
     knob: ClassVar[str | None] = "eta"
     levels: ClassVar[tuple[float, ...]] = (60, 100)  # SAP-CTI too; ~50 s a point
 

@@ -26,7 +26,7 @@ from privaudit.leaderboard.frontier import CI_COLUMNS, seed_means
 from privaudit.leaderboard.labels import KnobLabel, figure_renderer, freeze, knob_text, place_labels
 from privaudit.metrics.spec import find_metric
 from privaudit.metrics.stats import with_labels
-from privaudit.params import shown
+from privaudit.numbers import shown
 
 if TYPE_CHECKING:
     import pandas as pd

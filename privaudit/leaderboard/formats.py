@@ -90,13 +90,6 @@ class FormatView:
         return text
 
 
-def reference_labels(frame: pd.DataFrame) -> set[str]:
-    """The labels of reference points (``none``, ``clean``): never ranked."""
-    if "label" not in frame.columns:
-        return set()
-    return {str(lb) for lb in frame.loc[frame["defense"].isin(REFERENCES), "label"]}
-
-
 def release_of(frame: pd.DataFrame) -> dict[str, str]:
     """Each label's release format (the ``release`` column's most common value over its
     rows); labels without one (older runs, failed points) are left out."""

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privaudit.params import shown
+from privaudit.numbers import shown
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privaudit.api import NONE, REFERENCES
-from privaudit.params import shown
+from privaudit.numbers import shown
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -11,7 +11,7 @@ other candidate is at distance r_w, and ||z|| < r_w / 2, then for any other cand
 radii r_w are computed lazily for the ids that occur and cached (in memory and on disk, keyed by
 the embedding matrix's fingerprint).
 
-Device: on the CPU the search is numpy (no torch); on a GPU (:func:`privaudit.devices.
+Device: on the CPU the search is numpy (no torch); on a GPU (:func:`privaudit.runtime.devices.
 offload_device`) the same chunked search runs in torch there, the candidates kept on the device.
 
 Numerics: distances are computed in float32. Two candidates whose distances to a query differ
@@ -27,8 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from privaudit.devices import offload_device
-from privaudit.mechanisms.memo import ContentMemo, cache_dir, digest
+from privaudit.runtime.cache import cache_dir
+from privaudit.runtime.devices import offload_device
+from privaudit.runtime.memo import ContentMemo, digest
 
 
 class NearestNeighbourIndex:
@@ -150,7 +151,7 @@ class NearestNeighbourIndex:
 
     def query(self, queries: np.ndarray) -> np.ndarray:
         """The vocabulary id of the nearest candidate to each row of ``queries`` (full search;
-        memoised by content, see :mod:`privaudit.mechanisms.memo`)."""
+        memoised by content, see :mod:`privaudit.runtime.memo`)."""
         queries = np.atleast_2d(np.asarray(queries))
         if queries.shape[1] != self.dim:
             raise ValueError(f"Queries have dimension {queries.shape[1]}, index has {self.dim}.")

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from privaudit.devices import current_device
+from privaudit.runtime.devices import current_device
 
 
 def draw_seed(rng: np.random.Generator) -> int:
@@ -30,7 +30,7 @@ def draw_seed(rng: np.random.Generator) -> int:
 def seeded_torch(seed: int | np.random.Generator) -> Iterator[Any]:
     """Seed torch (weights' initialisation, dropout) from ``seed`` — an int, or a generator
     to draw one from — inside a fork of torch's random state (the CPU's, and the current CUDA
-    device's when :func:`privaudit.devices.current_device` is one); yields a CPU
+    device's when :func:`privaudit.runtime.devices.current_device` is one); yields a CPU
     ``torch.Generator`` seeded the same way, for data order (drawn on the CPU, then moved)."""
     import torch
 
@@ -41,21 +41,3 @@ def seeded_torch(seed: int | np.random.Generator) -> Iterator[Any]:
     with torch.random.fork_rng(devices=forked, device_type="cuda"):
         torch.manual_seed(value)
         yield torch.Generator().manual_seed(value)
-
-
-@contextmanager
-def torch_threads(n: int | None) -> Iterator[None]:
-    """Run torch with ``n`` intra-op threads inside the block, then restore the previous count
-    (``None``: leave it). Small networks gain little from more threads and lose a lot when the
-    cores are shared with other processes (e.g. parallel grid cells)."""
-    import torch
-
-    if n is None:
-        yield
-        return
-    previous = torch.get_num_threads()
-    torch.set_num_threads(int(n))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)

@@ -26,9 +26,3 @@ def prf(counts: np.ndarray) -> dict[str, float]:
         "recall": hit / n_true if n_true else float("nan"),
         "f1": 2 * hit / (n_pred + n_true) if n_true else float("nan"),
     }
-
-
-def _multiset_prf(docs: Iterable[tuple[Counter, Counter]]) -> dict[str, float]:
-    """Micro precision, recall and F1 of (truth, guess) multisets summed over documents
-    (:func:`prf` of :func:`multiset_counts`)."""
-    return prf(multiset_counts(docs))

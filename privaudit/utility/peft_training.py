@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 
 from privaudit.api import Objective, TrainingBatch
-from privaudit.devices import module_device, to_device, torch_device
 from privaudit.mechanisms.seeding import seeded_torch
-from privaudit.resources import top_model_forward
+from privaudit.models.backbone import top_model_forward
+from privaudit.runtime.devices import module_device, to_device, torch_device
 from privaudit.utility.peft_inputs import Inputs
 
 

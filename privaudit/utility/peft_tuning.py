@@ -16,9 +16,10 @@ from typing import Any, ClassVar, Literal, get_args
 import numpy as np
 
 from privaudit.api import Defense, Objective, Release, UtilityEvaluator
-from privaudit.mechanisms.seeding import draw_seed, torch_threads
+from privaudit.mechanisms.seeding import draw_seed
+from privaudit.models.backbone import backbone
 from privaudit.params import Fraction, NonNegativeFloat, PositiveFloat, PositiveInt
-from privaudit.resources import backbone
+from privaudit.runtime.devices import torch_threads
 from privaudit.utility.peft_inputs import Inputs, split_layer, stack_vectors, subset
 from privaudit.utility.peft_training import (
     predict_encoder,
@@ -105,7 +106,7 @@ class PeftUtility(UtilityEvaluator):
     [SEP] embeddings; ``pooled_vectors`` (CAPE, DPNR) train a classifier head (one hidden
     layer, 256 units) on the vectors, the encoder being on the client side. Hidden-layer
     token vectors (SAP at split layer k > 0) are SAP's setting: the service continues through
-    the top model (encoder layers k..n-1, :func:`privaudit.resources.top_model_forward`, the
+    the top model (encoder layers k..n-1, :func:`privaudit.models.backbone.top_model_forward`, the
     same continuation ``probe`` uses) and trains LoRA on those layers plus the head, whatever
     ``method`` says (soft prompts and prefixes enter at the input, which the service of a
     split model never runs; ``fine-tuning`` trains the top layers' every weight); the
@@ -140,7 +141,7 @@ class PeftUtility(UtilityEvaluator):
     """
 
     name: ClassVar[str] = "peft"
-    gpu: ClassVar[float] = 0.5  # trains the encoder (privaudit.devices)
+    gpu: ClassVar[float] = 0.5  # trains the encoder (privaudit.runtime.devices)
     metric: ClassVar[str] = "balanced_accuracy"
     default_method: ClassVar[str] = "prompt-tuning"
     # Between-fit sd not measured (~4 min a fit on two cores for prompt tuning, 5 fits × 2

@@ -18,8 +18,8 @@ import numpy as np
 
 from privaudit.api import Defense, Objective, Release, Space, UtilityEvaluator
 from privaudit.mechanisms.seeding import draw_seed
+from privaudit.models.backbone import backbone
 from privaudit.params import PositiveFloat, PositiveInt
-from privaudit.resources import backbone
 
 
 class Probe(UtilityEvaluator):
@@ -43,7 +43,7 @@ class Probe(UtilityEvaluator):
 
     name: ClassVar[str] = "probe"
     cost_prior: ClassVar[float] = 0.35  # s per 1,000 words (estimate)
-    gpu: ClassVar[float] = 0.25  # encodes with the backbone (privaudit.devices)
+    gpu: ClassVar[float] = 0.25  # encodes with the backbone (privaudit.runtime.devices)
     metric: ClassVar[str] = "balanced_accuracy"
     # Deterministic: identical balanced accuracy over rng seeds 1000-1002 at none and t2t
     # eta 100 on the quick corpus (2026-11-26, /work/tools/utility_fit_sd.py); lbfgs does

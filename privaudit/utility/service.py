@@ -30,16 +30,17 @@ import numpy as np
 from annotated_types import Gt, Lt
 
 from privaudit.api import Defense, Objective, Release, Space, TrainingBatch, UtilityEvaluator
-from privaudit.mechanisms.seeding import draw_seed, torch_threads
+from privaudit.mechanisms.seeding import draw_seed
+from privaudit.models.backbone import backbone, top_model_forward
 from privaudit.params import NonNegativeFloat, PositiveFloat, PositiveInt
-from privaudit.resources import backbone, top_model_forward
+from privaudit.runtime.devices import torch_threads
 from privaudit.utility.peft_inputs import Inputs
 from privaudit.utility.probe import classification_result, objective_status
 
 if TYPE_CHECKING:
     import torch
 
-    from privaudit.resources import Backbone
+    from privaudit.models.backbone import Backbone
 
 
 class Service(UtilityEvaluator):

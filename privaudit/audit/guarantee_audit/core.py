@@ -47,9 +47,9 @@ from privaudit.mechanisms.audited import (
     UnitMechanism,
     text_units,
 )
-from privaudit.params import shown
+from privaudit.models.backbone import backbone
+from privaudit.numbers import shown
 from privaudit.registry import DEFENSES, build_defense
-from privaudit.resources import backbone
 
 
 @dataclass(frozen=True)

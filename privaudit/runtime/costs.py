@@ -35,10 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from privaudit.devices import current_device, use_device
-from privaudit.mechanisms.memo import cache_dir, cache_writable, digest
+from privaudit.runtime.cache import cache_dir, cache_writable
+from privaudit.runtime.devices import current_device, use_device
+from privaudit.runtime.memo import digest
 
-SHIPPED = Path(__file__).parent / "data" / "costs" / "reference.json"
+SHIPPED = Path(__file__).resolve().parents[1] / "data" / "costs" / "reference.json"
 FORMAT = 1
 SPEED_FILE = "speed.json"
 #: A ratio outside these bounds is a score taken while something else swamped the machine
@@ -169,7 +170,7 @@ def measure_score() -> float:
     ``_REPEATS`` (another process's burst slows a repeat, never speeds one up)."""
     import torch
 
-    from privaudit.mechanisms.seeding import torch_threads
+    from privaudit.runtime.devices import torch_threads
 
     gen = torch.Generator().manual_seed(0)
     device = current_device()
@@ -177,7 +178,7 @@ def measure_score() -> float:
     w1 = (torch.randn(_HIDDEN, _FFN, generator=gen) / _HIDDEN**0.5).to(device)
     w2 = (torch.randn(_FFN, _HIDDEN, generator=gen) / _FFN**0.5).to(device)
     best = math.inf
-    # every core, as the backbone runs (privaudit.resources)
+    # every core, as the backbone runs (privaudit.models.backbone)
     with torch.no_grad(), torch_threads(max(1, os.cpu_count() or 1)):
         for _ in range(_REPEATS + 1):  # one more: the first pays allocation and warm-up
             start = time.perf_counter()

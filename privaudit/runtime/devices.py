@@ -144,11 +144,6 @@ def _deterministic_cuda() -> None:
     torch.backends.cudnn.benchmark = False
 
 
-def is_cpu(device: str | None = None) -> bool:
-    """Whether ``device`` (default: the current one) is the CPU."""
-    return (device if device is not None else current_device()) == "cpu"
-
-
 def torch_device() -> Any:
     """The current device as a ``torch.device``."""
     import torch
@@ -181,11 +176,6 @@ def module_device(module: Any) -> Any:
     for parameter in module.parameters():
         return parameter.device
     return torch.device("cpu")
-
-
-def uses_gpu(device: str) -> bool:
-    """Whether a resolved device is a CUDA GPU (what the Ray executor requests GPUs for)."""
-    return device.startswith("cuda")
 
 
 def to_device(value: Any, device: Any = None) -> Any:
@@ -245,3 +235,21 @@ def fast_precision() -> Any:
         return contextlib.nullcontext()
     return torch.autocast("cuda" if current_device().startswith("cuda") else "cpu",
                           dtype=torch.bfloat16)  # fmt: skip
+
+
+@contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """Run torch with ``n`` intra-op threads inside the block, then restore the previous count
+    (``None``: leave it). Small networks gain little from more threads and lose a lot when the
+    cores are shared with other processes (e.g. parallel grid cells)."""
+    import torch
+
+    if n is None:
+        yield
+        return
+    previous = torch.get_num_threads()
+    torch.set_num_threads(int(n))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)

@@ -1,9 +1,9 @@
 """The Hide-and-Seek (HaS) entity protocol, shared by the defense and the attacks that read it.
 
 What the ``has`` defense emits and what ``has-deanonymization`` and ``ner`` read is defined once
-here, below both defenses and attacks (a top-level module, like :mod:`privaudit.lexicon`, not
-in ``mechanisms/``: its NER runner loads the pipeline through :mod:`privaudit.resources`, which
-itself builds on ``mechanisms``):
+here, below both defenses and attacks (beside the models, not in ``mechanisms/``: its NER
+runner loads the pipeline through :mod:`privaudit.models.pipelines`, which itself builds on
+``mechanisms``):
 
 - :func:`spacy_entities`: the spaCy NER runner (``(start, end, label)`` spans per text);
 - :func:`word_pattern`: a string as a whole word, the unit HaS hides and searches;
@@ -11,7 +11,9 @@ itself builds on ``mechanisms``):
   detected entity string (HaS hides repeats, as an LLM hide model rewriting the prompt would);
 - :data:`PLACEHOLDER` / :func:`placeholder`: the label-mode placeholder ``<TYPE_n>``;
 - the hide model's surrogate vocabulary that its white-box attacker also knows
-  (:data:`RELATIVE_DATES`, :func:`faker_first_names`, :func:`faker_countries`).
+  (:data:`RELATIVE_DATES`, :func:`faker_first_names`, :func:`faker_countries`);
+- the small word lists shared by the corpus generator, HaS and its attacker (:data:`MONTHS`,
+  :data:`WEEKDAYS`, :data:`PERSON_TITLES`).
 
 spaCy and faker are imported lazily, when a function needs them.
 """
@@ -24,9 +26,20 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from privaudit.resources import ner_pipeline
+from privaudit.models.pipelines import ner_pipeline
 
 Span = tuple[int, int, str]  # (start, end, type): character offsets in the text it was found in
+
+MONTHS: tuple[str, ...] = (
+    "January", "February", "March", "April", "May", "June", "July", "August", "September",
+    "October", "November", "December",
+)  # fmt: skip
+WEEKDAYS: tuple[str, ...] = (
+    "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday",
+)  # fmt: skip
+PERSON_TITLES: frozenset[str] = frozenset(
+    {"mr", "mrs", "ms", "miss", "dr", "prof", "sir", "dame", "lady", "lord"}
+)
 
 _BATCH_SIZE = 128  # measured: 128 is the fastest of 32/128/256 for en_core_web_sm on reviews
 _CUTS = (re.compile(r"\n\s*"), re.compile(r"[.!?]\s+"), re.compile(r"\s+"))

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
-from privaudit.devices import describe_device
+from privaudit.runtime.devices import describe_device
 
 #: Distributions whose versions a run records.
 PACKAGES = (
@@ -35,7 +35,7 @@ def package_versions() -> dict[str, str]:
 
 def git_commit(path: Path | None = None) -> str | None:
     """The commit of the checkout privaudit is imported from, or None (an installed wheel)."""
-    root = (path or Path(__file__).resolve().parent.parent).resolve()
+    root = (path or Path(__file__).resolve().parents[2]).resolve()
     if not (root / ".git").exists():
         return None
     try:
@@ -53,7 +53,7 @@ def git_commit(path: Path | None = None) -> str | None:
 
 
 def provenance() -> dict[str, object]:
-    """Everything :mod:`privaudit.provenance` records, as one JSON-able dict."""
+    """Everything :mod:`privaudit.runtime.provenance` records, as one JSON-able dict."""
     return {
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
         "packages": package_versions(),
@@ -66,5 +66,5 @@ def provenance() -> dict[str, object]:
 
 
 def _device() -> str:
-    """Where this process runs torch (:func:`privaudit.devices.current_device`), described."""
+    """Where this process runs torch (:func:`.devices.current_device`), described."""
     return describe_device()

@@ -17,7 +17,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from privaudit.devices import use_device
+from privaudit.runtime.devices import use_device
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -41,7 +41,7 @@ MAP_HELP = (
     "'path=reviews.csv,text=review,label=stars,attributes=gender|age' (see docs/usage.md)."
 )
 
-#: ``--device`` of run, audit, privatize and calibrate (privaudit.devices).
+#: ``--device`` of run, audit, privatize and calibrate (privaudit.runtime.devices).
 DeviceOption = Annotated[
     str | None,
     typer.Option(
@@ -52,7 +52,7 @@ DeviceOption = Annotated[
 
 
 def on_device(func: F) -> F:
-    """Run the command with torch on its ``device`` option (:func:`privaudit.devices.
+    """Run the command with torch on its ``device`` option (:func:`privaudit.runtime.devices.
     use_device`; a device that is not there is a one-line error)."""
 
     @wraps(func)

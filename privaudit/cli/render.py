@@ -18,7 +18,7 @@ from rich.text import Text
 from privaudit.audit.store import cell_counts
 from privaudit.leaderboard.board import leaderboard
 from privaudit.leaderboard.verdict import terminal_lines
-from privaudit.params import shown
+from privaudit.numbers import shown
 
 
 def print_summary(result: Any) -> None:

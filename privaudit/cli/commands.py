@@ -1,7 +1,7 @@
 """The ``privaudit`` command line: the commands, their options and how they end.
 
-What the commands share in reading their input is in :mod:`privaudit.cli_options`, what they
-print to the terminal in :mod:`privaudit.cli_render`. Heavy libraries (and the run store, the
+What the commands share in reading their input is in :mod:`privaudit.cli.options`, what they
+print to the terminal in :mod:`privaudit.cli.render`. Heavy libraries (and the run store, the
 runner and the leaderboard) load inside the commands that use them, so ``privaudit --help``
 and ``privaudit list`` answer at once and ``privaudit privatize`` loads only its defense.
 """
@@ -19,7 +19,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from privaudit import __version__
-from privaudit.cli_options import (
+from privaudit.cli.options import (
     MAP_HELP,
     DeviceOption,
     corpus_params,
@@ -28,8 +28,8 @@ from privaudit.cli_options import (
     read_stdin_lines,
     warnings_as_lines,
 )
-from privaudit.devices import check_device
 from privaudit.registry import ATTACKS, CORPORA, DEFENSES, UTILITY, build_defense
+from privaudit.runtime.devices import check_device
 
 app = typer.Typer(
     name="privaudit",
@@ -266,7 +266,7 @@ def run(
     # privaudit.audit and privaudit.leaderboard, which --help does not load
     from privaudit.audit.config import load_config
     from privaudit.audit.estimate import estimate_config
-    from privaudit.cli_render import print_summary
+    from privaudit.cli.render import print_summary
     from privaudit.outputs import run_grid
 
     if jobs is not None and jobs < 1:  # before the config is read: nothing else depends on it
@@ -290,7 +290,7 @@ def run(
         cfg = cfg.model_copy(update={"device": check_device(device)})
     if estimate:
         if (executor or cfg.executor.kind) != "ray":  # a run would refuse a missing GPU too
-            from privaudit.devices import resolve_device
+            from privaudit.runtime.devices import resolve_device
 
             resolve_device(cfg.device)
         with warnings_as_lines():
@@ -336,7 +336,7 @@ def _exit_for_failures(frame: Any, allow: bool, strength_failed: int = 0) -> Non
 def _check_cache() -> bool:
     """The cache directory, before any work: unusable → one line (CacheUnusable, exit 2);
     read-only → said once here, then used for reading. Whether it can be written."""
-    from privaudit.mechanisms.memo import check_cache  # lazy: memo brings numpy
+    from privaudit.runtime.cache import check_cache
 
     note = check_cache()
     if note is not None:
@@ -365,7 +365,7 @@ def pretrain(
     from privaudit.audit.cells import build_components
     from privaudit.audit.config import load_config
     from privaudit.audit.estimate import prepared_attacks
-    from privaudit.resources import backbone as load_backbone
+    from privaudit.models.backbone import backbone as load_backbone
 
     writable = _check_cache()
     cfg = load_config(config if config is not None else preset)
@@ -461,7 +461,7 @@ def calibrate(
     from privaudit.audit.calibration import calibrate as run_calibration
     from privaudit.audit.calibration import check_calibratable, sample_texts
     from privaudit.audit.config import load_config
-    from privaudit.cli_render import print_calibration
+    from privaudit.cli.render import print_calibration
     from privaudit.params import ParamError
 
     params: dict[str, Any] = {}
@@ -542,7 +542,7 @@ def audit(
     is violated (before any grid), 130 on Ctrl-C and 143 on SIGTERM."""
     # lazy: the audit and the terminal tables bring numpy, privaudit.audit and
     # privaudit.leaderboard, which --help does not load
-    from privaudit.cli_render import print_summary
+    from privaudit.cli.render import print_summary
     from privaudit.outputs import audit as run_audit
 
     _check_cache()
@@ -605,7 +605,7 @@ def audit_guarantee_cmd(
     --strict when a claim is violated."""
     # lazy: the audit brings numpy, scipy and the defenses, which --help does not load
     from privaudit.audit.guarantee_audit import audit_builtins, audit_levels, to_frame
-    from privaudit.cli_render import print_guarantees
+    from privaudit.cli.render import print_guarantees
 
     if not 0 < alpha < 1:
         raise ValueError(f"--alpha is a probability in (0, 1), got {alpha}.")
@@ -664,7 +664,7 @@ def leaderboard_cmd(
     # lazy: the leaderboard, the run loader and the terminal tables bring numpy, pydantic,
     # privaudit.audit and privaudit.leaderboard, which --help does not load
     from privaudit.audit.store import check_writable
-    from privaudit.cli_render import print_board
+    from privaudit.cli.render import print_board
     from privaudit.leaderboard.board import leaderboard
     from privaudit.outputs.leaderboard import write_leaderboard
     from privaudit.outputs.runs import load_runs
@@ -822,7 +822,3 @@ def tab_score(
 
 def main() -> None:  # pragma: no cover
     app()
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

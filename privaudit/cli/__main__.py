@@ -1,0 +1,5 @@
+"""``python -m privaudit.cli``: the command line."""
+
+from privaudit.cli.commands import main
+
+main()
