@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "privaudit"
+DESIGN = PACKAGE.parent / "docs" / "DESIGN.md"
 
 
 def _unit(module: str) -> str:
@@ -150,3 +151,77 @@ def test_the_checker_sees_a_function_local_import(tmp_path: Path) -> None:
     assert imports(mod) == ["privaudit.leaderboard.board", "privaudit.metrics.spec"]
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def design_rows(text: str) -> list[list[str]]:
+    """The rows of DESIGN.md's ```layers block, top first: each a list of room names."""
+    lines = text.splitlines()
+    start = lines.index("```layers") + 1
+    end = lines.index("```", start)
+    return [[room.strip() for room in line.split("|")] for line in lines[start:end] if line.strip()]
+
+
+def rooms() -> set[str]:
+    """Every room of the package: a subpackage, or a module at the top."""
+    found = {_unit(_module_name(path)) for path in PACKAGE.rglob("*.py")}
+    return found - {"<root>", "__version__"}
+
+
+def misplaced(rows: list[list[str]], edges: dict[str, set[str]]) -> list[str]:
+    """The imports that do not point to a lower row of ``rows``."""
+    row = {room: k for k, names in enumerate(rows) for room in names}
+    return sorted(
+        f"{a} (row {row[a] + 1}) imports {b} (row {row[b] + 1})"
+        for a in edges
+        for b in edges[a]
+        if a in row and b in row and row[b] <= row[a]
+    )
+
+
+def test_design_lists_every_room_once_and_no_other() -> None:
+    listed = [room for names in design_rows(DESIGN.read_text(encoding="utf-8")) for room in names]
+    assert len(listed) == len(set(listed)), f"listed twice in DESIGN.md: {listed}"
+    assert set(listed) == rooms(), (
+        f"DESIGN.md's layers lack {sorted(rooms() - set(listed))} "
+        f"and name {sorted(set(listed) - rooms())} that the package does not have"
+    )
+
+
+def test_every_import_points_to_a_lower_row_of_design() -> None:
+    wrong = misplaced(design_rows(DESIGN.read_text(encoding="utf-8")), graph())
+    assert not wrong, "imports that DESIGN.md's layers forbid: " + "; ".join(wrong)
+
+
+def test_the_design_check_catches_a_sideways_and_an_upward_import() -> None:
+    rows = design_rows("x\n```layers\ncli\naudit | leaderboard\napi\n```\n")
+    assert rows == [["cli"], ["audit", "leaderboard"], ["api"]]
+    assert misplaced(rows, {"cli": {"audit", "api"}, "audit": {"api"}}) == []
+    assert misplaced(rows, {"audit": {"leaderboard"}, "api": {"cli"}}) == [
+        "api (row 3) imports cli (row 1)",
+        "audit (row 2) imports leaderboard (row 2)",
+    ]
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Module → the privaudit modules it imports, anywhere in it, annotations under
+    ``if TYPE_CHECKING:`` included (a type a module needs is a dependency of its design);
+    ``from pkg import mod`` names the module ``pkg.mod``, importing a package its ``__init__``."""
+    names = {_module_name(path) for path in PACKAGE.rglob("*.py")}
+    edges: dict[str, set[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        me = _module_name(path)
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for alias in node.names:
+                    target = f"{node.module}.{alias.name}"
+                    found.add(target if target in names else node.module)
+            elif isinstance(node, ast.Import):
+                found |= {alias.name for alias in node.names}
+        edges[me] = {target for target in found if target in names and target != me}
+    return edges
+
+
+def test_no_cycle_between_files() -> None:
+    cycle = _cycle(module_graph())
+    assert cycle is None, "import cycle between files: " + " -> ".join(cycle or [])
