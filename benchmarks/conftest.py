@@ -11,10 +11,12 @@ round after the first from cache (0.916 s, then 0.009 s) and a rate would be a l
    query memo, the pooled-encoding memo — computes and stores nothing), and the benchmark asserts
    that the process-wide hit counter (:func:`~privaudit.runtime.memo.memo_stats`) did not move
    during its rounds.
-3. **Rates under the matrix-multiply bound.** A benchmark that reports a GFLOP/s rate asserts it
-   is at most 1.05 x the measured same-shape float32 ``q @ cand.T`` rate
-   (:func:`benchmarks.honesty.assert_within_gemm_bound`): an exact search cannot beat the multiply
-   it is made of, so a faster round did not compute.
+3. **Rates under the matrix-multiply bound.** A benchmark that reports a GFLOP/s rate (the
+   projection, and T2T's search flops counted per round) asserts it is at most 1.05 x the
+   measured same-shape float32 ``q @ cand.T`` rate
+   (:func:`benchmarks.honesty.assert_within_gemm_bound`, re-measured before failing, for a
+   shared machine's load spikes): an exact search cannot beat the multiply it is made of, so a
+   faster round did not compute.
 4. **Every round's time is shown**, in ``extra_info["round_seconds"]`` and in the closing
    "benchmark rounds" summary, so a first-round-only cost cannot hide behind a mean.
 
@@ -27,7 +29,11 @@ matrix, cached in memory and on disk by design, so a grid pays it once per vocab
 must not be warm: anything keyed by the round's input — the memoised results of a query or an
 encoding. The CLI benchmarks start a fresh process per round ("cold process") with the disk
 caches (radii, POS vocabulary) filled by one untimed run first ("warm disk", a returning user's
-state); that first run's figures are recorded in ``extra_info`` but not asserted.
+state); that first run's figures are recorded in ``extra_info`` but not asserted. A CLI
+benchmark reads its process's own peak RSS through a small launcher
+(:func:`benchmarks.honesty.child_wall_and_rss`): Linux carries a forking parent's peak RSS into
+the exec'd child. ``tests/test_bench_guard.py`` checks that the guards fail on a faked rate, a
+memo hit and an inherited RSS.
 """
 
 from __future__ import annotations

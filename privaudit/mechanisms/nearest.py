@@ -11,6 +11,10 @@ other candidate is at distance r_w, and ||z|| < r_w / 2, then for any other cand
 radii r_w are computed lazily for the ids that occur and cached (in memory and on disk, keyed by
 the embedding matrix's fingerprint).
 
+Repeats: :meth:`NearestNeighbourIndex.query` searches each distinct row once (a text release's
+tokens repeat: 1.6k distinct of 38k) and memoises its answer by content
+(:mod:`privaudit.runtime.memo`).
+
 Device: on the CPU the search is numpy (no torch); on a GPU (:func:`privaudit.runtime.devices.
 offload_device`) the same chunked search runs in torch there, the candidates kept on the device.
 

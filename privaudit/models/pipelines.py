@@ -2,6 +2,17 @@
 
 Supply chain: the default pipeline package is a third-party re-upload, so it is pinned (in
 pyproject.toml) and checked at load by its package and model version (:data:`SPACY_VERSIONS`).
+A mismatch is one line naming the package, expected and actual, and the
+``pip install --force-reinstall`` that fixes it; a pipeline the user names is not checked.
+
+Without torch: thinc imports torch whenever it can (3 s, 300 MB), so spaCy is imported with
+torch hidden unless torch is already loaded; the default pipelines never use it. ``pipes``
+loads only the named components (PCT2T: ``tok2vec``, ``tagger``, ``attribute_ruler``), unless
+the process already holds the whole pipeline. Every pipeline loads under thinc's numpy ops
+(``use_blis=False``): numpy's BLAS uses every core where blis used one, so tagging is 2x faster
+and the whole pipeline 1.5x, with tags and entities identical on 1,500 reviews. A transformer
+pipeline the user names (``spacy_model=en_core_web_trf``) needs torch in thinc: load it before
+anything imports spaCy.
 """
 
 from __future__ import annotations

@@ -9,10 +9,44 @@ Apple's MPS, else the CPU.
 Torch is imported only to resolve ``auto``, ``cuda*`` or ``mps``: ``cpu`` needs none, so a
 run that never touches torch (T2T on text) does not load it.
 
+Numpy code with a torch variant (the nearest-neighbour search) asks :func:`offload_device`,
+which stays ``None`` (numpy) on the CPU, and under ``auto`` while torch is not loaded.
+
+**Who honours it.** The backbone's forwards (``_pooled``, ``pooled_from_word_embeddings``,
+``hidden_at_layer``, ``pooled_from_layer``: the encoder moves to the device, outputs come back
+as numpy; the pooled memo is keyed by device); the nearest-neighbour search off the CPU (the
+same chunked search in torch; the CPU keeps the benchmarked numpy path); mlp- and
+ae-inversion, attribute-inference, bow-inversion and geia (the pre-training memo keyed by
+device; the decoder and its decoding), ner's ``finetuned`` tagger, optimization-inversion
+(bottom model and relaxed selection); the utility trainers (peft and its methods, the
+pooled-vector head, a defense objective's head and loss); the backbone encodings of cape,
+dpnr, sap/sap-cti and the probe; has's generative hide model. Pure numpy components (t2t,
+pct2t, rapt and embedding-dx's noise, nn-inversion, has-deanonymization, spaCy) are unchanged
+apart from the search. ``Component.gpu`` is the share of one GPU a cell wants (0.25: attacks'
+networks, backbone encoders, the probe; 0.5: geia, peft), which the Ray executor requests.
+
+**Mixed precision** (:func:`bf16`, :func:`fast_precision`): where the device runs bfloat16
+natively, the attacker's own heavy work runs in it: the inverter's pre-training steps,
+per-point fine-tune and decoding (the output layer cast once per decode), its own encodings
+(``Backbone.own_pooled``: public text, re-embedded guesses, by a bfloat16 copy of the
+encoder) and optimization-inversion's two selection products. What the defenses release, the
+service's training and every score stay float32; the pre-trained inverter's cache key names
+the precision.
+
 Randomness stays on the CPU where it can: seeds come from the cell's numpy generator, data
 order and initial draws come from a CPU ``torch.Generator`` and are moved to the device, so a
 seeded result is reproducible on the same device (a GPU's kernels may differ numerically from
-the CPU's, so results are not bitwise equal across devices).
+the CPU's, so results are not bitwise equal across devices). Laplace noise is drawn on its
+generator's device (``laplace_like``); ``seeded_torch`` forks and seeds the current CUDA
+device's state too (dropout there). On CUDA, cuDNN is set deterministic and
+``CUBLAS_WORKSPACE_CONFIG`` is set when unset. The device is in no cell key: ``--resume`` may
+change it, and ``run.json``'s ``provenance.device`` records it.
+
+**Tested on the CPU only** (``tests/test_devices.py``): resolution and its errors, the CLI
+option, the config field, Ray's placement, and components run on torch's ``meta`` device
+(which refuses to mix with CPU tensors, so every tensor of their computation is on the device
+given): mlp-inversion's training, attribute-inference's heads, Laplace noise. Nothing here
+has run on a real GPU: CUDA and MPS numerics, determinism and speed are untested.
 """
 
 from __future__ import annotations

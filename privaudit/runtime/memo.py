@@ -8,6 +8,15 @@ object's identity, and a hit is exactly the result a fresh call would give. Entr
 (least recently used first out) and results are returned as copies, so a caller that writes
 into its result cannot change the next one's.
 
+**Who uses it.** ``NearestNeighbourIndex.query`` (which also searches each distinct row once:
+a text release's tokens repeat, 1.6k distinct of 38k) and the backbone's encodings
+(``Backbone.pooled``, ``pooled_from_word_embeddings``, ``pooled_from_layer``). The service
+evaluator's frozen pass seeds ``pooled`` (text) and ``pooled_from_word_embeddings`` (token
+embeddings) with what it computed (``remember_pooled*``), so the attacks do not encode the
+victims' release again. A :class:`RowMemo` keeps the rows of ``pooled``'s latest encodings by
+text: a call on a subset of one (the 300 of the 1,000 victims that geia, vec2text and
+optimization-inversion score) reads those rows.
+
 **Charged cost.** A memo makes the second question cheap, which would make a cost per 1,000
 words depend on the order of the grid: CAPE's first ε encodes the clean texts (18 s on the
 quick grid), every later ε finds them memoised (0.016 s) and would look a thousand times
