@@ -22,6 +22,7 @@ from privaudit.corpora.reading import cell_key, is_missing, is_number, plain_val
 from privaudit.corpora.splits import assign_splits, corpus_features
 
 if TYPE_CHECKING:
+    import datasets
     import pandas as pd
 
 SPLIT_ALIASES = {
@@ -271,15 +272,8 @@ def corpus_from_frame(
     where: Mapping[ColumnRef, Any] | None = None,
     background_share: float = 0.0,
 ) -> Corpus:
-    import datasets
-
-    if label_map is not None and label_threshold is not None:
-        raise ValueError(
-            f"{source}: give label_map or label_threshold, not both (label_map={dict(label_map)!r}"
-            f", label_threshold={label_threshold!r})."
-        )
-    if label_map is not None and not label_map:
-        raise ValueError(f"{source}: label_map is empty; map at least two label values.")
+    """The corpus a table makes under a column mapping (the steps in the module docstring)."""
+    _check_label_rules(label_map, label_threshold, source)
     if len(df) == 0:
         raise ValueError(f"{source} has a header but no rows; there is nothing to audit.")
     attr_map = _attribute_map(attributes, df, header)
@@ -297,6 +291,69 @@ def corpus_from_frame(
     # Each row is counted once, under the first rule that drops it: where, then an empty
     # text, a missing label, then a label that label_map does not map.
     dropped: dict[str, int] = {}
+    selected = _select_rows(df, cols, where, source, dropped)
+    texts_raw = df[cols["text"]].tolist()
+    labels_raw = [plain_value(v) for v in df[cols["label"]].tolist()]
+    keep, n_empty, n_no_label = _usable_rows(selected, texts_raw, labels_raw, label_order, dropped)
+    if label_map is not None or label_threshold is not None:
+        keep, labels_raw = _derived_rows(
+            keep, labels_raw, label_map, label_threshold, label_order, source, cols["label"],
+            dropped,
+        )  # fmt: skip
+        label_order = None  # the derived values are the classes now
+    if not keep:
+        raise ValueError(
+            f"{source}: no usable rows — all {len(df)} were dropped ("
+            + ", ".join(f"{n} {why}" for why, n in dropped.items() if n)
+            + f"; text column {cols['text']!r}, label column {cols['label']!r})."
+        )
+    label_ids, label_names = _label_index([labels_raw[i] for i in keep], label_order)
+    col_values = {role: df[c].tolist() for role, c in cols.items() if role not in ("text", "label")}
+    rows = _rows(keep, texts_raw, label_ids, list(attr_map), col_values)
+
+    info = dict(info or {})
+    split_of = _split_of(rows, keep, cols, col_values, fractions, seed, source, info)
+    if background_share:
+        if "author" not in cols:
+            raise ValueError(
+                f"{source}: background_share holds out documents of the victims' authors for "
+                "re-identification; map an author column (author=...), or drop it."
+            )
+        split_of = hold_out_background(rows, split_of, background_share, seed, info)
+    splits = _datasets(rows, split_of, list(attr_map), source, info)
+    info.update(_frame_info(df, cols, keep, dropped, n_empty, n_no_label, header, source))
+    if info["dropped_rows"]:
+        warn_once(f"{source}: {describe_dropped(info)}.")
+    return Corpus(
+        name=name,
+        splits=splits,
+        label_names=label_names,
+        attribute_names=list(attr_map),
+        info=info,
+    )
+
+
+def _check_label_rules(
+    label_map: Mapping[Any, Any] | None, label_threshold: float | None, source: str
+) -> None:
+    """Refuse ``label_map`` together with ``label_threshold``, and an empty ``label_map``."""
+    if label_map is not None and label_threshold is not None:
+        raise ValueError(
+            f"{source}: give label_map or label_threshold, not both (label_map={dict(label_map)!r}"
+            f", label_threshold={label_threshold!r})."
+        )
+    if label_map is not None and not label_map:
+        raise ValueError(f"{source}: label_map is empty; map at least two label values.")
+
+
+def _select_rows(
+    df: pd.DataFrame,
+    cols: dict[str, Any],
+    where: Mapping[ColumnRef, Any] | None,
+    source: str,
+    dropped: dict[str, int],
+) -> np.ndarray:
+    """The rows every ``where`` condition keeps; counts the rows each one drops first."""
     selected = np.ones(len(df), dtype=bool)
     for ref, wanted in (where or {}).items():
         match = _where_match(df[cols[f"where[{ref}]"]].tolist(), wanted)
@@ -308,53 +365,72 @@ def corpus_from_frame(
                 f"{source}: where {dict(where or {})!r} keeps no rows; column "
                 f"{cols[f'where[{ref}]']!r} holds {seen[:10]}{' ...' if len(seen) > 10 else ''}."
             )
+    return selected
 
-    texts_raw = df[cols["text"]].tolist()
-    labels_raw = [plain_value(v) for v in df[cols["label"]].tolist()]
+
+def _usable_rows(
+    selected: np.ndarray,
+    texts: list[Any],
+    labels: list[Any],
+    label_order: Sequence[str] | None,
+    dropped: dict[str, int],
+) -> tuple[list[int], int, int]:
+    """The selected rows with a text and a label, and how many of the selected rows lack a
+    text and how many (with a text) lack a label; counts both in ``dropped``."""
     empty = [
         bool(s) and (is_missing(t) or not str(t).strip())
-        for s, t in zip(selected, texts_raw, strict=True)
+        for s, t in zip(selected, texts, strict=True)
     ]
     # Hub ClassLabel uses -1 for "no label" (e.g. GLUE test splits).
     no_label = [
         s and not e and (is_missing(lab) or (label_order is not None and int(lab) < 0))
-        for s, e, lab in zip(selected, empty, labels_raw, strict=True)
+        for s, e, lab in zip(selected, empty, labels, strict=True)
     ]
-    usable = [i for i in range(len(df)) if selected[i] and not (empty[i] or no_label[i])]
+    usable = [i for i in range(len(texts)) if selected[i] and not (empty[i] or no_label[i])]
     dropped["with an empty text"] = int(sum(empty))
     dropped["with a missing label"] = int(sum(no_label))
-    if label_map is not None or label_threshold is not None:
-        derived = _derive_labels(
-            {i: labels_raw[i] for i in usable}, label_map, label_threshold, label_order,
-            source, cols["label"],
-        )  # fmt: skip
-        dropped["with a label not in label_map"] = len(usable) - len(derived)
-        labels_raw = [derived.get(i) for i in range(len(df))]
-        label_order = None  # the derived values are the classes now
-        keep = [i for i in usable if i in derived]
-    else:
-        keep = usable
-    if not keep:
-        raise ValueError(
-            f"{source}: no usable rows — all {len(df)} were dropped ("
-            + ", ".join(f"{n} {why}" for why, n in dropped.items() if n)
-            + f"; text column {cols['text']!r}, label column {cols['label']!r})."
-        )
-    label_ids, label_names = _label_index([labels_raw[i] for i in keep], label_order)
+    return usable, int(sum(empty)), int(sum(no_label))
 
+
+def _derived_rows(
+    usable: list[int],
+    labels: list[Any],
+    label_map: Mapping[Any, Any] | None,
+    label_threshold: float | None,
+    label_order: Sequence[str] | None,
+    source: str,
+    column: Any,
+    dropped: dict[str, int],
+) -> tuple[list[int], list[Any]]:
+    """The usable rows that get a derived label, and every row's derived label (None where
+    none); counts the rows ``label_map`` does not map in ``dropped``."""
+    derived = _derive_labels(
+        {i: labels[i] for i in usable}, label_map, label_threshold, label_order, source, column
+    )
+    dropped["with a label not in label_map"] = len(usable) - len(derived)
+    return [i for i in usable if i in derived], [derived.get(i) for i in range(len(labels))]
+
+
+def _rows(
+    keep: list[int],
+    texts: list[Any],
+    label_ids: list[int],
+    attribute_names: list[str],
+    col_values: dict[str, list[Any]],
+) -> list[dict[str, Any]]:
+    """The corpus row of each kept table row: text, label index, attributes, entities, author."""
     rows: list[dict[str, Any]] = []
-    col_values = {role: df[c].tolist() for role, c in cols.items() if role not in ("text", "label")}
     for j, i in enumerate(keep):
-        doc = str(texts_raw[i])
+        doc = str(texts[i])
         row: dict[str, Any] = {"text": doc, "label": label_ids[j]}
-        if attr_map:
+        if attribute_names:
             row["attributes"] = {
                 n: (
                     None
                     if is_missing(v := plain_value(col_values[f"attributes[{n}]"][i]))
                     else class_key(v)  # 0, "0" and 0.0 are one value, as for labels
                 )
-                for n in attr_map
+                for n in attribute_names
             }
         ents = col_values["entities"][i] if "entities" in col_values else None
         row["entities"] = _entities(ents, doc, i)
@@ -362,31 +438,50 @@ def corpus_from_frame(
         # An anonymous row is its own author.
         row["author"] = f"row-{i}" if is_missing(a) else str(plain_value(a))
         rows.append(row)
+    return rows
 
-    info = dict(info or {})
+
+def _split_of(
+    rows: list[dict[str, Any]],
+    keep: list[int],
+    cols: dict[str, Any],
+    col_values: dict[str, list[Any]],
+    fractions: tuple[float, float, float],
+    seed: int,
+    source: str,
+    info: dict[str, Any],
+) -> np.ndarray:
+    """Each row's split: the split column's, else a seeded random split by author; notes how
+    in ``info``."""
     if "split_column" in col_values:
         given = [col_values["split_column"][i] for i in keep]
         split_of = np.asarray(_normalise_splits(given, source), dtype=str)
         info["split"] = f"column {cols['split_column']!r}"
         _warn_author_overlap(rows, split_of, source, info)
-    else:
-        rng = np.random.default_rng(seed)
-        authors = [r["author"] for r in rows]
-        _, inverse, sizes = np.unique(authors, return_inverse=True, return_counts=True)
-        # np.unique sorts ids, so the split depends on the seed and the data, not on row order.
-        split_of = assign_splits(sizes, fractions, rng)[inverse]
-        info["split"] = "random by author" if "author" in cols else "random by document"
-        info["split_fractions"] = list(fractions)
-        info["seed"] = seed
+        return split_of
+    rng = np.random.default_rng(seed)
+    authors = [r["author"] for r in rows]
+    _, inverse, sizes = np.unique(authors, return_inverse=True, return_counts=True)
+    # np.unique sorts ids, so the split depends on the seed and the data, not on row order.
+    split_of = assign_splits(sizes, fractions, rng)[inverse]
+    info["split"] = "random by author" if "author" in cols else "random by document"
+    info["split_fractions"] = list(fractions)
+    info["seed"] = seed
+    return split_of
 
-    if background_share:
-        if "author" not in cols:
-            raise ValueError(
-                f"{source}: background_share holds out documents of the victims' authors for "
-                "re-identification; map an author column (author=...), or drop it."
-            )
-        split_of = hold_out_background(rows, split_of, background_share, seed, info)
-    features = corpus_features(list(attr_map))
+
+def _datasets(
+    rows: list[dict[str, Any]],
+    split_of: np.ndarray,
+    attribute_names: list[str],
+    source: str,
+    info: dict[str, Any],
+) -> dict[str, datasets.Dataset]:
+    """The corpus splits: train and test (never empty), aux and background where they have
+    rows."""
+    import datasets
+
+    features = corpus_features(attribute_names)
     splits = {}
     for split in (*SPLITS, "background"):
         if split == "background" and not (split_of == split).any():
@@ -402,31 +497,34 @@ def corpus_from_frame(
             # (an empty Dataset cannot be built with features).
             continue
         splits[split] = datasets.Dataset.from_list(members, features=features)
-    info.update(
-        {
-            "source": source,
-            # JSON-friendly: names stay names, positions plain ints.
-            "columns": {
-                role: plain_value(c) if isinstance(c, (int, np.integer)) else str(c)
-                for role, c in cols.items()
-            },
-            "rows_read": len(df),
-            "dropped_rows": len(df) - len(keep),
-            "dropped": {why: n for why, n in dropped.items() if n},
-            "dropped_empty_text": int(sum(empty)),
-            "dropped_missing_label": int(sum(no_label)),
-            "header": header,
-        }
-    )
-    if info["dropped_rows"]:
-        warn_once(f"{source}: {describe_dropped(info)}.")
-    return Corpus(
-        name=name,
-        splits=splits,
-        label_names=label_names,
-        attribute_names=list(attr_map),
-        info=info,
-    )
+    return splits
+
+
+def _frame_info(
+    df: pd.DataFrame,
+    cols: dict[str, Any],
+    keep: list[int],
+    dropped: dict[str, int],
+    n_empty: int,
+    n_no_label: int,
+    header: bool,
+    source: str,
+) -> dict[str, Any]:
+    """What ``info`` records of the mapping: the source, columns and dropped-row counts."""
+    return {
+        "source": source,
+        # JSON-friendly: names stay names, positions plain ints.
+        "columns": {
+            role: plain_value(c) if isinstance(c, (int, np.integer)) else str(c)
+            for role, c in cols.items()
+        },
+        "rows_read": len(df),
+        "dropped_rows": len(df) - len(keep),
+        "dropped": {why: n for why, n in dropped.items() if n},
+        "dropped_empty_text": n_empty,
+        "dropped_missing_label": n_no_label,
+        "header": header,
+    }
 
 
 def _normalise_splits(values: list[Any], source: str) -> list[str]:

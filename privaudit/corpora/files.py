@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +27,10 @@ from privaudit.corpora.columns import ColumnRef, LabelValue, corpus_from_frame
 from privaudit.corpora.reading import check_encoding, infer_format, read_with_header
 from privaudit.corpora.splits import check_fractions
 from privaudit.params import Fraction, NonNegativeInt, checked
+
+if TYPE_CHECKING:
+    import datasets
+    import pandas as pd
 
 _SPLIT_COL = "__privaudit_split__"  # internal column carrying given split names
 HF_AUX_FRACTION = 0.25  # share of the hub's train split moved to aux when none is mapped there
@@ -95,16 +99,9 @@ def load_file(
     the identity metric leaves them out (``n_not_candidates``); ``info["background"]`` counts
     them. Unlike synthpai's, this background holds no distractor authors.
     """
-    path = Path(path).expanduser()
-    if not path.is_file():
-        raise FileNotFoundError(f"No such corpus file: {path}.")
-    fmt = infer_format(path, fmt)
-    encoding = check_encoding(encoding)
-    if path.stat().st_size == 0:
-        raise ValueError(f"{path} is empty (0 bytes); there is nothing to audit.")
+    path, fmt, encoding = _checked_file(path, fmt, encoding)
     fractions = check_fractions(splits)
-    refs = [text, label, entities, author, split_column, *(where or {})]
-    refs += list(attributes.values()) if isinstance(attributes, Mapping) else list(attributes)
+    refs = [text, label, entities, author, split_column, *(where or {}), *_refs(attributes)]
     df, header = read_with_header(path, fmt, header, refs, encoding)
     return corpus_from_frame(
         df,
@@ -125,6 +122,23 @@ def load_file(
         where=where,
         background_share=float(background_share),
     )
+
+
+def _checked_file(path: str | Path, fmt: str | None, encoding: str) -> tuple[Path, str, str]:
+    """The corpus file's path, format and encoding, checked: it exists and is not empty."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(f"No such corpus file: {path}.")
+    fmt = infer_format(path, fmt)
+    encoding = check_encoding(encoding)
+    if path.stat().st_size == 0:
+        raise ValueError(f"{path} is empty (0 bytes); there is nothing to audit.")
+    return path, fmt, encoding
+
+
+def _refs(attributes: Sequence[ColumnRef] | Mapping[str, ColumnRef]) -> list[ColumnRef]:
+    """The columns ``attributes`` names."""
+    return list(attributes.values()) if isinstance(attributes, Mapping) else list(attributes)
 
 
 def _is_network_error(exc: BaseException) -> bool:
@@ -168,58 +182,9 @@ def load_hf(
     ``label_threshold`` choose rows and derive the label as in :func:`load_file` (a ClassLabel
     column is matched by class name or index).
     """
-    import datasets
-    import pandas as pd
-
-    try:
-        loaded = datasets.load_dataset(name, config)
-    except Exception as exc:
-        where = f"{name!r}" + (f" (config {config!r})" if config else "")
-        if _is_network_error(exc):
-            raise ValueError(
-                f"Cannot load {where}: the Hugging Face Hub is unreachable from here "
-                f"({type(exc).__name__}: {exc}). Download the dataset where the hub is reachable, "
-                "save it (e.g. dataset.to_parquet('corpus.parquet')) and use "
-                "load_file('corpus.parquet', ...) (--corpus file) on the local copy instead."
-            ) from exc
-        raise ValueError(
-            f"Cannot load {where} from the Hugging Face Hub: {type(exc).__name__}: {exc}. Check "
-            "the name and config; if the hub is unreachable, use load_file on a local copy."
-        ) from exc
-    if isinstance(loaded, datasets.Dataset):
-        loaded = datasets.DatasetDict({"train": loaded})
-    available = list(loaded.keys())
-    if split_map is None:
-        split_map = {"train": "train"}
-        if "test" in available:
-            split_map["test"] = "test"
-        elif "validation" in available:
-            split_map["validation"] = "test"
-    bad_targets = {v for v in split_map.values() if v not in SPLITS}
-    missing = [k for k in split_map if k not in available]
-    if bad_targets or missing:
-        raise ValueError(
-            f"split_map {dict(split_map)!r} for {name!r} is invalid: "
-            + (f"hub splits {missing} do not exist (it has {available}); " if missing else "")
-            + (f"targets must be train/test/aux, got {sorted(bad_targets)}." if bad_targets else "")
-        )
-
-    frames = []
-    label_order: list[str] | None = None
-    for hub_split, target in split_map.items():
-        ds = loaded[hub_split]
-        feat = ds.features.get(label) if isinstance(label, str) else None
-        if isinstance(feat, datasets.ClassLabel):
-            label_order = list(feat.names)
-        frame = ds.to_pandas()
-        frame[_SPLIT_COL] = target
-        frames.append(frame)
-    df = pd.concat(frames, ignore_index=True)
-    if "aux" not in split_map.values():
-        train_idx = np.flatnonzero(df[_SPLIT_COL].to_numpy() == "train")
-        rng = np.random.default_rng(seed)
-        n_aux = round(HF_AUX_FRACTION * len(train_idx))
-        df.loc[rng.choice(train_idx, size=n_aux, replace=False), _SPLIT_COL] = "aux"
+    loaded = _load_hub(name, config)
+    split_map = _hub_split_map(loaded, split_map, name)
+    df, label_order = _hub_frame(loaded, split_map, label, seed)
     return corpus_from_frame(
         df,
         name=name,
@@ -239,6 +204,82 @@ def load_hf(
         label_threshold=label_threshold,
         where=where,
     )
+
+
+def _load_hub(name: str, config: str | None) -> datasets.DatasetDict:
+    """The hub dataset's splits (a lone split as ``train``); a failure is one ValueError line
+    that says what to do, offline or not."""
+    import datasets
+
+    try:
+        loaded = datasets.load_dataset(name, config)
+    except Exception as exc:
+        where = f"{name!r}" + (f" (config {config!r})" if config else "")
+        if _is_network_error(exc):
+            raise ValueError(
+                f"Cannot load {where}: the Hugging Face Hub is unreachable from here "
+                f"({type(exc).__name__}: {exc}). Download the dataset where the hub is reachable, "
+                "save it (e.g. dataset.to_parquet('corpus.parquet')) and use "
+                "load_file('corpus.parquet', ...) (--corpus file) on the local copy instead."
+            ) from exc
+        raise ValueError(
+            f"Cannot load {where} from the Hugging Face Hub: {type(exc).__name__}: {exc}. Check "
+            "the name and config; if the hub is unreachable, use load_file on a local copy."
+        ) from exc
+    if isinstance(loaded, datasets.Dataset):
+        loaded = datasets.DatasetDict({"train": loaded})
+    return loaded
+
+
+def _hub_split_map(
+    loaded: datasets.DatasetDict, split_map: Mapping[str, str] | None, name: str
+) -> Mapping[str, str]:
+    """``split_map``, or the default one for the hub splits there are, checked."""
+    available = list(loaded.keys())
+    if split_map is None:
+        default = {"train": "train"}
+        if "test" in available:
+            default["test"] = "test"
+        elif "validation" in available:
+            default["validation"] = "test"
+        split_map = default
+    bad_targets = {v for v in split_map.values() if v not in SPLITS}
+    missing = [k for k in split_map if k not in available]
+    if bad_targets or missing:
+        raise ValueError(
+            f"split_map {dict(split_map)!r} for {name!r} is invalid: "
+            + (f"hub splits {missing} do not exist (it has {available}); " if missing else "")
+            + (f"targets must be train/test/aux, got {sorted(bad_targets)}." if bad_targets else "")
+        )
+    return split_map
+
+
+def _hub_frame(
+    loaded: datasets.DatasetDict, split_map: Mapping[str, str], label: ColumnRef, seed: int
+) -> tuple[pd.DataFrame, list[str] | None]:
+    """The mapped hub splits as one table, each row's target split in :data:`_SPLIT_COL` (a
+    seeded :data:`HF_AUX_FRACTION` of train moved to aux when no split maps there), and the
+    label's ClassLabel names, if it is one."""
+    import datasets
+    import pandas as pd
+
+    frames = []
+    label_order: list[str] | None = None
+    for hub_split, target in split_map.items():
+        ds = loaded[hub_split]
+        feat = ds.features.get(label) if isinstance(label, str) else None
+        if isinstance(feat, datasets.ClassLabel):
+            label_order = list(feat.names)
+        frame = ds.to_pandas()
+        frame[_SPLIT_COL] = target
+        frames.append(frame)
+    df = pd.concat(frames, ignore_index=True)
+    if "aux" not in split_map.values():
+        train_idx = np.flatnonzero(df[_SPLIT_COL].to_numpy() == "train")
+        rng = np.random.default_rng(seed)
+        n_aux = round(HF_AUX_FRACTION * len(train_idx))
+        df.loc[rng.choice(train_idx, size=n_aux, replace=False), _SPLIT_COL] = "aux"
+    return df, label_order
 
 
 # --------------------------------------------------------------------------------------------

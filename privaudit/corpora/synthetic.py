@@ -107,6 +107,7 @@ from privaudit.models.entities import MONTHS, WEEKDAYS
 from privaudit.params import Fraction, NonNegativeInt, Probability, checked
 
 if TYPE_CHECKING:
+    import datasets
     from faker import Faker
 
 GENERATOR = "privaudit synthetic-reviews v1"
@@ -471,23 +472,63 @@ def synthetic_reviews(
     single review cannot be a candidate). Both draw from their own stream, after the rest.
     """
     fractions = check_fractions(split_fractions, "split_fractions")
-    import datasets
     from faker import Faker
 
     n_docs, seed, leak_rate = int(n_docs), int(seed), float(leak_rate)
     rng = np.random.default_rng(seed)
     fake = Faker("en_GB")
     fake.seed_instance(seed)  # instance-level: never touch Faker's global random state
+    counts, genders, ages = _draw_authors(n_docs, rng)
+    rows = _write_reviews(counts, genders, ages, leak_rate, _Writer(rng, fake), rng)
 
-    # Authors and how many reviews each writes (the last one is trimmed to hit n_docs exactly).
+    # Stratify by (gender, age bin) so every split mirrors the population's attribute mix.
+    strata = [f"{g}|{a}" for g, a in zip(genders, ages, strict=True)]
+    split_of_author = assign_splits(counts, fractions, rng, strata=strata)
+    doc_author = np.repeat(np.arange(len(counts)), counts)
+    split_of = split_of_author[doc_author]
+    info: dict[str, Any] = {
+        "seed": seed, "n_docs": n_docs, "leak_rate": leak_rate, "generator": GENERATOR,
+    }  # fmt: skip
+    if persona or background_share:  # their own stream: the default corpus is untouched
+        extra = np.random.default_rng([seed, 36])
+        if persona:
+            _add_personas(rows, len(counts), float(persona), extra)
+            info["persona"] = float(persona)
+        if background_share:
+            split_of = hold_out_background(rows, split_of, float(background_share), seed, info)
+    return Corpus(
+        name="synthetic-reviews",
+        splits=_datasets(rows, split_of, rng),
+        label_names=list(LABEL_NAMES),
+        attribute_names=list(ATTRIBUTE_NAMES),
+        info=info,
+    )
+
+
+def _draw_authors(
+    n_docs: int, rng: np.random.Generator
+) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """Each author's review count (1–4, summing to ``n_docs``), gender and age bin."""
+    # The last author's count is trimmed to hit n_docs exactly.
     counts: list[int] = []
     while sum(counts) < n_docs:
         counts.append(int(rng.integers(1, 5)))
     counts[-1] -= sum(counts) - n_docs
     genders = rng.choice(GENDERS, size=len(counts))
     ages = rng.choice(AGE_BINS, size=len(counts), p=np.asarray(AGE_WEIGHTS))
+    return counts, genders, ages
 
-    writer = _Writer(rng, fake)
+
+def _write_reviews(
+    counts: list[int],
+    genders: np.ndarray,
+    ages: np.ndarray,
+    leak_rate: float,
+    writer: _Writer,
+    rng: np.random.Generator,
+) -> list[dict[str, Any]]:
+    """The corpus rows, author by author: each review leaky with probability ``leak_rate``,
+    every text unique."""
     seen: set[str] = set()
     rows: list[dict[str, Any]] = []
     for a_idx, n in enumerate(counts):
@@ -509,37 +550,24 @@ def synthetic_reviews(
                     "author": author,
                 }
             )
+    return rows
 
-    # Stratify by (gender, age bin) so every split mirrors the population's attribute mix.
-    strata = [f"{g}|{a}" for g, a in zip(genders, ages, strict=True)]
-    split_of_author = assign_splits(counts, fractions, rng, strata=strata)
+
+def _datasets(
+    rows: list[dict[str, Any]], split_of: np.ndarray, rng: np.random.Generator
+) -> dict[str, datasets.Dataset]:
+    """The splits, each in a seeded random order (``background`` only where it has rows)."""
+    import datasets
+
     features = corpus_features(ATTRIBUTE_NAMES)
     splits: dict[str, datasets.Dataset] = {}
-    doc_author = np.repeat(np.arange(len(counts)), counts)
-    split_of = split_of_author[doc_author]
-    info: dict[str, Any] = {
-        "seed": seed, "n_docs": n_docs, "leak_rate": leak_rate, "generator": GENERATOR,
-    }  # fmt: skip
-    if persona or background_share:  # their own stream: the default corpus is untouched
-        extra = np.random.default_rng([seed, 36])
-        if persona:
-            _add_personas(rows, len(counts), float(persona), extra)
-            info["persona"] = float(persona)
-        if background_share:
-            split_of = hold_out_background(rows, split_of, float(background_share), seed, info)
     for split in ("train", "test", "aux", "background"):
         idx = np.flatnonzero(split_of == split)
         if split == "background" and not len(idx):
             continue  # only with background_share
         idx = rng.permutation(idx)  # interleave authors within a split
         splits[split] = datasets.Dataset.from_list([rows[i] for i in idx], features=features)
-    return Corpus(
-        name="synthetic-reviews",
-        splits=splits,
-        label_names=list(LABEL_NAMES),
-        attribute_names=list(ATTRIBUTE_NAMES),
-        info=info,
-    )
+    return splits
 
 
 #: An author's habits under ``persona``: one pet phrase and one sign-off each (400 pairs).

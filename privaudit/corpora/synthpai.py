@@ -210,9 +210,6 @@ def synthpai(
     dropped. Same arguments → the same corpus.
     """
     fractions = check_fractions(splits, "synthpai splits", PEOPLE_SPLITS)
-    import datasets
-    import pandas as pd  # lazy: as above
-
     seed, share = int(seed), float(background_share)
     rng = np.random.default_rng(seed)
     comments, profiles = _raw()
@@ -223,14 +220,56 @@ def synthpai(
             "the shipped files are damaged: reinstall privaudit."
         )
     attrs = attributes_of(profiles)
+    docs, label_names = _labelled(comments, unmatched)
+    _deal_people(docs, attrs, fractions, rng)
+    test = _hold_out_background(docs, share, rng)
+    out, sizes = _datasets(docs, attrs, test, rng)
+    info = {
+        "source": SOURCE,
+        "licence": LICENCE,
+        "citation": CITATION,
+        "seed": seed,
+        "splits": dict(zip(PEOPLE_SPLITS, fractions, strict=True)),
+        "split": "by person, seeded (train/test/aux/public/distractors); background: "
+        f"{share} of each test person's comments plus the distractors'",
+        "background_share": share,
+        "unmatched": unmatched,
+        "label": "topic from the keyword lexicon privaudit.corpora.synthpai_topics (most hits, "
+        f"ties to the earlier topic, no hit: {'other' if unmatched == 'other' else 'dropped'})",
+        "attributes": "from the profiles: gender (sex); age_bin "
+        + ", ".join(AGE_BINS)
+        + "; income_level;"
+        " education (highest completed level); relationship_status; region (UN M49, from "
+        "city_country)",
+        "sizes": sizes,
+        "rows_read": len(comments),
+        "dropped_rows": len(comments) - len(docs),
+        "dropped": {"with no topic word (unmatched='drop')": len(comments) - len(docs)},
+    }
+    return Corpus("synthpai", out, label_names, list(ATTRIBUTE_NAMES), info)
+
+
+def _labelled(
+    comments: pd.DataFrame, unmatched: Literal["other", "drop"]
+) -> tuple[pd.DataFrame, list[str]]:
+    """The comments with their topic and its index (``label``), and the label names; with
+    ``unmatched="drop"`` the comments no topic word matches are left out."""
     docs = comments.assign(topic=topic_of(comments["text"].tolist()))
     label_names = [*TOPIC_WORDS, OTHER]
-    n_read = len(docs)
     if unmatched == "drop":
         docs = docs[docs["topic"] != OTHER].reset_index(drop=True)
         label_names.remove(OTHER)
     docs["label"] = docs["topic"].map({t: i for i, t in enumerate(label_names)})
+    return docs, label_names
 
+
+def _deal_people(
+    docs: pd.DataFrame,
+    attrs: pd.DataFrame,
+    fractions: tuple[float, ...],
+    rng: np.random.Generator,
+) -> None:
+    """Set each comment's ``split`` to the one its writer is dealt to (:data:`PEOPLE_SPLITS`)."""
     # People in file order, each with their comment count; dealt within (gender, age bin) strata.
     people = docs["author"].drop_duplicates().tolist()
     counts = docs["author"].value_counts().reindex(people).to_numpy()
@@ -238,8 +277,12 @@ def synthpai(
     dealt = assign_splits(counts, fractions, rng, strata=strata, names=PEOPLE_SPLITS)
     docs["split"] = docs["author"].map(dict(zip(people, dealt, strict=True)))
 
-    # Background: a random background_share of each test person's comments (>= 1, and >= 1 left
-    # as a victim) and every distractor's comments.
+
+def _hold_out_background(docs: pd.DataFrame, share: float, rng: np.random.Generator) -> pd.Series:
+    """Move comments to ``background``: a random ``share`` of each test person's (>= 1, and >= 1
+    left as a victim) and every distractor's. Returns which comments were dealt to test."""
+    import pandas as pd  # lazy: `privaudit list` imports this module, never pandas
+
     test = docs["split"] == "test"
     n = docs.loc[test].groupby("author")["text"].transform("size")
     k = np.where(n >= 2, np.clip(np.floor(share * n + 0.5), 1, n - 1), 0)
@@ -247,6 +290,15 @@ def synthpai(
     held = rank.rank(method="first").to_numpy() <= k
     docs.loc[n.index[held], "split"] = "background"
     docs.loc[docs["split"] == "distractors", "split"] = "background"
+    return test
+
+
+def _datasets(
+    docs: pd.DataFrame, attrs: pd.DataFrame, test: pd.Series, rng: np.random.Generator
+) -> tuple[dict[str, datasets.Dataset], dict[str, dict[str, int]]]:
+    """The splits (:data:`SPLIT_ORDER`, each in a seeded random order) and their sizes: people
+    and comments, and for ``background`` the test people's share of it."""
+    import datasets
 
     features = corpus_features(ATTRIBUTE_NAMES)
     records = attrs[ATTRIBUTE_NAMES].to_dict("index")
@@ -270,29 +322,7 @@ def synthpai(
     sizes["background"]["test_people"] = int(out["background"].to_pandas()["author"][targets]
                                              .nunique())  # fmt: skip
     sizes["background"]["test_people_comments"] = int(targets.sum())
-    info = {
-        "source": SOURCE,
-        "licence": LICENCE,
-        "citation": CITATION,
-        "seed": seed,
-        "splits": dict(zip(PEOPLE_SPLITS, fractions, strict=True)),
-        "split": "by person, seeded (train/test/aux/public/distractors); background: "
-        f"{share} of each test person's comments plus the distractors'",
-        "background_share": share,
-        "unmatched": unmatched,
-        "label": "topic from the keyword lexicon privaudit.corpora.synthpai_topics (most hits, "
-        f"ties to the earlier topic, no hit: {'other' if unmatched == 'other' else 'dropped'})",
-        "attributes": "from the profiles: gender (sex); age_bin "
-        + ", ".join(AGE_BINS)
-        + "; income_level;"
-        " education (highest completed level); relationship_status; region (UN M49, from "
-        "city_country)",
-        "sizes": sizes,
-        "rows_read": n_read,
-        "dropped_rows": n_read - len(docs),
-        "dropped": {"with no topic word (unmatched='drop')": n_read - len(docs)},
-    }
-    return Corpus("synthpai", out, label_names, list(ATTRIBUTE_NAMES), info)
+    return out, sizes
 
 
 # Declared for the attacker's public pre-training (``geia``'s ``public_corpus: auto``): other

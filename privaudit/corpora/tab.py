@@ -262,6 +262,23 @@ def _document(
     annotations = doc["annotations"]
     if not isinstance(annotations, Mapping):
         raise ValueError(f"{where} is not TAB format: annotations is not an object.")
+    gold, mismatched = _gold_mentions(annotations, text, doc_id, where)
+    chosen = _annotator(doc, annotations, annotator)
+    entities = [
+        {**{k: v for k, v in g.items() if k != "annotator"}, "text": text[g["start"] : g["end"]]}
+        for g in gold
+        if g["annotator"] == chosen and g["identifier_type"] in TO_MASK
+    ]
+    row = {"text": text, "label": str(value), "entities": entities, "author": doc_id,
+           "tab_gold": gold}  # fmt: skip
+    return row, split, mismatched
+
+
+def _gold_mentions(
+    annotations: Mapping[str, Any], text: str, doc_id: str, where: str
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every annotator's mentions, checked, as ``tab_gold`` rows in file order, and the
+    mentions whose span_text differs from the text at their offsets."""
     gold: list[dict[str, Any]] = []
     mismatched: list[str] = []
     out_of_range: list[str] = []
@@ -302,15 +319,7 @@ def _document(
             f"{len(text)}-character text (first: {out_of_range[0]}); TAB's evaluation refuses "
             "them too."
         )
-    chosen = _annotator(doc, annotations, annotator)
-    entities = [
-        {**{k: v for k, v in g.items() if k != "annotator"}, "text": text[g["start"] : g["end"]]}
-        for g in gold
-        if g["annotator"] == chosen and g["identifier_type"] in TO_MASK
-    ]
-    row = {"text": text, "label": str(value), "entities": entities, "author": doc_id,
-           "tab_gold": gold}  # fmt: skip
-    return row, split, mismatched
+    return gold, mismatched
 
 
 def _annotator(doc: Mapping[str, Any], annotations: Mapping[str, Any], wanted: str | None) -> str:
