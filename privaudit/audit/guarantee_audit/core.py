@@ -35,7 +35,14 @@ import numpy as np
 import pandas as pd
 
 from privaudit.api import Defense
-from privaudit.audit.guarantee_audit import dx, ldp
+from privaudit.audit.guarantee_audit.dx import (
+    independence_tests,
+    noise_tests,
+    release_tests,
+    word_pairs,
+)
+from privaudit.audit.guarantee_audit.ldp import TESTS as LAPLACE_TESTS
+from privaudit.audit.guarantee_audit.ldp import laplace_tests
 from privaudit.audit.guarantee_audit.stats import INDEPENDENCE, RELEASE, Evidence, fisher_p
 from privaudit.audit.wrapper import UserDefense
 from privaudit.corpora.synthetic import synthetic_reviews
@@ -294,15 +301,15 @@ def _probed(found: Any) -> Declared:
 def _unit_plans(mech: UnitMechanism, g: Guarantee, sizes: Sizes,
                 rng: np.random.Generator) -> list[Plan]:  # fmt: skip
     """Release tests per pair, independence, and the noise step where declared."""
-    pairs = dx.word_pairs(mech.points, mech.pool, rng)
+    pairs = word_pairs(mech.points, mech.pool, rng)
     if g.kind is not Kind.DX:  # ε-LDP/DP per word: any two words are neighbours (distance 1)
         pairs = [(i, j, 1.0) for i, j, _ in pairs]
     test = f"release ({mech.category})" if mech.category else "release"
     per_pair = 2 if mech.continuous else 1
     plans: list[Plan] = [
-        (per_pair * len(pairs), lambda a, r: dx.release_tests(
+        (per_pair * len(pairs), lambda a, r: release_tests(
             mech, pairs, g, a=a, base=sizes.release, cap=sizes.release_cap, rng=r, test=test)),
-        (2, lambda a, r: dx.independence_tests(mech, pairs[0][0], a=a, rng=r)),
+        (2, lambda a, r: independence_tests(mech, pairs[0][0], a=a, rng=r)),
     ]  # fmt: skip
     if mech.noise is not None and g.kind is Kind.DX:
         plans.append(_noise_plan(mech.noise, g, sizes, mech.points, mech.pool))
@@ -312,8 +319,8 @@ def _unit_plans(mech: UnitMechanism, g: Guarantee, sizes: Sizes,
 def _noise_plan(noise: DXNoise, g: Guarantee, sizes: Sizes, points: np.ndarray | None,
                 pool: np.ndarray | None) -> Plan:  # fmt: skip
     count = 3 if noise.unit_eta is not None else 2
-    return (count, lambda a, r: dx.noise_tests(noise, g, a=a, n=sizes.noise, rng=r,
-                                               points=points, pool=pool))  # fmt: skip
+    return (count, lambda a, r: noise_tests(noise, g, a=a, n=sizes.noise, rng=r,
+                                            points=points, pool=pool))  # fmt: skip
 
 
 def plan(defense: Defense, sizes: Sizes, rng: np.random.Generator,
@@ -327,7 +334,7 @@ def plan(defense: Defense, sizes: Sizes, rng: np.random.Generator,
         return [], "no noise (the parameter is inf): the claim bounds nothing"
     found = declaration(defense)
     if isinstance(found, PooledLaplace):
-        return [(ldp.TESTS, lambda a, r: ldp.laplace_tests(
+        return [(LAPLACE_TESTS, lambda a, r: laplace_tests(
             found, g, a=a, base=sizes.laplace, cap=sizes.laplace_cap, rng=r))], ""  # fmt: skip
     if isinstance(found, DXNoise):
         return [_noise_plan(found, g, sizes, None, found.units)], (
