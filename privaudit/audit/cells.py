@@ -34,6 +34,7 @@ import hashlib
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +66,9 @@ from privaudit.runtime.memo import charged_seconds
 
 if TYPE_CHECKING:
     from privaudit.audit.config import GridConfig
+
+#: Receives each finished ``(key, record)`` of a task as it is made.
+Emit = Callable[[str, dict[str, Any]], None]
 
 
 @dataclass
@@ -234,39 +238,9 @@ def compute(
     defense = ctx.defense(point)
     rng_train, rng_test, rng_utility, rng_query = _point_streams(point, defense)
     try:
-        start("privatize")
-        t0 = time.perf_counter()
-        with charged_seconds() as charged:  # what memoised work saved is still this point's
-            rel_train = defense.privatize(ctx.train_texts, rng=rng_train)
-            rel_test = defense.privatize(ctx.test_texts, rng=rng_test)
-        privatize_wall = time.perf_counter() - t0
-        privatize_s = privatize_wall + charged.seconds
-        if task.cached_utility is not None:
-            utility = dict(task.cached_utility)
-        else:
-            ev = ctx.evaluator
-            start(ev.name)
-            t0 = time.perf_counter()
-            util = ev.evaluate_releases(
-                rel_train, ctx.y_train, rel_test, ctx.y_test, rng=rng_utility, defense=defense,
-                train_attributes=ctx.train_attributes,
-            )  # fmt: skip
-            utility = {
-                "kind": "point",
-                "status": "ok",
-                **_utility_fields(util, ev.metric, ctx.y_test),
-                "replacement_rate": replacement_rate([rel_train.audit, rel_test.audit])
-                if defense.name != NONE
-                else 0.0,
-                "privatize_seconds": privatize_s,
-                "privatize_wall_seconds": privatize_wall,  # what this run waited (estimates)
-                "release": str(rel_test.space),  # the format: text, token/hidden vectors, pooled
-                "utility_seconds": time.perf_counter() - t0,
-                "n_words": ctx.n_words,
-            }
-            if ctx.config.show_examples:  # corpus text is stored only when asked for
-                utility["examples"] = _examples(ctx.test_texts, rel_test)
-            emit(task.point_key, utility)
+        rel_test = _release_and_utility(
+            ctx, task, defense, (rng_train, rng_test, rng_utility), start, emit
+        )
     except Exception as exc:  # a failing defense point must not end the grid
         reason = failure_reason(exc)
         for label, key in task.attack_keys.items():
@@ -281,40 +255,102 @@ def compute(
     )  # fmt: skip
     public = rel_test.public()
     for label, key in task.attack_keys.items():
-        attack = ctx.attacks[label]
-        base = {"attack": label, "attack_metric": attack.metric,
-                "attack_params": fmt_params(attack.params())}  # fmt: skip
-        start(label)
-        # A knowledge field the corpus cannot provide says its own cause (background: truth).
-        missing = attack.missing_knowledge(knowledge)
-        reason, cause = missing or (attack.applicable(public, knowledge), "release")
-        if reason is not None:
-            # na_cause: "release" (cannot read it) vs "truth" (the corpus cannot score it).
-            na = {"status": "n/a", "reason": reason, "na_cause": cause}
-            row = base | _family(attack) | na
-            emit(key, {"kind": "cell", "status": "n/a", "rows": [row]})
-            continue
-        rng_attack = attack_rng(point, defense, label)
-        t0 = time.perf_counter()
-        try:
-            predictions = fit_and_attack(attack, knowledge, rng_attack, public, point.seed)
-            try:
-                scored = score_predictions(predictions, ctx.truth, attack.metric, public)
-            except NotScorable as exc:  # the attack ran; the truth cannot judge it
-                row = base | _family(attack) | {
-                    "status": "n/a", "reason": str(exc), "na_cause": "truth",
-                    "attack_seconds": time.perf_counter() - t0,
-                }  # fmt: skip
-                emit(key, {"kind": "cell", "status": "n/a", "rows": [row]})
-                continue
-            attack_s = time.perf_counter() - t0
-            rows = [_scored_row(base, label, result, attack_s) for result in scored]
-            status = "ok" if any(r["status"] == "ok" for r in rows) else "n/a"
-            emit(key, {"kind": "cell", "status": status, "rows": rows})
-        except Exception as exc:
-            row = _failed(label, attack, failure_reason(exc))
-            emit(key, {"kind": "cell", "status": "failed", "rows": [row]})
+        _attack_cell(ctx, point, defense, label, key, knowledge, public, start, emit)
     return out
+
+
+def _release_and_utility(
+    ctx: Context,
+    task: Task,
+    defense: Defense,
+    rngs: tuple[np.random.Generator, np.random.Generator, np.random.Generator],
+    start: Callable[[str], None],
+    emit: Emit,
+) -> Release:
+    """Privatize the point's train and test splits; unless its utility is cached, measure it
+    and emit the point record. Returns the test release, which the attacks read."""
+    rng_train, rng_test, rng_utility = rngs
+    start("privatize")
+    t0 = time.perf_counter()
+    with charged_seconds() as charged:  # what memoised work saved is still this point's
+        rel_train = defense.privatize(ctx.train_texts, rng=rng_train)
+        rel_test = defense.privatize(ctx.test_texts, rng=rng_test)
+    privatize_wall = time.perf_counter() - t0
+    privatize_s = privatize_wall + charged.seconds
+    if task.cached_utility is None:
+        ev = ctx.evaluator
+        start(ev.name)
+        t0 = time.perf_counter()
+        util = ev.evaluate_releases(
+            rel_train, ctx.y_train, rel_test, ctx.y_test, rng=rng_utility, defense=defense,
+            train_attributes=ctx.train_attributes,
+        )  # fmt: skip
+        utility = {
+            "kind": "point",
+            "status": "ok",
+            **_utility_fields(util, ev.metric, ctx.y_test),
+            "replacement_rate": replacement_rate([rel_train.audit, rel_test.audit])
+            if defense.name != NONE
+            else 0.0,
+            "privatize_seconds": privatize_s,
+            "privatize_wall_seconds": privatize_wall,  # what this run waited (estimates)
+            "release": str(rel_test.space),  # the format: text, token/hidden vectors, pooled
+            "utility_seconds": time.perf_counter() - t0,
+            "n_words": ctx.n_words,
+        }
+        if ctx.config.show_examples:  # corpus text is stored only when asked for
+            utility["examples"] = _examples(ctx.test_texts, rel_test)
+        emit(task.point_key, utility)
+    return rel_test
+
+
+def _attack_cell(
+    ctx: Context,
+    point: Point,
+    defense: Defense,
+    label: str,
+    key: str,
+    knowledge: Knowledge,
+    public: Release,
+    start: Callable[[str], None],
+    emit: Emit,
+) -> None:
+    """One attack's cell: n/a when the attack cannot read the release or lacks knowledge the
+    corpus cannot provide; else fitted, run and scored (n/a when the truth cannot judge it,
+    failed with its reason on an error)."""
+    attack = ctx.attacks[label]
+    base = {"attack": label, "attack_metric": attack.metric,
+            "attack_params": fmt_params(attack.params())}  # fmt: skip
+    start(label)
+    # A knowledge field the corpus cannot provide says its own cause (background: truth).
+    missing = attack.missing_knowledge(knowledge)
+    reason, cause = missing or (attack.applicable(public, knowledge), "release")
+    if reason is not None:
+        # na_cause: "release" (cannot read it) vs "truth" (the corpus cannot score it).
+        na = {"status": "n/a", "reason": reason, "na_cause": cause}
+        row = base | _family(attack) | na
+        emit(key, {"kind": "cell", "status": "n/a", "rows": [row]})
+        return
+    rng_attack = attack_rng(point, defense, label)
+    t0 = time.perf_counter()
+    try:
+        predictions = fit_and_attack(attack, knowledge, rng_attack, public, point.seed)
+        try:
+            scored = score_predictions(predictions, ctx.truth, attack.metric, public)
+        except NotScorable as exc:  # the attack ran; the truth cannot judge it
+            row = base | _family(attack) | {
+                "status": "n/a", "reason": str(exc), "na_cause": "truth",
+                "attack_seconds": time.perf_counter() - t0,
+            }  # fmt: skip
+            emit(key, {"kind": "cell", "status": "n/a", "rows": [row]})
+            return
+        attack_s = time.perf_counter() - t0
+        rows = [_scored_row(base, label, result, attack_s) for result in scored]
+        status = "ok" if any(r["status"] == "ok" for r in rows) else "n/a"
+        emit(key, {"kind": "cell", "status": status, "rows": rows})
+    except Exception as exc:
+        row = _failed(label, attack, failure_reason(exc))
+        emit(key, {"kind": "cell", "status": "failed", "rows": [row]})
 
 
 def _scored_row(

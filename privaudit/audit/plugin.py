@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privaudit.api import NONE, Defense, Release
-from privaudit.audit.config import PRESETS, load_config
+from privaudit.audit.config import PRESETS, GridConfig, load_config
 from privaudit.audit.guarantee_audit import VIOLATED, GuaranteeAudit, audit_guarantee
 from privaudit.audit.runner import run_grid
 from privaudit.audit.wrapper import UserDefense
@@ -213,6 +213,29 @@ def audit(
     if knob_name is not None:
         probe = probe.with_knob(values[len(values) // 2])  # check at a middle level
     probe.fit([])
+    checks, failed = _checked(probe, knob_name, values, min_speed)
+    shown = label or probe.name
+    if failed:
+        return AuditResult(checks, None, shown, failed)
+    # A declared formal guarantee is tested at each knob value before the grid; under
+    # ``strict`` a violated one stops the audit there (nothing is benchmarked).
+    guarantees = _tested_guarantees(probe, values, alpha, shown, options.get("backbone"))
+    if strict and any(g.verdict == VIOLATED for g in guarantees):
+        return AuditResult(checks, None, shown, [], guarantees)
+    config = _audit_config(
+        preset, corpus_params, compare, shown, target, knob_name, values, options, device
+    )
+    result = run_grid(
+        config, run_dir=run_dir, reports_root=reports_root, progress=progress, outputs=outputs
+    )
+    return AuditResult(checks, result, shown, [], guarantees)
+
+
+def _checked(
+    probe: UserDefense, knob_name: str | None, values: list[float], min_speed: float
+) -> tuple[list[Check], list[Check]]:
+    """The conformance checks of ``probe`` (at its middle knob value) and the failed ones;
+    when all pass and it has a knob, the identity check runs at every knob value instead."""
     checks = conformance(probe, min_speed=min_speed)
     failed = [c for c in checks if not c.passed]
     if knob_name is not None and not failed:
@@ -222,21 +245,37 @@ def audit(
         checks = [c for c in checks if c.name != CHANGES_TEXT]
         if identity is not None:
             checks.append(identity)
-    shown = label or probe.name
-    if failed:
-        return AuditResult(checks, None, shown, failed)
-    # A declared formal guarantee is tested at each knob value before the grid; under
-    # ``strict`` a violated one stops the audit there (nothing is benchmarked).
-    guarantees = []
+    return checks, failed
+
+
+def _tested_guarantees(
+    probe: UserDefense, values: list[float], alpha: float, shown: str, backbone: Any
+) -> list[GuaranteeAudit]:
+    """The guarantee audit at each knob value (or once, without a knob) whose defense
+    declares a formal guarantee."""
+    guarantees: list[GuaranteeAudit] = []
     for value in values or [None]:
         point = probe if value is None else probe.with_knob(value)
         point.fit([])
         if point.guarantee.formal:
             guarantees.append(audit_guarantee(
-                point, alpha=alpha, label=shown, backbone=options.get("backbone")))  # fmt: skip
-    if strict and any(g.verdict == VIOLATED for g in guarantees):
-        return AuditResult(checks, None, shown, [], guarantees)
+                point, alpha=alpha, label=shown, backbone=backbone))  # fmt: skip
+    return guarantees
 
+
+def _audit_config(
+    preset: str | Path,
+    corpus_params: dict[str, Any] | None,
+    compare: tuple[str, ...] | list[str],
+    shown: str,
+    target: str,
+    knob_name: str | None,
+    values: list[float],
+    options: dict[str, Any],
+    device: str | None,
+) -> GridConfig:
+    """The audit's grid: ``preset``'s corpus, attacks and utility with the undefended
+    baseline, the ``compare`` defenses and the user's privatizer at each knob value."""
     base = load_config(preset)
     data = base.model_dump()
     data["corpus"]["params"].update(corpus_params or {})  # --map: merged over the grid's
@@ -257,8 +296,4 @@ def audit(
     data.update(name=f"audit-{shown}", defenses=defenses)
     if device is not None:
         data["device"] = device  # checked with the rest of the config
-    config = load_config(data)
-    result = run_grid(
-        config, run_dir=run_dir, reports_root=reports_root, progress=progress, outputs=outputs
-    )
-    return AuditResult(checks, result, shown, [], guarantees)
+    return load_config(data)

@@ -133,12 +133,50 @@ def _execute(
     outputs: OutputWriter | None = None,
 ) -> RunResult:
     """The run in its claimed directory: plan, compute every unfinished cell, write outputs."""
-    from tqdm.auto import tqdm
-
     t0 = time.perf_counter()
     ctx = context_for(config)
     context_s = time.perf_counter() - t0  # what a pool's worker pays before its first cell
     check_shares(ctx)  # strength shares against the documents they draw, before any cell
+    store, meta, points = _plan_in(config, rd, ctx)
+    tasks, done = _unfinished(ctx, points, store)
+    total = sum(len(c) for c in (ctx.keys(p)[1] for p in points))
+    started = time.perf_counter()
+    sizes = Sizes.of(ctx.corpus)  # the units costs scale with, counted once
+    book, forecast = _forecast(ctx, points, tasks, total, done, runner, sizes)
+    if context_s > 0.5:  # built here, not reused from an earlier grid in this process
+        _keep_costs(book, lambda: book.add([STARTUP], context_s, 1.0))
+    meta["estimate"] = forecast.record()
+    meta["cells"] = total
+    rd.write_meta(meta)  # a report of the run if it is cut short can count the missing cells
+    # Before the first cell, progress bar or not: the grid's size and what it will cost here.
+    print("\n".join(forecast.lines()), file=sys.stderr, flush=True)
+    _pretrain_first(ctx, tasks, progress)
+    _compute_cells(config, ctx, rd, store, points, tasks, runner, progress, checkpoint,
+                   done, total, book, sizes)  # fmt: skip
+
+    outputs_start = time.perf_counter()
+    frame, strength_failed, strength_s = _write_tables(config, ctx, rd, store, points, progress)
+    outputs_start += strength_s  # attacks fitted, not outputs: not costed so
+    end = {"finished": True, "cells": total, "computed": total - done}
+    rd.write_meta(meta | end)
+    level = chance_level(ctx)
+    plots, problems, board = outputs(frame, rd, level) if outputs is not None else ([], [], None)
+    if total:
+        outputs_s = time.perf_counter() - outputs_start
+        _keep_costs(book, lambda: book.add([OUTPUTS], outputs_s, total))
+    end["elapsed_seconds"] = round(time.perf_counter() - started, 1)  # beside the estimate
+    if problems:  # the results are on disk; say what could not be drawn or written
+        end["output_problems"] = problems
+    rd.write_meta(meta | end)
+    return RunResult(run_dir=rd.path, frame=frame, plots=plots, chance=level, board=board,
+                     strength_failed=strength_failed)  # fmt: skip
+
+
+def _plan_in(
+    config: GridConfig, rd: RunDir, ctx: Context
+) -> tuple[ResultStore, dict[str, Any], list[Point]]:
+    """The run directory created with its config and a first run.json (finished: false), and
+    the planned points; a plan that fails in a directory it created removes it."""
     fresh = not rd.path.exists()
     rd.create().write_config(config.model_dump_json(indent=2))
     store = rd.store()
@@ -156,7 +194,12 @@ def _execute(
         if fresh and not any(store.dir.iterdir()):
             shutil.rmtree(rd.path, ignore_errors=True)  # a failed plan leaves no empty run
         raise
+    return store, meta, points
 
+
+def _unfinished(ctx: Context, points: list[Point], store: ResultStore) -> tuple[list[Task], int]:
+    """The tasks of the points with a cell (or their utility) still to compute, and how many
+    cells are already finished."""
     tasks, done = [], 0
     for point in points:
         point_key, cells = ctx.keys(point)
@@ -165,19 +208,28 @@ def _execute(
         done += len(cells) - len(todo)
         if cached is None or todo:
             tasks.append(Task(point, point_key, todo, cached))
+    return tasks, done
 
-    total = sum(len(c) for c in (ctx.keys(p)[1] for p in points))
-    started = time.perf_counter()
-    sizes = Sizes.of(ctx.corpus)  # the units costs scale with, counted once
-    book, forecast = _forecast(ctx, points, tasks, total, done, runner, sizes)
-    if context_s > 0.5:  # built here, not reused from an earlier grid in this process
-        _keep_costs(book, lambda: book.add([STARTUP], context_s, 1.0))
-    meta["estimate"] = forecast.record()
-    meta["cells"] = total
-    rd.write_meta(meta)  # a report of the run if it is cut short can count the missing cells
-    # Before the first cell, progress bar or not: the grid's size and what it will cost here.
-    print("\n".join(forecast.lines()), file=sys.stderr, flush=True)
-    _pretrain_first(ctx, tasks, progress)
+
+def _compute_cells(
+    config: GridConfig,
+    ctx: Context,
+    rd: RunDir,
+    store: ResultStore,
+    points: list[Point],
+    tasks: list[Task],
+    runner: Any,
+    progress: bool,
+    checkpoint: Callable[[], None],
+    done: int,
+    total: int,
+    book: CostBook | None,
+    sizes: Sizes,
+) -> None:
+    """Every task through the executor, each record stored as it comes, with the progress
+    bar, the measured costs and the results table rewritten after every task."""
+    from tqdm.auto import tqdm
+
     bar = tqdm(total=total, initial=done, desc="cells", unit="cell", disable=not progress)
     in_flight = _InFlight(bar, tasks, runner)
     told: set[str] = set()  # full failure messages printed (a failed point fails every cell)
@@ -204,32 +256,31 @@ def _execute(
         bar.close()
         runner.close()
 
-    outputs_start = time.perf_counter()
+
+def _write_tables(
+    config: GridConfig,
+    ctx: Context,
+    rd: RunDir,
+    store: ResultStore,
+    points: list[Point],
+    progress: bool,
+) -> tuple[Any, int, float]:
+    """After every cell: the results table with its intervals, the strength curve when the
+    config declares one, and the examples (or none). Returns the results frame, the failed
+    rows of strength.csv and the seconds the curve took (its attacks are not outputs)."""
     frame = rd.write_results(*results_table(ctx, points, store))
-    strength_failed = 0
+    strength_failed, strength_s = 0, 0.0
     if config.strength is not None:  # a declared stage, after every cell: reuses their rows
         t0 = time.perf_counter()
         curve = strength_curve(ctx, points, frame, progress=progress)
         rd.write_strength(curve)
         strength_failed = int((curve["status"] == "failed").sum())
-        outputs_start += time.perf_counter() - t0  # attacks fitted, not outputs: not costed so
+        strength_s = time.perf_counter() - t0
     if config.show_examples:
         rd.write_examples(examples(ctx, points, store))
     else:  # no corpus text in the run directory unless asked for
         rd.forget_examples([ctx.keys(p)[0] for p in points])
-    end = {"finished": True, "cells": total, "computed": total - done}
-    rd.write_meta(meta | end)
-    level = chance_level(ctx)
-    plots, problems, board = outputs(frame, rd, level) if outputs is not None else ([], [], None)
-    if total:
-        outputs_s = time.perf_counter() - outputs_start
-        _keep_costs(book, lambda: book.add([OUTPUTS], outputs_s, total))
-    end["elapsed_seconds"] = round(time.perf_counter() - started, 1)  # beside the estimate
-    if problems:  # the results are on disk; say what could not be drawn or written
-        end["output_problems"] = problems
-    rd.write_meta(meta | end)
-    return RunResult(run_dir=rd.path, frame=frame, plots=plots, chance=level, board=board,
-                     strength_failed=strength_failed)  # fmt: skip
+    return frame, strength_failed, strength_s
 
 
 def _pretrain_first(ctx: Context, tasks: list[Task], progress: bool) -> None:
