@@ -1,5 +1,8 @@
-"""The ``privaudit`` command line (typer): :mod:`.commands` (the commands and their exit codes),
-:mod:`.options` (reading what the commands share), :mod:`.render` (terminal tables)."""
+"""The ``privaudit`` command line (typer): :mod:`.commands` (every command, registered in
+order, and their exit codes), :mod:`.base` (the app, the exit codes, how a command ends), the
+commands by what they serve (:mod:`.listing`, :mod:`.run`, :mod:`.privatize`, :mod:`.audit`,
+:mod:`.board`, :mod:`.tab`), :mod:`.options` (reading what the commands share), :mod:`.render`
+(terminal tables)."""
 
 from privaudit.cli.commands import (
     EXIT_CELLS_FAILED,

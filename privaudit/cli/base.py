@@ -1,0 +1,133 @@
+"""The one typer ``app`` every command registers on, its exit codes, and how a command ends:
+a user's error as one line (:func:`_user_errors`), the cache checked before any work
+(:func:`_check_cache`), failed cells as exit status 3 (:func:`_exit_for_failures`).
+
+Importing it loads nothing heavy: what an error needs is imported when the error comes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from privaudit import __version__
+
+app = typer.Typer(
+    name="privaudit",
+    help="Adversarial privacy auditing for text privatization: attack every defense, measure "
+    "utility, and plot the privacy-utility frontier.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: Exit codes: 0 every cell ok or n/a; 2 a user error before any work; 3 the run finished but
+#: some cells failed (their reasons are in the summary and the report; --allow-failures: 0);
+#: 4 the disk (or quota) is full: finished cells are kept, free space and --resume; 130 Ctrl-C
+#: and 143 SIGTERM (128 + the signal, as a shell reports it): the run stopped cleanly, its
+#: workers ended, finished cells kept, and the --resume command is printed. `report` and
+#: `leaderboard` exit 5 on an unfinished run (its run.json says finished: false): the files
+#: are written, and the first line says how many cells are missing and how to --resume.
+#: `audit-guarantee --strict` and `audit --strict` exit 6 when a stated guarantee is violated.
+EXIT_USAGE, EXIT_CELLS_FAILED, EXIT_DISK_FULL, EXIT_UNFINISHED = 2, 3, 4, 5
+EXIT_GUARANTEE_VIOLATED = 6
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"privaudit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """Adversarial privacy auditing for text privatization: attack every defense, measure
+    utility, and plot the privacy-utility frontier."""
+
+
+def _user_errors(func: F) -> F:
+    """Errors a user can cause end in one clear line and exit code 2, not a traceback."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except typer.Exit:  # a deliberate exit status (click's Exit is a RuntimeError)
+            raise
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM during a run (Interrupted)
+            # lazy (both): privaudit.audit brings numpy and pydantic; only these errors need
+            # it, and --help and privatize must not load it
+            from privaudit.audit.executors import Interrupted
+
+            message = str(exc) if isinstance(exc, Interrupted) else "Interrupted."
+            typer.secho(message, fg=typer.colors.YELLOW, err=True)
+            code = exc.exit_code if isinstance(exc, Interrupted) else EXIT_INTERRUPTED
+            raise typer.Exit(code) from None
+        except OSError as exc:
+            from privaudit.audit.store import DiskFull, is_disk_full
+
+            if not is_disk_full(exc):
+                if isinstance(exc, FileNotFoundError):
+                    typer.secho(f"Error: {exc}", fg=typer.colors.RED, err=True)
+                    raise typer.Exit(EXIT_USAGE) from None
+                raise
+            if not isinstance(exc, DiskFull):  # not one of our writes: name what it could
+                exc = DiskFull(Path(exc.filename or "a file"))
+            typer.secho(f"Error: {exc}", fg=typer.colors.RED, err=True)
+            raise typer.Exit(EXIT_DISK_FULL) from None
+        except (ValueError, TypeError, RuntimeError) as exc:
+            typer.secho(f"Error: {exc}", fg=typer.colors.RED, err=True)
+            raise typer.Exit(EXIT_USAGE) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _exit_for_failures(frame: Any, allow: bool, strength_failed: int = 0) -> None:
+    """One line on the failed cells (and failed strength.csv rows), then exit 3 (0 with
+    --allow-failures)."""
+    from privaudit.audit.store import cell_counts  # lazy: privaudit.audit is not for --help
+
+    failed = frame[frame["status"] == "failed"]
+    if strength_failed:  # a failed refit fails the run as a cell does
+        typer.secho(
+            f"{strength_failed} row(s) of strength.csv failed (their reasons are above)."
+            + ("" if allow or not failed.empty else " Exit status 3; --allow-failures exits 0."),
+            fg=typer.colors.RED, err=True,
+        )  # fmt: skip
+        if failed.empty and not allow:
+            raise typer.Exit(EXIT_CELLS_FAILED)
+    if failed.empty:
+        return
+    reasons = failed["reason"].astype(str).str.split(" at ").str[0].nunique()
+    counts = cell_counts(frame)
+    typer.secho(
+        f"{counts['failed']} of {counts['all']} cells failed ({reasons} distinct reason(s); see "
+        "above and the report's Failures section)."
+        + ("" if allow else " Exit status 3; --allow-failures exits 0."),
+        fg=typer.colors.RED, err=True,
+    )  # fmt: skip
+    if not allow:
+        raise typer.Exit(EXIT_CELLS_FAILED)
+
+
+def _check_cache() -> bool:
+    """The cache directory, before any work: unusable → one line (CacheUnusable, exit 2);
+    read-only → said once here, then used for reading. Whether it can be written."""
+    from privaudit.runtime.cache import check_cache
+
+    note = check_cache()
+    if note is not None:
+        typer.secho(f"Warning: {note}", fg=typer.colors.YELLOW, err=True)
+    return note is None
