@@ -207,7 +207,7 @@ def test_seeds_average_and_report_their_spread() -> None:
 
 
 def test_hypervolume_samples_and_ranks_match_the_scalar_definitions() -> None:
-    from privaudit.leaderboard.board import hypervolume
+    from privaudit.leaderboard.families import hypervolume
 
     rng = np.random.default_rng(0)
     x, y = rng.random((5, 7)), 0.5 + 0.5 * rng.random((5, 7))

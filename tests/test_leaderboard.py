@@ -17,7 +17,8 @@ import pytest
 from typer.testing import CliRunner
 
 from privaudit.cli import app
-from privaudit.leaderboard.board import hypervolume, leaderboard
+from privaudit.leaderboard.board import leaderboard
+from privaudit.leaderboard.families import hypervolume
 from privaudit.leaderboard.figures import frontier_figure
 from privaudit.leaderboard.frontier import frontier, seed_means
 from privaudit.outputs.leaderboard import write_leaderboard

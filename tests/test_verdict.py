@@ -12,13 +12,11 @@ import pytest
 
 from privaudit.cli.render import print_board, print_summary
 from privaudit.leaderboard.board import Leaderboard, leaderboard
+from privaudit.leaderboard.paired import Pair, needed_victims, pairs
 from privaudit.leaderboard.verdict import (
-    Pair,
     _power,
     decisiveness_table,
     headline,
-    needed_victims,
-    pairs,
     power_lines,
     terminal_lines,
 )

@@ -12,14 +12,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privaudit.leaderboard.board import Leaderboard, hypervolume, leaderboard
+from privaudit.leaderboard.board import Leaderboard, leaderboard
+from privaudit.leaderboard.families import hypervolume
 from privaudit.leaderboard.figures import pareto_figure
+from privaudit.leaderboard.paired import Pair, needed_victims
 from privaudit.leaderboard.verdict import (
     POWER_CAPTION,
-    Pair,
     _power,
     headline,
-    needed_victims,
     power_lines,
 )
 from privaudit.metrics.outcomes import Outcome

@@ -240,6 +240,26 @@ def pareto_figure(
     styles = _styles_for(frame[by].astype(str) if len(frame) else [], styles)
     values = ["empirical_privacy", "utility", *(c for c in CI_COLUMNS if c in frame.columns)]
     values += ["target_rate"] if "target_rate" in frame.columns else []
+    knob_labels, markers = _pareto_curves(ax, frame, by, styles, values)
+    markers.extend(_pareto_baseline(ax, frame, metric, by))
+    _pareto_axes(ax, frame, attack=attack, metric=metric, utility_metric=utility_metric,
+                 chance=chance)  # fmt: skip
+    fig.tight_layout()
+    legend_box = freeze(ax, figure_renderer(fig))
+    place_labels(ax, knob_labels, markers=markers, obstacles=legend_box)
+    return fig
+
+
+def _pareto_curves(
+    ax: Axes,
+    frame: pd.DataFrame,
+    by: str,
+    styles: Mapping[str, Style],
+    values: list[str],
+) -> tuple[list[KnobLabel], list[tuple[float, float]]]:
+    """Each label's points (seeds averaged per knob value) as a curve with error bars, the
+    undefended release as one large marker; returns the knob labels to place and the
+    markers they must avoid."""
     knob_labels: list[KnobLabel] = []
     markers: list[tuple[float, float]] = []
     for name, group in sorted(frame.groupby(by), key=lambda g: str(g[0])):
@@ -274,6 +294,15 @@ def pareto_figure(
                         float(row["empirical_privacy"]), float(row["utility"]), text, colour, name
                     )
                 )
+    return knob_labels, markers
+
+
+def _pareto_baseline(
+    ax: Axes, frame: pd.DataFrame, metric: str, by: str
+) -> list[tuple[float, float]]:
+    """The attack's no-information baseline: a vertical line where the metric declares one,
+    else one hollow marker per point (the release taken as is); returns those markers."""
+    markers: list[tuple[float, float]] = []
     has_baseline = "attack_baseline" in frame.columns and frame["attack_baseline"].notna().any()
     spec = find_metric(metric)
     declared = spec.baseline if spec is not None else None
@@ -293,6 +322,19 @@ def pareto_figure(
             zorder=1,
         )  # fmt: skip
         markers.extend(zip(as_is, base["utility"], strict=True))
+    return markers
+
+
+def _pareto_axes(
+    ax: Axes,
+    frame: pd.DataFrame,
+    *,
+    attack: str,
+    metric: str,
+    utility_metric: str,
+    chance: float | None,
+) -> None:
+    """The chance line, axis labels and limits, title, grid and legend."""
     if chance is not None and np.isfinite(chance):
         ax.axhline(chance, color="0.6", ls=":", lw=1, label="chance")
     ax.set_xlabel(privacy_axis_label(attack, metric))
@@ -304,10 +346,6 @@ def pareto_figure(
     ax.set_title(f"Privacy–utility trade-off against {attack}")
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize=8)
-    fig.tight_layout()
-    legend_box = freeze(ax, figure_renderer(fig))
-    place_labels(ax, knob_labels, markers=markers, obstacles=legend_box)
-    return fig
 
 
 # ---- the combined figure -----------------------------------------------------------------

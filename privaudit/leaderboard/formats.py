@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privaudit.api import CLEAN, REFERENCES, Space
-from privaudit.leaderboard.render import Table, knob_text_of, with_ci
 from privaudit.leaderboard.stats import family_points
+from privaudit.leaderboard.tables import Table, knob_text_of, with_ci
 from privaudit.metrics.outcomes import interval
 
 if TYPE_CHECKING:

@@ -1,21 +1,56 @@
-"""The leaderboard as tables a person reads: formatted cells, Markdown and HTML, with the
-definitions printed beside them. Ranking is :mod:`privaudit.leaderboard.board`'s."""
+"""The whole board as a reader sees it: its tables (overall, per family, matched privacy, per
+attack, replacement rates) in reading order with their captions, and as an HTML fragment with
+the definitions beside them. Ranking is :mod:`privaudit.leaderboard.board`'s; the table
+primitives (cells, Markdown, HTML) are :mod:`privaudit.leaderboard.tables`'."""
 
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-import numpy as np
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from privaudit.api import NONE, REFERENCES
-from privaudit.numbers import shown
+from privaudit.leaderboard.tables import (
+    Table,
+    fmt,
+    html_table,
+    knob_text_of,
+    pd_isna,
+    span,
+    with_span,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from privaudit.leaderboard.board import Leaderboard
+    from privaudit.leaderboard.formats import FormatView
+
+
+class BoardView(Protocol):
+    """What this module reads of a board (:class:`privaudit.leaderboard.board.Leaderboard`
+    has it): a protocol, so that the rendering never imports the board that uses it."""
+
+    @property
+    def overall(self) -> pd.DataFrame: ...
+    @property
+    def families(self) -> pd.DataFrame: ...
+    @property
+    def matched(self) -> pd.DataFrame: ...
+    @property
+    def per_attack(self) -> pd.DataFrame: ...
+    @property
+    def chance(self) -> float: ...
+    @property
+    def notes(self) -> tuple[str, ...]: ...
+    @property
+    def level(self) -> float: ...
+    @property
+    def rates(self) -> pd.DataFrame | None: ...
+    @property
+    def ranked_on(self) -> Mapping[str, tuple[str, ...]]: ...
+    @property
+    def formats(self) -> FormatView | None: ...
+    def tables(self) -> dict[str, Table]: ...
 
 
 HYPERVOLUME_DEFINITION = (
@@ -78,15 +113,7 @@ FAMILY_HEADERS = {
 }
 
 
-@dataclass(frozen=True)
-class Table:
-    """A display table: headers and rows of already formatted strings."""
-
-    headers: list[str]
-    rows: list[list[str]]
-
-
-def tables(board: Leaderboard) -> dict[str, Table]:
+def tables(board: BoardView) -> dict[str, Table]:
     """Formatted tables: ``overall``, ``family <f>`` per family, ``matched <f>`` per
     family, and ``per attack``."""
     overall = [[_overall_cell(r, c) for c in OVERALL_HEADERS] for _, r in board.overall.iterrows()]
@@ -96,12 +123,12 @@ def tables(board: Leaderboard) -> dict[str, Table]:
         rows = []
         for _, r in sub.iterrows():
             rows.append([
-                "ref" if r["defense"] in REFERENCES else _fmt(r["rank"]),
-                _span(r["rank_ci_low"], r["rank_ci_high"], "d"),
+                "ref" if r["defense"] in REFERENCES else fmt(r["rank"]),
+                span(r["rank_ci_low"], r["rank_ci_high"], "d"),
                 str(r["label"]),
-                _fmt(r["hypervolume"]),
-                _span(r["hv_ci_low"], r["hv_ci_high"]),
-                _fmt(r.get("hv_all")) + _with_span(r.get("hv_all_ci_low"), r.get("hv_all_ci_high")),
+                fmt(r["hypervolume"]),
+                span(r["hv_ci_low"], r["hv_ci_high"]),
+                fmt(r.get("hv_all")) + with_span(r.get("hv_all_ci_low"), r.get("hv_all_ci_high")),
                 "—" if pd_isna(r["stability"]) else f"{100 * r['stability']:.0f} %",
                 _tied_cell(r),
                 str(r["strongest"] or "—"),
@@ -121,7 +148,7 @@ def tables(board: Leaderboard) -> dict[str, Table]:
                 elif pd_isna(r["utility"]):
                     row.append("not reached")
                 else:
-                    ci = _span(r["utility_ci_low"], r["utility_ci_high"])
+                    ci = span(r["utility_ci_low"], r["utility_ci_high"])
                     at = knob_text_of(r)
                     row.append(f"{r['utility']:.3f} {ci} at {at}")
             rows.append(row)
@@ -137,7 +164,7 @@ def tables(board: Leaderboard) -> dict[str, Table]:
                 row.append("—")  # never scored: n/a or failed on this attack
                 continue
             cell = cells.loc[(label, attack)]
-            rank = "ref" if cell["defense"] in REFERENCES else _fmt(cell["rank"])
+            rank = "ref" if cell["defense"] in REFERENCES else fmt(cell["rank"])
             row.append(f"{cell['hypervolume']:.3f} ({rank})")
         rows.append(row)
     out["per attack"] = Table(headers=["defense", *attacks], rows=rows)
@@ -150,9 +177,9 @@ def tables(board: Leaderboard) -> dict[str, Table]:
             [[f"{r['replacement_rate']:.3f}", str(r["label"]), knob_text_of(r),
               *(["—" if pd_isna(r["target_rate"]) else f"{r['target_rate']:.3g}"]
                 if calibrated else []),
-              f"{r['utility']:.3f} {_span(r['utility_ci_low'], r['utility_ci_high'])}",
+              f"{r['utility']:.3f} {span(r['utility_ci_low'], r['utility_ci_high'])}",
               "—" if pd_isna(r["privacy"])
-              else f"{r['privacy']:.3f} {_span(r['privacy_ci_low'], r['privacy_ci_high'])}"]
+              else f"{r['privacy']:.3f} {span(r['privacy_ci_low'], r['privacy_ci_high'])}"]
              for _, r in board.rates.iterrows()],
         )  # fmt: skip
     return out
@@ -172,121 +199,15 @@ def _overall_cell(row: Any, column: str) -> str:
     """One cell of the overall table: the rank interval and holding share as in the family
     tables; the reference's tie column empty."""
     if column == "rank_ci":
-        return _span(row["rank_ci_low"], row["rank_ci_high"], "d")
+        return span(row["rank_ci_low"], row["rank_ci_high"], "d")
     if column == "stability":
         return "—" if pd_isna(row["stability"]) else f"{100 * row['stability']:.0f} %"
     if column == "tied_with":
         return str(row["tied_with"] or "—")
-    return _fmt(row[column], column)
+    return fmt(row[column], column)
 
 
-def _with_span(lo: Any, hi: Any) -> str:
-    """`` [lo, hi]`` after a value, or nothing when the interval is unknown."""
-    text = _span(lo, hi)
-    return "" if text == "—" else f" {text}"
-
-
-def with_ci(value: Any, lo: Any, hi: Any) -> str:
-    """``value [lo, hi]`` (3 decimals), or the value alone when the interval is unknown."""
-    text = fmt_number(value)
-    return text if text == "—" else text + _with_span(lo, hi)
-
-
-def pd_isna(value: Any) -> bool:
-    import pandas as pd
-
-    return value is None or (not isinstance(value, str) and bool(pd.isna(value)))
-
-
-def _span(lo: Any, hi: Any, spec: str = ".3f") -> str:
-    """``[lo, hi]``, or ``—`` when the interval is unknown."""
-    if pd_isna(lo) or pd_isna(hi):
-        return "—"
-    if spec == "d":
-        return f"{int(lo)}–{int(hi)}"
-    return f"[{format(float(lo), spec)}, {format(float(hi), spec)}]"
-
-
-def knob_text_of(row: Any) -> str:
-    knob, value = row.get("knob"), row.get("knob_value")
-    if isinstance(knob, str) and not pd_isna(value):
-        return f"{knob}={shown(value)}"
-    return "its only point"
-
-
-def _fmt(value: Any, column: str = "") -> str:
-    """Display form of a table value: '—' for missing, 3 decimals, costs with 3 significant."""
-    import pandas as pd
-
-    if value is None or (not isinstance(value, str) and pd.isna(value)):
-        return "—"
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        return str(int(value))
-    if isinstance(value, (float, np.floating)):
-        if column == "s_per_1k_words":
-            return f"{value:.3g}"
-        if column == "mean_rank":
-            return f"{value:.2f}"
-        return f"{value:.3f}"
-    return str(value)
-
-
-def markdown_table(table: Table) -> str:
-    """A GitHub-flavoured Markdown table (pipes in cells escaped)."""
-
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|").replace("\n", " ")
-
-    lines = [
-        "| " + " | ".join(cell(h) for h in table.headers) + " |",
-        "|" + "|".join("---" for _ in table.headers) + "|",
-    ]
-    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in table.rows]
-    return "\n".join(lines)
-
-
-def html_table(table: Table, *, numeric_from: int = 1) -> str:
-    """An HTML ``<table>``, every cell escaped; columns from ``numeric_from`` right-aligned
-    where they look numeric."""
-
-    def cell(tag: str, text: str, k: int) -> str:
-        numeric = k >= numeric_from and _looks_numeric(text)
-        cls = ' class="num"' if numeric else ""
-        return f"<{tag}{cls}>{html.escape(text)}</{tag}>"
-
-    head = "".join(cell("th", h, -1) for h in table.headers)
-    thead = f"<thead><tr>{head}</tr></thead>\n" if table.headers else ""  # none: key/value
-    body = "\n".join(
-        "<tr>" + "".join(cell("td", c, k) for k, c in enumerate(row)) + "</tr>"
-        for row in table.rows
-    )
-    # The wrapper scrolls a wide table sideways instead of widening the whole page.
-    return f'<div class="scroll"><table>\n{thead}<tbody>\n{body}\n</tbody>\n</table></div>'
-
-
-def _looks_numeric(text: str) -> bool:
-    head = text.split(" ")[0]
-    try:
-        float(head)
-    except ValueError:
-        return head == "—"
-    return True
-
-
-TABLE_CSS = """
-body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 2rem;
-       color: #1d1d1f; max-width: 1200px; }
-table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; font-size: 0.9rem; }
-th, td { border: 1px solid #d0d0d5; padding: 0.3rem 0.6rem; text-align: left; }
-th { background: #f2f2f5; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-.scroll { overflow-x: auto; max-width: 100%; }
-tbody tr:nth-child(even) { background: #fafafc; }
-.note { color: #555; font-size: 0.9rem; }
-"""
-
-
-def sections(board: Leaderboard) -> list[tuple[str, Table, str]]:
+def sections(board: BoardView) -> list[tuple[str, Table, str]]:
     """(title, table, caption) in reading order: overall, each family with its matched-privacy
     table, then the per-attack view."""
     tables = board.tables()
@@ -334,7 +255,7 @@ def sections(board: Leaderboard) -> list[tuple[str, Table, str]]:
     return out
 
 
-def _ranked_on(board: Leaderboard, family: str) -> str:
+def _ranked_on(board: BoardView, family: str) -> str:
     """The caption's sentence naming the attacks a family ranks on."""
     attacks = board.ranked_on.get(family)
     if attacks is None:
@@ -344,7 +265,7 @@ def _ranked_on(board: Leaderboard, family: str) -> str:
     return f"Ranked on the attacks every ranked defense faced ({', '.join(attacks)})"
 
 
-def leaderboard_html_body(board: Leaderboard) -> str:
+def leaderboard_html_body(board: BoardView) -> str:
     """The leaderboard's tables, notes and definition as an HTML fragment (no page around it)."""
     parts = []
     for title, table, caption in sections(board):
@@ -359,53 +280,3 @@ def leaderboard_html_body(board: Leaderboard) -> str:
         + f'<p class="note">{html.escape(HYPERVOLUME_DEFINITION)}</p>\n'
         + f'<p class="note">{html.escape(PER_ATTACK_DEFINITION)}</p>\n'
     )
-
-
-GUARANTEE_NOTE = (
-    "Each stated guarantee tested empirically: pairs of inputs differing in one protected "
-    "unit, the output event chosen on held-out draws, exact (Clopper–Pearson) bounds with a "
-    "Bonferroni correction over the tests of a point; 'lower bound' is ln(p_low/q_high), "
-    "'claimed' the guarantee's bound at the same distance, 'ratio' their quotient (how "
-    "tight the claim is; above 1 it is violated)."
-)
-
-
-def fmt_number(value: Any, spec: str = ".3f") -> str:
-    """A number for display (``spec``), ``—`` for a missing one, a string as it is."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return "—" if value is None else str(value)
-    return "—" if np.isnan(number) else format(number, spec)
-
-
-def guarantee_table(table: pd.DataFrame) -> Table:
-    """The guarantee audit (``guarantees.csv``) as a display table: per defense point its
-    claim, verdict, test, pair and event, the empirical lower bound on the privacy loss, the
-    claim at the same distance, their ratio and the confidence."""
-    headers = ["defense", "knob", "value", "claim", "verdict", "test", "pair", "event",
-               "lower bound", "claimed", "ratio", "confidence"]  # fmt: skip
-    rows = [
-        [
-            str(r["defense"]), str(r["knob"]) if isinstance(r["knob"], str) else "—",
-            fmt_number(r["knob_value"], ".4g"),
-            str(r["claim"]) if r["claim"] != "-" else str(r["guarantee"]),
-            str(r["verdict"]), *(str(r[c]) if isinstance(r[c], str) else "" for c in
-                                 ("test", "pair", "event")),
-            fmt_number(r["lower_bound"]), fmt_number(r["claimed_loss"]),
-            fmt_number(r["ratio"], ".2f"),
-            fmt_number(r["confidence"], ".0%"),
-        ]
-        for _, r in table.iterrows()
-    ]  # fmt: skip
-    return Table(headers, rows)
-
-
-def guarantee_violations(table: pd.DataFrame) -> list[str]:
-    """One line per violated claim, with the test, pair and event that showed it."""
-    return [
-        f"Guarantee violated: {r['defense']} {r['knob']}={fmt_number(r['knob_value'], '.4g')}: "
-        f"the {r['test']} test shows a privacy loss of at least {fmt_number(r['lower_bound'])}, "
-        f"above the claimed {fmt_number(r['claimed_loss'])} ({r['pair']}, event {r['event']})."
-        for _, r in table[table["verdict"] == "violated"].iterrows()
-    ]

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from privaudit.api import NONE
-from privaudit.leaderboard.render import Table, fmt_number, html_table, knob_text_of, markdown_table
+from privaudit.leaderboard.tables import Table, fmt_number, html_table, knob_text_of, markdown_table
 from privaudit.metrics.outcomes import quiet_nan
 
 if TYPE_CHECKING:

@@ -206,7 +206,7 @@ def own_scale(stats: RunStats) -> RunStats:
 
 
 def hypervolume_samples(privacy: np.ndarray, utility: np.ndarray, chance: float) -> np.ndarray:
-    """Hypervolume (see :func:`privaudit.leaderboard.board.hypervolume`) of each column of
+    """Hypervolume (see :func:`privaudit.leaderboard.families.hypervolume`) of each column of
     ``privacy`` and ``utility`` (points × B): the area of the box [0, 1] × [chance, 1] the
     points dominate, on every resample at once. NaN coordinates add nothing."""
     x = np.clip(np.asarray(privacy, float), 0.0, 1.0)

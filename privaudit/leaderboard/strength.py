@@ -17,7 +17,7 @@ import numpy as np
 
 from privaudit.api import NONE
 from privaudit.leaderboard.reach import attack_reach, reach_text
-from privaudit.leaderboard.render import Table, fmt_number, with_ci
+from privaudit.leaderboard.tables import Table, fmt_number, with_ci
 from privaudit.metrics.published import published
 from privaudit.metrics.spec import MetricSpec, find_metric
 
@@ -212,7 +212,7 @@ def strength_figure(curve: pd.DataFrame) -> Figure:
 
 def markdown(frame: pd.DataFrame, curve: pd.DataFrame | None) -> str:
     """The section as Markdown (leaderboard.md): the table, then the curve's sentences."""
-    from privaudit.leaderboard.render import markdown_table
+    from privaudit.leaderboard.tables import markdown_table
 
     table = undefended_table(frame)
     body = markdown_table(table) if table.rows else "No ok attack at the undefended point."

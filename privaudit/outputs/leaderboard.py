@@ -9,21 +9,21 @@ from typing import TYPE_CHECKING
 
 from privaudit.audit.store import RunDir, write_atomic, write_text
 from privaudit.leaderboard.board import Leaderboard
-from privaudit.leaderboard.render import (
+from privaudit.leaderboard.guarantees import (
     GUARANTEE_NOTE,
-    HYPERVOLUME_DEFINITION,
-    PER_ATTACK_DEFINITION,
-    TABLE_CSS,
     guarantee_table,
     guarantee_violations,
-    html_table,
+)
+from privaudit.leaderboard.render import (
+    HYPERVOLUME_DEFINITION,
+    PER_ATTACK_DEFINITION,
     leaderboard_html_body,
-    markdown_table,
     sections,
 )
 from privaudit.leaderboard.service import html_fragment as service_html
 from privaudit.leaderboard.service import markdown as service_markdown
 from privaudit.leaderboard.strength import markdown as strength_markdown
+from privaudit.leaderboard.tables import TABLE_CSS, html_table, markdown_table
 from privaudit.leaderboard.verdict import html_fragment as verdict_html
 from privaudit.leaderboard.verdict import markdown as verdict_markdown
 

@@ -21,17 +21,12 @@ from privaudit.audit.store import RunDir, cell_counts, write_text
 from privaudit.corpora.base import describe_dropped
 from privaudit.leaderboard.board import Leaderboard, leaderboard
 from privaudit.leaderboard.figures import family_figure, frontier_figure, pareto_figure, run_styles
-from privaudit.leaderboard.render import (
+from privaudit.leaderboard.guarantees import (
     GUARANTEE_NOTE,
-    HYPERVOLUME_DEFINITION,
-    TABLE_CSS,
-    Table,
-    fmt_number,
     guarantee_table,
     guarantee_violations,
-    html_table,
-    leaderboard_html_body,
 )
+from privaudit.leaderboard.render import HYPERVOLUME_DEFINITION, leaderboard_html_body
 from privaudit.leaderboard.service import html_fragment as service_html
 from privaudit.leaderboard.strength import (
     STRENGTH_NOTE,
@@ -39,6 +34,7 @@ from privaudit.leaderboard.strength import (
     strength_figure,
     undefended_table,
 )
+from privaudit.leaderboard.tables import TABLE_CSS, Table, fmt_number, html_table
 from privaudit.leaderboard.verdict import html_fragment as verdict_html
 from privaudit.metrics.spec import find_metric
 from privaudit.metrics.stats import with_labels
@@ -346,6 +342,25 @@ def write_report(
     chance = run_chance(meta)
     chance = float(chance) if chance is not None else math.nan
     board = board if board is not None else _board(run_dir, chance)
+    sections = _sections(run_dir, frame, meta, board, chance, show_examples)
+    # Before anything else on the page: every number below is of a partial run.
+    partial = unfinished(run_dir, frame, meta)
+    banner = f'<p class="unfinished">{html.escape(partial)}</p>\n' if partial else ""
+    page = _page(run_dir, sections, banner)
+    out_path = Path(out) if out is not None else RunDir(run_dir).report_html
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    return write_text(out_path, page)
+
+
+def _sections(
+    run_dir: Path,
+    frame: pd.DataFrame,
+    meta: dict[str, Any],
+    board: Leaderboard | str,
+    chance: float,
+    show_examples: bool,
+) -> list[tuple[str, str, str]]:
+    """The report's sections in page order, each (anchor, title, HTML content)."""
     saved = RunDir(run_dir).read_config()
     config = (
         json.dumps(saved, indent=2)
@@ -354,9 +369,6 @@ def write_report(
     )
     env_rows = environment(meta)
     frontiers, per_attack = _plots_section(frame, chance)
-    # Before anything else on the page: every number below is of a partial run.
-    partial = unfinished(run_dir, frame, meta)
-    banner = f'<p class="unfinished">{html.escape(partial)}</p>\n' if partial else ""
     strength = _strength_section(frame, RunDir(run_dir).read_strength())
     verdict = board.verdict if isinstance(board, Leaderboard) else None
     sections = [
@@ -386,6 +398,12 @@ def write_report(
         ),
         ("examples", "Examples", _examples_section(run_dir, show_examples)),
     ]
+    return sections
+
+
+def _page(run_dir: Path, sections: list[tuple[str, str, str]], banner: str) -> str:
+    """The whole page: title, the unfinished run's ``banner``, the time written, the
+    navigation, every section, and the script that counts decoded images."""
     nav = " ".join(f'<a href="#{key}">{html.escape(title)}</a>' for key, title, _ in sections)
     body = "\n".join(
         f'<section id="{key}">\n<h2>{html.escape(title)}</h2>\n{content}\n</section>'
@@ -400,6 +418,4 @@ def write_report(
         f'<p class="note">Written {html.escape(stamp)} by privaudit.</p>\n<nav>{nav}</nav>\n'
         f"{body}\n<script>{IMAGES_LOADED_JS}</script>\n</body>\n</html>\n"
     )
-    out_path = Path(out) if out is not None else RunDir(run_dir).report_html
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    return write_text(out_path, page)
+    return page

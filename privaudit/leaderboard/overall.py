@@ -1,0 +1,166 @@
+"""The overall standing: each label's mean family rank over the families it was ranked in,
+its interval and holding share from the family ranks on every resample, best utility,
+guarantee and cost; with the tie-aware rank order the per-attack view uses too."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from privaudit.api import NONE, REFERENCES
+from privaudit.leaderboard.render import OVERALL_HEADERS
+from privaudit.leaderboard.stats import overlapping, rank_summary, sample_ranks
+from privaudit.leaderboard.tables import pd_isna
+from privaudit.metrics.stats import with_labels
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def ranks_by_cost(cost: pd.Series, identity: pd.Series) -> pd.Series:
+    """Rank 1 = smallest ``cost``; equal costs share the smallest rank, except that an identity
+    defense (``identity`` True) ranks below a real one of equal cost, so doing nothing never
+    wins a tie. NaN cost (the unranked ``none``) gets no rank."""
+    import pandas as pd
+
+    c, same = cost.to_numpy(float), identity.to_numpy(bool)
+    ok = np.isfinite(c)
+    ranks = [
+        1 + int(np.sum(ok & ((c < c[i]) | ((c == c[i]) & ~same & same[i])))) if ok[i] else pd.NA
+        for i in range(len(c))
+    ]
+    return pd.Series(ranks, index=cost.index, dtype="Int64")
+
+
+def overall_table(
+    frame: pd.DataFrame,
+    families: pd.DataFrame,
+    notes: list[str],
+    identity: set[str],
+    rank_samples: Mapping[str, Mapping[str, np.ndarray]] | None = None,
+    level: float = 0.95,
+    unscorable: set[str] | None = None,
+) -> pd.DataFrame:
+    """One row per label: mean family rank (over labels ranked in every family), the number
+    of families ranked in, best utility, guarantee, cost; with ``rank_samples`` (per family,
+    each ranked label's rank on every resample) the overall rank is recomputed on each
+    resample from the mean family rank, for its interval, holding share and ties, as in the
+    family tables. ``unscorable``: families the corpus cannot score, left out of the count
+    (:func:`privaudit.leaderboard.unscored.unscorable_families`); so is a family that ranks
+    no defense (e.g. none of its attacks learns anything measurable from the undefended
+    release: SynthPAI's gender, income, education and region), which would otherwise leave
+    every defense unranked overall."""
+    import pandas as pd
+
+    labelled = with_labels(frame)
+    if unscorable and len(families):
+        families = families[~families["family"].isin(unscorable)]
+    if len(families):  # a family that ranks no defense cannot order them: left out (noted)
+        ranks_any = families.groupby("family")["rank"].transform(lambda r: r.notna().any())
+        families = families[ranks_any.astype(bool)]
+    labels = sorted(set(labelled["label"]))
+    overall = pd.DataFrame(index=pd.Index(labels, name="label"))
+    overall["defense"] = labelled.groupby("label")["defense"].first()
+    n_fam = families["family"].nunique() if len(families) else 0
+    if len(families):
+        ranked = families[families["rank"].notna()]
+        counts = ranked.groupby("label").size()
+        means = ranked.groupby("label")["rank"].apply(lambda r: r.astype(float).mean())
+        overall["n_ranked"] = counts.reindex(labels).fillna(0).astype(int)
+        overall["mean_rank"] = means.where(overall["n_ranked"] == n_fam)
+    else:
+        overall["n_ranked"], overall["mean_rank"] = 0, math.nan
+    overall["families"] = [f"{n} of {n_fam}" for n in overall["n_ranked"]]
+    refs = overall["defense"].isin(REFERENCES)
+    overall.loc[refs, ["mean_rank"]] = math.nan
+    overall.loc[refs, "families"] = np.where(
+        overall.loc[refs, "defense"] == NONE, "reference", "format reference"
+    )
+    partial = [lb for lb in labels if not refs[lb] and overall.at[lb, "n_ranked"] < n_fam]
+    if partial:
+        reasons = families[(families["label"].isin(partial)) & (families["reason"] != "")]
+        detail = "; ".join(f"{r['label']} in {r['family']}: {r['reason']}"
+                           for _, r in reasons.iterrows())  # fmt: skip
+        notes.append(
+            "Not ranked overall (not ranked in every family, so a mean over families would "
+            f"compare unlike sets): {', '.join(partial)}" + (f" ({detail})" if detail else "") + "."
+        )
+    overall["is_identity"] = overall.index.isin(list(identity))
+    overall["rank"] = ranks_by_cost(
+        overall["mean_rank"].astype(float).round(12), overall["is_identity"]
+    )
+    _overall_intervals(overall, rank_samples or {}, level)
+    util = labelled[np.isfinite(labelled["utility"].astype(float))]
+    util = util.groupby(["label", "knob_value"], dropna=False)["utility"].mean()
+    overall["best_utility"] = util.groupby(level="label").max()
+    if "guarantee" in labelled.columns:
+        overall["guarantee"] = (
+            labelled.dropna(subset=["guarantee"]).groupby("label")["guarantee"].first()
+        )
+    else:
+        overall["guarantee"] = ""
+    overall["s_per_1k_words"] = _cost(labelled, notes)
+    overall = overall.reset_index()
+    overall["is_none"] = overall["defense"].isin(REFERENCES)  # the references, listed last
+    overall = overall.sort_values(
+        ["is_none", "rank", "is_identity", "n_ranked", "label"],
+        ascending=[True, True, True, False, True],
+    )
+    columns = [c for c in OVERALL_HEADERS if c != "rank_ci"]
+    columns[1:1] = ["rank_ci_low", "rank_ci_high"]
+    return overall[columns].reset_index(drop=True)
+
+
+def _overall_intervals(
+    overall: pd.DataFrame, rank_samples: Mapping[str, Mapping[str, np.ndarray]], level: float
+) -> None:
+    """Fill ``rank_ci_low``/``high``, ``stability`` and ``tied_with`` of the labels ranked
+    overall (index = label) from the family ranks on each resample; NaN and empty without
+    them (no outcomes)."""
+    overall["rank_ci_low"] = overall["rank_ci_high"] = overall["stability"] = np.nan
+    overall["tied_with"] = ""
+    ranked = [lb for lb in overall.index if not pd_isna(overall.at[lb, "rank"])]
+    if not ranked or not rank_samples:
+        return
+    if any(lb not in ranks for ranks in rank_samples.values() for lb in ranked):
+        return  # a family without resamples: the point ranks stand alone
+    mean_s = np.mean([[ranks[lb] for lb in ranked] for ranks in rank_samples.values()], axis=0)
+    ident = overall.loc[ranked, "is_identity"].to_numpy(bool)
+    rank_s = sample_ranks(-mean_s, ident)
+    point = overall.loc[ranked, "rank"].astype(int).to_numpy()
+    lo, hi, hold = rank_summary(rank_s, point, level)
+    overall.loc[ranked, "rank_ci_low"], overall.loc[ranked, "rank_ci_high"] = lo, hi
+    overall.loc[ranked, "stability"] = hold
+    overall.loc[ranked, "tied_with"] = overlapping(ranked, lo, hi)
+
+
+def _cost(labelled: pd.DataFrame, notes: list[str]) -> pd.Series:
+    """Seconds of privatization per 1,000 words, per label (NaN where n_words is unknown)."""
+    import pandas as pd
+
+    labels = labelled["label"].unique()
+    if "n_words" not in labelled.columns or labelled["n_words"].isna().all():
+        notes.append(
+            "Cost (s / 1k words) is not available: these results have no n_words column "
+            "(written by an older runner); re-run the grid to measure it."
+        )
+        return pd.Series(math.nan, index=labels)
+    if "privatize_seconds" not in labelled.columns:
+        notes.append("Cost (s / 1k words) is not available: no privatize_seconds column.")
+        return pd.Series(math.nan, index=labels)
+    # privatize_seconds and n_words repeat on every attack row of a defense point: count once.
+    keys = [c for c in ("label", "knob_value", "seed", "defense_params") if c in labelled.columns]
+    point = labelled.drop_duplicates(subset=keys, keep="last")
+    point = point[
+        np.isfinite(point["privatize_seconds"].astype(float))
+        & np.isfinite(point["n_words"].astype(float))
+    ]
+    sums = point.groupby("label")[["privatize_seconds", "n_words"]].sum()
+    cost = sums["privatize_seconds"] / sums["n_words"].where(sums["n_words"] > 0) * 1000.0
+    unknown = sorted(set(labels) - set(cost.dropna().index))
+    if unknown:
+        notes.append(f"Cost (s / 1k words) unknown for {', '.join(unknown)} (no n_words).")
+    return cost.reindex(labels)
