@@ -12,6 +12,10 @@ from typer.testing import CliRunner
 
 from privaudit.attacks import _inverter as inv
 from privaudit.attacks import geia
+from privaudit.attacks._inverter import decoding as inv_decoding
+from privaudit.attacks._inverter import disk_cache as inv_cache
+from privaudit.attacks._inverter import model as inv_model
+from privaudit.attacks._inverter import progress as inv_progress
 from privaudit.attacks.geia import GEIA
 from privaudit.audit.config import GridConfig
 from privaudit.audit.estimate import estimate_config
@@ -138,12 +142,12 @@ def test_sampling_draws_from_the_softmax_and_never_an_impossible_piece() -> None
 
     logits = torch.tensor([[0.0, 1.0, 2.0, float("-inf"), 0.5]]).repeat(50_000, 1)
     p = torch.softmax(logits[0], dim=-1).numpy()
-    draws = inv._draw(logits, torch.Generator().manual_seed(3)).numpy()
+    draws = inv_decoding._draw(logits, torch.Generator().manual_seed(3)).numpy()
     freq = np.bincount(draws, minlength=5) / len(draws)
     assert freq[3] == 0
     se = np.sqrt(p * (1 - p) / len(draws))
     assert np.all(np.abs(freq - p) <= 4 * se + 1e-12)
-    again = inv._draw(logits, torch.Generator().manual_seed(3)).numpy()
+    again = inv_decoding._draw(logits, torch.Generator().manual_seed(3)).numpy()
     np.testing.assert_array_equal(draws, again)
 
 
@@ -223,7 +227,7 @@ def test_a_run_pretrains_before_its_first_cell_and_says_so(
         calls.append("pretrain")
         return real(*a, **k)
 
-    monkeypatch.setattr(inv, "pretrain", counted)
+    monkeypatch.setattr(inv_cache, "pretrain", counted)  # where load_or_pretrain calls it
     run_grid(GridConfig.model_validate(grid()), run_dir=tmp_path / "a", progress=False)
     err = capsys.readouterr().err
     assert calls == ["pretrain"]
@@ -237,7 +241,7 @@ def test_a_run_pretrains_before_its_first_cell_and_says_so(
 def test_the_pretraining_progress_logs_its_stage_documents_and_time_left(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(inv, "LOG_EVERY", 0.0)
+    monkeypatch.setattr(inv_progress, "LOG_EVERY", 0.0)
     stages = [inv.Stage("encoding", 80, unit="texts"), inv.Stage("decoder", 100, 3),
               inv.Stage("corrector", 50, 2)]  # fmt: skip
     report = inv.PretrainProgress(stages, False)
@@ -283,7 +287,7 @@ def test_bf16_can_be_turned_off_and_keys_the_pretrained_model(
     assert not devices.bf16()
     off = spec.key(bb)
     monkeypatch.setattr(devices, "bf16", lambda: True)
-    monkeypatch.setattr(inv, "bf16", lambda: True)
+    monkeypatch.setattr(inv_model, "bf16", lambda: True)  # InverterSpec.key reads it there
     assert spec.key(bb) != off  # a mixed-precision model is another cache entry
 
 

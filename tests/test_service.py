@@ -12,6 +12,7 @@ from privaudit.models.backbone import backbone
 from privaudit.registry import DEFENSES, UTILITY
 from privaudit.utility import service as svc
 from privaudit.utility.service import Service
+from privaudit.utility.service_features import Features
 
 from .conftest import TINY
 
@@ -59,7 +60,7 @@ def test_text_trains_the_top_layer_and_is_deterministic() -> None:
 def test_the_frozen_part_is_the_backbone_and_training_starts_at_the_probe() -> None:
     bb = backbone(TINY)
     texts = TEXTS[:12]
-    feats = svc._Features.of(bb, Release("text", texts=texts), 128)
+    feats = Features.of(bb, Release("text", texts=texts), 128)
     # The frozen top layer's mean is the backbone's pooled output.
     np.testing.assert_allclose(feats.pooled, bb.pooled(texts), atol=1e-4)
     ev = Service(**SMALL)

@@ -3,11 +3,8 @@ vector; the shared engine of ``geia`` and ``vec2text`` (:mod:`privaudit.attacks.
 
 from __future__ import annotations
 
-import functools
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self
 
 import numpy as np
@@ -15,6 +12,12 @@ from annotated_types import Ge, Gt, Le, Lt
 
 from privaudit.api import MIN_VICTIMS, Knowledge, Predictions, Release
 from privaudit.attacks import _inverter as inv
+from privaudit.attacks._inverter.public_text import (
+    checked_public,
+    overlap,
+    params_json,
+    same_path,
+)
 from privaudit.attacks._sentence import (
     AuxSplit,
     Format,
@@ -181,7 +184,7 @@ class GEIA(SentenceInversion):
         self.n_layer = n_layer
         self.n_memory = n_memory
         self.max_tokens = max_tokens
-        self.public_corpus = _checked_public(public_corpus)
+        self.public_corpus = checked_public(public_corpus)
         self._run_public: dict[str, Any] | None = None  # "auto" resolved by check_corpus
         self.public_docs = public_docs
         self.public_seed = public_seed
@@ -237,7 +240,7 @@ class GEIA(SentenceInversion):
         else:
             name, params, split = str(source), {}, ""
         return inv.PublicText(
-            name, int(self.public_docs), int(self.public_seed), _json(params), split
+            name, int(self.public_docs), int(self.public_seed), params_json(params), split
         )
 
     def public_available(self) -> int:
@@ -250,7 +253,8 @@ class GEIA(SentenceInversion):
         attacker would be pre-trained on the victims' documents: the same generator at the
         same seed, the run's own corpus with no held-out public split (by name and parameters,
         or by path), or public text that holds documents of the run's train or test split
-        (exact, whitespace- and case-normalised, at least :data:`_OVERLAP_WORDS` words: a short
+        (exact, whitespace- and case-normalised, at least
+        :data:`~privaudit.attacks._inverter.public_text.OVERLAP_WORDS` words: a short
         stock phrase such as "Totally agree!" is no one's document)."""
         from privaudit.registry import CORPORA  # lazy: listing attacks loads no corpus
 
@@ -272,14 +276,14 @@ class GEIA(SentenceInversion):
             held_out = not public.is_file() and bool(
                 getattr(CORPORA.get(public.corpus), "public_split", None)
             )
-        same_file = public.is_file() and name == "file" and _same_path(public.corpus, params)
-        same_spec = public.corpus == name and public.params == _json(params) and not held_out
+        same_file = public.is_file() and name == "file" and same_path(public.corpus, params)
+        same_spec = public.corpus == name and public.params == params_json(params) and not held_out
         if same_file or same_spec:
             raise ValueError(
                 f"the public pre-training corpus ({public.describe()}) is the run's own corpus; "
                 "name another public corpus (public_corpus), or a held-out split of it."
             )
-        found = _overlap(public, name, _json(params))
+        found = overlap(public, name, params_json(params))
         if found:
             raise ValueError(
                 f"{found} of the public pre-training documents ({public.describe()}) are "
@@ -538,48 +542,6 @@ class GEIA(SentenceInversion):
         pick = dist.argmin(1)
         rows = np.arange(len(ids))
         return [ids[i][pick[i]] for i in rows], emb[rows, pick].copy(), dist[rows, pick].copy()
-
-
-#: A public document counts as one of the run's own from this many words (see check_corpus).
-_OVERLAP_WORDS = 5
-
-
-def _checked_public(value: Any) -> str | dict[str, Any]:
-    """``public_corpus`` as given, or one ``ValueError`` line saying what it may be."""
-    if isinstance(value, str) and value.strip():
-        return value
-    if isinstance(value, Mapping) and isinstance(value.get("name"), str) and not (
-        set(value) - {"name", "params", "split"}
-    ) and isinstance(value.get("params") or {}, Mapping):  # fmt: skip
-        return dict(value)
-    raise ValueError(
-        f"public_corpus {value!r} is not a corpus: give 'auto', a registered corpus name, a "
-        "file path, or {name: CORPUS, params: {...}, split: SPLIT} (e.g. {name: file, params: "
-        "{path: reviews.csv, text: body}})."
-    )
-
-
-def _json(params: Mapping[str, Any]) -> str:
-    return json.dumps(dict(params), sort_keys=True, default=str) if params else ""
-
-
-def _same_path(public: str, params: Mapping[str, Any]) -> bool:
-    path = params.get("path")
-    return path is not None and Path(str(path)).resolve() == Path(public).resolve()
-
-
-@functools.lru_cache(maxsize=8)
-def _overlap(public: inv.PublicText, name: str, params: str) -> int:
-    """How many public documents are documents of the run corpus's train or test split."""
-    from privaudit.registry import CORPORA
-
-    def norm(text: str) -> str:
-        return " ".join(text.lower().split())
-
-    corpus = CORPORA.get(name)(**(json.loads(params) if params else {}))
-    own = {norm(t) for split in ("train", "test") if split in corpus.splits
-           for t in corpus.texts(split)}  # fmt: skip
-    return sum(1 for t in public.texts() if len(t.split()) >= _OVERLAP_WORDS and norm(t) in own)
 
 
 class _Inverters:

@@ -43,6 +43,9 @@ from privaudit.params import NonNegativeFloat, PositiveInt
 
 _MIN_PURITY = 0.9  # share of one original a replacement string must map to across aux docs
 _SURROGATE_SHARE = 0.1  # non-placeholder share of aux replacements above which NER is run
+_Record = tuple[int, ReplacedSpan, str, bool]  # (doc, span, original string, changed?)
+_Contexts = tuple[list[tuple[str, ...]], list[tuple[str, ...]], str]  # of span_contexts
+_Detection = tuple[int, ReplacedSpan, str, tuple[str, ...], tuple[str, ...]]  # with contexts
 
 
 @dataclass
@@ -214,8 +217,32 @@ class HaSDeanonymization(Attack):
         return self
 
     def _learn(self, originals: list[str], anonymized: list[str], meta: dict[str, Any]) -> None:
+        """Learn from the aux pairs: which spans to read (placeholders, NER spans), what each
+        replacement stood for (the pools and the memo), and per surrogate label whether
+        replacing it beats keeping it."""
         k = int(self.context_words)
         aligners = [Aligner(o, a) for o, a in zip(originals, anonymized, strict=True)]
+        ner = self._aux_ner(aligners, anonymized, meta)
+        records = self._candidate_spans(aligners, ner)
+        # Contexts: each document tokenized with its spans (placeholders + surrogate labels).
+        doc_spans = [
+            find_spans(al.anonymized, spans, self._context_labels)
+            for al, spans in zip(aligners, ner, strict=True)
+        ]
+        contexts = [
+            span_contexts(al.anonymized, spans, k)
+            for al, spans in zip(aligners, doc_spans, strict=True)
+        ]
+        self._fit_docs([c[2] for c in contexts])
+        detections = self._learn_pools(records, doc_spans, contexts)
+        self._choose_labels(detections)
+
+    def _aux_ner(
+        self, aligners: list[Aligner], anonymized: list[str], meta: dict[str, Any]
+    ) -> list[list[Ner]]:
+        """The NER spans of the anonymized aux (none when its replacements are nearly all
+        placeholders), merged where NER split one replacement, and with the white box the
+        hide model's vocabulary spans."""
         placeholders = surrogates = 0
         for al in aligners:
             for s, e in al.changed_regions():
@@ -256,9 +283,13 @@ class HaSDeanonymization(Attack):
                 self._with_vocabulary(al.anonymized, spans)
                 for al, spans in zip(aligners, ner, strict=True)
             ]
+        return ner
 
-        # Every candidate span of the anonymized aux: placeholders and (if used) NER spans.
-        records = []  # (doc, span, original string, changed?)
+    def _candidate_spans(self, aligners: list[Aligner], ner: list[list[Ner]]) -> list[_Record]:
+        """Every candidate span of the anonymized aux: placeholders and (if used) NER spans,
+        as (doc, span, original string, changed?); sets the labels whose contexts are read
+        (those some aux replacement changed, and the white box's exact types)."""
+        records: list[_Record] = []
         changed_label: Counter[str] = Counter()
         for d, (al, spans) in enumerate(zip(aligners, ner, strict=True)):
             for sp in find_spans(al.anonymized, spans, None):
@@ -270,23 +301,22 @@ class HaSDeanonymization(Attack):
                     changed_label[sp.type] += int(changed)
         learned = {t for t, n in changed_label.items() if n > 0}
         self._context_labels = frozenset(learned | self._exact)
+        return records
 
-        # Contexts: each document tokenized with its spans (placeholders + surrogate labels).
-        doc_spans = [
-            find_spans(al.anonymized, spans, self._context_labels)
-            for al, spans in zip(aligners, ner, strict=True)
-        ]
-        contexts = [
-            span_contexts(al.anonymized, spans, k)
-            for al, spans in zip(aligners, doc_spans, strict=True)
-        ]
-        self._fit_docs([c[2] for c in contexts])
-
+    def _learn_pools(
+        self,
+        records: list[_Record],
+        doc_spans: list[list[ReplacedSpan]],
+        contexts: list[_Contexts],
+    ) -> list[_Detection]:
+        """The pools (per type: the originals behind changed spans, with their contexts) and
+        the memo (a replacement string consistently standing for one original); returns the
+        surrogate candidates with their contexts, for the replace-or-keep test."""
         memo: dict[str, Counter[str]] = {}
         memo_docs: dict[str, set[int]] = {}
         self._pools = {}
         self._ctx = {}
-        detections = []  # surrogate candidates, for the replace-or-keep test
+        detections: list[_Detection] = []  # surrogate candidates, for the replace-or-keep test
         for d, sp, original, changed in records:
             where = index_of(doc_spans[d], sp)
             if where is None:  # not a context label, or overlapped by a longer span
@@ -315,9 +345,12 @@ class HaSDeanonymization(Attack):
             n_docs = len(memo_docs[released])
             if n_docs >= int(self.min_consistent) and n / total >= _MIN_PURITY:
                 self._memo[released] = original
+        return detections
 
-        # Per surrogate label: does replacing beat keeping? Measured leave one aux doc out,
-        # over every NER span of that label (verbatim originals included, where keeping wins).
+    def _choose_labels(self, detections: list[_Detection]) -> None:
+        """Per surrogate label: does replacing beat keeping? Measured leave one aux doc out,
+        over every NER span of that label (verbatim originals included, where keeping
+        wins)."""
         gains: dict[str, list[tuple[float, float]]] = {}
         for d, sp, original, left, right in detections:
             guess = self._guess(sp.type, [(left, right, d)], exclude_doc=d)

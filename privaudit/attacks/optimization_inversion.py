@@ -196,8 +196,6 @@ class OptimizationInversion(Attack):
     # ---------------------------------------------------------------------------------------
 
     def attack(self, release: Release) -> Predictions:
-        import torch
-
         if self._candidate_ids is None or self._seed is None:
             raise ValueError(f"{self.name} is not fitted: call fit(knowledge) before attack().")
         if release.space not in self.accepts:
@@ -207,32 +205,50 @@ class OptimizationInversion(Attack):
             )
         k = int(release.layer or 0)
         bb = self._load_backbone()
-        if k > bb.n_layers:
-            raise ValueError(
-                f"The release is from layer {k}, but backbone {bb.name!r} has only "
-                f"{bb.n_layers} layers: attack with the backbone the defense used."
-            )
-        vectors = [np.asarray(v, dtype=np.float32) for v in release.vectors or []]
-        vectors = [v.reshape(0, bb.dim) if v.size == 0 else np.atleast_2d(v) for v in vectors]
-        dims = {v.shape[1] for v in vectors}
-        if dims - {bb.dim}:
-            raise ValueError(
-                f"Released vectors have dimension {sorted(dims)}, but backbone {bb.name!r} "
-                f"embeds in {bb.dim}: attack with the backbone the defense used."
-            )
+        vectors = _released_vectors(bb, release, k)
         doc_indices = list(range(len(vectors)))  # every victim given (the runner subsets)
         n_special = 0 if k == 0 else 2
         inner = [max(0, len(v) - n_special) for v in vectors]
-        tokens: list[list[int]] = [[] for _ in doc_indices]
 
         t0 = time.perf_counter()
+        tokens = self._invert(bb, vectors, inner, k)
+        settings = {
+            "candidates": self.candidates if isinstance(self.candidates, str) else "explicit",
+            "candidate_source": self._candidate_source,
+            "n_candidates": len(self._candidate_ids),
+            "n_common": int(self.n_common),
+            "steps": int(self.steps),
+            "lr": float(self.lr),
+            "temperature": float(self.temperature),
+            "final_temperature": float(self.final_temperature),
+            "loss": self.loss,
+            "max_victims": self.max_victims,
+            "batch_size": int(self.batch_size),
+            "layer": k,
+            "space": str(release.space),
+            "attack_seconds": round(time.perf_counter() - t0, 3),
+        }
+        return Predictions(
+            "tokens",
+            tokens=tokens,
+            meta={"tokenizer": bb.name, "doc_indices": doc_indices, "settings": settings},
+        )
 
+    def _invert(
+        self, bb: Backbone, vectors: list[np.ndarray], inner: list[int], k: int
+    ) -> list[list[int]]:
+        """Every document's candidate tokens: its ``inner`` content positions inverted from its
+        released ``vectors`` (layer ``k``), in length-sorted batches from the private seed."""
+        import torch
+
+        assert self._candidate_ids is not None and self._seed is not None  # fitted (attack)
+        tokens: list[list[int]] = [[] for _ in vectors]
         device = torch_device()  # the current device: the bottom model runs there
         cand = torch.from_numpy(bb.embeddings[self._candidate_ids]).to(device)  # (C, d)
         if bf16():  # the selection's two products in bfloat16 where the device runs it natively
             cand = cand.to(torch.bfloat16)
         cand_t = cand.t().contiguous()  # (d, C): the backward product reads it row-major
-        todo = [i for i in doc_indices if inner[i] > 0]
+        todo = [i for i in range(len(vectors)) if inner[i] > 0]
         todo.sort(key=lambda i: inner[i])  # stable: less padding per batch
         bs = int(self.batch_size)
         groups = [todo[start : start + bs] for start in range(0, len(todo), bs)]
@@ -258,27 +274,7 @@ class OptimizationInversion(Attack):
                             tokens[i] = self._candidate_ids[row].tolist()
         finally:
             model.train(was_training)
-        settings = {
-            "candidates": self.candidates if isinstance(self.candidates, str) else "explicit",
-            "candidate_source": self._candidate_source,
-            "n_candidates": len(self._candidate_ids),
-            "n_common": int(self.n_common),
-            "steps": int(self.steps),
-            "lr": float(self.lr),
-            "temperature": float(self.temperature),
-            "final_temperature": float(self.final_temperature),
-            "loss": self.loss,
-            "max_victims": self.max_victims,
-            "batch_size": bs,
-            "layer": k,
-            "space": str(release.space),
-            "attack_seconds": round(time.perf_counter() - t0, 3),
-        }
-        return Predictions(
-            "tokens",
-            tokens=tokens,
-            meta={"tokenizer": bb.name, "doc_indices": doc_indices, "settings": settings},
-        )
+        return tokens
 
     def _temperatures(self) -> list[float]:
         """The annealing schedule: ``temperature`` to ``final_temperature``, geometrically."""
@@ -400,6 +396,25 @@ class OptimizationInversion(Attack):
 
     def _load_backbone(self) -> Backbone:
         return backbone(self._backbone)
+
+
+def _released_vectors(bb: Backbone, release: Release, k: int) -> list[np.ndarray]:
+    """The release's vectors as float32 (positions, dim) arrays, checked against ``bb``: its
+    layers (``k`` at most) and its dimension."""
+    if k > bb.n_layers:
+        raise ValueError(
+            f"The release is from layer {k}, but backbone {bb.name!r} has only "
+            f"{bb.n_layers} layers: attack with the backbone the defense used."
+        )
+    vectors = [np.asarray(v, dtype=np.float32) for v in release.vectors or []]
+    vectors = [v.reshape(0, bb.dim) if v.size == 0 else np.atleast_2d(v) for v in vectors]
+    dims = {v.shape[1] for v in vectors}
+    if dims - {bb.dim}:
+        raise ValueError(
+            f"Released vectors have dimension {sorted(dims)}, but backbone {bb.name!r} "
+            f"embeds in {bb.dim}: attack with the backbone the defense used."
+        )
+    return vectors
 
 
 def _canonical(name: str | None) -> str:

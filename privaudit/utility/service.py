@@ -23,24 +23,21 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 import numpy as np
 from annotated_types import Gt, Lt
 
-from privaudit.api import Defense, Objective, Release, Space, TrainingBatch, UtilityEvaluator
+from privaudit.api import Defense, Objective, Release, TrainingBatch, UtilityEvaluator
 from privaudit.mechanisms.seeding import draw_seed
-from privaudit.models.backbone import backbone, top_model_forward
+from privaudit.models.backbone import backbone
 from privaudit.params import NonNegativeFloat, PositiveFloat, PositiveInt
 from privaudit.runtime.devices import torch_threads
-from privaudit.utility.peft_inputs import Inputs
 from privaudit.utility.probe import classification_result, objective_status
+from privaudit.utility.service_features import Features
 
 if TYPE_CHECKING:
     import torch
-
-    from privaudit.models.backbone import Backbone
 
 
 class Service(UtilityEvaluator):
@@ -168,8 +165,8 @@ class Service(UtilityEvaluator):
             objective_status(defense, lambda _: "use_objective=False"))  # fmt: skip
         bb = backbone(self.backbone)
         with torch_threads(self.threads):
-            feats_train = _Features.of(bb, train, int(self.max_length), int(self.max_plain))
-            feats_test = _Features.of(bb, test, int(self.max_length), 0)
+            feats_train = Features.of(bb, train, int(self.max_length), int(self.max_plain))
+            feats_test = Features.of(bb, test, int(self.max_length), 0)
             index = {c: i for i, c in enumerate(classes.tolist())}
             y_idx = np.asarray([index[c] for c in y_train.tolist()], np.int64)
             targets: list[Any] | None = None
@@ -212,7 +209,7 @@ class Service(UtilityEvaluator):
 
     def _fit(
         self,
-        feats: _Features,
+        feats: Features,
         y: np.ndarray,
         n_classes: int,
         objective: Objective | None,
@@ -275,117 +272,6 @@ class Service(UtilityEvaluator):
 
 
 # -------------------------------------------------------------------------------------------
-# The frozen part, run once per split
-# -------------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Features:
-    """One split as the trainable part reads it.
-
-    ``pooled``: the frozen representation (the top layer's mean over the user's tokens, or
-    the pooled release), one row per document. For an encoder release also the frozen
-    layer-below-top states at the query positions (``queries``: [CLS], then the plain-word
-    positions), the top layer's frozen keys and values (``keys``, ``values``) over the
-    ``mask``ed positions, and the number of plain positions per row (``n_plain``)."""
-
-    pooled: np.ndarray
-    queries: Any = None  # FloatTensor (n, Q, H)
-    keys: Any = None  # FloatTensor (n, L, H)
-    values: Any = None
-    mask: Any = None  # BoolTensor (n, L)
-    n_plain: np.ndarray | None = None
-
-    @property
-    def encoder(self) -> bool:
-        return self.queries is not None
-
-    @classmethod
-    def of(cls, bb: Backbone, release: Release, max_length: int, max_plain: int = 8) -> _Features:
-        import torch
-
-        if release.kind == "pooled_vectors" or (
-            release.kind == "token_vectors"
-            and release.space not in (Space.TOKEN_EMBEDDINGS, Space.HIDDEN_STATES)
-        ):
-            vectors = [np.atleast_2d(np.asarray(v, np.float32)) for v in release.vectors or []]
-            if not vectors:
-                raise ValueError("The release has no vectors to train the service on.")
-            return cls(np.stack([v.mean(axis=0) for v in vectors]))
-        layer = int(release.layer or 0) if release.space is Space.HIDDEN_STATES else 0
-        if layer >= bb.n_layers:  # released after the top layer: nothing left to tune in it
-            return cls(np.stack([np.atleast_2d(v).mean(0) for v in release.vectors or []]))
-        inputs = Inputs.build(bb, release, np.arange(len(release)), max_length)
-        if len(inputs) == 0:
-            raise ValueError("The release has no documents to train the service on.")
-        top = bb.model.encoder.layer[-1]
-        att = top.attention.self
-        # The first max_plain plain words: RAPT's loss over a prefix of its positions (the
-        # reconstruction of all 40 would cost the top layer at 41 positions per document).
-        plain = [p[:max_plain] for p in inputs.plain]
-        n_plain = np.asarray([len(p) for p in plain], np.int64)
-        n_q = 1 + int(n_plain.max(initial=0))
-        width = int(inputs.mask.shape[1])
-        n = len(inputs)
-        queries = torch.zeros((n, n_q, bb.dim))
-        keys = torch.zeros((n, width, bb.dim))
-        values = torch.zeros((n, width, bb.dim))
-        pooled = np.zeros((n, bb.dim), np.float32)
-        device = bb._on_device()
-        order = np.argsort(inputs.mask.sum(1).numpy(), kind="stable")
-        # A plain prefix's frozen representation is the text's own (below): no top layer here.
-        prefixed = release.kind == "text" and bool(release.plain_prefix)
-        with torch.no_grad():  # plain tensors: training reads them beside its parameters
-            for start in range(0, n, 64):
-                rows = torch.from_numpy(order[start : start + 64])
-                batch = inputs.batch(rows)
-                mask = batch["attention_mask"].to(device)
-                below = _below_top(bb, batch, mask, layer)
-                if not prefixed:
-                    final = top_model_forward([top], below, mask)
-                    pool = batch.get("pool_mask", batch["attention_mask"]).to(device)
-                    m = pool.unsqueeze(-1).to(final.dtype)
-                    pooled[rows.numpy()] = (
-                        ((final * m).sum(1) / m.sum(1).clamp(min=1.0)).cpu().numpy()
-                    )
-                w = below.shape[1]
-                keys[rows, :w] = att.key(below).float().cpu()
-                values[rows, :w] = att.value(below).float().cpu()
-                for j, r in enumerate(rows.tolist()):
-                    pos = [0, *plain[r]]
-                    queries[r, : len(pos)] = below[j, pos].float().cpu()
-        if prefixed:
-            # The frozen representation is the probe's: the user's text alone. With RAPT's
-            # 40 plain words in context a frozen encoder's mean is worse (.58 against .65 at
-            # eta 50); only the trained top layer reads the prefix.
-            pooled = bb.pooled(release.content_texts(), max_length=max_length)
-        elif release.kind == "text":
-            # The same mean the attacks' feature path computes: they need not encode it again.
-            bb.remember_pooled(list(release.texts or []), pooled, max_length=max_length)
-        elif release.space is Space.TOKEN_EMBEDDINGS and all(len(v) for v in release.vectors or []):
-            # Likewise for input word embeddings ([CLS] and [SEP] added, every position pooled).
-            bb.remember_pooled_from_word_embeddings(
-                list(release.vectors or []), pooled, max_length=max_length
-            )
-        return cls(pooled, queries, keys, values, inputs.mask.bool(), n_plain)
-
-
-def _below_top(bb: Backbone, batch: dict[str, Any], mask: Any, layer: int) -> Any:
-    """The frozen encoder up to (not including) its top layer, from the release's inputs."""
-    device = mask.device
-    if "input_ids" in batch or layer == 0:
-        # The embeddings and every layer but the top one (the whole model would run the top
-        # layer too, only for the caller to run it again).
-        if "input_ids" in batch:
-            hidden = bb.model.embeddings(input_ids=batch["input_ids"].to(device))
-        else:
-            hidden = bb.model.embeddings(inputs_embeds=batch["inputs_embeds"].to(device))
-        return top_model_forward(bb.model.encoder.layer[:-1], hidden, mask)
-    hidden = batch["inputs_embeds"].to(device)  # a split model's hidden states after `layer`
-    return top_model_forward(bb.model.encoder.layer[layer:-1], hidden, mask)
-
-
-# -------------------------------------------------------------------------------------------
 # The trainable part
 # -------------------------------------------------------------------------------------------
 
@@ -423,7 +309,7 @@ def _model_class() -> type:
             self.width = width
             self.dim = dim
 
-        def forward(self, feats: _Features, rows: np.ndarray) -> tuple[Any, Any, Any, list[Any]]:
+        def forward(self, feats: Features, rows: np.ndarray) -> tuple[Any, Any, Any, list[Any]]:
             z = (torch.from_numpy(feats.pooled[rows]) - self.mean) / self.std
             if self.kind == "mlp":
                 rep = z + self.mlp(z)
@@ -433,7 +319,7 @@ def _model_class() -> type:
             prefix = [list(range(1, 1 + int(feats.n_plain[r]))) for r in rows]
             return self.head(self.drop(rep)), rep, top, prefix
 
-        def top(self, feats: _Features, rows: np.ndarray) -> torch.Tensor:
+        def top(self, feats: Features, rows: np.ndarray) -> torch.Tensor:
             idx = torch.from_numpy(np.asarray(rows))
             mask = feats.mask[idx]
             width = int(mask.sum(1).max())
@@ -461,7 +347,7 @@ class _Model:
 
     @staticmethod
     def build(
-        feats: _Features,
+        feats: Features,
         y: np.ndarray,
         fit_rows: np.ndarray,
         n_classes: int,
@@ -553,7 +439,7 @@ def _stratified_split(
     return np.setdiff1d(np.arange(len(y)), val_rows), val_rows
 
 
-def _val_loss(model: Any, feats: _Features, y: np.ndarray, rows: np.ndarray) -> float:
+def _val_loss(model: Any, feats: Features, y: np.ndarray, rows: np.ndarray) -> float:
     import torch
 
     if len(rows) == 0:
@@ -564,11 +450,11 @@ def _val_loss(model: Any, feats: _Features, y: np.ndarray, rows: np.ndarray) -> 
         return float(torch.nn.functional.cross_entropy(out, torch.from_numpy(y[rows])))
 
 
-def _predict(model: Any, feats: _Features) -> np.ndarray:
+def _predict(model: Any, feats: Features) -> np.ndarray:
     return _forward(model, feats, 0).argmax(1)
 
 
-def _forward(model: Any, feats: _Features, part: int) -> np.ndarray:
+def _forward(model: Any, feats: Features, part: int) -> np.ndarray:
     """Part ``part`` of the model's output (0 the logits, 1 the representation), all rows."""
     import torch
 
@@ -581,7 +467,7 @@ def _forward(model: Any, feats: _Features, part: int) -> np.ndarray:
     return np.concatenate(out)
 
 
-def _probe_score(model: Any, feats: _Features, y: np.ndarray, classes: np.ndarray) -> float:
+def _probe_score(model: Any, feats: Features, y: np.ndarray, classes: np.ndarray) -> float:
     """The frozen probe's balanced accuracy on the test split: the warm-started head alone
     (its pooled-feature columns), the lower bound the service starts from."""
     import torch
@@ -592,7 +478,7 @@ def _probe_score(model: Any, feats: _Features, y: np.ndarray, classes: np.ndarra
     return float(balanced_accuracy_score(y, classes[logits.argmax(1).numpy()]))
 
 
-def _readout(model: Any, feats: _Features, values: Sequence[Any], seed: int) -> float:
+def _readout(model: Any, feats: Features, values: Sequence[Any], seed: int) -> float:
     """How well the private attribute ``values`` can be read from the trained
     representation of the training split: balanced accuracy of a 3-fold cross-validated
     logistic regression (CAPE's evaluation of its adversarial training)."""

@@ -1,0 +1,150 @@
+"""The pre-trained inverter on disk: read, or pre-trained once and written (under a lock),
+and its one-time cost estimated from the latest measured rate."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from privaudit.attacks._inverter.model import Inverter, InverterSpec, build_model
+from privaudit.attacks._inverter.pretraining import pretrain
+from privaudit.runtime.cache import cache_dir, cache_writable, locked
+from privaudit.runtime.costs import pretrain_rate
+from privaudit.runtime.devices import current_device, module_device, torch_threads
+
+if TYPE_CHECKING:
+    from privaudit.models.backbone import Backbone
+
+
+def load_or_pretrain(
+    bb: Backbone,
+    spec: InverterSpec,
+    *,
+    threads: int | None = None,
+    progress: bool | None = None,
+) -> tuple[Inverter, dict[str, Any]]:
+    """The pre-trained inverter for ``bb`` and ``spec``: read from the disk cache, or trained
+    (its seed drawn from the cache key, so the model is a pure function of the key) and saved
+    there. Returns the inverter and a note (``cache``: hit or miss, ``seconds``).
+
+    A read-only cache (:func:`~privaudit.runtime.memo.cache_writable`) is read without a
+    lock (nobody can write the entry), and a model it lacks is trained and not kept."""
+
+    path = spec.path(bb)
+    if not cache_writable():
+        return _load_or_pretrain(bb, spec, path, threads, progress, keep=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # One pre-training per machine: a pool's other workers wait for it, then read it.
+    with locked(path.with_suffix(".lock")):
+        return _load_or_pretrain(bb, spec, path, threads, progress)
+
+
+def _load_or_pretrain(
+    bb: Backbone, spec: InverterSpec, path: Path, threads: int | None, progress: bool | None,
+    *, keep: bool = True,
+) -> tuple[Inverter, dict[str, Any]]:  # fmt: skip
+    start = time.perf_counter()
+    if path.exists():
+        try:
+            inv = _read(path, bb, spec)
+        except Exception as exc:  # a torn or stale file: rebuild it rather than fail the run
+            # Said, not silent: the rebuild costs a pre-training (minutes).
+            why = f"{type(exc).__name__}: {str(exc)[:200]}"
+            print(f"privaudit: the cached inverter {path} cannot be read ({why}); it is "
+                  + ("rebuilt." if keep else "trained again and not kept (read-only cache)."),
+                  file=sys.stderr, flush=True)  # fmt: skip
+            if keep:
+                path.unlink(missing_ok=True)
+        else:
+            return inv, {"cache": "hit", "seconds": round(time.perf_counter() - start, 2)}
+    with torch_threads(threads):
+        inv = pretrain(bb, spec, progress=progress)
+    seconds = time.perf_counter() - start
+    if keep:
+        _write(path, inv)
+        _record_timing(spec, time.perf_counter() - start)
+    inv.info["pretrain_seconds"] = round(seconds, 1)
+    return inv, {"cache": "miss", "seconds": round(seconds, 1)}
+
+
+def cached(bb: Backbone, spec: InverterSpec) -> bool:
+    return spec.path(bb).exists()
+
+
+#: Seconds per public document and epoch before any measurement here: the default inverter
+#: (8,000 documents, 3 + 2 epochs) took 738 s on two quiet AVX512-BF16 CPU cores with
+#: bucketed batches and mixed precision (2026-11-27; 1,330 s in float32 with random batches).
+PRETRAIN_PRIOR = 0.0185
+
+
+def pretrain_estimate(bb: Backbone, spec: InverterSpec) -> float | None:
+    """Estimated seconds to pre-train ``spec`` here: the latest measured rate (seconds per
+    public document per epoch, :func:`load_or_pretrain` records it), else the shipped
+    reference machine's × this machine's speed ratio, else the prior
+    (:func:`privaudit.runtime.costs.pretrain_rate`); None when the model is cached."""
+    if cached(bb, spec):
+        return None
+    epochs = int(spec.epochs) + int(spec.correction_epochs)
+    return pretrain_rate(_timings_path(), PRETRAIN_PRIOR) * spec.public.count() * epochs
+
+
+def _timings_path() -> Path:
+    return cache_dir() / "inverters" / "timings.json"
+
+
+def _record_timing(spec: InverterSpec, seconds: float) -> None:
+    epochs = int(spec.epochs) + int(spec.correction_epochs)
+    rate = seconds / max(1, spec.public.count() * epochs)
+    path = _timings_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"seconds_per_doc_epoch": rate}))
+
+
+def _write(path: Path, inv: Inverter) -> None:
+    import torch
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    torch.save(
+        {
+            "decoder": _own_weights(inv.decoder),
+            "corrector": _own_weights(inv.corrector),
+            "vocab_ids": inv.vocab_ids,
+            "mean": inv.mean,
+            "std": inv.std,
+            "info": json.dumps(inv.info),
+        },
+        tmp,
+    )
+    tmp.replace(path)  # atomic: a killed run leaves no torn cache entry
+
+
+def _own_weights(model: Any) -> dict[str, Any]:
+    """The weights to save: all but the frozen word embeddings (the backbone's own, 47 MB)."""
+    return {k: v for k, v in model.state_dict().items() if "word_embeddings" not in k}
+
+
+def _read(path: Path, bb: Backbone, spec: InverterSpec) -> Inverter:
+    import torch
+
+    blob = torch.load(path, map_location="cpu", weights_only=False)
+    vocab_ids = np.asarray(blob["vocab_ids"], np.int64)
+    models = []
+    for name in ("decoder", "corrector"):
+        m = build_model(bb, spec, vocab_ids)
+        # strict but for the frozen word embeddings, which build_model took from the backbone
+        result = m.load_state_dict(blob[name], strict=False)
+        if [k for k in result.missing_keys if "word_embeddings" not in k] or result.unexpected_keys:
+            raise ValueError(f"{path} does not hold this inverter's weights")
+        m.to(module_device(m) if current_device() == "cpu" else current_device())
+        m.eval()
+        models.append(m)
+    return Inverter(
+        models[0], models[1], vocab_ids, np.asarray(blob["mean"], np.float32),
+        np.asarray(blob["std"], np.float32), json.loads(blob["info"]),
+    )  # fmt: skip
