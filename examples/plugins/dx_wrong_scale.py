@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from privaudit.guarantees import Guarantee, Unit, embedding_distance
-from privaudit.resources import backbone
+from privaudit.models.backbone import backbone
 
 
 class NoisyWords:
