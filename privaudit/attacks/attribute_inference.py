@@ -59,10 +59,10 @@ class AttributeInference(Attack):
     given to ``fit`` (in attribute order), without touching the process-wide torch random
     state. ``max_aux`` caps the aux documents used (the first ones).
 
-    Metric: attribute accuracy A on the victims → empirical privacy 1 - A; the runner also
-    reports the advantage over always guessing the aux majority class (see
-    :func:`privaudit.audit.scoring.score_attributes`), since accuracy alone hides class
-    imbalance.
+    Metric: balanced accuracy A on the victims (chance 1/K whatever the balance) → empirical
+    privacy 1 - A, with plain accuracy and macro-F1 in the details and the aux majority
+    guess as the baseline (the metric's scorer, :mod:`privaudit.metrics.attributes`), since
+    accuracy alone hides class imbalance.
     """
 
     name: ClassVar[str] = "attribute-inference"

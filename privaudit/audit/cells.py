@@ -6,12 +6,12 @@ Attacks learn only from what their threat model grants (the backbone, query acce
 mechanism on the attacker's own ``aux`` split, the ``aux`` labels); the runner alone holds the
 truth and scores predictions. An inapplicable pair is a record with status ``n/a`` and the
 reason, and so is a cell whose truth cannot judge the attack's metric
-(:class:`privaudit.audit.scoring.NotScorable`: it ran, so its ``attack_seconds`` are kept); a
+(:class:`privaudit.metrics.truth.NotScorable`: it ran, so its ``attack_seconds`` are kept); a
 failing cell is one with status ``failed`` and the error, cut to what holds no corpus text
 (:mod:`privaudit.audit.reasons`), and the grid goes on.
 
 Records: each ``ok`` attack row carries its ``family``, its per-document ``outcome`` and
-``baseline_outcome`` (:meth:`privaudit.audit.outcomes.Outcome.to_record`, or None), from which
+``baseline_outcome`` (:meth:`privaudit.metrics.outcomes.Outcome.to_record`, or None), from which
 every interval is computed without re-running. The point record carries ``utility`` (the
 evaluator's balanced accuracy, the headline; plain accuracy when an evaluator reports only
 that), ``utility_accuracy``, ``utility_macro_f1``, ``utility_metric``, ``utility_outcome``

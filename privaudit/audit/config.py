@@ -1,4 +1,12 @@
-"""Grid configurations, validated with pydantic, and the built-in presets."""
+"""Grid configurations, validated with pydantic, and the built-in presets.
+
+Presets: ``quick`` (derived from the registry: every built-in defense × variant at its
+``levels`` against every built-in attack with its ``quick_params``), ``paper`` (RAPT's grid),
+``smoke``, and ``real`` (the quick grid on SynthPAI). Labels are identities: results, plots and
+the leaderboard key every row by a defense's display label (``label``, else
+``name[params]``), so the config refuses two entries sharing one, and the label ``none`` on
+any but the ``none`` defense.
+"""
 
 from __future__ import annotations
 

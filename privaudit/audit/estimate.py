@@ -5,7 +5,7 @@ test) and, unless stored, one utility evaluation; per unfinished attack cell one
 component's cost is kept as **seconds per 1,000 corpus words** (privatize and utility: the
 train and test splits' words; an attack: the test and aux splits'), so a measurement on the
 quick grid's corpus prices the paper grid's too. The book of costs is ``costs.json`` in
-:func:`privaudit.runtime.memo.cache_dir`, one section per machine (:func:`machine_tag`: OS,
+:func:`privaudit.runtime.cache.cache_dir`, one section per machine (:func:`machine_tag`: OS,
 architecture, CPU count), updated after every defense point of a run. A section is kept
 under the stamp of the shipped reference book it was measured beside: a release that ships a
 new reference (new code, new costs) starts the section anew, so what the old code measured
@@ -27,7 +27,15 @@ another device kind), from the class's ``cost_prior``
 Privatize seconds are the wall time a point took, not its charged time (which adds what the
 content memos saved: :func:`privaudit.runtime.memo.charged_seconds`): the estimate
 predicts this run's wall clock, where the memo's savings are real. The driver's own work
-(results tables, plots, leaderboard, report) is one more entry, per cell.
+(results tables, plots, leaderboard, report) is one more entry, per cell. A section's running
+average weighs at most ``MAX_WEIGHT`` (20) samples.
+
+One-time work: when an attack's disk-cached model is missing, :func:`one_time_work` prices it
+from the attack's ``pretrain_cost`` (the strength curve's public shares included) and the
+forecast adds it to the wall time; the run's banner and ``--estimate`` both show it. The run
+then builds those models before its first cell, with their own progress, so the cells' bar
+never stands still on one cell for the pre-training's minutes; a pre-training that fails is
+left to its cells, which record why.
 """
 
 from __future__ import annotations

@@ -16,6 +16,11 @@ audit
    built-in defenses to compare with (``t2t`` and ``pct2t`` by default) at the preset's
    privacy levels, every applicable attack and the preset's utility evaluator; the run ends
    with the Pareto plots, the leaderboard and the HTML report, as every run does.
+
+The same conformance checks run over every built-in defense in ``tests/test_conformance.py``
+(exceptions declared with their reason, as scikit-learn's ``parametrize_with_checks`` tags
+them), and over every built-in attack: one seed gives the same predictions twice, and their
+kind is the metric's ``prediction_kind``.
 """
 
 from __future__ import annotations

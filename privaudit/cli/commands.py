@@ -10,7 +10,9 @@ in this order, is what lists them in ``privaudit --help`` in this order:
 What the commands share in reading their input is in :mod:`privaudit.cli.options`, what they
 print to the terminal in :mod:`privaudit.cli.render`. Heavy libraries (and the run store, the
 runner and the leaderboard) load inside the commands that use them, so ``privaudit --help``
-and ``privaudit list`` answer at once and ``privaudit privatize`` loads only its defense.
+and ``privaudit list`` answer at once (under two seconds) and ``privaudit privatize`` loads
+only its defense. A mistake a user can make is a one-line ``ValueError`` (what was wrong, what
+was expected, what to try), turned into exit code 2, never a traceback from deep inside torch.
 """
 
 from __future__ import annotations

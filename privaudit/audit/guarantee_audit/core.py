@@ -19,6 +19,15 @@ Verdicts: **violated** (a test's lower bound above its claim), **holds** (none, 
 one release test could have shown a violation: its claim below its sample's ceiling),
 **untestable at n = …** (no release test could: the table gives the ceiling and the draws that
 would test it), "no formal claim", "not tested".
+
+Draws: a release test draws twice what its claim needs, between a floor and a cap of 5·10⁴
+per input (a word's projection costs ~0.35 ms); a test the cap cannot decide is not drawn.
+
+Where the audit runs: ``privaudit audit-guarantee`` (the table is
+:func:`privaudit.cli.render.print_guarantees`; ``--strict`` exits 6); ``privaudit audit
+--strict`` (a declared guarantee is tested after conformance, before the grid:
+``AuditResult.guarantees``); every run, through ``outputs.write_outputs`` → ``guarantees.csv``
+(``RunDir.guarantees_csv``, at ``QUICK_SIZES``) → the report's "Guarantee audit" section.
 """
 
 from __future__ import annotations
