@@ -2,7 +2,7 @@
 
 Each declares its mechanism the way a built-in does (``Guarantee.mechanism`` names a method
 returning a :mod:`privaudit.mechanisms.audited` declaration), so the audit reaches them
-through the same path. Audited by ``tests/test_guarantee_audit.py`` and
+through the same path. Audited by ``tests/audit/test_guarantee_audit.py`` and
 ``benchmarks/guarantee_plants_table.py``.
 """
 

@@ -21,7 +21,7 @@ from privaudit.models import backbone as resources
 from privaudit.models import pipelines
 from privaudit.registry import load_object
 from tests.conftest import TINY
-from tests.test_leaderboard import cell
+from tests.leaderboard.test_leaderboard import cell
 
 runner = CliRunner()
 ROOT = Path(__file__).parents[1]

@@ -30,7 +30,7 @@ def test_version() -> None:
 
 
 def test_failed_cells_exit_3_unless_allowed(tmp_path) -> None:
-    data = {**PRESETS["smoke"], "defenses": [{"name": "tests.test_runner:Exploding"},
+    data = {**PRESETS["smoke"], "defenses": [{"name": "tests.audit.test_runner:Exploding"},
                                              {"name": "none"}]}  # fmt: skip
     path = _write(tmp_path, data)
     failed = runner.invoke(app, ["run", "--config", str(path), "--run-dir", str(tmp_path / "a"),

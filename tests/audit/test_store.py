@@ -72,7 +72,7 @@ def test_kill_9_then_resume_loses_nothing_finished(reference, tmp_path) -> None:
         "r.compute = slow\n"
         f"run_grid(load_config('smoke'), run_dir={str(run_dir)!r}, progress=False)\n"
     )
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).parents[1])
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).parents[2])
     deadline = time.time() + 120
     while time.time() < deadline and len(list((run_dir / "cells").glob("*.json"))) < 4:
         time.sleep(0.1)

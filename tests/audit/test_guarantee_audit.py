@@ -192,7 +192,7 @@ def test_run_outputs_carry_the_guarantee_table(tmp_path: Any) -> None:
     from privaudit.audit.store import RunDir
     from privaudit.outputs import write_guarantees
     from privaudit.outputs.report import write_report
-    from tests.test_leaderboard import make_run, ranked_rows
+    from tests.leaderboard.test_leaderboard import make_run, ranked_rows
 
     run = make_run(tmp_path / "run", ranked_rows(), config={"name": "g", "seeds": [0]})
     points = pd.DataFrame({

@@ -18,8 +18,8 @@ from privaudit.leaderboard.service import PRIVACY_REFERS_TO
 from privaudit.metrics.outcomes import Outcome
 from privaudit.outputs.leaderboard import write_leaderboard
 from privaudit.outputs.report import write_report
-from tests.test_board_stats import BOOT, Grid, hits
-from tests.test_leaderboard import make_run
+from tests.leaderboard.test_board_stats import BOOT, Grid, hits
+from tests.leaderboard.test_leaderboard import make_run
 
 PROBE_LINE = (
     "The service evaluator reached 0.600 on the undefended release, below the frozen probe's "

@@ -33,7 +33,7 @@ from privaudit.leaderboard.figures import (
 from privaudit.leaderboard.frontier import seed_means
 from privaudit.leaderboard.labels import KnobLabel, place_labels
 from privaudit.outputs.plots import plot_families, plot_pareto
-from tests.test_leaderboard import cell
+from tests.leaderboard.test_leaderboard import cell
 
 CI = {
     "empirical_privacy_ci_low": -0.05,

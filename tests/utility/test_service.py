@@ -13,8 +13,7 @@ from privaudit.registry import DEFENSES, UTILITY
 from privaudit.utility import service as svc
 from privaudit.utility.service import Service
 from privaudit.utility.service_features import Features
-
-from .conftest import TINY
+from tests.conftest import TINY
 
 _POS = ["great product love it works well", "excellent quality very happy", "good fast delivery"]
 _NEG = ["terrible broke after a day", "awful quality very sad", "bad slow delivery poor"]

@@ -10,8 +10,7 @@ from privaudit.mechanisms import NearestNeighbourIndex
 from privaudit.runtime import memo as memo_module
 from privaudit.runtime.memo import ContentMemo, charged_seconds, digest
 from privaudit.utility.probe import Probe
-
-from .conftest import TINY
+from tests.conftest import TINY
 
 
 def test_digest_tells_content_dtype_and_shape_apart() -> None:

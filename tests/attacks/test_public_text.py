@@ -143,7 +143,7 @@ def test_low_reach_is_said_first_and_shown_beside_the_attacks_strength() -> None
     from privaudit.leaderboard.board import leaderboard
     from privaudit.leaderboard.strength import undefended_table
     from privaudit.leaderboard.verdict import headline
-    from tests.test_leaderboard import cell, ranked_rows, table
+    from tests.leaderboard.test_leaderboard import cell, ranked_rows, table
 
     def with_reach(rows: list[dict[str, Any]], writes: float) -> Any:
         details = {"reach_tokens": writes, "reach_pieces": writes - 0.1,

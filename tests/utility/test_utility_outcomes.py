@@ -17,8 +17,7 @@ from privaudit.metrics.outcomes import Outcome
 from privaudit.registry import UTILITY
 from privaudit.utility.peft_tuning import PeftUtility
 from privaudit.utility.probe import Probe, classification_result
-
-from .conftest import TINY
+from tests.conftest import TINY
 
 
 def _no_signal(

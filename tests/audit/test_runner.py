@@ -89,8 +89,8 @@ def test_failures_and_inapplicable_pairs_are_rows(tmp_path) -> None:
     data = {
         **PRESETS["smoke"],
         "defenses": [
-            {"name": "tests.test_runner:Exploding"},
-            {"name": "tests.test_runner:Vectors"},
+            {"name": "tests.audit.test_runner:Exploding"},
+            {"name": "tests.audit.test_runner:Vectors"},
             {"name": "none"},
         ],
     }
@@ -215,7 +215,7 @@ def test_pareto_axes_follow_the_metric(
 
 
 @pytest.mark.parametrize(
-    "path", sorted((Path(__file__).parents[1] / "examples" / "configs").glob("*.yaml")), ids=str
+    "path", sorted((Path(__file__).parents[2] / "examples" / "configs").glob("*.yaml")), ids=str
 )
 def test_example_configs_are_valid(path) -> None:
     config = load_config(path)

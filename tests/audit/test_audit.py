@@ -70,17 +70,17 @@ def test_wrapper_accepts_strings_and_releases() -> None:
     rng = np.random.default_rng(0)
     text = UserDefense(EXAMPLE, "p", p=0.0).fit([]).privatize(["a b", ""], rng=rng)
     assert text.kind == "text" and text.texts == ["a b", ""]
-    vectors = UserDefense("tests.test_audit:Vectors").fit([]).privatize(["a", "b"], rng=rng)
+    vectors = UserDefense("tests.audit.test_audit:Vectors").fit([]).privatize(["a", "b"], rng=rng)
     assert vectors.kind == "pooled_vectors" and len(vectors) == 2
 
 
 @pytest.mark.parametrize(
     ("target", "check", "says"),
     [
-        ("tests.test_audit:Unseeded", "deterministic for a seed", "different outputs"),
-        ("tests.test_audit:DropsOne", "one output per input", "exactly one per input"),
-        ("tests.test_audit:HatesEmpty", "empty text", "empty document"),
-        ("tests.test_audit:Numbers", "one output per input", "list of strings"),
+        ("tests.audit.test_audit:Unseeded", "deterministic for a seed", "different outputs"),
+        ("tests.audit.test_audit:DropsOne", "one output per input", "exactly one per input"),
+        ("tests.audit.test_audit:HatesEmpty", "empty text", "empty document"),
+        ("tests.audit.test_audit:Numbers", "one output per input", "list of strings"),
     ],
 )
 def test_conformance_failures_name_the_problem(target, check, says) -> None:
@@ -96,7 +96,7 @@ def test_a_slow_privatizer_fails_the_speed_check() -> None:
 
 def test_cli_audit_stops_on_failed_checks(tmp_path) -> None:
     result = CliRunner().invoke(
-        app, ["audit", "tests.test_audit:Unseeded", "--preset", "smoke",
+        app, ["audit", "tests.audit.test_audit:Unseeded", "--preset", "smoke",
               "--run-dir", str(tmp_path / "r")],
     )  # fmt: skip
     assert result.exit_code == 2
@@ -109,7 +109,7 @@ def test_cli_audit_stops_on_failed_checks(tmp_path) -> None:
     ("args", "says"),
     [
         (["nowhere/absent.py:X"], "No such file"),
-        (["tests.test_audit:Missing"], "has no attribute 'Missing'"),
+        (["tests.audit.test_audit:Missing"], "has no attribute 'Missing'"),
         ([EXAMPLE, "--knob", "p"], "NAME=v1,v2"),
         ([EXAMPLE, "--knob", "p=low,high"], "must be numbers"),
         ([EXAMPLE, "--knob", "p=0.5", "--compare", "t2tt"], "Did you mean 't2t'"),

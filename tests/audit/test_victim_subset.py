@@ -40,7 +40,7 @@ class CappedReader(Attack):
 
 @pytest.fixture
 def capped():
-    ATTACKS.add_builtin("capped-reader", "tests.test_victim_subset:CappedReader")
+    ATTACKS.add_builtin("capped-reader", "tests.audit.test_victim_subset:CappedReader")
     CappedReader.seen.clear()
     yield
     ATTACKS.remove("capped-reader")
@@ -118,7 +118,7 @@ def test_the_strength_curve_refits_on_the_cells_own_victims(tmp_path) -> None:
     from privaudit.audit.store import RunDir
     from privaudit.outputs import run_grid
 
-    ATTACKS.add_builtin("capped-aux-reader", "tests.test_victim_subset:CappedAuxReader")
+    ATTACKS.add_builtin("capped-aux-reader", "tests.audit.test_victim_subset:CappedAuxReader")
     CappedReader.seen.clear()
     try:
         smoke: dict[str, Any] = dict(PRESETS["smoke"]) | {

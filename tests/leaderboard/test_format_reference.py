@@ -22,7 +22,7 @@ from privaudit.leaderboard.render import leaderboard_html_body
 from privaudit.leaderboard.verdict import headline
 from privaudit.registry import ATTACKS, build_defense
 from tests.conftest import TINY
-from tests.test_board_stats import BOOT, Grid
+from tests.leaderboard.test_board_stats import BOOT, Grid
 
 TEXTS = ["The pasta was perfect.", "Awful phone, broke in a week.", "", "😀 fine"]
 INF = math.inf

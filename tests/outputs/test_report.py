@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from privaudit.outputs.report import write_report
-from tests.test_leaderboard import cell, make_run, ranked_rows
+from tests.leaderboard.test_leaderboard import cell, make_run, ranked_rows
 
 MARKER = "QZX-ORIGINAL-7731-marker"  # stands for a user's original text
 RELEASED = "RLS-released-5512-marker"
@@ -161,7 +161,7 @@ def test_missing_chromium_fails_in_ci_and_skips_locally(monkeypatch) -> None:
 
 
 def test_ci_installs_chromium() -> None:
-    script = (Path(__file__).parents[1] / ".ci" / "run").read_text(encoding="utf-8")
+    script = (Path(__file__).parents[2] / ".ci" / "run").read_text(encoding="utf-8")
     assert "apt-get install" in script and "chromium" in script
     assert 'export CI="${CI:-true}"' in script
 

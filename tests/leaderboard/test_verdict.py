@@ -21,7 +21,7 @@ from privaudit.leaderboard.verdict import (
     terminal_lines,
 )
 from privaudit.outputs.leaderboard import write_leaderboard
-from tests.test_board_stats import BOOT, Grid, N
+from tests.leaderboard.test_board_stats import BOOT, Grid, N
 
 CHANCE = 0.5
 
@@ -175,7 +175,7 @@ def test_renderers_show_the_headline_first(
 
 def test_report_puts_the_verdict_first(tmp_path: Path) -> None:
     from privaudit.outputs.report import write_report
-    from tests.test_leaderboard import make_run, ranked_rows
+    from tests.leaderboard.test_leaderboard import make_run, ranked_rows
 
     run = make_run(tmp_path / "run", ranked_rows())
     page = write_report(run, board=board()).read_text(encoding="utf-8")

@@ -23,7 +23,7 @@ from privaudit.audit.estimate import (
     estimate,
     estimate_config,
 )
-from tests.test_estimate import _Fake
+from tests.audit.test_estimate import _Fake
 
 
 @pytest.fixture(autouse=True)

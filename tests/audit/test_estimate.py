@@ -28,7 +28,7 @@ cli = CliRunner()
 
 @pytest.fixture(scope="module", autouse=True)
 def _priors_only() -> Any:
-    """No shipped reference costs in this module (tests/test_reference_costs.py has them):
+    """No shipped reference costs in this module (tests/runtime/test_reference_costs.py has them):
     a component its books have not measured is priced by its prior."""
     import privaudit.audit.estimate as estimate_module
 

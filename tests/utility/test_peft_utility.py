@@ -11,8 +11,7 @@ from privaudit.audit.config import PRESETS, load_config
 from privaudit.outputs import run_grid
 from privaudit.registry import DEFENSES, UTILITY
 from privaudit.utility.peft_tuning import METHODS, PeftUtility
-
-from .conftest import TINY
+from tests.conftest import TINY
 
 _POS = ["great product love it works well", "excellent quality very happy", "good fast delivery"]
 _NEG = ["terrible broke after a day", "awful quality very sad", "bad slow delivery poor"]

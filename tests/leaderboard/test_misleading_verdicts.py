@@ -13,7 +13,7 @@ from privaudit.leaderboard.figures import frontier_figure, pareto_figure
 from privaudit.leaderboard.render import leaderboard_html_body
 from privaudit.leaderboard.strength import undefended_table
 from privaudit.leaderboard.verdict import headline as verdict_headline
-from tests.test_board_stats import BOOT, Grid
+from tests.leaderboard.test_board_stats import BOOT, Grid
 
 
 def test_a_tie_is_never_printed_as_distinct_overall_ranks() -> None:

@@ -22,7 +22,7 @@ from privaudit.audit.store import RunDir
 from privaudit.cli import EXIT_UNFINISHED, app
 from privaudit.params import PositiveFloat
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 runner = CliRunner()
 
 
@@ -178,7 +178,7 @@ def killed_run(tmp_path_factory) -> Path:
         **PRESETS["smoke"],
         "defenses": [
             {"name": "none"},
-            {"name": "tests.test_run_dirs:Killed", "knob_values": [1, 10, 100]},
+            {"name": "tests.audit.test_run_dirs:Killed", "knob_values": [1, 10, 100]},
         ],
     }
     run_dir = tmp / "run"
