@@ -1,6 +1,6 @@
 """The guarantee audit's false-alarm rate: each correct built-in audited at its quick levels
 over 20 seeds must be flagged in at most α of its points, within sampling error (the issue's
-acceptance check; ``tests/test_guarantee_audit.py`` runs 3 seeds of four of them).
+acceptance check; ``tests/audit/test_guarantee_audit.py`` runs 3 seeds of four of them).
 
 The backbone is the tiny test model (hidden 32): the audit's validity (exact bounds, held-out
 event, Bonferroni) does not depend on the mechanism, and the kernels are the built-ins' own

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from benchmarks.honesty import bench_rounds, log_rounds
 from privaudit.metrics.stats import Bootstrap, run_stats
-from tests.test_board_stats import Grid
+from tests.leaderboard.test_board_stats import Grid
 
 
 def test_run_stats_of_a_quick_sized_grid(benchmark) -> None:

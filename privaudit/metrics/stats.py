@@ -19,7 +19,7 @@ comparison stays paired on documents and adds 2·``fit_sd``² from the fits. The
 documented-estimate route: no extra fits at run time. K refits per cell (a two-level
 bootstrap) would measure the spread per cell, at K times the attack cost. The measured sds
 are at most 0.35 of the document SE at n = 300, except vec2text's decoding (0.5–0.6); the
-two-noise coverage test is in ``tests/test_outcomes.py``.
+two-noise coverage test is in ``tests/metrics/test_outcomes.py``.
 
 **Utility evaluator randomness.** Likewise the utility evaluator's headline varies between
 its fits (the service's training seed): the evaluator class declares ``fit_sd``

@@ -42,7 +42,7 @@ device's state too (dropout there). On CUDA, cuDNN is set deterministic and
 ``CUBLAS_WORKSPACE_CONFIG`` is set when unset. The device is in no cell key: ``--resume`` may
 change it, and ``run.json``'s ``provenance.device`` records it.
 
-**Tested on the CPU only** (``tests/test_devices.py``): resolution and its errors, the CLI
+**Tested on the CPU only** (``tests/runtime/test_devices.py``): resolution and its errors, the CLI
 option, the config field, Ray's placement, and components run on torch's ``meta`` device
 (which refuses to mix with CPU tensors, so every tensor of their computation is on the device
 given): mlp-inversion's training, attribute-inference's heads, Laplace noise. Nothing here
