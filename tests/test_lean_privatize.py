@@ -100,13 +100,13 @@ def test_a_tagging_pipeline_loads_fewer_components_unless_the_whole_one_is_loade
     monkeypatch,
 ) -> None:
     from privaudit.defenses.pct2t import TAGGER_PIPES
-    from privaudit.models import pipelines as resources
+    from privaudit.models import pipelines
     from privaudit.models.pipelines import spacy_pipeline
 
-    monkeypatch.setattr(resources, "_WHOLE_PIPELINES", {})  # as in a fresh process
+    monkeypatch.setattr(pipelines, "_WHOLE_PIPELINES", {})  # as in a fresh process
     lean = spacy_pipeline.__wrapped__(None, TAGGER_PIPES)  # past the process-wide cache
     assert lean.pipe_names == list(TAGGER_PIPES)
     whole = spacy_pipeline()
-    resources._WHOLE_PIPELINES[None] = whole  # what loading it whole records
+    pipelines._WHOLE_PIPELINES[None] = whole  # what loading it whole records
     assert "ner" in whole.pipe_names
     assert spacy_pipeline.__wrapped__(None, TAGGER_PIPES) is whole  # no second copy

