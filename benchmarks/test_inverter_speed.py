@@ -31,7 +31,7 @@ import pytest
 
 from benchmarks.honesty import bench_rounds, log_rounds
 from privaudit.attacks import _inverter as inv
-from privaudit.attacks._sentence import standardise_rows
+from privaudit.attacks._pooled_features import standardise_rows
 from privaudit.attacks.geia import GEIA
 
 #: The tests' inverter (``GEIA.test_params``), its corrector also trained for one epoch.

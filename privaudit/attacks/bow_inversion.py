@@ -11,7 +11,8 @@ import numpy as np
 from annotated_types import Gt, Lt
 
 from privaudit.api import Predictions
-from privaudit.attacks._sentence import AuxSplit, Objective, Scaler, SentenceInversion
+from privaudit.attacks._pooled_features import Scaler
+from privaudit.attacks._sentence import AuxSplit, Objective, SentenceInversion
 from privaudit.mechanisms.words import stop_words, words
 from privaudit.params import Fraction, NonNegativeFloat, NonNegativeInt, PositiveInt
 from privaudit.runtime.devices import module_device, tensor
@@ -56,7 +57,7 @@ class BowInversion(SentenceInversion):
     level (``Knowledge.query``), and owns the *public* backbone, with which it re-encodes
     released text and computes clean embeddings of its aux texts. It sees only the victims'
     public release. Every release kind is read as the public backbone's pooled embedding
-    (:mod:`privaudit.attacks._sentence`): text re-encoded, token-vector and hidden-state
+    (:mod:`privaudit.attacks._pooled_features`): text re-encoded, token-vector and hidden-state
     releases run through the rest of the encoder and mean-pooled, pooled vectors as released;
     so no built-in defense is ``n/a``.
 

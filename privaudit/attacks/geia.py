@@ -18,16 +18,14 @@ from privaudit.attacks._inverter.public_text import (
     params_json,
     same_path,
 )
+from privaudit.attacks._pooled_features import Scaler, release_features, standardise_rows
 from privaudit.attacks._sentence import (
     AuxSplit,
     Format,
     Objective,
     ObjectMemo,
     Pretrained,
-    Scaler,
     SentenceInversion,
-    release_features,
-    standardise_rows,
 )
 from privaudit.guarantees import Kind
 from privaudit.mechanisms.laplace import minmax_normalise
@@ -69,8 +67,8 @@ class GEIA(SentenceInversion):
     and encoder) and public text; holds its own aux texts (never the victims'); may query the
     public privatizer on them at the victims' mechanism and privacy level
     (``Knowledge.query``); and sees only the victims' release. Every release kind is read
-    through the one feature path of :mod:`privaudit.attacks._sentence`, so no built-in defense
-    is ``n/a``.
+    through the one feature path of :mod:`privaudit.attacks._pooled_features`, so no built-in
+    defense is ``n/a``.
 
     Model (:mod:`privaudit.attacks._inverter`): the backbone's embeddings and lowest
     ``n_layer`` layers warm-started as a BERT decoder with cross-attention to ``n_memory``

@@ -34,7 +34,8 @@ class Reidentification(Attack):
     document; candidates are its authors) and query access to the public mechanism at the
     victims' privacy level (:meth:`Knowledge.query`), through which it privatizes the
     background, as attribute inference privatizes its aux split. Vector releases are read in
-    the public backbone's pooled space (:func:`privaudit.attacks._sentence.release_features`).
+    the public backbone's pooled space
+    (:func:`privaudit.attacks._pooled_features.release_features`).
 
     Model, one fit per cell on (privatized background, author):
 
@@ -198,7 +199,7 @@ class Reidentification(Attack):
     # ---------------------------------------------------------------------------------------
 
     def _pooled(self, release: Release) -> np.ndarray:
-        from privaudit.attacks._sentence import release_features
+        from privaudit.attacks._pooled_features import release_features
         from privaudit.models.backbone import backbone
 
         bb = backbone(self._backbone_name)  # None: the default backbone, as a grid passes it

@@ -3,7 +3,8 @@
 This module holds the generative model (its rates below), the writer that fills the templates
 and the entry point :func:`synthetic_reviews`. The phrase tables are data beside it:
 :mod:`privaudit.corpora.synthetic_phrases` (word lists, sentence templates, the ten categories)
-and :mod:`privaudit.corpora.synthetic_cues` (the attribute cues).
+and :mod:`privaudit.corpora.synthetic_cues` (the attribute cues); the authors' habits under
+``persona`` are :mod:`privaudit.corpora.synthetic_personas`.
 
 Generative model
 ----------------
@@ -74,6 +75,7 @@ from privaudit.corpora.synthetic_cues import (
     STYLE_INTENSIFIERS,
     STYLE_PREFIXES,
 )
+from privaudit.corpora.synthetic_personas import add_personas
 from privaudit.corpora.synthetic_phrases import (
     BRANDS,
     CATEGORIES,
@@ -465,11 +467,12 @@ def synthetic_reviews(
     Same arguments → byte-identical texts; nothing is cached on disk and nothing is downloaded.
 
     For re-identification (both off by default, leaving the corpus as it was): ``persona``
-    gives each author a habit, a pet phrase and a sign-off (:data:`PERSONA_PHRASES`,
-    :data:`PERSONA_SIGNOFFS`), each appended to a review with that probability, so reviews
-    betray *who* wrote them; ``background_share`` holds out that share of each test author's
-    reviews into a ``background`` split (at least one, one left as a victim; an author with a
-    single review cannot be a candidate). Both draw from their own stream, after the rest.
+    gives each author a habit, a pet phrase and a sign-off
+    (:mod:`privaudit.corpora.synthetic_personas`), each appended to a review with that
+    probability, so reviews betray *who* wrote them; ``background_share`` holds out that share
+    of each test author's reviews into a ``background`` split (at least one, one left as a
+    victim; an author with a single review cannot be a candidate). Both draw from their own
+    stream, after the rest.
     """
     fractions = check_fractions(split_fractions, "split_fractions")
     from faker import Faker
@@ -492,7 +495,7 @@ def synthetic_reviews(
     if persona or background_share:  # their own stream: the default corpus is untouched
         extra = np.random.default_rng([seed, 36])
         if persona:
-            _add_personas(rows, len(counts), float(persona), extra)
+            add_personas(rows, len(counts), float(persona), extra)
             info["persona"] = float(persona)
         if background_share:
             split_of = hold_out_background(rows, split_of, float(background_share), seed, info)
@@ -568,36 +571,3 @@ def _datasets(
         idx = rng.permutation(idx)  # interleave authors within a split
         splits[split] = datasets.Dataset.from_list([rows[i] for i in idx], features=features)
     return splits
-
-
-#: An author's habits under ``persona``: one pet phrase and one sign-off each (400 pairs).
-PERSONA_PHRASES = (
-    "No joke.", "Honestly though.", "Make of that what you will.", "Just saying.",
-    "Fair play.", "Mark my words.", "Go figure.", "Long story short.", "For what it's worth.",
-    "Swings and roundabouts.", "Each to their own.", "Bob's your uncle.", "There you have it.",
-    "Take it or leave it.", "Enough said.", "Lesson learned.", "Food for thought.",
-    "Cards on the table.", "Watch this space.", "You heard it here first.",
-)  # fmt: skip
-PERSONA_SIGNOFFS = (
-    "Cheers!", "Peace.", "Ta-ra.", "Over and out.", "Rant over.", "Toodles.", "Laters.",
-    "Stay sane.", "Ciao for now.", "Happy hunting.", "Mind how you go.", "Onwards.",
-    "That's me done.", "Be lucky.", "Keep well.", "Ta very much.", "Right, off I pop.",
-    "Until next time.", "Chin up.", "Bye for now.",
-)  # fmt: skip
-
-
-def _add_personas(
-    rows: list[dict[str, Any]], n_authors: int, rate: float, rng: np.random.Generator
-) -> None:
-    """Append each author's pet phrase and sign-off to their reviews, each with probability
-    ``rate`` (entity offsets stay valid: text is only added at the end)."""
-    habits = [
-        (PERSONA_PHRASES[int(rng.integers(len(PERSONA_PHRASES)))],
-         PERSONA_SIGNOFFS[int(rng.integers(len(PERSONA_SIGNOFFS)))])
-        for _ in range(n_authors)
-    ]  # fmt: skip
-    for row in rows:
-        phrase, signoff = habits[int(row["author"].split("-")[1])]
-        tail = [t for t in (phrase, signoff) if rng.random() < rate]
-        if tail:
-            row["text"] = " ".join([row["text"], *tail])

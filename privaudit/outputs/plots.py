@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from privaudit.audit.store import write_atomic
-from privaudit.leaderboard.figures import Style, family_figure, frontier_figure, pareto_figure
+from privaudit.leaderboard.family_figure import family_figure
+from privaudit.leaderboard.figures import Style, frontier_figure, pareto_figure
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 from privaudit.audit.store import RunDir, cell_counts, write_text
 from privaudit.corpora.base import describe_dropped
 from privaudit.leaderboard.board import Leaderboard, leaderboard
-from privaudit.leaderboard.figures import family_figure, frontier_figure, pareto_figure, run_styles
+from privaudit.leaderboard.family_figure import family_figure
+from privaudit.leaderboard.figures import frontier_figure, pareto_figure, run_styles
 from privaudit.leaderboard.guarantees import (
     GUARANTEE_NOTE,
     guarantee_table,

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from privaudit.api import ALL_SPACES, Knowledge, Predictions, Release
-from privaudit.attacks._sentence import PRETRAINED, AuxSplit, fit_adapter, standardise_rows
+from privaudit.attacks._pooled_features import standardise_rows
+from privaudit.attacks._sentence import PRETRAINED, AuxSplit, fit_adapter
 from privaudit.attacks.bow_inversion import BowInversion
 from privaudit.attacks.geia import GEIA
 from privaudit.corpora.synthetic import synthetic_reviews

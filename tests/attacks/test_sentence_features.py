@@ -1,5 +1,5 @@
 """The sentence attacks' one feature path: every release read as the public backbone's pooled
-last-layer embedding (privaudit.attacks._sentence.release_features), on the tiny backbone."""
+last-layer embedding (privaudit.attacks._pooled_features.release_features), on the tiny backbone."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from privaudit.api import Knowledge, Release, Space
-from privaudit.attacks._sentence import Format, _same_space, clean_features, release_features
+from privaudit.attacks._pooled_features import clean_features, release_features
+from privaudit.attacks._sentence import Format, _same_space
 from privaudit.attacks.bow_inversion import BowInversion
 from privaudit.defenses.embedding_dx import EmbeddingDX
 from privaudit.defenses.none import NoDefense

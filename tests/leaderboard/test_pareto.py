@@ -21,10 +21,9 @@ from matplotlib.figure import Figure
 from matplotlib.text import Annotation
 
 from privaudit.api import NONE
+from privaudit.leaderboard.family_figure import FAMILY_PRIVACY_LABEL, family_figure
 from privaudit.leaderboard.figures import (
-    FAMILY_PRIVACY_LABEL,
     NONE_STYLE,
-    family_figure,
     frontier_figure,
     label_styles,
     pareto_figure,

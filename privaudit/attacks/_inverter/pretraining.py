@@ -24,7 +24,7 @@ from privaudit.attacks._inverter.model import Inverter, InverterSpec, build_mode
 from privaudit.attacks._inverter.progress import PretrainProgress, Stage
 from privaudit.attacks._inverter.public_text import sentences
 from privaudit.attacks._pairs import train
-from privaudit.attacks._sentence import standardise_rows
+from privaudit.attacks._pooled_features import standardise_rows
 from privaudit.runtime.devices import fast_precision, tensor
 
 if TYPE_CHECKING:
