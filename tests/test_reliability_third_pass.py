@@ -342,9 +342,10 @@ def test_a_cache_that_is_a_file_is_one_line_before_work(tmp_path: Path, monkeypa
 def test_a_read_only_cache_that_holds_the_model_is_used_without_a_lock(
     tmp_path: Path, monkeypatch
 ) -> None:
+    import privaudit.attacks._inverter.disk_cache as inverter_cache
     import privaudit.attacks.geia as geia
     import privaudit.audit.estimate as estimate
-    import privaudit.runtime.cache as memo
+    import privaudit.runtime.cache as cache
 
     config = write_grid(tmp_path, _geia_smoke())
     built = runner.invoke(app, ["pretrain", "--config", str(config), "--no-progress"])
@@ -354,10 +355,9 @@ def test_a_read_only_cache_that_holds_the_model_is_used_without_a_lock(
     def no_lock(path):
         raise AssertionError(f"took a lock on {path} in a read-only cache")
 
-    for module in (memo, estimate):
+    for module in (cache, estimate, inverter_cache):  # each module that reads them by name
         monkeypatch.setattr(module, "cache_writable", lambda: False)
-    monkeypatch.setattr(memo, "locked", no_lock)
-    monkeypatch.setattr(estimate, "locked", no_lock)
+        monkeypatch.setattr(module, "locked", no_lock)
     again = runner.invoke(app, ["pretrain", "--config", str(config), "--no-progress"])
     assert again.exit_code == 0 and "found in the cache" in again.output, again.output
     assert again.output.count("is read-only") == 1

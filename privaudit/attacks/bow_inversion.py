@@ -89,7 +89,7 @@ class BowInversion(SentenceInversion):
     (``fallback_to_baseline`` in the settings): an attacker never does worse, by its own aux,
     than ignoring the release. Victims are never used for a choice.
 
-    Metric (``word_set_f1``, :func:`privaudit.audit.scoring.word_set_scores`): per victim the
+    Metric (``word_set_f1``, :func:`privaudit.metrics.words.word_set_scores`): per victim the
     predicted word set against the set of its words, micro-averaged; the headline F1 excludes
     stop words (scikit-learn's English list), ``f1_all`` counts them; ``entity_word_recovery``
     is the fraction of the victims' named-entity content words recovered. Empirical privacy

@@ -32,7 +32,7 @@ def load_or_pretrain(
     (its seed drawn from the cache key, so the model is a pure function of the key) and saved
     there. Returns the inverter and a note (``cache``: hit or miss, ``seconds``).
 
-    A read-only cache (:func:`~privaudit.runtime.memo.cache_writable`) is read without a
+    A read-only cache (:func:`~privaudit.runtime.cache.cache_writable`) is read without a
     lock (nobody can write the entry), and a model it lacks is trained and not kept."""
 
     path = spec.path(bb)
