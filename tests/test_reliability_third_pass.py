@@ -423,7 +423,7 @@ def _corpus_run(root: Path, name: str, digest: str, none_utility: float, none_pr
     import sys
 
     sys.path.insert(0, str(Path(__file__).parent))
-    from test_leaderboard import cell, make_run
+    from tests.leaderboard.test_leaderboard import cell, make_run
 
     rows = []
     for attack in ("a1", "a2"):
