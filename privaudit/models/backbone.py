@@ -29,7 +29,7 @@ import functools
 import hashlib
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -273,32 +273,38 @@ class Backbone:
             self._half = copy.deepcopy(self.model).to(torch.bfloat16).eval()
         return self._half
 
+    def _text_batches(
+        self, texts: Sequence[str], max_length: int, batch_size: int, progress: bool = False
+    ) -> Iterator[tuple[np.ndarray, Any]]:
+        """The texts tokenized in batches of similar length (less padding per batch), on this
+        backbone's device: (the batch's indices into ``texts``, the tokenizer's encoding)."""
+        from tqdm.auto import tqdm
+
+        order = np.argsort([len(t) for t in texts], kind="stable")
+        device = self._on_device()
+        batches = range(0, len(texts), batch_size)
+        for start in tqdm(batches, desc="encode", disable=not progress, leave=False):
+            idx = order[start : start + batch_size]
+            enc = self.tokenizer(
+                [texts[i] for i in idx],
+                padding=True,
+                truncation=True,
+                max_length=max_length,
+                return_tensors="pt",
+            )
+            yield idx, enc.to(device)
+
     def _pooled(
         self, texts: list[str], max_length: int, batch_size: int, progress: bool,
         model: Any = None,
     ) -> np.ndarray:  # fmt: skip
         import torch
-        from tqdm.auto import tqdm
 
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        order = np.argsort([len(t) for t in texts], kind="stable")  # less padding per batch
-        batches = range(0, len(texts), batch_size)
-        device = self._on_device()
         with torch.inference_mode():
-            for start in tqdm(batches, desc="encode", disable=not progress, leave=False):
-                idx = order[start : start + batch_size]
-                enc = self.tokenizer(
-                    [texts[i] for i in idx],
-                    padding=True,
-                    truncation=True,
-                    max_length=max_length,
-                    return_tensors="pt",
-                )
-                enc = enc.to(device)
+            for idx, enc in self._text_batches(texts, max_length, batch_size, progress):
                 hidden = (model or self.model)(**enc).last_hidden_state.float()
-                mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-                pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
-                out[idx] = pooled.float().cpu().numpy()
+                out[idx] = mean_pool(hidden, enc["attention_mask"]).float().cpu().numpy()
         return out
 
     def remember_pooled_from_word_embeddings(
@@ -353,9 +359,7 @@ class Backbone:
                 hidden = self.model(
                     inputs_embeds=torch.from_numpy(batch).to(device), attention_mask=attention
                 ).last_hidden_state
-                m = attention.unsqueeze(-1).to(hidden.dtype)
-                pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
-                out[idx] = pooled.float().cpu().numpy()
+                out[idx] = mean_pool(hidden, attention).float().cpu().numpy()
         return out
 
     def hidden_at_layer(
@@ -368,19 +372,8 @@ class Backbone:
 
         self._check_layer(layer, lowest=1)
         out: list[np.ndarray] = [np.zeros((0, self.dim), np.float32)] * len(texts)
-        order = np.argsort([len(t) for t in texts], kind="stable")
-        device = self._on_device()
         with torch.inference_mode():
-            for start in range(0, len(texts), batch_size):
-                idx = order[start : start + batch_size]
-                enc = self.tokenizer(
-                    [texts[i] for i in idx],
-                    padding=True,
-                    truncation=True,
-                    max_length=max_length,
-                    return_tensors="pt",
-                )
-                enc = enc.to(device)
+            for idx, enc in self._text_batches(texts, max_length, batch_size):
                 states = self.model(**enc, output_hidden_states=True).hidden_states[layer]
                 states = states.float().cpu().numpy()
                 lengths = enc["attention_mask"].sum(1).tolist()
@@ -420,8 +413,7 @@ class Backbone:
                     mask[row, : len(seqs[i])] = 1.0
                 hidden, mask = hidden.to(device), mask.to(device)
                 hidden = top_model_forward(blocks, hidden, mask)
-                m = mask.unsqueeze(-1)
-                out[idx] = ((hidden * m).sum(1) / m.sum(1).clamp(min=1.0)).cpu().numpy()
+                out[idx] = mean_pool(hidden, mask).cpu().numpy()
         return out
 
     def _on_device(self) -> Any:
@@ -453,6 +445,13 @@ def top_model_forward(blocks: Any, hidden: Any, mask: Any) -> Any:
         hidden = block(hidden, attention_mask=additive)
         hidden = hidden[0] if isinstance(hidden, tuple) else hidden
     return hidden
+
+
+def mean_pool(hidden: Any, mask: Any) -> Any:
+    """The mean of ``hidden`` (batch, L, dim) over the positions a 0/1 ``mask`` (batch, L)
+    keeps: the backbone's sentence embedding, written once for every encoder pass and head."""
+    m = mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
 
 
 def _candidate_ids(subwords: Subwords, vocab_size: int) -> np.ndarray:

@@ -21,7 +21,7 @@ import numpy as np
 
 from privaudit.api import Objective, TrainingBatch
 from privaudit.mechanisms.seeding import seeded_torch
-from privaudit.models.backbone import top_model_forward
+from privaudit.models.backbone import mean_pool, top_model_forward
 from privaudit.runtime.devices import module_device, to_device, torch_device
 from privaudit.utility.peft_inputs import Inputs
 
@@ -43,8 +43,7 @@ def _classifier(encoder: Any, dim: int, n_classes: int, n_virtual: int) -> Any:
             hidden = self.encoder(**batch).last_hidden_state
             if n_virtual and hidden.shape[1] > batch["attention_mask"].shape[1]:
                 hidden = hidden[:, n_virtual:]  # prompt tuning prepends the soft tokens
-            mask = pool.unsqueeze(-1).to(hidden.dtype)
-            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+            pooled = mean_pool(hidden, pool)
             return self.head(pooled), hidden, pooled
 
     return Classifier()
@@ -136,8 +135,7 @@ def train_top(
             def forward(self, batch: dict[str, Any]) -> tuple[Any, Any, Any]:
                 mask = batch["attention_mask"]
                 hidden = top_model_forward(self.blocks, batch["inputs_embeds"], mask)
-                m = mask.unsqueeze(-1).to(hidden.dtype)
-                pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
+                pooled = mean_pool(hidden, mask)
                 return self.head(pooled), hidden, pooled
 
         model = Top().to(torch_device())

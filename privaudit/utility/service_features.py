@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privaudit.api import Release, Space
-from privaudit.models.backbone import top_model_forward
+from privaudit.models.backbone import mean_pool, top_model_forward
 from privaudit.utility.peft_inputs import Inputs
 
 if TYPE_CHECKING:
@@ -82,10 +82,7 @@ class Features:
                 if not prefixed:
                     final = top_model_forward([top], below, mask)
                     pool = batch.get("pool_mask", batch["attention_mask"]).to(device)
-                    m = pool.unsqueeze(-1).to(final.dtype)
-                    pooled[rows.numpy()] = (
-                        ((final * m).sum(1) / m.sum(1).clamp(min=1.0)).cpu().numpy()
-                    )
+                    pooled[rows.numpy()] = mean_pool(final, pool).cpu().numpy()
                 w = below.shape[1]
                 keys[rows, :w] = att.key(below).float().cpu()
                 values[rows, :w] = att.value(below).float().cpu()
