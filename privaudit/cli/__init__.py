@@ -4,7 +4,7 @@ commands by what they serve (:mod:`.listing`, :mod:`.run`, :mod:`.privatize`, :m
 :mod:`.board`, :mod:`.tab`), :mod:`.options` (reading what the commands share), :mod:`.render`
 (terminal tables)."""
 
-from privaudit.cli.commands import (
+from privaudit.cli.base import (
     EXIT_CELLS_FAILED,
     EXIT_DISK_FULL,
     EXIT_GUARANTEE_VIOLATED,
@@ -13,8 +13,8 @@ from privaudit.cli.commands import (
     EXIT_UNFINISHED,
     EXIT_USAGE,
     app,
-    main,
 )
+from privaudit.cli.commands import main
 
 __all__ = [
     "EXIT_CELLS_FAILED",

@@ -17,6 +17,7 @@ from rich.text import Text
 
 from privaudit.audit.store import cell_counts
 from privaudit.leaderboard.board import leaderboard
+from privaudit.leaderboard.render import tables as board_tables
 from privaudit.leaderboard.verdict import terminal_lines
 from privaudit.numbers import shown
 
@@ -90,7 +91,7 @@ def print_verdict(board: Any, console: Console) -> None:
 def print_board(board: Any, title: str, *, verdict: bool = True) -> None:
     """The verdict first (unless ``verdict`` is False: the caller printed it), then the
     overall leaderboard as a terminal table, the family tables and the notes."""
-    overall = board.tables()["overall"]
+    overall = board_tables(board)["overall"]
     console = Console(width=max(110, Console().width))
     if verdict:
         print_verdict(board, console)
@@ -122,7 +123,7 @@ def print_board(board: Any, title: str, *, verdict: bool = True) -> None:
     console.print(table)
     # The terminal keeps the ranking; ties and the strongest attack are in leaderboard.md.
     keep = ("rank", "rank interval", "defense", "worst-case HV", "HV interval", "holds rank")
-    for name, fam in board.tables().items():
+    for name, fam in board_tables(board).items():
         if not name.startswith("family "):
             continue
         cols = [fam.headers.index(h) for h in keep]

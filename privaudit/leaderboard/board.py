@@ -42,7 +42,6 @@ from privaudit.leaderboard.notes import (
 )
 from privaudit.leaderboard.overall import overall_table, ranks_by_cost
 from privaudit.leaderboard.reach import reach_cautions, reach_note
-from privaudit.leaderboard.render import tables
 from privaudit.leaderboard.service import (
     ServiceView,
     check_one_evaluator,
@@ -54,7 +53,6 @@ from privaudit.leaderboard.stats import (
     family_points,
     own_scale,
 )
-from privaudit.leaderboard.tables import Table
 from privaudit.leaderboard.unscored import unscorable_families
 from privaudit.leaderboard.verdict import Verdict, decide
 from privaudit.metrics.spec import find_metric
@@ -131,10 +129,6 @@ class Leaderboard:
             wide[f"rank[{attack}]"] = sub["rank"]
         wide = wide.reset_index()
         return wide[["rank", "label", *[c for c in wide.columns if c not in ("rank", "label")]]]
-
-    def tables(self) -> dict[str, Table]:
-        """Formatted tables (see :func:`privaudit.leaderboard.render.tables`)."""
-        return tables(self)
 
 
 def leaderboard(

@@ -11,13 +11,27 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from privaudit.api import NONE, REFERENCES
-from privaudit.leaderboard.render import OVERALL_HEADERS
 from privaudit.leaderboard.stats import overlapping, rank_summary, sample_ranks
 from privaudit.leaderboard.tables import pd_isna
 from privaudit.metrics.stats import with_labels
 
 if TYPE_CHECKING:
     import pandas as pd
+
+
+# Column -> header of the overall table, in display order.
+OVERALL_HEADERS = {
+    "rank": "rank",
+    "rank_ci": "rank interval",
+    "label": "defense",
+    "mean_rank": "mean family rank",
+    "stability": "holds rank",
+    "tied_with": "tied with",
+    "families": "families",
+    "best_utility": "best utility",
+    "s_per_1k_words": "s / 1k words",
+    "guarantee": "guarantee",
+}
 
 
 def ranks_by_cost(cost: pd.Series, identity: pd.Series) -> pd.Series:

@@ -6,10 +6,10 @@ primitives (cells, Markdown, HTML) are :mod:`privaudit.leaderboard.tables`'."""
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from privaudit.api import NONE, REFERENCES
+from privaudit.leaderboard.overall import OVERALL_HEADERS
 from privaudit.leaderboard.tables import (
     Table,
     fmt,
@@ -21,36 +21,7 @@ from privaudit.leaderboard.tables import (
 )
 
 if TYPE_CHECKING:
-    import pandas as pd
-
-    from privaudit.leaderboard.formats import FormatView
-
-
-class BoardView(Protocol):
-    """What this module reads of a board (:class:`privaudit.leaderboard.board.Leaderboard`
-    has it): a protocol, so that the rendering never imports the board that uses it."""
-
-    @property
-    def overall(self) -> pd.DataFrame: ...
-    @property
-    def families(self) -> pd.DataFrame: ...
-    @property
-    def matched(self) -> pd.DataFrame: ...
-    @property
-    def per_attack(self) -> pd.DataFrame: ...
-    @property
-    def chance(self) -> float: ...
-    @property
-    def notes(self) -> tuple[str, ...]: ...
-    @property
-    def level(self) -> float: ...
-    @property
-    def rates(self) -> pd.DataFrame | None: ...
-    @property
-    def ranked_on(self) -> Mapping[str, tuple[str, ...]]: ...
-    @property
-    def formats(self) -> FormatView | None: ...
-    def tables(self) -> dict[str, Table]: ...
+    from privaudit.leaderboard.board import Leaderboard
 
 
 HYPERVOLUME_DEFINITION = (
@@ -85,19 +56,6 @@ PER_ATTACK_DEFINITION = (
     "that attack) against utility, in the same box; `none` is scored for reference."
 )
 
-# Column -> header of the overall table, in display order.
-OVERALL_HEADERS = {
-    "rank": "rank",
-    "rank_ci": "rank interval",
-    "label": "defense",
-    "mean_rank": "mean family rank",
-    "stability": "holds rank",
-    "tied_with": "tied with",
-    "families": "families",
-    "best_utility": "best utility",
-    "s_per_1k_words": "s / 1k words",
-    "guarantee": "guarantee",
-}
 # Column -> header of a family's table.
 FAMILY_HEADERS = {
     "rank": "rank",
@@ -113,7 +71,7 @@ FAMILY_HEADERS = {
 }
 
 
-def tables(board: BoardView) -> dict[str, Table]:
+def tables(board: Leaderboard) -> dict[str, Table]:
     """Formatted tables: ``overall``, ``family <f>`` per family, ``matched <f>`` per
     family, and ``per attack``."""
     overall = [[_overall_cell(r, c) for c in OVERALL_HEADERS] for _, r in board.overall.iterrows()]
@@ -207,16 +165,16 @@ def _overall_cell(row: Any, column: str) -> str:
     return fmt(row[column], column)
 
 
-def sections(board: BoardView) -> list[tuple[str, Table, str]]:
+def sections(board: Leaderboard) -> list[tuple[str, Table, str]]:
     """(title, table, caption) in reading order: overall, each family with its matched-privacy
     table, then the per-attack view."""
-    tables = board.tables()
+    by_name = tables(board)
     level = f"{100 * board.level:.0f} %"
-    out = [("Overall", tables["overall"], (
+    out = [("Overall", by_name["overall"], (
         f"Rank intervals: {level} bootstrap, the overall rank recomputed on every resample "
         "from the family ranks; defenses whose intervals overlap are tied."
     ))]  # fmt: skip
-    for name, table in tables.items():
+    for name, table in by_name.items():
         if name.startswith("family "):
             family = name[len("family ") :]
             out.append((
@@ -227,7 +185,7 @@ def sections(board: BoardView) -> list[tuple[str, Table, str]]:
                 "'all attacks' is the worst case over every attack a defense faced (the notes "
                 "name who faced more).",
             ))  # fmt: skip
-            matched = tables.get(f"matched {family}")
+            matched = by_name.get(f"matched {family}")
             if matched is not None:
                 out.append((
                     f"Utility at matched privacy: {family}", matched,
@@ -242,20 +200,20 @@ def sections(board: BoardView) -> list[tuple[str, Table, str]]:
             if formats is not None:
                 out.append((f"Format and mechanism: {family}", formats,
                             board.formats.caption if board.formats else ""))  # fmt: skip
-    if "rates" in tables:
+    if "rates" in by_name:
         out.append((
-            "Text defenses at equal replacement rate", tables["rates"],
+            "Text defenses at equal replacement rate", by_name["rates"],
             "Every point of the defenses that replace words, ordered by the measured share of "
             "tokens changed, so T2T, PCT2T and RAPT can be compared at equal rate (RAPT Table "
             "II) as well as at equal η; 'target rate' (shown when the grid gave knob values "
             "as target replacement rates, η calibrated per rate) is the rate asked for; text "
             "privacy is the worst case over every text attack the defense faced.",
         ))  # fmt: skip
-    out.append(("Per attack: raw-privacy hypervolume (rank)", tables["per attack"], ""))
+    out.append(("Per attack: raw-privacy hypervolume (rank)", by_name["per attack"], ""))
     return out
 
 
-def _ranked_on(board: BoardView, family: str) -> str:
+def _ranked_on(board: Leaderboard, family: str) -> str:
     """The caption's sentence naming the attacks a family ranks on."""
     attacks = board.ranked_on.get(family)
     if attacks is None:
@@ -265,7 +223,7 @@ def _ranked_on(board: BoardView, family: str) -> str:
     return f"Ranked on the attacks every ranked defense faced ({', '.join(attacks)})"
 
 
-def leaderboard_html_body(board: BoardView) -> str:
+def leaderboard_html_body(board: Leaderboard) -> str:
     """The leaderboard's tables, notes and definition as an HTML fragment (no page around it)."""
     parts = []
     for title, table, caption in sections(board):

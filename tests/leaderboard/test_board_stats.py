@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from privaudit.leaderboard.board import leaderboard
+from privaudit.leaderboard.render import tables as board_tables
 from privaudit.leaderboard.stats import family_points, hypervolume_samples, sample_ranks
 from privaudit.metrics.outcomes import Outcome
 from privaudit.metrics.stats import Bootstrap, Outcomes, annotate, run_stats
@@ -135,7 +136,7 @@ def test_rank_stability_separates_clear_gaps_from_ties() -> None:
     assert "good" not in fam.loc["twin1", "tied_with"]
     lo, hi = fam.loc["good", "hv_ci_low"], fam.loc["good", "hv_ci_high"]
     assert lo <= fam.loc["good", "hypervolume"] <= hi
-    table = board.tables()["family text"]
+    table = board_tables(board)["family text"]
     good = next(r for r in table.rows if r[2] == "good")
     assert good[1] == "1–1" and good[table.headers.index("holds rank")].endswith("%")
 
@@ -167,7 +168,7 @@ def test_utility_at_matched_privacy_uses_measured_points_only() -> None:
     assert math.isnan(m.loc[("t2t", 0.9), "utility"])
     lo, hi = m.loc[("t2t", 0.75), ["utility_ci_low", "utility_ci_high"]]
     assert lo < 0.7 < hi
-    row = board.tables()["matched text"].rows[0]
+    row = board_tables(board)["matched text"].rows[0]
     assert row[0] == "t2t" and row[3] == "not reached" and row[2].startswith("0.700 [")
 
 

@@ -19,6 +19,7 @@ from privaudit.defenses.embedding_dx import EmbeddingDX
 from privaudit.defenses.sap import SAP
 from privaudit.leaderboard.board import leaderboard
 from privaudit.leaderboard.render import leaderboard_html_body
+from privaudit.leaderboard.render import tables as board_tables
 from privaudit.leaderboard.verdict import headline
 from privaudit.registry import ATTACKS, build_defense
 from tests.conftest import TINY
@@ -151,7 +152,7 @@ def test_the_board_says_cape_without_noise_is_all_format() -> None:
     note = next(n for n in board.notes if "cape's privacy is the release format's" in n)
     assert "eta=100" in note and "eta=1e+06" in note and "eta=3" not in note
     assert "clean[release=pooled]: 0.250 [" in note
-    shown = board.tables()
+    shown = board_tables(board)
     assert "family attribute[gender]" in shown
     html = leaderboard_html_body(board)
     assert "Format and mechanism: attribute[gender]" in html and "mechanism adds privacy" in html
@@ -170,7 +171,7 @@ def test_clean_is_a_reference_never_ranked_nor_in_the_headline() -> None:
     assert board.per_attack.set_index("label")["rank"].isna()["clean[release=pooled]"]
     assert board.verdict is not None
     assert not any("clean" in line for _, lines in headline(board.verdict) for line in lines)
-    rows = {r[2]: r for r in board.tables()["family attribute[gender]"].rows}
+    rows = {r[2]: r for r in board_tables(board)["family attribute[gender]"].rows}
     assert rows["clean[release=pooled]"][0] == "ref"
     assert rows["clean[release=pooled]"][7] == "format reference (never ranked)"
 

@@ -21,6 +21,7 @@ from privaudit.leaderboard.board import leaderboard
 from privaudit.leaderboard.families import hypervolume
 from privaudit.leaderboard.figures import frontier_figure
 from privaudit.leaderboard.frontier import frontier, seed_means
+from privaudit.leaderboard.render import tables as board_tables
 from privaudit.outputs.leaderboard import write_leaderboard
 from privaudit.outputs.plots import plot_frontiers
 from privaudit.outputs.runs import merge_runs, read_run
@@ -301,7 +302,7 @@ def test_leaderboard_cost_counts_each_defense_point_once() -> None:
     board = leaderboard(no_words, chance=0.5)
     assert math.isnan(board.overall.loc[0, "s_per_1k_words"])
     assert any("n_words" in note for note in board.notes)
-    overall = board.tables()["overall"]
+    overall = board_tables(board)["overall"]
     assert overall.rows[0][overall.headers.index("s / 1k words")] == "—"
 
 
@@ -320,7 +321,7 @@ def test_leaderboard_keeps_unranked_defenses_with_the_reason() -> None:
     assert "a1 failed at eta=1" in fam.loc["E", "reason"]
     assert pd.isna(overall.loc["E", "rank"]) and overall.loc["E", "families"] == "0 of 1"
     assert any("Not ranked overall" in note and "E" in note for note in board.notes)
-    wide = board.tables()["per attack"]
+    wide = board_tables(board)["per attack"]
     d_row = next(row for row in wide.rows if row[0] == "D")
     assert d_row[2] == "—"  # never scored on a2
 

@@ -11,6 +11,7 @@ import pandas as pd
 from privaudit.leaderboard.board import leaderboard
 from privaudit.leaderboard.figures import frontier_figure, pareto_figure
 from privaudit.leaderboard.render import leaderboard_html_body
+from privaudit.leaderboard.render import tables as board_tables
 from privaudit.leaderboard.strength import undefended_table
 from privaudit.leaderboard.verdict import headline as verdict_headline
 from tests.leaderboard.test_board_stats import BOOT, Grid
@@ -25,7 +26,7 @@ def test_a_tie_is_never_printed_as_distinct_overall_ranks() -> None:
         g.add(label, 1, "a", 0.5 + 0.005 * i, 0.8)
     g.add("weak", 1, "a", 0.85, 0.6)
     board = leaderboard(g.frame(), 0.5, outcomes=g.outcomes(), bootstrap=BOOT)
-    overall = board.tables()["overall"]
+    overall = board_tables(board)["overall"]
     col = {h: overall.headers.index(h) for h in ("rank", "rank interval", "tied with")}
     rows = {r[overall.headers.index("defense")]: r for r in overall.rows}
     top = next(r for r in overall.rows if r[col["rank"]] == "1")
@@ -55,7 +56,7 @@ def test_a_family_is_ranked_on_the_attacks_every_defense_faced() -> None:
     assert fam.loc["words", "hv_all"] < fam.loc["words", "hypervolume"]
     assert fam.loc["vector", "hv_all"] == fam.loc["vector", "hypervolume"]
     assert any("(sentence)" in n and "words (+token)" in n for n in board.notes)
-    table = board.tables()["family text"]
+    table = board_tables(board)["family text"]
     assert "worst-case HV, all attacks" in table.headers
 
 
@@ -78,7 +79,7 @@ def test_privacy_levels_are_the_worst_case_over_every_attack_not_the_ranking_set
     assert m.loc[("vector", 0.75), "utility"] == 0.7
     points = board.points.set_index("label")
     assert points.loc["words", "privacy"] < 0.2 and points.loc["words", "strongest"] == "token"
-    rows = {r[0]: r for r in board.tables()["matched text"].rows}
+    rows = {r[0]: r for r in board_tables(board)["matched text"].rows}
     assert rows["words"][2] == "not reached" and rows["vector"][2].startswith("0.700 [")
     v = board.verdict
     assert v is not None and v.families[0].best is not None
@@ -148,7 +149,7 @@ def test_a_point_at_chance_utility_reaches_no_privacy_level() -> None:
     assert points.loc["sap", "utility_ci_high"].max() > 0.5  # the point rule catches it
     assert points.loc["low", "utility_ci_high"] < 0.5  # the interval rule too
     assert np.isnan(m.loc[("low", 0.9), "utility"])
-    rows = {r[0]: r for r in board.tables()["matched text"].rows}
+    rows = {r[0]: r for r in board_tables(board)["matched text"].rows}
     assert rows["sap"][2].startswith("not reached (only at chance utility: 0.490 [")
     assert rows["low"][3].startswith("not reached (only at chance utility: 0.350 [")
 
@@ -162,7 +163,7 @@ def test_the_target_rate_column_shows_where_the_grid_calibrated_by_rate() -> Non
     frame["replacement_rate"] = np.where(frame["defense"] == "none", 0.0, 0.3)
     frame["target_rate"] = np.where(frame["defense"] == "pct2t", 0.3, np.nan)
     board = leaderboard(frame, 0.5, outcomes=g.outcomes(), bootstrap=BOOT)
-    rates = board.tables()["rates"]
+    rates = board_tables(board)["rates"]
     k = rates.headers.index("target rate")
     shown = {r[rates.headers.index("defense")]: r[k] for r in rates.rows}
     assert shown == {"pct2t": "0.3", "t2t": "—"}
@@ -170,7 +171,7 @@ def test_the_target_rate_column_shows_where_the_grid_calibrated_by_rate() -> Non
     # No rate calibrated: no column of dashes.
     board = leaderboard(frame.drop(columns="target_rate"), 0.5, outcomes=g.outcomes(),
                         bootstrap=BOOT)  # fmt: skip
-    assert "target rate" not in board.tables()["rates"].headers
+    assert "target rate" not in board_tables(board)["rates"].headers
 
 
 def _attack_rows(metric: str, privacy: list[float], baseline: float) -> pd.DataFrame:
