@@ -205,7 +205,7 @@ def test_the_design_check_catches_a_sideways_and_an_upward_import() -> None:
 def module_graph() -> dict[str, set[str]]:
     """Module → the privaudit modules it imports, anywhere in it, annotations under
     ``if TYPE_CHECKING:`` included (a type a module needs is a dependency of its design);
-    ``from pkg import mod`` names the module ``pkg.mod``, importing a package its ``__init__``."""
+    ``from pkg import mod`` names both ``pkg`` (its ``__init__`` runs first) and ``pkg.mod``."""
     names = {_module_name(path) for path in PACKAGE.rglob("*.py")}
     edges: dict[str, set[str]] = {}
     for path in sorted(PACKAGE.rglob("*.py")):
@@ -213,9 +213,8 @@ def module_graph() -> dict[str, set[str]]:
         found: set[str] = set()
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                for alias in node.names:
-                    target = f"{node.module}.{alias.name}"
-                    found.add(target if target in names else node.module)
+                found.add(node.module)  # the package runs first, even for a submodule
+                found |= {f"{node.module}.{alias.name}" for alias in node.names}
             elif isinstance(node, ast.Import):
                 found |= {alias.name for alias in node.names}
         edges[me] = {target for target in found if target in names and target != me}
