@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self
 
@@ -121,7 +121,7 @@ class AttributeInference(Attack):
         aux = knowledge.aux
         if self.max_aux is not None and len(aux) > self.max_aux:
             aux = aux.select(range(self.max_aux))
-        labels = _aux_labels(aux, self.attributes)
+        labels = aux_labels(aux, self.attributes)
         texts = [str(t) for t in aux["text"]]
         release = knowledge.query(texts)
         features = self._features(release)
@@ -217,32 +217,42 @@ class AttributeInference(Attack):
 
     def _features(self, release: Release) -> np.ndarray:
         """One feature row per document: the mean released token embedding, or the vector."""
-        if release.kind == "text":
-            bb = self._load_backbone()
-            texts = release.content_texts()
-            return _mean_rows([bb.embeddings[ids] for ids in bb.token_ids(texts)], bb.dim)
-        if release.kind == "token_vectors":
-            rows = [np.asarray(v, dtype=np.float32) for v in release.vectors or []]
-            rows = [r.reshape(0, 0) if r.size == 0 else np.atleast_2d(r) for r in rows]
-            dims = {r.shape[1] for r in rows if r.size}
-            if len(dims) > 1:
-                raise ValueError(f"Released token vectors mix dimensions {sorted(dims)}.")
-            return _mean_rows(rows, dims.pop() if dims else 0)
-        if release.kind == "pooled_vectors":
-            rows = [np.asarray(v, dtype=np.float32).reshape(-1) for v in release.vectors or []]
-            dims = {len(r) for r in rows if len(r)}
-            if len(dims) > 1:
-                raise ValueError(f"Released pooled vectors mix dimensions {sorted(dims)}.")
-            dim = dims.pop() if dims else 0
-            out = np.zeros((len(rows), dim), dtype=np.float32)
-            for i, r in enumerate(rows):
-                if len(r):
-                    out[i] = r
-            return out
-        raise ValueError(f"{self.name} cannot read a {release.kind!r} release.")
+        return release_features(release, self._load_backbone, self.name)
 
     def _load_backbone(self) -> Backbone:
         return backbone(self._backbone_name or self.backbone)
+
+
+def release_features(
+    release: Release, load_backbone: Callable[[], Backbone], who: str = "attribute-inference"
+) -> np.ndarray:
+    """One feature row per released document: text → the mean of its WordPiece ids' input
+    embeddings (``load_backbone()``'s public matrix; RAPT's plain prefix skipped);
+    ``token_vectors`` → the mean over tokens; ``pooled_vectors`` → the vector. Empty
+    documents give zeros."""
+    if release.kind == "text":
+        bb = load_backbone()
+        texts = release.content_texts()
+        return _mean_rows([bb.embeddings[ids] for ids in bb.token_ids(texts)], bb.dim)
+    if release.kind == "token_vectors":
+        rows = [np.asarray(v, dtype=np.float32) for v in release.vectors or []]
+        rows = [r.reshape(0, 0) if r.size == 0 else np.atleast_2d(r) for r in rows]
+        dims = {r.shape[1] for r in rows if r.size}
+        if len(dims) > 1:
+            raise ValueError(f"Released token vectors mix dimensions {sorted(dims)}.")
+        return _mean_rows(rows, dims.pop() if dims else 0)
+    if release.kind == "pooled_vectors":
+        flat = [np.asarray(v, dtype=np.float32).reshape(-1) for v in release.vectors or []]
+        sizes = {len(r) for r in flat if len(r)}
+        if len(sizes) > 1:
+            raise ValueError(f"Released pooled vectors mix dimensions {sorted(sizes)}.")
+        dim = sizes.pop() if sizes else 0
+        out = np.zeros((len(flat), dim), dtype=np.float32)
+        for i, r in enumerate(flat):
+            if len(r):
+                out[i] = r
+        return out
+    raise ValueError(f"{who} cannot read a {release.kind!r} release.")
 
 
 def _mean_rows(rows: Sequence[np.ndarray], dim: int) -> np.ndarray:
@@ -257,7 +267,7 @@ def _sort_key(value: Any) -> tuple[str, str]:
     return (type(value).__name__, str(value))
 
 
-def _aux_labels(aux: datasets.Dataset, wanted: Sequence[str] | None) -> dict[str, list[Any]]:
+def aux_labels(aux: datasets.Dataset, wanted: Sequence[str] | None) -> dict[str, list[Any]]:
     """Per requested attribute, one value per aux document (``None`` where it is missing)."""
     if "attributes" not in aux.column_names:
         raise ValueError(

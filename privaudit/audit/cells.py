@@ -59,6 +59,7 @@ from privaudit.metrics import (
     score_predictions,
 )
 from privaudit.metrics.outcomes import Outcome
+from privaudit.metrics.units import Units
 from privaudit.models.backbone import backbone as load_backbone
 from privaudit.records import Source, build_knowledge, build_truth, token_layout
 from privaudit.registry import ATTACKS, CORPORA, DEFENSES, UTILITY, build_component
@@ -152,6 +153,8 @@ class Context:
         self.fingerprint = corpus.fingerprint()
         self.bb = load_backbone(config.backbone)
         self.train_texts, self.test_texts = corpus.texts("train"), corpus.texts("test")
+        # The unit of privacy the corpus declares: what every interval resamples.
+        self.units = Units.of_authors(corpus.authors("test"), corpus.unit)
         self.y_train, self.y_test = corpus.labels("train"), corpus.labels("test")
         self.n_words = sum(len(t.split()) for t in [*self.train_texts, *self.test_texts])
         # Truth and knowledge are built from their declarations (privaudit.records): only

@@ -154,7 +154,7 @@ def strength_curve(
                 for _, label, _ in jobs}  # fmt: skip
     total = sum(len(fits) + len(variants[label]) for _, label, _ in jobs)
     bar = tqdm(total=total, desc="strength", unit="fit", disable=not progress)
-    boot = Bootstrap(**ctx.config.bootstrap.model_dump())
+    boot = Bootstrap(**ctx.config.bootstrap.model_dump(), units=ctx.units)
     weights = boot.weights(len(ctx.test_texts))
     try:
         for point, label, rows in jobs:

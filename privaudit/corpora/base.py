@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -53,6 +53,11 @@ class Corpus:
     label_names: list[str]
     attribute_names: list[str] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
+    #: The unit of privacy (:mod:`privaudit.metrics.units`): ``person`` when the loader knows
+    #: who wrote each document (its ``author`` column names real people, who may recur), so
+    #: the victims are counted, attacked and resampled as people; ``document`` when the
+    #: ``author`` column is only a placeholder (one per document).
+    unit: Literal["document", "person"] = "document"
 
     def __post_init__(self) -> None:
         missing = [s for s in ("train", "test") if s not in self.splits]
@@ -153,7 +158,17 @@ class Corpus:
                 idx = np.sort(rng.choice(len(ds), size=n, replace=False))
                 ds = ds.select(idx.tolist())
             splits[name] = ds
-        return Corpus(self.name, splits, self.label_names, self.attribute_names, dict(self.info))
+        return Corpus(
+            self.name, splits, self.label_names, self.attribute_names, dict(self.info), self.unit
+        )
+
+    def authors(self, split: str) -> list[str | None]:
+        """Each document's author in ``split`` (None where unknown, or for every document of
+        a corpus whose unit is the document)."""
+        ds = self.split(split)
+        if self.unit == "document" or "author" not in ds.column_names:
+            return [None] * len(ds)
+        return [None if a is None or a == "" else str(a) for a in ds["author"]]
 
     def fingerprint(self) -> str:
         """A short content hash over all splits (for cache keys and result rows)."""

@@ -330,6 +330,7 @@ def corpus_from_frame(
         label_names=label_names,
         attribute_names=list(attr_map),
         info=info,
+        unit="person" if "author" in cols else "document",
     )
 
 

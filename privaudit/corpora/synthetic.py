@@ -505,6 +505,7 @@ def synthetic_reviews(
         label_names=list(LABEL_NAMES),
         attribute_names=list(ATTRIBUTE_NAMES),
         info=info,
+        unit="person",  # each author writes 1-4 reviews with their own attributes
     )
 
 

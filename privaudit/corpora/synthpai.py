@@ -246,7 +246,7 @@ def synthpai(
         "dropped_rows": len(comments) - len(docs),
         "dropped": {"with no topic word (unmatched='drop')": len(comments) - len(docs)},
     }
-    return Corpus("synthpai", out, label_names, list(ATTRIBUTE_NAMES), info)
+    return Corpus("synthpai", out, label_names, list(ATTRIBUTE_NAMES), info, unit="person")
 
 
 def _labelled(

@@ -53,8 +53,10 @@ from privaudit.leaderboard.stats import (
     family_points,
     own_scale,
 )
+from privaudit.leaderboard.strength import family_strengths
 from privaudit.leaderboard.unscored import unscorable_families
 from privaudit.leaderboard.verdict import Verdict, decide
+from privaudit.metrics.linked import LINKABILITY
 from privaudit.metrics.spec import find_metric
 from privaudit.metrics.stats import Bootstrap, Outcomes, run_stats, with_labels
 from privaudit.records import board_columns
@@ -64,6 +66,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from privaudit.leaderboard.stats import AttackSets, FamilyPoints
+    from privaudit.leaderboard.strength import FamilyStrength
     from privaudit.metrics.stats import RunStats
 
 
@@ -158,7 +161,9 @@ def leaderboard(
     case over every attack a label faced. A label is
     ranked in a family only when it faced the whole family (no failed cell there); otherwise
     it is listed with the reason. Overall: the mean family rank over labels ranked in every
-    family, with its interval from the family ranks on each resample. ``none`` (the text
+    family that decides it (:mod:`privaudit.leaderboard.overall`: not one only some defenses
+    face, one that ranks fewer than two, or one undecided because of its attacker), with its
+    interval from the family ranks on each resample. ``none`` (the text
     reference) and ``clean`` (the format references) are reference points, never ranked;
     each vector defense's privacy is set beside the clean reference in its format
     (:mod:`privaudit.leaderboard.formats`). Rows of several corpora (``corpus_fingerprint``;
@@ -178,7 +183,11 @@ def leaderboard(
     sds, utility_fit_sd, u_sds = _fit_sds(frame, fit_sd, utility_fit_sd)
     stats = run_stats(frame, outcomes or Outcomes(), boot, fit_sd=sds,
                       utility_fit_sd=utility_fit_sd)  # fmt: skip
-    notes = [*(n for n in (subset, reach) if n), *fit_effect_notes(stats.available, sds, u_sds)]
+    notes = [
+        unit_note(boot, frame),
+        *(n for n in (subset, reach) if n),
+        *fit_effect_notes(stats.available, sds, u_sds),
+    ]
     identity = identity_labels(frame)
     unscorable = unscorable_families(stats.frame)
     sets = attack_sets(stats)
@@ -196,13 +205,16 @@ def leaderboard(
     formats = format_view(stats)
     notes.extend(formats.notes)
     _add_reference_notes(notes, frame, stats, families, per_attack, chance, identity, unscorable)
+    strengths = family_strengths(stats, sets.common)  # a weak attacker decides nothing
+    weak = {f: s.why() for f, s in strengths.items() if s.weak and f not in unscorable}
     overall = overall_table(frame, families, notes, identity, rank_samples, boot.level,
-                            unscorable=set(unscorable))  # fmt: skip
+                            unscorable=set(unscorable), weak=weak)  # fmt: skip
     rates = rates_table(frame, points)
     notes.extend(calibrated_notes(rates))
     notes.append(f"Chance level of the utility metric: {chance:.4g}.")
     verdict = _verdict(frame, stats, outcomes, boot, sets, chance, families, hv_samples, matched,
-                       points, ranking, formats, cautions, sds, u_sds, unscorable)  # fmt: skip
+                       points, ranking, formats, cautions, sds, u_sds, unscorable,
+                       strengths)  # fmt: skip
     notes.extend(beats_none_notes(verdict))
     weak = probe_warning(frame)  # first: every utility below may be the service's, not the text's
     return Leaderboard(
@@ -211,6 +223,30 @@ def leaderboard(
         level=boot.level, rates=rates, verdict=verdict, ranked_on=dict(sets.common),
         service=service_view(stats), formats=formats,
     )  # fmt: skip
+
+
+def unit_note(boot: Bootstrap, frame: pd.DataFrame) -> str:
+    """What the victims are and what every interval resamples: ``Victims: 1,000 documents by
+    62 people; ...`` (:mod:`privaudit.metrics.units`)."""
+    units = boot.units
+    if units is None:
+        n = frame["n_test"].dropna() if "n_test" in frame else []
+        count = f"{int(n.max()):,} documents" if len(n) else "the test documents"
+        return f"Victims: {count}; intervals resample documents (no authors recorded)."
+    if units.kind == "document":
+        return (
+            f"Victims: {units.label()}, each its own unit (the corpus declares no authors); "
+            "intervals resample documents."
+        )
+    linked = (
+        f" Linkability: {LINKABILITY}."
+        if frame["attack"].astype(str).str.startswith("person-").any()
+        else ""
+    )
+    return (
+        f"Victims: {units.label()}; every interval, paired difference, rank and test resamples "
+        f"people, each drawn with all of their documents.{linked}"
+    )
 
 
 def _fit_sds(
@@ -268,6 +304,7 @@ def _verdict(
     sds: Mapping[str, float],
     u_sds: Mapping[str, float],
     unscorable: Mapping[str, str],
+    strengths: Mapping[str, FamilyStrength],
 ) -> Verdict:
     """The board's headline (:func:`privaudit.leaderboard.verdict.decide`) on the ranking
     hypervolumes' resamples, with the documents' share of them where fits add variance."""
@@ -278,7 +315,7 @@ def _verdict(
         format_only=formats.format_only(), cautions=tuple(cautions),
         doc_samples=_doc_samples(frame, outcomes, boot, sets, chance) if with_fits else None,
         seeds=ranked_seeds(ranking), own_scale=_own_scale(stats, sets, chance),
-        unscorable=unscorable,
+        unscorable=unscorable, strengths=strengths,
     )  # fmt: skip
     return verdict
 

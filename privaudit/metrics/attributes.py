@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from privaudit.api import Predictions, Release
+from privaudit.metrics.linked import mode, person_rows
 from privaudit.metrics.outcomes import Outcome
 from privaudit.metrics.spec import Baseline, MetricSpec
 from privaudit.metrics.truth import NotScorable, Truth
@@ -112,9 +113,17 @@ def _score_attribute_accuracy(
     release: Release | None,
 ) -> list[dict[str, Any]]:
     wanted = {k: v for k, v in truth.attributes.items() if k in (predictions.attributes or {})}
+    outcomes = _attribute_outcomes(wanted, predictions, truth.doc_indices())
+    return _attribute_rows(spec, outcomes, details)
+
+
+def _attribute_rows(
+    spec: MetricSpec, outcomes: dict[str, dict[str, Any] | None], details: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """One scored row per attribute (n/a where no victim's value is known)."""
     rows: list[dict[str, Any]] = []
     unknown: list[str] = []
-    for name, s in _attribute_outcomes(wanted, predictions, truth.doc_indices()).items():
+    for name, s in outcomes.items():
         family = spec.family_of(name)
         if s is None:
             reason = f"no victim's {name!r} is known: attribute inference has no truth to score"
@@ -137,3 +146,52 @@ ATTRIBUTE_ACCURACY = MetricSpec(
     scorer=_score_attribute_accuracy, baseline=Baseline("majority-guess attacker"),
     description="balanced accuracy of the inferred private attribute (chance 1/K)",
 )  # fmt: skip
+
+
+def _score_person_attribute_accuracy(
+    spec: MetricSpec,
+    predictions: Predictions,
+    truth: Truth,
+    details: dict[str, Any],
+    release: Release | None,
+) -> list[dict[str, Any]]:
+    """Each person scored once: the person's value (their documents' most frequent known
+    value) against the attack's prediction for the person (its most frequent over their
+    documents), the outcome row standing at the person's first document, which carries the
+    person's multiplicity under the run's bootstrap (:mod:`privaudit.metrics.units`)."""
+    attributes = predictions.attributes or {}
+    docs = truth.doc_indices()
+    n = len(docs)
+    for name, guess in attributes.items():
+        if len(guess) != n:
+            raise ValueError(
+                f"The attack returned {len(guess)} {name!r} predictions for {n} victims."
+            )
+    groups = person_rows(truth.get("person"), n)
+    first = np.asarray([g[0] for g in groups], dtype=np.int64)
+    wanted = {
+        k: [mode([v[i] for i in g]) for g in groups]
+        for k, v in truth.attributes.items()
+        if k in attributes
+    }
+    pooled = Predictions(
+        "attributes",
+        attributes={k: [mode([v[i] for i in g]) for g in groups] for k, v in attributes.items()},
+        meta=dict(predictions.meta),
+    )
+    outcomes = _attribute_outcomes(wanted, pooled, docs[first] if n else docs)
+    return _attribute_rows(spec, outcomes, details | {"n_people": len(groups)})
+
+
+PERSON_ATTRIBUTE_ACCURACY = MetricSpec(
+    name="person_attribute_accuracy",
+    family="attribute",
+    higher_is_stronger=True,
+    prediction_kind="attributes",
+    needs=("attributes", "person"),
+    reducer="balanced_accuracy",
+    scorer=_score_person_attribute_accuracy,
+    baseline=Baseline("majority-guess attacker"),
+    description="balanced accuracy of a person's inferred private attribute, each person once "
+    "(chance 1/K)",
+)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from privaudit.metrics.attributes import ATTRIBUTE_ACCURACY
+from privaudit.metrics.attributes import ATTRIBUTE_ACCURACY, PERSON_ATTRIBUTE_ACCURACY
 from privaudit.metrics.entities import ENTITY_F1, TEXT_SIMILARITY
 from privaudit.metrics.identity import REIDENTIFICATION_ACCURACY
 from privaudit.metrics.spec import FamilySpec, register_family, register_metric
@@ -18,6 +18,6 @@ IDENTITY = register_family(FamilySpec("identity", "re-identification of the vict
 
 for _spec in (
     TOKEN_RECOVERY, TOKEN_F1, EMBEDDING_MSE, ENTITY_F1, TEXT_SIMILARITY, ATTRIBUTE_ACCURACY,
-    WORD_SET_F1, GENERATION_F1, REIDENTIFICATION_ACCURACY,
+    WORD_SET_F1, GENERATION_F1, REIDENTIFICATION_ACCURACY, PERSON_ATTRIBUTE_ACCURACY,
 ):  # fmt: skip
     register_metric(_spec)

@@ -65,6 +65,7 @@ import numpy as np
 from privaudit.api import NONE
 from privaudit.metrics.outcomes import Outcome, bootstrap_weights, interval, quiet_nan
 from privaudit.metrics.spec import MetricSpec, find_metric
+from privaudit.metrics.units import Units
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -89,19 +90,37 @@ def legacy_family(attack: str, metric: str) -> str:
 
 @dataclass(frozen=True)
 class Bootstrap:
-    """The run's resamples: ``resamples`` draws of the test documents, seeded by ``seed``."""
+    """The run's resamples: ``resamples`` draws of the test documents' units, seeded by
+    ``seed``. ``units`` (:class:`~privaudit.metrics.units.Units`): each test document's unit;
+    with people, a resample draws people and keeps all of a drawn person's documents
+    together (a cluster bootstrap); None resamples documents."""
 
     resamples: int = 1000
     level: float = 0.95
     seed: int = 0
+    units: Units | None = None
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any]) -> Bootstrap:
         spec = meta.get("bootstrap") or {}
-        return cls(**{k: spec[k] for k in ("resamples", "level", "seed") if k in spec})
+        kept = {k: spec[k] for k in ("resamples", "level", "seed") if k in spec}
+        return cls(**kept, units=Units.from_meta(meta.get("unit")))
 
     def weights(self, n_docs: int) -> np.ndarray:
-        return _weights(n_docs, self.resamples, self.seed)
+        """Multiplicities (B, ``n_docs``) of every test document on every resample."""
+        if self.units is None:
+            return _weights(n_docs, self.resamples, self.seed)
+        if self.units.n_documents != n_docs:
+            raise ValueError(
+                f"The run's units cover {self.units.n_documents} test documents but the "
+                f"outcomes cover {n_docs}: the run directory is inconsistent; re-run it."
+            )
+        return self.units.weights(self.resamples, self.seed)
+
+    @property
+    def unit_kind(self) -> str:
+        """``person`` or ``document``: what a resample draws."""
+        return "document" if self.units is None else self.units.kind
 
     def fit_effects(self, key: str, sd: float) -> np.ndarray:
         """One cell's fit effect on each resample, (B,) draws of N(0, ``sd``²): seeded by this

@@ -37,7 +37,11 @@ def _truth() -> Truth:
         ],
         embeddings=emb,
         frequent_token=2,
-        extra={"author": ["ann", "bob", "eve"], "candidates": {"bob": 3, "ann": 2, "cat": 1}},
+        extra={
+            "author": ["ann", "bob", "eve"],
+            "candidates": {"bob": 3, "ann": 2, "cat": 1},
+            "person": [0, 1, 0],
+        },
     )
 
 
@@ -137,6 +141,25 @@ def _cases(t: Truth) -> dict[str, list[tuple[Predictions, Release | None]]]:
                     "texts",
                     texts=["Carol likes Rome."],
                     meta={"baseline_text": "Rome.", "doc_indices": [2]},
+                ),
+                None,
+            ),
+        ],
+        # Victims 0 and 2 are one person: scored once, at victim 0.
+        "person_attribute_accuracy": [
+            (
+                Predictions(
+                    "attributes",
+                    attributes={"gender": ["F", "M", "F"], "age_bin": ["a", "b", "a"]},
+                    meta={"majority": {"gender": "M", "age_bin": "b"}},
+                ),
+                None,
+            ),
+            (
+                Predictions(
+                    "attributes",
+                    attributes={"gender": ["M", "F"]},
+                    meta={"majority": {"gender": "M"}, "doc_indices": [1, 2]},
                 ),
                 None,
             ),
