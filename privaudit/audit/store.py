@@ -152,12 +152,20 @@ def check_writable(path: Path, option: str) -> None:
 
 def check_output_file(path: Path, option: str) -> None:
     """Refuse, before any work and in one line naming ``option``, an output file that cannot
-    be written: a directory in its place, or a folder it cannot be created in."""
+    be written: a directory in its place, or a folder it cannot be created in. Its folder is
+    created here, so the write at the end of the work finds it."""
     if path.is_dir():
         raise ValueError(f"{option} {path} is a directory; give a file name.")
     check_writable(path.parent, option)
     if path.exists() and not os.access(path, os.W_OK):
         raise ValueError(f"{option} {path} is not writable; choose another {option}.")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # checked above; a race or an odd file system still says one line
+        raise ValueError(
+            f"{option} {path}: its folder cannot be created ({exc.strerror or exc}); choose "
+            f"another {option}."
+        ) from None
 
 
 def _read_json(path: Path) -> Any:

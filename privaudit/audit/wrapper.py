@@ -124,9 +124,16 @@ class UserDefense(Defense):
     def with_knob(self, value: float) -> UserDefense:
         if self.knob is None:
             raise ValueError("This privatizer was given no knob; use --knob NAME=v1,v2,...")
-        other = copy.copy(self)  # the user's name, guarantee and fit data stay
+        other = copy.copy(self)  # the fit data stay
         other.options = {**self.options, self.knob: value}
-        other._impl = None  # rebuilt (and refitted) with the new value on first use
+        other._impl = None
+        # The name and guarantee were read from the instance at the old value (a guarantee
+        # often states the knob: η·d_X): forget them, and read them from the instance built
+        # with the new value, so no one (the guarantee audit first) sees the old level's.
+        for attr in ("name", "guarantee"):
+            other.__dict__.pop(attr, None)
+        if self._impl is not None:
+            other._load()  # (refitted on the same data) as this one was: its labels now
         return other
 
 

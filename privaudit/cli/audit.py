@@ -22,6 +22,7 @@ from privaudit.cli.options import (
     parse_params,
     warnings_as_lines,
 )
+from privaudit.cli.run import FreshOption
 from privaudit.registry import DEFENSES
 
 
@@ -61,6 +62,7 @@ def audit(
         bool, typer.Option(help="Stop, exit 6, when its declared guarantee is violated.")
     ] = False,
     device: DeviceOption = None,
+    fresh: FreshOption = False,
 ) -> None:
     """Audit your privatizer: conformance checks, a test of its declared guarantee, then every
     applicable attack and the utility evaluator at each knob value, beside the built-in
@@ -74,9 +76,10 @@ def audit(
     # privaudit.leaderboard, which --help does not load
     from privaudit.cli.render import print_summary
     from privaudit.outputs import audit as run_audit
+    from privaudit.runtime.cell_store import fresh_cells
 
     _check_cache()
-    with warnings_as_lines():
+    with warnings_as_lines(), fresh_cells(fresh):
         result = run_audit(
             target, knob=knob, params=parse_params(param),
             preset=config if config is not None else preset,
@@ -128,6 +131,15 @@ def audit_guarantee_cmd(
         bool, typer.Option(help=f"Exit {EXIT_GUARANTEE_VIOLATED} when a claim is violated.")
     ] = False,
     csv: Annotated[Path | None, typer.Option(help="Also write the table to this CSV.")] = None,
+    test: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Run only this test of a Laplace step (cape, dpnr; repeatable), the others "
+            "switched off: 'per coordinate', 'batch of two', 'exact original', "
+            "'independence (exact repeat)', 'noise scale', 'per coordinate (δ = 1)', "
+            "'whole vector'."
+        ),
+    ] = None,
 ) -> None:
     """Test each stated privacy guarantee empirically: an exact lower bound on the privacy
     loss at confidence 1 - alpha, against the claim (the guarantee audit); a claim above what
@@ -144,20 +156,23 @@ def audit_guarantee_cmd(
 
         check_output_file(csv, "--csv")
     if defense == "all":
-        if knob or param:
-            raise ValueError("--knob and --param need one --defense NAME, not 'all'.")
+        if knob or param or test:
+            raise ValueError("--knob, --param and --test need one --defense NAME, not 'all'.")
         audits = audit_builtins(backbone=backbone, alpha=alpha, seed=seed)
     else:
         DEFENSES.get(defense)  # an unknown name: one line with the known ones, before work
         audits = audit_levels(defense, knob, params=parse_params(param), backbone=backbone,
-                              alpha=alpha, seed=seed)  # fmt: skip
+                              alpha=alpha, seed=seed, tests=test or None)  # fmt: skip
     print_guarantees(
         audits,
         f"guarantee audit (confidence {1 - alpha:.0%} per level, seed {seed}; {len(audits)} "
         "levels, not corrected across them)",
     )
-    if csv is not None:
-        to_frame(audits).to_csv(csv, index=False)
+    if csv is not None:  # its folder was made by the check above
+        from privaudit.audit.store import write_atomic
+
+        table = to_frame(audits)
+        write_atomic(csv, lambda p: table.to_csv(p, index=False))
         typer.echo(f"Wrote: {csv}")
     if strict and any(a.verdict == "violated" for a in audits):
         raise typer.Exit(EXIT_GUARANTEE_VIOLATED)

@@ -22,6 +22,17 @@ if TYPE_CHECKING:
     from privaudit.audit.config import GridConfig
 
 
+#: ``--fresh`` of run and audit (privaudit.runtime.cell_store).
+FreshOption = Annotated[
+    bool,
+    typer.Option(
+        "--fresh",
+        help="Compute every cell, taking none from this machine's cell store (what is "
+        "computed replaces the stored cells); see `privaudit cache`.",
+    ),
+]
+
+
 @app.command()
 @_user_errors
 def run(
@@ -79,6 +90,7 @@ def run(
         ),
     ] = False,
     device: DeviceOption = None,
+    fresh: FreshOption = False,
 ) -> None:
     """Run a grid: every defense at every privacy level against every attack, with utility.
 
@@ -96,12 +108,15 @@ def run(
     config, run_dir = _resumed(resume, config, run_dir, map_)
     cfg = _grid_config(config if config is not None else preset, map_, show_examples, device)
     if estimate:
-        _print_estimate(cfg, executor, run_dir, jobs)
+        from privaudit.runtime.cell_store import fresh_cells
+
+        with fresh_cells(fresh):  # --fresh --estimate: nothing from the cell store is free
+            _print_estimate(cfg, executor, run_dir, jobs)
         return
     with warnings_as_lines():
         result = run_grid(cfg, reports_root=out, run_dir=run_dir, progress=progress,
                           executor=executor, jobs=jobs, address=address,
-                          overwrite=overwrite)  # fmt: skip
+                          overwrite=overwrite, fresh=fresh)  # fmt: skip
     print_summary(result)
     _exit_for_failures(result.frame, allow_failures, result.strength_failed)
 
@@ -176,6 +191,7 @@ def pretrain(
     Each is keyed by the backbone's fingerprint, the public corpus and the parameters that
     shape it (see `privaudit list attacks`); one already cached is not rebuilt."""
     # lazy: the config and the components bring pydantic, numpy and the registry
+    from privaudit.attacks._inverter import cached
     from privaudit.audit.cells import build_components
     from privaudit.audit.config import load_config
     from privaudit.audit.estimate import prepared_attacks
@@ -190,7 +206,8 @@ def pretrain(
         typer.echo("No attack of this grid keeps a pre-trained model on disk; nothing to do.")
         return
     bb = load_backbone(cfg.backbone)
-    missing = [label for label, a in ready.items() if not a.spec().path(bb).is_file()]
+    # whole on disk: a truncated model is rebuilt, so a read-only cache cannot serve it
+    missing = [label for label, a in ready.items() if not cached(bb, a.spec())]
     if not writable and missing:  # a model trained here could not be kept: refuse, not waste
         raise ValueError(
             f"{', '.join(missing)}: not in the read-only cache, and what privaudit pretrain "

@@ -6,8 +6,6 @@ import difflib
 import functools
 import hashlib
 import math
-import os
-import tempfile
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
@@ -23,7 +21,7 @@ from privaudit.mechanisms.noise import sample_dx_noise
 from privaudit.models.backbone import backbone
 from privaudit.models.pipelines import spacy_pipeline
 from privaudit.params import PositiveFloat
-from privaudit.runtime.cache import cache_dir
+from privaudit.runtime.cache import cache_dir, keep_entry
 from privaudit.runtime.memo import ContentMemo, digest
 
 # Coarse categories over spaCy's universal POS tags (RAPT §III-A2 names the first four).
@@ -246,7 +244,7 @@ def pos_vocabulary(backbone_name: str | None, spacy_name: str | None = None) -> 
             tags = {k[4:]: data[k] for k in data.files if k.startswith("tag_")}
             return PosVocabulary([str(w) for w in data["words"]], data["vectors"], tags)
         except (OSError, KeyError, ValueError):
-            path.unlink(missing_ok=True)  # unreadable cache: rebuild it
+            pass  # unreadable cache: rebuilt below, and replaced where the cache is writable
 
     word_tags: dict[str, set[str]] = {}
     tokens = [str(t) for t in bb.subwords.id_to_token(bb.candidate_ids.tolist())]
@@ -266,12 +264,10 @@ def pos_vocabulary(backbone_name: str | None, spacy_name: str | None = None) -> 
     vectors = np.stack([bb.embeddings[pieces[i]].mean(0) for i in keep]).astype(np.float32)
     all_tags = sorted({t for w in words for t in word_tags[w]})
     tags = {t: np.asarray([t in word_tags[w] for w in words]) for t in all_tags}
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz.tmp")
-    with os.fdopen(fd, "wb") as fh:
-        np.savez(
-            fh, words=np.asarray(words), vectors=vectors, **{f"tag_{t}": m for t, m in tags.items()}
-        )
-    os.replace(tmp, path)
+    arrays = {"words": np.asarray(words), "vectors": vectors} | {
+        f"tag_{t}": m for t, m in tags.items()
+    }
+    keep_entry(path, lambda fh: np.savez(fh, **arrays))  # a read-only cache: built again next time
     return PosVocabulary(words, vectors, tags)
 
 

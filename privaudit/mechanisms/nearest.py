@@ -24,14 +24,12 @@ by less than float32 rounding (~1e-6 relative) may be swapped; this never affect
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from privaudit.runtime.cache import cache_dir
+from privaudit.runtime.cache import cache_dir, keep_entry
 from privaudit.runtime.devices import offload_device
 from privaudit.runtime.memo import ContentMemo, digest
 
@@ -69,9 +67,13 @@ class NearestNeighbourIndex:
         self._radius = np.full(self.vocab_size, np.nan, dtype=np.float32)
         if cache_key is not None:
             self._cache_path = cache_dir() / f"nn_radius_{cache_key}.npy"
+            cached = None
             if self._cache_path.is_file():
-                cached = np.load(self._cache_path)
-                if cached.shape == self._radius.shape:
+                try:
+                    cached = np.load(self._cache_path)
+                except (OSError, ValueError, EOFError):  # torn or foreign: computed anew
+                    cached = None
+                if cached is not None and cached.shape == self._radius.shape:
                     self._radius = cached.astype(np.float32)
         self._matrix = matrix
         # Several attacks at one defense point look up the same released vectors.
@@ -164,6 +166,15 @@ class NearestNeighbourIndex:
         q = np.ascontiguousarray(queries, dtype=np.float32)
         return self._memo.get(digest([q]), lambda: self._nearest_unique(q))
 
+    def k_nearest(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` nearest candidates of each query row, nearest first: their vocabulary ids
+        and Euclidean distances (exact; ties keep candidate order)."""
+        queries = np.atleast_2d(np.asarray(queries, dtype=np.float32))
+        k = min(int(k), len(self.candidate_ids))
+        d, i = self._search(queries, k)
+        own = np.einsum("ij,ij->i", queries, queries)[:, None]
+        return self.candidate_ids[i], np.sqrt(np.maximum(d + own, 0.0))
+
     def _nearest_unique(self, q: np.ndarray) -> np.ndarray:
         """:meth:`query` searching each distinct row once: a release's vectors repeat (the same
         word's embedding, a vector that is a function of the token it came from), and the
@@ -198,14 +209,8 @@ class NearestNeighbourIndex:
     def _save(self) -> None:
         if self._cache_path is None:
             return
-        # Atomic replace, so a concurrent reader never sees half a file.
-        fd, tmp = tempfile.mkstemp(dir=self._cache_path.parent, suffix=".npy.tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                np.save(fh, self._radius)
-            os.replace(tmp, self._cache_path)
-        except OSError:
-            Path(tmp).unlink(missing_ok=True)
+        # Atomic, and never a failure: a read-only cache keeps the radii in memory only.
+        keep_entry(self._cache_path, lambda fh: np.save(fh, self._radius))
 
     def project(
         self,

@@ -7,9 +7,11 @@ import contextlib
 import os
 import socket
 import sys
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 
 class CacheUnusable(ValueError):
@@ -50,6 +52,26 @@ def cache_writable() -> bool:
         os.close(os.open(probe, os.O_CREAT | os.O_WRONLY, 0o600))
         os.unlink(probe)
     except OSError:
+        return False
+    return True
+
+
+def keep_entry(path: Path, write: Callable[[IO[bytes]], object]) -> bool:
+    """Write a cache entry atomically (a temporary file beside ``path``, then a rename, so a
+    concurrent reader never sees half a file): ``write(fh)`` fills it. Whether it was kept:
+    a cache that takes no new files (read-only, full, gone) loses the entry and never fails
+    the caller, who recomputes it next time. Every write into the cache goes through here
+    or is guarded the same way."""
+    tmp: str | None = None
+    try:
+        # the temporary file too: on a read-only cache, creating it is what fails
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+        os.replace(tmp, path)
+    except OSError:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
         return False
     return True
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +52,9 @@ def _load_or_pretrain(
     start = time.perf_counter()
     if path.exists():
         try:
+            if not _whole(path):  # said as what it is, not as torch's zip-reader error
+                size = path.stat().st_size
+                raise ValueError(f"truncated: {size:,} bytes, and no zip directory at its end")
             inv = _read(path, bb, spec)
         except Exception as exc:  # a torn or stale file: rebuild it rather than fail the run
             # Said, not silent: the rebuild costs a pre-training (minutes).
@@ -73,7 +77,18 @@ def _load_or_pretrain(
 
 
 def cached(bb: Backbone, spec: InverterSpec) -> bool:
-    return spec.path(bb).exists()
+    """Whether ``spec``'s model is on disk whole. A torch file is a zip archive whose
+    directory sits at its end, so a truncated one (a copy cut short, a full disk) is not
+    cached: the estimate prices its rebuild, and a run rebuilds it before its first cell,
+    saying so (:func:`load_or_pretrain`), rather than inside a cell."""
+    return _whole(spec.path(bb))
+
+
+def _whole(path: Path) -> bool:
+    try:
+        return path.is_file() and zipfile.is_zipfile(path)
+    except OSError:  # unreadable: not usable as cached either
+        return False
 
 
 #: Seconds per public document and epoch before any measurement here: the default inverter
