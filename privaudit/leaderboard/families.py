@@ -79,10 +79,11 @@ def family_table(
     all_points: FamilyPoints | None = None,
 ) -> pd.DataFrame:
     """One row per (family, label): worst-case hypervolume, its interval, rank, rank interval,
-    holding share, ties, completeness. ``samples_out`` receives the hypervolume resamples
-    per (family, label), the ones ranked on; ``ranks_out`` the rank resamples per family and
-    ranked label. ``all_points`` (the worst case over every attack a label faced, where
-    ``points`` keeps the family's common attacks) adds ``hv_all`` and its interval."""
+    holding share, ties, completeness (``failed``: a cell of the family failed on it).
+    ``samples_out`` receives the hypervolume resamples per (family, label), the ones ranked
+    on; ``ranks_out`` the rank resamples per family and ranked label. ``all_points`` (the
+    worst case over every attack a label faced, where ``points`` keeps the family's common
+    attacks) adds ``hv_all`` and its interval."""
     f = stats.frame
     rows = []
     families = sorted(set(f["family"].dropna()))
@@ -143,6 +144,7 @@ def _family_entry(
         "family": family, "label": label, "defense": g["defense"].iloc[0],
         "hypervolume": point_hv, "samples": samples, "complete": not reason,
         "reason": reason, "strongest": strongest, "n_points": len(idx),
+        "failed": bool(len(failed)),
         "hv_all": hv_all, "hv_all_ci_low": float(all_lo), "hv_all_ci_high": float(all_hi),
     }  # fmt: skip
 
@@ -209,7 +211,7 @@ def _family_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
             "family", "label", "defense", "hypervolume", "hv_ci_low", "hv_ci_high", "rank",
             "rank_ci_low", "rank_ci_high", "stability", "tied_with", "complete", "reason",
             "strongest", "n_points", "hv_all", "hv_all_ci_low", "hv_all_ci_high", "is_none",
-            "ranked_order",
+            "ranked_order", "failed",
         ])  # fmt: skip
     out["rank"] = out["rank"].astype("Int64")
     out["is_none"] = out["defense"].isin(REFERENCES)  # the references, listed last

@@ -160,14 +160,15 @@ def attack_set_notes(sets: AttackSets) -> list[str]:
 def beats_none_notes(verdict: Verdict) -> list[str]:
     """Per family with ranked defenses and none beating the undefended release: the note, from
     the verdict's own test (:data:`~privaudit.leaderboard.verdict.BEATS_NONE`), so the notes
-    and the headline never disagree."""
+    and the headline never disagree; not for a family undecided because of its attacker (a
+    weak attacker is no evidence that privatizing buys nothing)."""
     if not verdict.available:
         return []
     return [
         f"{fv.family}: no defense beats the undefended release ({BEATS_NONE}): privatizing "
         "bought nothing on this family's attacks."
         for fv in verdict.families
-        if fv.n_ranked and not fv.beats_none and not fv.unscorable
+        if fv.n_ranked and not (fv.beats_none or fv.unscorable or fv.undecided)
     ]
 
 

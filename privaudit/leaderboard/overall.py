@@ -1,6 +1,25 @@
-"""The overall standing: each label's mean family rank over the families it was ranked in,
-its interval and holding share from the family ranks on every resample, best utility,
-guarantee and cost; with the tie-aware rank order the per-attack view uses too."""
+"""The overall standing: each label's mean family rank over the families that decide it, its
+interval and holding share from the family ranks on every resample, best utility, guarantee
+and cost; with the tie-aware rank order the per-attack view uses too.
+
+Which families decide the overall ranking (:func:`deciding_families`)? Every family that ranks
+a defense, except, each left out of the mean with one note saying which and why:
+
+* a family **undecided because of the attacker** (its attacks learn too little from the
+  undefended release to judge defenses: :attr:`privaudit.leaderboard.strength.FamilyStrength.
+  weak`): a weak attacker is no evidence for or against a defense;
+* a family that **only some defenses face by design**: it faces fewer defenses than the family
+  that faces the most, where a family faces the defenses it ranks and those that failed one of
+  its cells (a failure is the defense's own, so it keeps that defense out of the overall
+  ranking instead). The others' releases are not read by its attacks with a measurable
+  advantage (rows n/a, or only attacks that learn nothing): has-deanonymization, which reads
+  only HaS's releases, would otherwise leave every other defense unranked overall;
+* a family that ranks **fewer than two defenses**, on a board that ranks two or more: it
+  orders nothing.
+
+A defense is then ranked overall when it is ranked in every deciding family; the mean family
+rank and its resamples are over those families only.
+"""
 
 from __future__ import annotations
 
@@ -57,6 +76,7 @@ def overall_table(
     rank_samples: Mapping[str, Mapping[str, np.ndarray]] | None = None,
     level: float = 0.95,
     unscorable: set[str] | None = None,
+    weak: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """One row per label: mean family rank (over labels ranked in every family), the number
     of families ranked in, best utility, guarantee, cost; with ``rank_samples`` (per family,
@@ -66,7 +86,9 @@ def overall_table(
     (:func:`privaudit.leaderboard.unscored.unscorable_families`); so is a family that ranks
     no defense (e.g. none of its attacks learns anything measurable from the undefended
     release: SynthPAI's gender, income, education and region), which would otherwise leave
-    every defense unranked overall."""
+    every defense unranked overall. ``weak``: families undecided because of the attacker,
+    with why; they and the families only some defenses face, or that rank fewer than two,
+    are left out too (:func:`deciding_families`, one note)."""
     import pandas as pd
 
     labelled = with_labels(frame)
@@ -75,6 +97,11 @@ def overall_table(
     if len(families):  # a family that ranks no defense cannot order them: left out (noted)
         ranks_any = families.groupby("family")["rank"].transform(lambda r: r.notna().any())
         families = families[ranks_any.astype(bool)]
+    families, left_out = deciding_families(families, weak or {})
+    if left_out:
+        notes.append(left_out_note(left_out, nothing_left=families.empty))
+    deciding = set(families["family"]) if len(families) else set()
+    rank_samples = {f: r for f, r in (rank_samples or {}).items() if f in deciding}
     labels = sorted(set(labelled["label"]))
     overall = pd.DataFrame(index=pd.Index(labels, name="label"))
     overall["defense"] = labelled.groupby("label")["defense"].first()
@@ -106,7 +133,7 @@ def overall_table(
     overall["rank"] = ranks_by_cost(
         overall["mean_rank"].astype(float).round(12), overall["is_identity"]
     )
-    _overall_intervals(overall, rank_samples or {}, level)
+    _overall_intervals(overall, rank_samples, level)
     util = labelled[np.isfinite(labelled["utility"].astype(float))]
     util = util.groupby(["label", "knob_value"], dropna=False)["utility"].mean()
     overall["best_utility"] = util.groupby(level="label").max()
@@ -126,6 +153,49 @@ def overall_table(
     columns = [c for c in OVERALL_HEADERS if c != "rank_ci"]
     columns[1:1] = ["rank_ci_low", "rank_ci_high"]
     return overall[columns].reset_index(drop=True)
+
+
+def deciding_families(
+    families: pd.DataFrame, weak: Mapping[str, str]
+) -> tuple[pd.DataFrame, dict[str, str]]:
+    """The rows of ``families`` (the family table, families that rank a defense) whose family
+    decides the overall ranking, and the families left out with why (the module docstring's
+    rule; ``weak``: families undecided because of the attacker, with why)."""
+    if not len(families):
+        return families, {}
+    left = {str(f): why for f, why in weak.items() if f in set(families["family"])}
+    rest = families[~families["family"].isin(left) & ~families["defense"].isin(REFERENCES)]
+    ranked = {str(f): set(g.loc[g["rank"].notna(), "label"].astype(str))
+              for f, g in rest.groupby("family", sort=True)}  # fmt: skip
+    failed = rest[rest["failed"].astype(bool)] if "failed" in rest.columns else rest.iloc[:0]
+    faced = {f: ranked[f] | set(failed.loc[failed["family"] == f, "label"].astype(str))
+             for f in ranked}  # fmt: skip
+    most = max((len(v) for v in faced.values()), default=0)
+    every = set().union(*faced.values()) if faced else set()
+    for f in sorted(faced):
+        if len(faced[f]) < most:
+            unread = sorted(every - faced[f])
+            left[f] = (f"faced by only some defenses by design: its attacks with a measurable "
+                       f"advantage read {', '.join(sorted(faced[f]))}'s releases, not "
+                       f"{', '.join(unread)}'s")  # fmt: skip
+    kept = [f for f in ranked if f not in left]
+    if len(set().union(*(ranked[f] for f in kept)) if kept else set()) >= 2:
+        for f in kept:
+            if len(ranked[f]) < 2:
+                only = ", ".join(sorted(ranked[f])) or "no defense"
+                left[f] = f"ranks only {only}: fewer than two defenses, it orders nothing"
+    return families[~families["family"].isin(left)], left
+
+
+def left_out_note(left_out: Mapping[str, str], nothing_left: bool) -> str:
+    """The one note naming the families left out of the overall mean, with why."""
+    shown = "; ".join(f"{f} ({why})" for f, why in sorted(left_out.items()))
+    tail = (" No family is left to decide it, so no defense is ranked overall."
+            if nothing_left else "")  # fmt: skip
+    return (
+        f"Left out of the overall ranking (they do not decide which defenses are ranked "
+        f"overall, nor their mean family rank): {shown}.{tail}"
+    )
 
 
 def _overall_intervals(

@@ -6,11 +6,24 @@ leaderboard files place them.
 
 Saturation: the last step of the curve (the last doubling of the aux with the default shares
 0.25, 0.5, 1) moves the score by no more than the interval half-width of its last point.
+
+**Undecided because of the attacker** (:func:`family_strengths`, issue 46): a family's
+strength is that of the strongest attack it ranks on (the attacks every ranked defense faced)
+against the undefended release, ``share = (score − baseline) / (perfect − baseline)`` on the
+metric's own scale: the fraction of the way from its no-information baseline to a perfect
+attacker (0 without a measurable advantage, :data:`privaudit.metrics.stats.MIN_SPAN`). Below
+:data:`WEAK_SHARE` (10 %) the undefended release keeps more than 0.9 of the privacy axis on
+that attack's own scale, so no defense has room to beat it or another: the family makes no
+verdict on defenses (:mod:`privaudit.leaderboard.verdict`) and is left out of the overall
+ranking (:mod:`privaudit.leaderboard.overall`). The published figure is set beside it but
+not used in the rule: it comes from another encoder, corpus or metric (:data:`STRENGTH_NOTE`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -24,6 +37,8 @@ from privaudit.metrics.spec import MetricSpec, find_metric
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
+
+    from privaudit.metrics.stats import RunStats
 
 #: What the report says when a run has no strength.csv.
 NOT_COMPUTED = (
@@ -218,3 +233,116 @@ def markdown(frame: pd.DataFrame, curve: pd.DataFrame | None) -> str:
     body = markdown_table(table) if table.rows else "No ok attack at the undefended point."
     lines = "".join(f"- {line}\n" for line in saturation(curve))
     return f"## Attack strength\n\n{STRENGTH_NOTE}\n\n{body}\n\n{lines}\n"
+
+
+# ---- a family's attacker: strong enough for a verdict? ------------------------------------
+
+#: A family whose strongest ranking attack covers less than this share of the way from its
+#: no-information baseline to a perfect attacker, against the undefended release, is
+#: undecided because of the attacker (:func:`family_strengths`).
+WEAK_SHARE = 0.1
+
+#: What would make a weak family's attacker stronger, as the headline says it.
+STRONGER = (
+    "public text of the victims' domain for its pre-training, or more aux documents "
+    "(the Attack strength section's curve shows whether more data still helps)"
+)
+
+
+@dataclass(frozen=True)
+class FamilyStrength:
+    """How much a family's attacker gets from the undefended release.
+
+    ``attack``: the strongest of the attacks the family ranks on, ``metric`` its metric,
+    ``score`` its score against the undefended release and ``baseline`` without it (seeds
+    averaged); ``share``: ``(score − baseline) / (perfect − baseline)`` on the metric's own
+    scale, the fraction of the way from guessing without the release to a perfect attacker
+    (0 when no attack has a measurable advantage there: ``informative`` False, and ``attack``
+    is then the one closest to one); ``published``: its paper's figure and source ("" when
+    none is listed)."""
+
+    family: str
+    attack: str
+    metric: str
+    score: float
+    baseline: float
+    share: float
+    informative: bool
+    published: str = ""
+
+    @property
+    def weak(self) -> bool:
+        """Undecided because of the attacker: no measurable advantage, or a share below
+        :data:`WEAK_SHARE`."""
+        return not (self.informative and self.share >= WEAK_SHARE)
+
+    def why(self) -> str:
+        """Why the family is undecided, in one clause (the overall note's)."""
+        if not self.informative:
+            return "undecided because of the attacker: no attack has a measurable advantage"
+        return (f"undecided because of the attacker: its strongest attack ({self.attack}) "
+                f"covers {100 * self.share:.0f} % of the way to a perfect attacker, below "
+                f"{100 * WEAK_SHARE:.0f} %")  # fmt: skip
+
+    def headline(self) -> str:
+        """The family's headline line: the attacker's strength beside the published figure,
+        what it shows and what would make it stronger."""
+        spec = find_metric(self.metric)
+        got = (f"{self.attack} scores {self.score:.3f} ({_scored(spec, self.metric)}) against "
+               f"the undefended release and {self.baseline:.3f} without it")  # fmt: skip
+        if self.informative:
+            got += (f": {100 * self.share:.0f} % of the way to a perfect attacker, below the "
+                    f"{100 * WEAK_SHARE:.0f} % a verdict needs")  # fmt: skip
+            which = "the strongest attack every defense faces, "
+        else:
+            got += ", no measurable advantage"
+            which = "no attack learns anything measurable from the undefended release ("
+            got += ")"
+        paper = f"published: {self.published}" if self.published else "no published figure"
+        return (f"undecided because of the attacker: {which}{got}; {paper}. Its attacks "
+                "cannot tell the defenses apart here, which is no evidence that privatizing "
+                f"buys nothing; a stronger attacker would decide it: {STRONGER}. It is left "
+                "out of the overall ranking.")  # fmt: skip
+
+
+def family_strengths(
+    stats: RunStats, ranked_on: Mapping[str, Sequence[str]]
+) -> dict[str, FamilyStrength]:
+    """Per family with an ok undefended row: its attacker's strength (:class:`FamilyStrength`)
+    over the attacks it ranks on (``ranked_on``, :attr:`privaudit.leaderboard.stats.
+    AttackSets.common`; all its attacks where that is empty or not given). A family with no
+    ok row at the undefended release (every attack n/a there) is not judged: it is absent."""
+    f = stats.frame
+    at_none = ((f["defense"] == NONE) & (f["status"] == "ok")).to_numpy()
+    out: dict[str, FamilyStrength] = {}
+    for family, fam in f[at_none].groupby("family", sort=True):
+        attacks = set(ranked_on.get(str(family), ())) or set(fam["attack"])
+        found = []
+        for attack, rows in fam[fam["attack"].isin(attacks)].groupby("attack", sort=True):
+            found.append(_attack_strength(stats, str(family), str(attack), rows))
+        if found:
+            out[str(family)] = max(found, key=lambda s: (s.informative, s.share))
+    return out
+
+
+def _attack_strength(
+    stats: RunStats, family: str, attack: str, rows: pd.DataFrame
+) -> FamilyStrength:
+    """One attack's strength from its ok rows at the undefended release (one per seed)."""
+    metric = str(rows["attack_metric"].iloc[0])
+    spec = find_metric(metric)
+    score = float(rows["attack_score"].astype(float).mean())
+    base = float(rows["attack_baseline"].astype(float).mean())
+    if not math.isfinite(base):
+        base = 0.0 if spec is None else spec.null_score
+    perfect = 1.0 if spec is None else spec.perfect
+    informative = bool(np.isfinite(stats.normalised_point[rows.index.to_numpy()]).any())
+    room = perfect - base
+    share = (score - base) / room if math.isfinite(room) and abs(room) > 1e-12 else math.nan
+    share = float(np.clip(share, 0.0, 1.0)) if math.isfinite(share) else 0.0
+    papers = [p for p in published(_base_name(attack)) if p.figure]
+    shown = f"{papers[0].figure} ({papers[0].source})" if papers else ""
+    if not papers and published(_base_name(attack)):
+        shown = f"none comparable ({published(_base_name(attack))[0].source})"
+    return FamilyStrength(family, attack, metric, score, base, share if informative else 0.0,
+                          informative, shown)  # fmt: skip

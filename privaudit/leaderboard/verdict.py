@@ -25,6 +25,12 @@ that difference, at the board's level, excludes 0. From the pairs come:
   the frontier's hypervolume above the undefended point's, both on each attack's own scale
   (privacy 1 at the no-information baseline, 0 for a perfect attacker: ``none`` keeps the
   privacy it has), the worst case over the attacks the family ranks on, paired interval;
+* **undecided because of the attacker**: a family whose attacker is weak
+  (:attr:`privaudit.leaderboard.strength.FamilyStrength.weak`: under 10 % of the way from
+  its baseline to a perfect attacker against the undefended release) gets one line with that
+  attack's strength, its published figure and what would make it stronger, and its
+  decisiveness; no non-dominated set, no "beats the undefended release", no power lines: its
+  attacks cannot tell defenses apart, which is no evidence that privatizing buys nothing;
 * **power**: for a tied pair, the victims (test documents) at which the family-wise
   interval would exclude 0 if the observed difference held. The paired difference's
   variance is split: ``se² = se_docs² + se_fit²``, ``se_docs`` from the documents (it
@@ -55,6 +61,7 @@ import numpy as np
 
 from privaudit.api import NONE, REFERENCES
 from privaudit.leaderboard.paired import Pair, pairs
+from privaudit.leaderboard.strength import FamilyStrength
 from privaudit.leaderboard.tables import Table, html_table, knob_text_of, markdown_table
 from privaudit.metrics.outcomes import interval
 
@@ -119,6 +126,14 @@ class FamilyVerdict:
     unscorable: str = ""
     #: The non-dominated count by per-pair intervals (no family-wise correction).
     n_undominated_raw: int | None = None
+    #: How much its attacker gets from the undefended release (None: not known).
+    strength: FamilyStrength | None = None
+
+    @property
+    def undecided(self) -> bool:
+        """Undecided because of the attacker (:attr:`FamilyStrength.weak`): no verdict on
+        the defenses, and left out of the overall ranking."""
+        return self.strength is not None and self.strength.weak
 
     @property
     def separated(self) -> int:
@@ -186,6 +201,7 @@ def decide(
     seeds: Mapping[str, int] | None = None,
     own_scale: Mapping[tuple[str, str], tuple[float, np.ndarray]] | None = None,
     unscorable: Mapping[str, str] | None = None,
+    strengths: Mapping[str, FamilyStrength] | None = None,
 ) -> Verdict:
     """The headline of a board: ``families`` (the board's family table: ranked labels have a
     rank), ``samples`` the hypervolume resamples per (family, label) the board ranked on,
@@ -198,7 +214,9 @@ def decide(
     family (for the power lines). ``own_scale``: per (family, label), ``none`` included, the
     hypervolume and its resamples on each attack's own scale (:data:`BEATS_NONE`); without
     it ``none``'s hypervolume is the normalised one, 0. ``unscorable``: families the corpus
-    cannot score, with why (no comparison, one line)."""
+    cannot score, with why (no comparison, one line). ``strengths``: per family, its
+    attacker's strength (:func:`privaudit.leaderboard.strength.family_strengths`); a weak
+    one makes the family undecided because of the attacker (no verdict on its defenses)."""
     out = []
     for family, sub in families.groupby("family", sort=True):
         family = str(family)
@@ -244,6 +262,7 @@ def decide(
             format_only=tuple(sorted((format_only or {}).get(family, set()))),
             unscorable=(unscorable or {}).get(family, ""),
             n_undominated_raw=len(_undominated(order, found, raw=True)),
+            strength=(strengths or {}).get(family),
         ))  # fmt: skip
     return Verdict(tuple(out), level=level, chance=chance, available=available,
                    cautions=tuple(cautions))  # fmt: skip
@@ -332,6 +351,12 @@ def _headline(verdict: Verdict) -> list[tuple[str, list[str]]]:
             why = f"({fv.unscorable}); left out of the overall ranking."
             out.append((fv.family, [f"not scored: this corpus has no truth for its attacks {why}"]))
             continue
+        if fv.undecided and fv.strength is not None:  # no verdict on defenses from it
+            share = _share(fv.separated, len(fv.pairs), fv.separated_raw)
+            out.append(
+                (fv.family, [fv.strength.headline(), f"decisiveness: {share} at {fv.n:,} victims."])
+            )
+            continue
         if not fv.undominated:
             out.append((fv.family, ["no defense is ranked in this family (see its table); "
                                     "it is left out of the overall ranking."]))  # fmt: skip
@@ -398,6 +423,8 @@ def power_lines(verdict: Verdict, shown: int = POWER_SHOWN) -> list[str]:
         return []
     out = []
     for fv in verdict.families:
+        if fv.undecided:  # more victims would not make its attacker stronger
+            continue
         tied = sorted((p for p in fv.pairs if not p.separated),
                       key=lambda p: (p.n_needed, -abs(p.diff), p.a, p.b))  # fmt: skip
         for p in tied[:shown]:
