@@ -248,6 +248,14 @@ BUILTINS: dict[Registry[Any], dict[str, str]] = {
         "cape": "privaudit.defenses.cape:CAPE",
         "dpnr": "privaudit.defenses.dpnr:DPNR",
         "clean": "privaudit.defenses.clean:CleanRelease",
+        # Word-level metric-DP mechanisms (issue 51): their own preset, not the quick grid's.
+        "santext": "privaudit.defenses.santext:SanText",
+        "santext-plus": "privaudit.defenses.santext:SanTextPlus",
+        "custext": "privaudit.defenses.custext:CusText",
+        "custext-plus": "privaudit.defenses.custext:CusTextPlus",
+        "tem": "privaudit.defenses.tem:TEM",
+        "mahalanobis": "privaudit.defenses.mahalanobis:MahalanobisMechanism",
+        "vickrey": "privaudit.defenses.vickrey:Vickrey",
     },
     ATTACKS: {
         "nn-inversion": "privaudit.attacks.nn_inversion:NNInversion",

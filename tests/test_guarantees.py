@@ -46,6 +46,15 @@ TEXTS = {
         "epsilon-LDP per coordinate of the [0,1]-normalised pooled representation "
         "(Lyu et al. 2020, Δ=1); d·epsilon for the whole d-dim vector unless sensitivity=d"
     ),
+    "santext": "epsilon·d_X-privacy per word (Yue et al. 2021)",
+    "santext-plus": (
+        "epsilon·d_X-privacy per selected word, within the sensitive words (Yue et al. 2021)"
+    ),
+    "custext": "epsilon-LDP per word, within its output set (Chen et al. 2023)",
+    "custext-plus": "epsilon-LDP per selected word, within its output set (Chen et al. 2023)",
+    "tem": "epsilon·d_X-privacy per word (Carvalho et al. 2023)",
+    "mahalanobis": "epsilon·d_X-privacy per word (Xu et al. 2020)",
+    "vickrey": "epsilon·d_X-privacy per word (Xu et al. 2021)",
 }
 KINDS = {
     "none": Kind.NONE,
@@ -53,6 +62,8 @@ KINDS = {
     "has": Kind.NONE,
     "cape": Kind.LDP,
     "dpnr": Kind.LDP,
+    "custext": Kind.LDP,
+    "custext-plus": Kind.LDP,
 }
 
 

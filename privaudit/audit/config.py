@@ -352,13 +352,23 @@ class GridConfig(_Strict):
         return [AttackSpec(name=a) if isinstance(a, str) else a for a in self.attacks]
 
 
+#: The word-level metric-DP mechanisms (issue 51): the ``mechanisms`` preset runs them; the
+#: quick grid's 20-minute budget on two cores has no room for seven more defenses.
+WORD_MECHANISMS = (
+    "santext", "santext-plus", "custext", "custext-plus", "tem", "mahalanobis", "vickrey",
+)  # fmt: skip
+
+
 def quick_preset() -> dict[str, Any]:
     """The default of `privaudit run`: every built-in defense (each of its ``variants``) at its
     declared ``levels``, against every built-in attack (with its ``quick_params`` cost bounds),
     on the default backbone and corpus. Derived from the registry's built-ins, so a new
-    built-in is covered with no edit here; third-party plugins are not included."""
+    built-in is covered with no edit here (but :data:`WORD_MECHANISMS`, which have their own
+    preset); third-party plugins are not included."""
     defenses: list[dict[str, Any]] = []
     for name in DEFENSES.builtins():
+        if name in WORD_MECHANISMS:
+            continue
         cls = DEFENSES.get(name)
         for variant in cls.variants:
             spec: dict[str, Any] = {"name": name}
@@ -450,6 +460,19 @@ def paper_preset() -> dict[str, Any]:
     }
 
 
+def mechanisms_preset(corpus: str = "quick") -> dict[str, Any]:
+    """The word-level metric-DP mechanisms (:data:`WORD_MECHANISMS`, each at its three
+    ``levels``) beside ``none``, ``t2t`` and ``pct2t``, against every built-in attack with
+    its quick cost bounds: on the quick grid's corpus (``corpus="quick"``) or on SynthPAI's
+    (``"real"``, as the ``real`` preset)."""
+    base = quick_preset() if corpus == "quick" else real_preset()
+    defenses: list[dict[str, Any]] = [{"name": "none"}]
+    for name in ("t2t", "pct2t", *WORD_MECHANISMS):
+        defenses.append({"name": name, "knob_values": list(DEFENSES.get(name).levels)})
+    name = "mechanisms" if corpus == "quick" else "mechanisms-real"
+    return base | {"name": name, "defenses": defenses}
+
+
 class _Presets(Mapping[str, dict[str, Any]]):
     """The built-in presets by name; ``quick`` and ``paper`` are derived from the registry
     when asked for."""
@@ -472,7 +495,10 @@ class _Presets(Mapping[str, dict[str, Any]]):
         return len(self._derived) + len(self._fixed)
 
 
-PRESETS = _Presets({"quick": quick_preset, "real": real_preset, "paper": paper_preset}, {
+PRESETS = _Presets({
+    "quick": quick_preset, "real": real_preset, "paper": paper_preset,
+    "mechanisms": mechanisms_preset, "mechanisms-real": lambda: mechanisms_preset("real"),
+}, {
     # Seconds, for tests: the tiny random BERT and a small corpus.
     "smoke": {
         "name": "smoke",
