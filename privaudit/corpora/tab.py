@@ -17,7 +17,8 @@ What the corpus holds (choices):
   state, e.g. ``TUR``: stated in every case's first paragraph and left unmasked by TAB's
   annotators, so an anonymizer that keeps utility keeps it). ``label="legal_branch"``,
   ``"year"`` or ``"articles"`` (the first article listed) work too. Fewer than two classes is
-  an error.
+  an error. ``label=None`` is for scoring alone (``privaudit tab-score``): no label is read
+  (every document gets class 0), and an empty split is no warning.
 - Splits: TAB's ``train`` → ``train`` (the service's), ``dev`` → ``aux`` (the attacker's),
   ``test`` → ``test`` (the victims, and what TAB's own figures are reported on); ``split_map``
   changes this. A TAB split missing from the input leaves its corpus split empty, with a
@@ -88,7 +89,7 @@ def tab_features() -> datasets.Features:
 def load_tab(
     path: str | Path | Sequence[str | Path],
     *,
-    label: str = "countries",
+    label: str | None = "countries",
     split_map: Mapping[str, str] | None = None,
     annotator: str | None = None,
     strict_spans: bool = False,
@@ -98,6 +99,11 @@ def load_tab(
     import datasets
 
     docs, source = _read(path)
+    if not docs:
+        raise ValueError(
+            f"{source} has no documents (an empty list); give TAB's echr_test.json (or the "
+            f"folder with {', '.join(_FILES)})."
+        )
     split_map = dict(DEFAULT_SPLIT_MAP if split_map is None else split_map)
     bad = sorted({v for v in split_map.values() if v not in SPLITS})
     if bad:
@@ -125,7 +131,7 @@ def load_tab(
             raise ValueError(msg + "; fix the offsets or load with strict_spans=False.")
         warn_once(msg + "; the offsets are used, as TAB's evaluation does.")
     values = sorted({r["label"] for split_rows in rows.values() for r in split_rows})
-    if len(values) < 2:
+    if label is not None and len(values) < 2:
         raise ValueError(
             f"{source}: meta.{label} has {len(values)} distinct value(s) "
             f"({', '.join(map(repr, values))}); a utility label needs at least two: choose "
@@ -137,7 +143,7 @@ def load_tab(
     for split, split_rows in rows.items():
         if not split_rows and split == "aux":
             continue
-        if not split_rows:
+        if not split_rows and label is not None:  # scoring alone needs no train split
             warn_once(
                 f"{source}: no TAB document maps to the {split} split (split_map {split_map}); "
                 "it is empty: enough for tab-score, but an audit needs train and test "
@@ -151,7 +157,7 @@ def load_tab(
         )
     info = {
         "source": source,
-        "label": f"meta.{label}",
+        "label": None if label is None else f"meta.{label}",
         "split": f"TAB dataset_type via {split_map}",
         "annotator_rule": annotator or "first quality_checked, else first listed",
         "rows_read": len(docs),
@@ -232,7 +238,7 @@ def _document(
     doc: Any,
     i: int,
     source: str,
-    label: str,
+    label: str | None,
     split_map: Mapping[str, str],
     annotator: str | None,
 ) -> tuple[dict[str, Any], str, list[str]]:
@@ -254,10 +260,10 @@ def _document(
             f"{where}: dataset_type {doc['dataset_type']!r} is not in split_map {dict(split_map)}."
         )
     meta = doc.get("meta")
-    value = meta.get(label) if isinstance(meta, Mapping) else None
+    value = "" if label is None else meta.get(label) if isinstance(meta, Mapping) else None
     if isinstance(value, list):  # articles: the first one listed
         value = value[0] if value else None
-    if value is None or str(value).strip() == "":
+    if label is not None and (value is None or str(value).strip() == ""):
         raise ValueError(f"{where} has no meta.{label} for the label; choose another label.")
     annotations = doc["annotations"]
     if not isinstance(annotations, Mapping):

@@ -4,8 +4,9 @@ A reimplementation of the measures of TAB's ``evaluation.py`` (Pilán et al., "T
 Anonymization Benchmark (TAB)", Computational Linguistics 2022; repository
 NorskRegnesentral/text-anonymization-benchmark, MIT), over the ``tab`` corpus
 (:mod:`privaudit.corpora.tab`, its ``tab_gold`` column). The input is, per document, the
-character spans the system masked (what ``evaluation.py`` reads), or the anonymizer's output
-text, turned into such spans by :func:`masked_spans`.
+character spans the system masked (what ``evaluation.py`` reads; a defense that knows what it
+replaced reports them in ``Release.audit["masked_spans"]``), or the anonymizer's output text,
+turned into such spans by :func:`align` (which never counts verbatim text as masked).
 
 Semantics, as in ``evaluation.py``:
 
@@ -13,11 +14,15 @@ Semantics, as in ``evaluation.py``:
   masking when any of its mentions is DIRECT or QUASI; it is DIRECT when its FIRST mention is
   (so a NO_MASK-first entity with a DIRECT mention later counts as QUASI); NO_MASK-only
   entities are left out of every recall.
-- A mention (or token) is masked when every character of it is masked, except characters of
-  ignorable words and punctuation (:data:`IGNORED_WORDS`, :data:`IGNORED_CHARS`: "Mr", "of",
-  "the", commas, spaces, ...) matched inside the mention's own text, case-insensitively. So a
-  partly masked mention is NOT masked, and a token that is itself an ignorable word ("Mr",
-  "of") counts as masked whatever the system did.
+- A mention (or token) is masked when every character of it is masked, except the characters
+  TAB lets stay: those of a spaCy token of the DOCUMENT (tokenized and tagged whole) that
+  overlaps the mention and is tagged ADP, PART, CCONJ or DET (:data:`IGNORED_POS`) or is one
+  of the title words :data:`IGNORED_TOKENS` (mr, mrs, ms, no, nr, about; lower-cased), and the
+  punctuation and space characters :data:`IGNORED_CHARS`. So the "'s" of "Price's" (PART) may
+  stay, the "A" of "C.A. Whomersley" may not, and "every" of "every Monday" (DET) may. The
+  spaCy pipeline is the shipped one (:func:`privaudit.models.pipelines.spacy_pipeline`,
+  en_core_web_sm 3.8.0; TAB's script loads en_core_web_md, so a user comparing figures runs
+  it with the same pipeline).
 - Entity recall (DIRECT, QUASI separately): an entity is protected only if ALL its mentions
   that need masking are masked (its NO_MASK mentions may stay).
 - Mention recall: over every mention of the entities that need masking (their NO_MASK
@@ -31,17 +36,21 @@ Semantics, as in ``evaluation.py``:
   token by ``-log p`` under a BERT masked language model; that needs a language model, so
   only the uniform weighting (TAB's default, ``UniformTokenWeighting``) is offered.
 - Several annotators: every measure is a micro-average over them (their entities pooled).
-- An empty denominator scores 0, as in ``evaluation.py``; the counts (``n_*``) say when.
+- An empty denominator scores 0, as in ``evaluation.py``; the counts (``n_*``) say when, and
+  :func:`format_scores` prints such a score as undefined.
 
-One departure, stated: ``evaluation.py`` refuses a document in which two annotators share an
+Departures, stated: ``evaluation.py`` refuses a document in which two annotators share an
 ``entity_id``; here entities are keyed by (annotator, entity_id), which gives the same scores
-whenever ``evaluation.py`` accepts the file.
+whenever ``evaluation.py`` accepts the file. Where spaCy's ``char_span`` finds no token for a
+mention (it starts or ends in whitespace between tokens), ``evaluation.py`` fails with a
+``TypeError``; here the tokens that overlap the mention are used.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -53,25 +62,20 @@ if TYPE_CHECKING:
 
 Span = tuple[int, int]
 
-#: Words TAB's recall ignores inside a mention (little content, inconsistently annotated).
-IGNORED_WORDS: tuple[str, ...] = (
-    "mr", "mrs", "ms", "and", "or", "from", "until", "to", "about", "after", "as", "at",
-    "before", "between", "by", "during", "for", "in", "into", "of", "on", "over", "since",
-    "with", "the", "a", "an", "no", "nr", "’s", "'s",
-)  # fmt: skip
-#: Characters TAB's recall ignores inside a mention (the space among them).
-IGNORED_CHARS = ",.-;:/&()[]–'\" ’“”"
-_SKIP = re.compile(
-    "(?:"
-    + "|".join(
-        [rf"\b{re.escape(w)}\b" for w in IGNORED_WORDS] + list(map(re.escape, IGNORED_CHARS))
-    )
-    + ")",
-    re.IGNORECASE,
-)
+#: spaCy coarse tags whose tokens may stay unmasked inside a mention (evaluation.py).
+IGNORED_POS = frozenset({"ADP", "PART", "CCONJ", "DET"})
+#: Lower-cased spaCy tokens that may stay unmasked inside a mention (evaluation.py).
+IGNORED_TOKENS = frozenset({"mr", "mrs", "ms", "no", "nr", "about"})
+#: Characters that may stay unmasked inside a mention (the space among them; evaluation.py).
+IGNORED_CHARS = frozenset(",.-;:/&()[]–'\" ’“”")
+#: The shipped pipeline's components that POS tagging needs (tokens and ``pos_``).
+TAGGER_PIPES = ("tok2vec", "tagger", "attribute_ruler")
 _WORD = re.compile(r"\w+")  # TAB's token
-REFINE_MAX = 4_000_000  # unit pairs of a gap the second alignment pass takes on (~1 s)
+REFINE_MAX = 4_000_000  # unit pairs of a gap difflib aligns without autojunk (~1 s)
 _ALIGN = re.compile(r"\w+|\s+|[^\w\s]")  # alignment units: words, whitespace runs, symbols
+#: The ``Release.audit`` key under which a defense reports, per document, the (start, end)
+#: character spans of the original it replaced; ``tab-score`` scores those when present.
+SPANS_KEY = "masked_spans"
 
 
 # --------------------------------------------------------------------------------------------
@@ -102,6 +106,8 @@ class GoldDocument:
     text: str
     entities: list[GoldEntity]
     annotators: frozenset[str]
+    #: Characters TAB lets stay unmasked (:func:`excused_chars`), tagged on first scoring.
+    excused: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_mentions(
@@ -174,6 +180,35 @@ def gold_documents(corpus: Corpus, split: str | None = "test") -> list[GoldDocum
 # --------------------------------------------------------------------------------------------
 
 
+def excused_chars(texts: Sequence[str], spacy_model: str | None = None) -> list[np.ndarray]:
+    """Per text, which characters TAB lets stay unmasked inside a mention: those of a spaCy
+    token tagged :data:`IGNORED_POS` or equal (lower-cased) to one of :data:`IGNORED_TOKENS`,
+    and the characters :data:`IGNORED_CHARS`. Each text is tagged whole, as evaluation.py
+    tags each document."""
+    from privaudit.models.pipelines import spacy_pipeline
+
+    out = [np.fromiter((c in IGNORED_CHARS for c in t), dtype=bool, count=len(t)) for t in texts]
+    todo = [i for i, t in enumerate(texts) if t]
+    if not todo:
+        return out
+    nlp = spacy_pipeline(spacy_model, pipes=None if spacy_model else TAGGER_PIPES)
+    longest = max(len(texts[i]) for i in todo)
+    if longest >= nlp.max_length:  # tagging needs no parser memory; raising the cap is safe
+        nlp.max_length = longest + 1
+    for i, doc in zip(todo, nlp.pipe(texts[i] for i in todo), strict=True):
+        for tok in doc:
+            if tok.pos_ in IGNORED_POS or tok.lower_ in IGNORED_TOKENS:
+                out[i][tok.idx : tok.idx + len(tok)] = True
+    return out
+
+
+def _excused(gold: Sequence[GoldDocument]) -> None:
+    """Tag every gold document that has not been tagged yet (once: a document keeps it)."""
+    todo = [d for d in gold if d.excused is None]
+    for d, ex in zip(todo, excused_chars([d.text for d in todo]), strict=True):
+        d.excused = ex
+
+
 def _masked_array(text: str, spans: Sequence[Span]) -> np.ndarray:
     masked = np.zeros(len(text), dtype=bool)
     for s, e in spans:
@@ -181,15 +216,10 @@ def _masked_array(text: str, spans: Sequence[Span]) -> np.ndarray:
     return masked
 
 
-def mention_masked(text: str, masked: np.ndarray, start: int, end: int) -> bool:
-    """Whether ``text[start:end]`` counts as masked: every character masked but for TAB's
-    ignorable words and characters found in the span's own (lower-cased) text."""
-    uncovered = ~masked[start:end]
-    if not uncovered.any():
-        return True
-    for m in _SKIP.finditer(text[start:end].lower()):
-        uncovered[m.start() : m.end()] = False
-    return not uncovered.any()
+def mention_masked(masked: np.ndarray, excused: np.ndarray, start: int, end: int) -> bool:
+    """Whether ``[start, end)`` counts as masked: every character masked but those TAB lets
+    stay (``excused``, from :func:`excused_chars`)."""
+    return bool((masked[start:end] | excused[start:end]).all())
 
 
 def _tokens(text: str, start: int, end: int) -> list[Span]:
@@ -204,26 +234,28 @@ def score_spans(gold: Sequence[GoldDocument], spans: Sequence[Sequence[Span]]) -
     """TAB's measures for ``spans[i]``, the system's masked (start, end) spans of ``gold[i]``."""
     if len(gold) != len(spans):
         raise ValueError(f"{len(spans)} span lists for {len(gold)} documents.")
+    checked_all = [[_check_span(d, s) for s in ds] for d, ds in zip(gold, spans, strict=True)]
+    _excused(gold)
     ent = {"direct": [0, 0], "quasi": [0, 0]}  # [masked, total]
     mention, token = [0, 0], [0, 0]
     by_type: dict[str, list[int]] = {}
     tp = {"token": 0.0, "mention": 0.0}
     den = {"token": 0.0, "mention": 0.0}
     n_system = {"token": 0, "mention": 0}
-    for doc, doc_spans in zip(gold, spans, strict=True):
-        text = doc.text
-        checked = [_check_span(doc, s) for s in doc_spans]
+    for doc, checked in zip(gold, checked_all, strict=True):
+        text, excused = doc.text, doc.excused
+        assert excused is not None  # set by _excused above
         masked = _masked_array(text, checked)
         for e in doc.to_mask():
             kind = "direct" if e.direct else "quasi"
-            done = [mention_masked(text, masked, s, t) for s, t in e.mentions]
+            done = [mention_masked(masked, excused, s, t) for s, t in e.mentions]
             ent[kind][0] += all(d or not need for d, need in zip(done, e.needs, strict=True))
             ent[kind][1] += 1
             mention[0] += sum(done)
             mention[1] += len(done)
             counts = by_type.setdefault(e.entity_type, [0, 0])
             for s, t in e.mentions:
-                toks = [mention_masked(text, masked, a, b) for a, b in _tokens(text, s, t)]
+                toks = [mention_masked(masked, excused, a, b) for a, b in _tokens(text, s, t)]
                 token[0] += sum(toks)
                 token[1] += len(toks)
                 counts[0] += sum(toks)
@@ -253,13 +285,14 @@ def score_spans(gold: Sequence[GoldDocument], spans: Sequence[Sequence[Span]]) -
         "n_tokens": token[1],
         "n_system_tokens": n_system["token"],
         "n_system_spans": n_system["mention"],
+        "n_tokens_by_type": {k: v[1] for k, v in by_type.items() if v[1]},
         "weighting": "uniform",
     }
 
 
 def _check_span(doc: GoldDocument, span: Any) -> Span:
     try:
-        s, e = (int(x) for x in span)
+        s, e = (int(x) for x in span[:2])
     except (TypeError, ValueError):
         raise ValueError(
             f"Document {doc.doc_id!r}: a masked span must be a (start, end) pair, got {span!r}."
@@ -278,47 +311,184 @@ def _check_span(doc: GoldDocument, span: Any) -> Span:
 
 
 def masked_spans(original: str, anonymized: str) -> list[Span]:
-    """The spans of ``original`` that ``anonymized`` does not carry over verbatim.
+    """The spans of ``original`` that ``anonymized`` does not carry over (see :func:`align`)."""
+    return align(original, anonymized)[0]
 
-    Both texts are cut into units (``\\w+`` words, single symbols, whitespace runs) and
-    aligned with :class:`difflib.SequenceMatcher` in two passes (see :func:`_aligned`); every
-    character of an original unit outside the matched blocks is masked, and adjacent masked
-    units merge into one span. Whitespace runs compare equal whatever their content, so
-    re-spacing or joined lines mask nothing.
 
-    Limits: the unit is the word, so a word changed in part (``Canpolat's`` → ``<PERSON_1>'s``
-    keeps ``'s``, but ``Smiths`` → ``<PERSON>s`` masks ``Smiths`` whole) is masked whole; a
-    replacement that repeats the original's words (a surrogate date ``12 October 1999`` for
-    ``15 October 2004``, a defense that only reorders words) leaves those words unmasked; a
-    word deleted here and reinserted elsewhere (moved) counts as masked; and the alignment is a
-    longest-matching-blocks heuristic, not a minimal edit script. A defense that reports its
-    own spans (HaS's ``Release.audit["hidden_spans"]``) can be scored on those exactly.
+def align(original: str, anonymized: str) -> tuple[list[Span], int]:
+    """The spans of ``original`` that ``anonymized`` does not carry over verbatim, and the
+    number of characters that could not be aligned (counted as NOT masked).
+
+    An anonymizer keeps the order of what it keeps, so the two texts are aligned as a diff:
+    both are cut into units (``\\\\w+`` words, single symbols, whitespace runs; whitespace runs
+    compare equal whatever their content, so re-spacing masks nothing) and matched by patience
+    diffing: common leading and trailing units are matched, then the units that occur exactly
+    once in both remaining stretches anchor the match (their longest increasing run), and each
+    stretch between anchors is aligned the same way; a stretch with no such anchor is aligned
+    by :class:`difflib.SequenceMatcher` (no autojunk). Where the units of the original and
+    the output still differ (a replaced stretch), common leading and trailing characters are
+    kept too (``Smiths`` → ``<PERSON_1>s`` masks ``Smith``). Every other character of the
+    original is masked. Verbatim text is never taken for masked because an alignment crossed
+    itself (difflib's longest-block heuristic did that: one misplaced " Section" made a
+    paragraph count as masked).
+
+    Errs towards "not masked", and counts what it could not align: in a replaced stretch
+    whose replacement holds whitespace (``15 May 1990 the Ankara Court`` → ``<DATE_1>
+    <ORG_1>``), which of the original's spaces was kept is unknown, so none is masked; and a
+    stretch aligned by difflib (no unique anchor) leaves unmasked every unit its output stretch
+    also holds (``, Mr`` among names: which "Mr" was kept is unknown); a stretch too long to
+    align unit by unit (over
+    :data:`REFINE_MAX` unit pairs without an anchor: a text rewritten at length) keeps every
+    unit that occurs in the output's stretch, and those characters are counted as unaligned.
+    Limits: a surrogate that repeats the original's words or letters (``12 October 1999`` for
+    ``15 October 2004``, ``Jane`` for ``John``) leaves them unmasked, and a word moved
+    elsewhere counts as masked. A defense that reports its own spans is scored on those.
     """
     a_units = [(m.start(), m.end()) for m in _ALIGN.finditer(original)]
+    b_units = [(m.start(), m.end()) for m in _ALIGN.finditer(anonymized)]
     a_keys = [" " if original[s].isspace() else original[s:e] for s, e in a_units]
-    b_keys = [" " if m.group()[0].isspace() else m.group() for m in _ALIGN.finditer(anonymized)]
-    kept = _aligned(a_keys, b_keys)
-    masked = _masked_array(original, [u for u, k in zip(a_units, kept, strict=True) if not k])
-    return _runs(masked)
+    b_keys = [" " if anonymized[s].isspace() else anonymized[s:e] for s, e in b_units]
+    kept = np.zeros(len(original), dtype=bool)
+    unaligned = np.zeros(len(original), dtype=bool)
+    for i1, i2, j1, j2, exact, scope in _diff(a_keys, b_keys):
+        if exact:  # matched units (a diff's equal stretch)
+            if i1 < i2:
+                kept[a_units[i1][0] : a_units[i2 - 1][1]] = True
+            continue
+        if i1 == i2:
+            continue  # an insertion: nothing of the original
+        lo, hi = a_units[i1][0], a_units[i2 - 1][1]
+        if exact is None:  # too long to align: keep what the output's stretch holds
+            present = set(b_keys[j1:j2])
+            for k in range(i1, i2):
+                if a_keys[k] in present:
+                    unaligned[a_units[k][0] : a_units[k][1]] = True
+            continue
+        if j1 < j2:  # a replacement: common leading/trailing characters stay unmasked
+            blo, bhi = b_units[j1][0], b_units[j2 - 1][1]
+            old, new = original[lo:hi], anonymized[blo:bhi]
+            head = _common_prefix(old, new)
+            tail = _common_prefix(old[head:][::-1], new[head:][::-1])
+            kept[lo : lo + head] = True
+            kept[hi - tail : hi] = True
+            # A unit the output's stretch also holds may be the one it kept (which of the
+            # original's spaces, or of two "Mr", is unknown): not masked, and counted.
+            sj1, sj2 = scope or (j1, j2)
+            maybe = set(b_keys[sj1:sj2]) if scope else {" "} & set(b_keys[j1:j2])
+            for k in range(i1, i2):
+                s, e = a_units[k]
+                if a_keys[k] in maybe and lo + head <= s and e <= hi - tail:
+                    unaligned[s:e] = True
+    masked = ~kept & ~unaligned
+    return _runs(masked), int(unaligned.sum())
 
 
-def _aligned(a: list[str], b: list[str]) -> np.ndarray:
-    """Which units of ``a`` are matched in ``b``. A first pass with autojunk (fast: the
-    frequent units of ``b`` start no match, though matches grow through them) finds the
-    anchors; each gap between them is aligned again without autojunk, so short runs of
-    frequent words between two replaced entities (``of the``) are matched too. A gap over
-    :data:`REFINE_MAX` unit pairs (a text rewritten at length) is not refined: it stays
-    masked but for what the first pass matched."""
-    kept = np.zeros(len(a), dtype=bool)
-    i0 = j0 = 0
-    for i, j, n in difflib.SequenceMatcher(None, a, b).get_matching_blocks():
-        if 0 < (i - i0) * (j - j0) <= REFINE_MAX:
-            fine = difflib.SequenceMatcher(None, a[i0:i], b[j0:j], autojunk=False)
-            for fi, _fj, fn in fine.get_matching_blocks():
-                kept[i0 + fi : i0 + fi + fn] = True
-        kept[i : i + n] = True
-        i0, j0 = i + n, j + n
-    return kept
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _diff(a: list[str], b: list[str]) -> list[tuple[Any, ...]]:
+    """A patience diff of two unit lists: ``(i1, i2, j1, j2, exact, scope)`` stretches in
+    order; ``exact`` True for matched units, False for a replaced stretch, None for a stretch
+    too long to align; ``scope``, for a stretch difflib aligned, the (j1, j2) of the whole
+    anchorless stretch of ``b`` it came from, else None (see :func:`align`)."""
+    out: list[tuple[Any, ...]] = []
+    # depth first, left to right, so `out` comes in order: a stretch still to diff is
+    # (False, bounds), a finished one (True, result)
+    stack: list[tuple[bool, tuple[Any, ...]]] = [(False, (0, len(a), 0, len(b)))]
+    while stack:
+        done, item = stack.pop()
+        if done:
+            out.append(item if len(item) == 6 else (*item, None))
+            continue
+        alo, ahi, blo, bhi = item
+        p = 0
+        while alo + p < ahi and blo + p < bhi and a[alo + p] == b[blo + p]:
+            p += 1
+        q = 0
+        while ahi - q > alo + p and bhi - q > blo + p and a[ahi - q - 1] == b[bhi - q - 1]:
+            q += 1
+        pieces: list[tuple[Any, ...]] = []
+        if p:
+            pieces.append((alo, alo + p, blo, blo + p, True))
+        mid = (alo + p, ahi - q, blo + p, bhi - q)
+        if mid[0] == mid[1] or mid[2] == mid[3]:
+            if mid[0] < mid[1] or mid[2] < mid[3]:
+                pieces.append((*mid, False))
+        else:
+            pieces += _split_on_anchors(a, b, *mid)
+        if q:
+            pieces.append((ahi - q, ahi, bhi - q, bhi, True))
+        stack += [(len(piece) >= 5, piece) for piece in reversed(pieces)]
+    return out
+
+
+def _split_on_anchors(
+    a: list[str], b: list[str], alo: int, ahi: int, blo: int, bhi: int
+) -> list[Any]:
+    """The stretch ``a[alo:ahi]`` / ``b[blo:bhi]`` cut at its unique common units (their
+    longest increasing run): sub-stretches to diff again and the anchors (matched); without
+    an anchor, difflib's alignment (no autojunk) as results, or one unalignable result."""
+    ca, cb = Counter(a[alo:ahi]), Counter(b[blo:bhi])
+    where_b = {b[j]: j for j in range(blo, bhi) if cb[b[j]] == 1 and ca[b[j]] == 1}
+    pairs = [(i, where_b[a[i]]) for i in range(alo, ahi) if a[i] in where_b]
+    anchors = _increasing(pairs)
+    if not anchors:
+        if (ahi - alo) * (bhi - blo) > REFINE_MAX:
+            return [(alo, ahi, blo, bhi, None)]
+        out: list[Any] = []
+        i0, j0 = alo, blo
+        sm = difflib.SequenceMatcher(None, a[alo:ahi], b[blo:bhi], autojunk=False)
+        for fi, fj, n in sm.get_matching_blocks():
+            if n and all(k == " " for k in a[alo + fi : alo + fi + n]):
+                continue  # whitespace alone anchors nothing: which space it was is unknown
+            i, j = alo + fi, blo + fj
+            if i > i0 or j > j0:
+                out.append((i0, i, j0, j, False, (blo, bhi)))
+            if n:
+                out.append((i, i + n, j, j + n, True))
+            i0, j0 = i + n, j + n
+        return out
+    out = []
+    i0, j0 = alo, blo
+    for i, j in anchors:
+        if i > i0 or j > j0:
+            out.append((i0, i, j0, j))
+        out.append((i, i + 1, j, j + 1, True))
+        i0, j0 = i + 1, j + 1
+    if i0 < ahi or j0 < bhi:
+        out.append((i0, ahi, j0, bhi))
+    return out
+
+
+def _increasing(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The longest run of ``pairs`` (sorted by the first) increasing in the second."""
+    import bisect
+
+    tails: list[int] = []  # tails[k]: index in pairs of the smallest end of a run of k + 1
+    prev = [-1] * len(pairs)
+    ends: list[int] = []
+    for k, (_, j) in enumerate(pairs):
+        pos = bisect.bisect_left(ends, j)
+        if pos:
+            prev[k] = tails[pos - 1]
+        if pos == len(ends):
+            ends.append(j)
+            tails.append(k)
+        else:
+            ends[pos] = j
+            tails[pos] = k
+    run: list[tuple[int, int]] = []
+    k = tails[-1] if tails else -1
+    while k >= 0:
+        run.append(pairs[k])
+        k = prev[k]
+    return run[::-1]
 
 
 def _runs(masked: np.ndarray) -> list[Span]:
@@ -337,23 +507,36 @@ TextsOrSpans = Sequence[str | Sequence[Span]] | Mapping[str, str | Sequence[Span
 
 
 def score_anonymizer(
-    corpus: Corpus, texts_or_spans: TextsOrSpans, *, split: str | None = "test"
+    corpus: Corpus | Sequence[GoldDocument],
+    texts_or_spans: TextsOrSpans,
+    *,
+    split: str | None = "test",
 ) -> dict[str, Any]:
-    """TAB's scores for an anonymizer's output on the TAB corpus ``corpus``.
+    """TAB's scores for an anonymizer's output on the TAB corpus ``corpus`` (or its gold
+    documents, from :func:`gold_documents`, which keep their spaCy tags between calls).
 
     ``texts_or_spans``: one item per document of ``split`` (``None``: every split, in the
     corpus's order), in order, or a mapping doc_id → item that scores only the documents it
-    names (as ``evaluation.py`` scores the documents of its masked-output file). An item is the
-    anonymized text (aligned to masked spans by :func:`masked_spans`) or a list of masked
-    (start, end) character spans of the original.
+    names (as ``evaluation.py`` scores the documents of its masked-output file). An item is a
+    list of masked (start, end) character spans of the original, or the anonymized text
+    (aligned by :func:`align`; ``masks`` in the scores says which, and ``n_unaligned_chars``
+    how many characters could not be aligned and count as not masked).
     """
-    gold = gold_documents(corpus, split)
+    if isinstance(corpus, Sequence):
+        every = list(corpus)
+        gold = every
+    else:
+        gold = gold_documents(corpus, split)
+        every = gold if split is None else None  # type: ignore[assignment]
     if isinstance(texts_or_spans, Mapping):
-        by_id = {d.doc_id: d for d in (gold if split is None else gold_documents(corpus, None))}
+        if every is None:
+            every = gold_documents(corpus, None)  # type: ignore[arg-type]
+        by_id = {d.doc_id: d for d in every}
         unknown = [k for k in texts_or_spans if str(k) not in by_id]
         if unknown:
+            name = getattr(corpus, "name", "the gold documents")
             raise ValueError(
-                f"Document {unknown[0]!r} is not in corpus {corpus.name!r} ({len(unknown)} "
+                f"Document {unknown[0]!r} is not in corpus {name!r} ({len(unknown)} "
                 "unknown doc_ids)."
             )
         gold = [by_id[str(k)] for k in texts_or_spans]
@@ -366,11 +549,21 @@ def score_anonymizer(
                 f"{len(items)} anonymized documents for the {len(gold)} of {where}; give one "
                 "per document, in order, or a mapping doc_id → text or spans."
             )
-    spans = [
-        masked_spans(d.text, x) if isinstance(x, str) else list(x)
-        for d, x in zip(gold, items, strict=True)
-    ]
-    return score_spans(gold, spans)
+    spans: list[Sequence[Span]] = []
+    unaligned = 0
+    texts = 0
+    for d, x in zip(gold, items, strict=True):
+        if isinstance(x, str):
+            found, lost = align(d.text, x)
+            spans.append(found)
+            unaligned += lost
+            texts += 1
+        else:
+            spans.append(list(x))
+    scores = score_spans(gold, spans)
+    scores["masks"] = "aligned" if texts == len(gold) else "reported" if not texts else "mixed"
+    scores["n_unaligned_chars"] = unaligned
+    return scores
 
 
 _ROWS = (
@@ -381,14 +574,64 @@ _ROWS = (
     ("token_precision", "token precision (uniform weights)", "n_system_tokens"),
     ("mention_precision", "mention precision (uniform weights)", "n_system_spans"),
 )
+UNDEFINED = "undefined"  # a score over nothing (n = 0): evaluation.py's 0 is no figure
+
+
+def _cell(value: float, n: int, width: int = 7) -> str:
+    return f"{value:>{width}.3f}" if n else f"{UNDEFINED:>{max(width, len(UNDEFINED) + 1)}}"
 
 
 def format_scores(scores: Mapping[str, Any], title: str = "") -> str:
-    """TAB's scores as a small text table (what ``privaudit tab-score`` prints)."""
+    """TAB's scores as a small text table (what ``privaudit tab-score`` prints); a score
+    over nothing (its ``n`` is 0) is printed as undefined."""
     lines = [title] if title else []
-    lines.append(f"  {'measure':<38}{'score':>7}{'n':>8}")
+    lines.append(f"  {'measure':<38}{'score':>10}{'n':>8}")
     for key, label, n in _ROWS:
-        lines.append(f"  {label:<38}{scores[key]:>7.3f}{scores[n]:>8d}")
+        lines.append(f"  {label:<38}{_cell(scores[key], scores[n], 10)}{scores[n]:>8d}")
+    n_by_type = scores.get("n_tokens_by_type", {})
     for etype, value in sorted(scores.get("token_recall_by_type", {}).items()):
-        lines.append(f"    token recall, {etype:<24}{value:>7.3f}")
+        lines.append(
+            f"    token recall, {etype:<22}{_cell(value, 1, 10)}{n_by_type.get(etype, 0):>8d}"
+        )
+    if scores.get("masks") == "aligned" or scores.get("n_unaligned_chars"):
+        lines.append(
+            f"  masks found by aligning the output text; {scores.get('n_unaligned_chars', 0)} "
+            "character(s) could not be aligned and count as not masked"
+        )
     return "\n".join(lines)
+
+
+#: TAB's entity types, in the order of the TAB paper's tables.
+TAB_TYPES = ("PERSON", "CODE", "LOC", "ORG", "DEM", "DATETIME", "QUANTITY", "MISC")
+
+
+def scores_table(rows: Sequence[tuple[str, Mapping[str, Any]]], markdown: bool = True) -> str:
+    """Several anonymizers' scores as one table in the TAB paper's layout: entity recall on
+    direct and quasi identifiers, token recall overall and per entity type, and token and
+    mention precision (uniform weights). Undefined scores (n = 0) are shown as such."""
+    types = [t for t in TAB_TYPES if any(t in s.get("token_recall_by_type", {}) for _, s in rows)]
+    types += sorted(
+        {t for _, s in rows for t in s.get("token_recall_by_type", {}) if t not in TAB_TYPES}
+    )
+    head = ["anonymizer", "ER_di", "ER_qi", "token recall", *(f"R {t}" for t in types),
+            "token precision", "mention precision", "masks"]  # fmt: skip
+    body = []
+    for name, s in rows:
+
+        def cell(key: str, n: str, s: Mapping[str, Any] = s) -> str:
+            return f"{s[key]:.3f}" if s[n] else UNDEFINED
+
+        by_type = s.get("token_recall_by_type", {})
+        body.append([
+            name, cell("entity_recall_direct", "n_direct_entities"),
+            cell("entity_recall_quasi", "n_quasi_entities"), cell("token_recall", "n_tokens"),
+            *(f"{by_type[t]:.3f}" if t in by_type else UNDEFINED for t in types),
+            cell("token_precision", "n_system_tokens"),
+            cell("mention_precision", "n_system_spans"),
+            str(s.get("masks", "reported")),
+        ])  # fmt: skip
+    if markdown:
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(r) + " |" for r in body]
+        return "\n".join(lines)
+    return "\n".join(",".join(r) for r in [head, *body])
