@@ -44,6 +44,7 @@ import hashlib
 import json
 import math
 import os
+import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -52,15 +53,19 @@ from typing import TYPE_CHECKING, Any
 
 from privaudit.audit.cells import build_components, point_keys
 from privaudit.audit.plan import calibration_key, check_levels, identity
+from privaudit.audit.reuse import Reuse
 from privaudit.audit.store import RunDir, write_json
 from privaudit.audit.strength import public_variants
 from privaudit.models.backbone import backbone as load_backbone
 from privaudit.registry import CORPORA, build_component
 from privaudit.runtime.cache import cache_dir, cache_writable, locked
+from privaudit.runtime.cell_store import CellStore, is_fresh
 from privaudit.runtime.costs import (
+    RunScore,
     ScaledReference,
     machine_tag,
     reference_stamp,
+    run_score,
     scaled_reference,
 )
 
@@ -85,6 +90,11 @@ SERIAL_CORES = 1.6
 #: Where a component's rate came from, best first (a component priced by several lookups,
 #: e.g. one per defense, counts under its best).
 MEASURED, REFERENCE, PRIOR = 0, 1, 2
+#: The key prefix of a rate per hundred victims (:func:`victims_of`).
+VICTIMS = "victims|"
+#: A run's measured-to-predicted ratio, applied to the work no cell of it has measured yet,
+#: stays within these bounds (one point's burst is not the grid's pace).
+DRIFT_BOUNDS = (0.25, 4.0)
 
 
 def costs_path() -> Path:
@@ -128,12 +138,30 @@ def attack_keys(attack: Any, defense: str) -> list[str]:
     return _on_defense_keys("attack", attack, defense)
 
 
+def victim_keys(attack: Any, defense: str) -> list[str]:
+    """The keys of an attack priced by its victims (:func:`victims_of`)."""
+    return [f"{VICTIMS}{key}" for key in attack_keys(attack, defense)]
+
+
+def victims_of(attack: Any, sizes: Sizes) -> int | None:
+    """The victims an attack that declares ``max_victims`` scores (its cap, or every test
+    document when there are fewer): its cost follows them, not the corpus's words (geia
+    decodes 300 victims whether the test split has 400 documents or 4,000). None for an
+    attack that scores every test document: it is priced by words."""
+    cap = getattr(attack, "max_victims", None)
+    if cap is None or sizes.victims <= 0:
+        return None
+    return min(int(cap), int(sizes.victims))
+
+
 @dataclass(frozen=True)
 class Sizes:
-    """A corpus's size in the units costs scale with: thousands of words."""
+    """A corpus's size in the units costs scale with: thousands of words, and the victims (the
+    test split's documents) for an attack priced by victims."""
 
     point_kwords: float  # train + test: what a point privatizes and the evaluator reads
     attack_kwords: float  # test + aux: what an attacker attacks and queries
+    victims: int = 0  # test documents
 
     @classmethod
     def of(cls, corpus: Any) -> Sizes:
@@ -143,7 +171,8 @@ class Sizes:
             return sum(len(t.split()) for t in corpus.texts(split))
 
         test = words("test")
-        return cls((words("train") + test) / 1000, (test + words("aux")) / 1000)
+        victims = len(corpus.splits["test"]) if "test" in corpus.splits else 0
+        return cls((words("train") + test) / 1000, (test + words("aux")) / 1000, victims)
 
 
 class CostBook:
@@ -152,7 +181,9 @@ class CostBook:
     unreadable file is ignored (a warning) and rewritten on the next save. ``reference``:
     what prices a component not measured here (the shipped reference for this machine)."""
 
-    def __init__(self, path: Path | None = None, machine: str | None = None) -> None:
+    def __init__(
+        self, path: Path | None = None, machine: str | None = None, score: RunScore | None = None
+    ) -> None:
         self.path: Path | None = Path(path) if path is not None else costs_path()
         self.machine = machine or machine_tag()
         self.stamp = reference_stamp()
@@ -163,15 +194,18 @@ class CostBook:
         self.entries: dict[str, dict[str, float]] = {}
         if current:
             self.entries = machines.get(self.machine, {})
-        self.reference: ScaledReference | None = scaled_reference()
+        # A book is a run's: its speed score is measured anew (never another load's)
+        self.score = score if score is not None else run_score(new=True)
+        self.reference: ScaledReference | None = scaled_reference(score=self.score)
 
     @classmethod
-    def empty(cls) -> CostBook:
+    def empty(cls, score: RunScore | None = None) -> CostBook:
         """A book with no file: the reference and priors, nothing kept (no cache directory)."""
         book = cls.__new__(cls)
         book.path, book.machine, book._pending, book.entries = None, machine_tag(), {}, {}
         book.stamp = reference_stamp()
-        book.reference = scaled_reference()
+        book.score = score if score is not None else run_score(new=True)
+        book.reference = scaled_reference(score=book.score)
         return book
 
     def _read(self, *, warn: bool) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, str]]:
@@ -200,11 +234,17 @@ class CostBook:
             return {}, {}
 
     def rate(self, keys: Sequence[str]) -> float | None:
-        """Seconds per unit of the first of ``keys`` that was measured (None: none was)."""
+        """Seconds per unit of the first of ``keys`` that was measured (None: none was), at
+        this run's speed: a rate filed under another run's speed score is rescaled by this
+        run's (measured under load, it does not price a quiet machine's run, nor the reverse)."""
         for key in keys:
             entry = self.entries.get(key)
             if entry and entry["units"] > 0:
-                return entry["seconds"] / entry["units"]
+                rate = entry["seconds"] / entry["units"]
+                then = entry.get("score")
+                if then and math.isfinite(then) and then > 0:
+                    rate *= self.score.value / then
+                return rate
         return None
 
     def measured(self, keys: Sequence[str]) -> bool:
@@ -251,7 +291,11 @@ class CostBook:
                 continue
             # n/a before running costs (about) nothing; every row of a cell shares its time
             seconds = float(record["rows"][0].get("attack_seconds", 0.0))
-            self.add(attack_keys(ctx.attacks[label], defense.name), seconds, sizes.attack_kwords)
+            attack = ctx.attacks[label]
+            self.add(attack_keys(attack, defense.name), seconds, sizes.attack_kwords)
+            victims = victims_of(attack, sizes)
+            if victims:  # per hundred victims too: what prices it on another corpus
+                self.add(victim_keys(attack, defense.name), seconds, victims / 100)
 
     def save(self) -> None:
         """Merge this run's measurements into the file (atomically, under a lock)."""
@@ -260,6 +304,7 @@ class CostBook:
         if not cache_writable():  # a read-only cache: said once, before the run (check_cache)
             self._pending.clear()
             return
+        score = self.score.value  # what this run's measurements were made under
         with locked(self.path.with_name(self.path.name + ".lock")):
             machines, stamps = self._read(warn=False)  # another run may have written since
             if stamps.get(self.machine) != self.stamp:  # old code's: start the section anew
@@ -267,12 +312,16 @@ class CostBook:
             entries = machines.setdefault(self.machine, {})
             for key, (seconds, units, n) in self._pending.items():
                 old = entries.get(key, {"seconds": 0.0, "units": 0.0, "n": 0.0})
+                then = float(old.get("score") or score)
+                # the old seconds at this run's speed, so one score describes the entry
+                scaled = old["seconds"] * score / then if then > 0 else old["seconds"]
                 total = old["n"] + n
                 keep = min(1.0, MAX_WEIGHT / total)
                 entries[key] = {
-                    "seconds": (old["seconds"] + seconds) * keep,
+                    "seconds": (scaled + seconds) * keep,
                     "units": (old["units"] + units) * keep,
                     "n": total * keep,
+                    "score": score,
                 }
             write_json(self.path, {"format": FORMAT, "machines": machines, "reference": stamps})
         self.entries = dict(entries)
@@ -305,6 +354,7 @@ class Estimate:
     ratio: float | None = None  # that speed ratio (None: no reference rate was used)
     #: one-time work before the grid (pre-training an attack's disk-cached model): (what, s)
     one_time: list[tuple[str, float]] = field(default_factory=list)
+    reused: int = 0  # of the done cells, those taken from the machine's cell store
 
     def lines(self) -> list[str]:
         out = self._grid_lines()
@@ -317,9 +367,9 @@ class Estimate:
 
     def _grid_lines(self) -> list[str]:
         todo = self.cells - self.done
-        size = (
-            f"Grid: {self.points} points, {self.cells} cells ({self.done} done, {todo} to compute)"
-        )
+        done = f"{self.done} done" + (
+            f", {self.reused} of them from the cell store" if self.reused else "")  # fmt: skip
+        size = f"Grid: {self.points} points, {self.cells} cells ({done}, {todo} to compute)"
         if todo == 0:
             return [size + "; nothing to compute but the tables and report."]
         source = f"measured costs for {self.measured} of {self.components} components"
@@ -341,7 +391,7 @@ class Estimate:
             "seconds": round(self.wall, 1), "work_seconds": round(self.seconds, 1),
             "jobs": self.jobs, "cells_done": self.done, "measured": self.measured,
             "components": self.components, "priors": self.priors, "machine": machine_tag(),
-            "referenced": self.referenced, "speed_ratio": self.ratio,
+            "referenced": self.referenced, "speed_ratio": self.ratio, "reused": self.reused,
         }  # fmt: skip
 
 
@@ -355,6 +405,54 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 86400:.1f} days"
 
 
+@dataclass(frozen=True)
+class Part:
+    """One component run of a point as priced: what it is (``defense t2t``, ``utility probe``,
+    an attack's label), the book key this run's own measurement of it is kept under, its
+    units, its predicted seconds and where the rate came from."""
+
+    component: str
+    key: str
+    units: float
+    seconds: float
+    source: int
+
+
+def price_work(
+    item: Work, attacks: dict[str, Any], evaluator: Any, sizes: Sizes, book: CostBook
+) -> list[Part]:
+    """The parts of one point's work, priced (see the module docstring): privatize, the
+    utility unless stored, each attack to compute; an attack that declares ``max_victims``
+    by the rate per hundred victims this machine measured, else by words."""
+
+    def part(component: str, keys: list[str], obj: Any, units: float) -> Part:
+        rate, source = book.lookup(keys)
+        if rate is None:
+            rate = float(getattr(obj, "cost_prior", 0.3))
+        return Part(component, keys[0], units, rate * units, source)
+
+    d = item.defense
+    label = item.label or d.name
+    parts = [part(f"defense {label}", privatize_keys(d), d, sizes.point_kwords)]
+    if item.utility:
+        parts.append(part(f"utility {evaluator.name}", utility_keys(evaluator, d.name),
+                          evaluator, sizes.point_kwords))  # fmt: skip
+    for name in item.attacks:
+        attack = attacks[name]
+        victims = victims_of(attack, sizes)
+        keys = victim_keys(attack, d.name)
+        if victims and book.measured(keys):
+            parts.append(part(name, keys, attack, victims / 100))
+        else:
+            parts.append(part(name, attack_keys(attack, d.name), attack, sizes.attack_kwords))
+    return parts
+
+
+def _speedup(jobs: int) -> float:
+    """What ``jobs`` workers gain (see :func:`estimate`)."""
+    return min(float(jobs), max(1.0, (os.cpu_count() or 1) / SERIAL_CORES))
+
+
 def estimate(
     work: Sequence[Work], attacks: dict[str, Any], evaluator: Any, sizes: Sizes,
     book: CostBook, *, points: int, cells: int, done: int, jobs: int = 1,
@@ -365,34 +463,17 @@ def estimate(
     about :data:`SERIAL_CORES` cores busy, so the speed-up is ``jobs`` at most and
     ``cores / SERIAL_CORES`` at most (1.25 on two cores)."""
     known: dict[str, int] = {}  # component -> its best source (MEASURED, REFERENCE, PRIOR)
-
-    def price(keys: list[str], obj: Any, units: float, component: str) -> float:
-        rate, source = book.lookup(keys)
-        known[component] = min(known.get(component, PRIOR), source)
-        if rate is None:
-            rate = float(getattr(obj, "cost_prior", 0.3))
-        return rate * units
-
     per_point = []
     for item in work:
-        d = item.defense
-        label = item.label or d.name
-        seconds = price(privatize_keys(d), d, sizes.point_kwords, f"defense {label}")
-        if item.utility:
-            seconds += price(
-                utility_keys(evaluator, d.name), evaluator, sizes.point_kwords,
-                f"utility {evaluator.name}",
-            )  # fmt: skip
-        for label in item.attacks:
-            attack = attacks[label]
-            seconds += price(attack_keys(attack, d.name), attack, sizes.attack_kwords, label)
-        per_point.append(seconds)
+        parts = price_work(item, attacks, evaluator, sizes, book)
+        for p in parts:
+            known[p.component] = min(known.get(p.component, PRIOR), p.source)
+        per_point.append(sum(p.seconds for p in parts))
     outputs, _ = book.lookup([OUTPUTS])
     outputs_s = (outputs if outputs is not None else OUTPUTS_PRIOR) * cells
     work_s = sum(per_point)
     jobs = max(1, min(jobs, len(per_point) or 1))
-    speedup = min(float(jobs), max(1.0, (os.cpu_count() or 1) / SERIAL_CORES))
-    wall = max(work_s / speedup, max(per_point, default=0.0)) + outputs_s
+    wall = max(work_s / _speedup(jobs), max(per_point, default=0.0)) + outputs_s
     if jobs > 1:  # the workers start (in parallel) before their first point
         startup, _ = book.lookup([STARTUP])
         wall += startup if startup is not None else STARTUP_PRIOR
@@ -405,14 +486,121 @@ def estimate(
     )  # fmt: skip
 
 
+def measured_parts(
+    ctx: Any, task: Any, records: list[tuple[str, dict[str, Any]]]
+) -> dict[str, float]:
+    """What a finished point's records say each of its parts took (seconds, by
+    :attr:`Part.component`); a failed record says nothing."""
+    defense = ctx.defense(task.point)
+    by_key = dict(records)
+    out: dict[str, float] = {}
+    point = by_key.get(task.point_key)
+    if point is not None and point.get("status") == "ok":
+        wall = point.get("privatize_wall_seconds", point.get("privatize_seconds"))
+        out[f"defense {task.point.label or defense.name}"] = float(wall)
+        out[f"utility {ctx.evaluator.name}"] = float(point.get("utility_seconds", math.nan))
+    for label, key in task.attack_keys.items():
+        record = by_key.get(key)
+        if record is None or record.get("status") == "failed" or not record.get("rows"):
+            continue
+        out[label] = float(record["rows"][0].get("attack_seconds", 0.0))
+    return {k: v for k, v in out.items() if math.isfinite(v) and v >= 0}
+
+
+class Tracker:
+    """The estimate as the grid runs: after each finished point the remaining work is priced
+    again from the cells just measured. A part this run has measured (the same book key) is
+    priced at this run's own rate; any other at its first price × the run's **drift**, the
+    ratio of measured to predicted seconds over the parts finished so far (within
+    :data:`DRIFT_BOUNDS`), so a machine that got busier (or quieter) since the run started
+    moves the ETA at the next point. ``line()`` is one ``--no-progress`` line per point;
+    ``eta()`` is what the progress bar shows."""
+
+    def __init__(
+        self, tasks: Sequence[Any], work: Sequence[Work], attacks: dict[str, Any],
+        evaluator: Any, sizes: Sizes, book: CostBook, *, cells: int, done: int, jobs: int,
+    ) -> None:  # fmt: skip
+        self.parts = {
+            id(task): price_work(item, attacks, evaluator, sizes, book)
+            for task, item in zip(tasks, work, strict=True)
+        }
+        self.pending = [id(t) for t in tasks]
+        self.points_total = len(tasks)
+        self.cells, self.done, self.jobs = cells, done, max(1, jobs)
+        outputs, _ = book.lookup([OUTPUTS])
+        self.outputs_s = (outputs if outputs is not None else OUTPUTS_PRIOR) * cells
+        self.started = time.perf_counter()
+        self._rates: dict[str, list[float]] = {}  # book key -> [seconds, units] this run
+        self._measured = self._predicted = 0.0
+
+    def finished(self, task: Any, measured: dict[str, float], cells: int) -> None:
+        """A point finished: ``measured`` seconds by part, ``cells`` attack cells done."""
+        self.done += cells
+        if id(task) in self.pending:
+            self.pending.remove(id(task))
+        for part in self.parts.get(id(task), []):
+            seconds = measured.get(part.component)
+            if seconds is None:
+                continue
+            slot = self._rates.setdefault(part.key, [0.0, 0.0])
+            slot[0] += seconds
+            slot[1] += part.units
+            self._measured += seconds
+            self._predicted += part.seconds
+
+    @property
+    def drift(self) -> float:
+        if self._predicted <= 0 or self._measured <= 0:
+            return 1.0
+        low, high = DRIFT_BOUNDS
+        return min(high, max(low, self._measured / self._predicted))
+
+    def remaining(self) -> float:
+        """Seconds of wall time left: the pending points re-priced, shared by the workers,
+        and the outputs."""
+        drift, per_point = self.drift, []
+        for ident in self.pending:
+            total = 0.0
+            for part in self.parts[ident]:
+                seconds, units = self._rates.get(part.key, (0.0, 0.0))
+                total += seconds / units * part.units if units > 0 else part.seconds * drift
+            per_point.append(total)
+        work = sum(per_point)
+        jobs = max(1, min(self.jobs, len(per_point) or 1))
+        return max(work / _speedup(jobs), max(per_point, default=0.0)) + self.outputs_s
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+    def eta(self) -> str:
+        """``ETA 12 min`` for the bar."""
+        return f"ETA {_duration(self.remaining())}"
+
+    def line(self, what: str) -> str:
+        """One line for a finished point: which, elapsed time, cells done of all, the ETA."""
+        finished = self.points_total - len(self.pending)
+        return (
+            f"privaudit: point {finished}/{self.points_total} done ({what}) · elapsed "
+            f"{_clock(self.elapsed())} · cells {self.done}/{self.cells} · ETA "
+            f"{_duration(self.remaining())}"
+        )
+
+
+def _clock(seconds: float) -> str:
+    hours, rest = divmod(round(seconds), 3600)
+    minutes = f"{rest // 60:02d}" if hours else f"{rest // 60}"
+    return f"{hours}:" * bool(hours) + f"{minutes}:{rest % 60:02d}"
+
+
 def estimate_config(
     config: GridConfig, *, run_dir: str | Path | None = None, jobs: int | None = None,
     book: CostBook | None = None,
 ) -> Estimate:  # fmt: skip
     """The estimate of ``config`` from the config alone: components built (every name and
     value checked), the corpus loaded for its size; no defense fitted, nothing calibrated,
-    nothing written. With ``run_dir`` (a run to resume), its finished cells count as done:
-    that needs the backbone's fingerprint (the model is loaded, not run)."""
+    nothing written. With ``run_dir`` (a run to resume), its finished cells count as done,
+    and so do the cells the machine's cell store holds (unless ``--fresh``): that needs the
+    backbone's fingerprint (the model is loaded, not run)."""
     import numpy as np
 
     config.check_names()
@@ -424,11 +612,20 @@ def estimate_config(
     store = None
     if run_dir is not None and RunDir(run_dir).config_json.is_file():  # a run: read its cells
         store = RunDir(run_dir).store()
+    cell_store = CellStore()
+    reuse = None
+    if cell_store.entries() and not is_fresh():  # what another run computed is free too
+        reuse = Reuse(corpus, evaluator, attacks, cell_store)
     fps: tuple[str, str] | None = None
-    if store is not None:
+    if store is not None or reuse is not None:
         fps = corpus.fingerprint(), load_backbone(config.backbone).fingerprint
 
-    work, points, cells, done = [], 0, 0, 0
+    def finished(key: str) -> bool:
+        if store is not None and store.finished(key) is not None:
+            return True
+        return reuse is not None and reuse.has(key)
+
+    work, points, cells, done, reused = [], 0, 0, 0, 0
     for i, spec in enumerate(config.defenses):
         base = defenses[i]
         levels: list[float | None] = list(spec.knob_values or [None])
@@ -445,15 +642,17 @@ def estimate_config(
                 cells += len(attacks)
                 todo, utility = list(attacks), True
                 # an uncalibrated level's key is unknown: its cells count as to compute
-                if (
-                    store is not None
-                    and fps is not None
-                    and (value is not None or not spec.target_rates)
-                ):
+                if fps is not None and (value is not None or not spec.target_rates):
                     ident = identity(defense, *fps, seed)
                     pkey, ckeys = point_keys(ident, evaluator, attacks)
-                    utility = store.finished(pkey) is None
-                    todo = [label for label, k in ckeys.items() if store.finished(k) is None]
+                    if reuse is not None:
+                        reuse.add(pkey, ckeys, defense, spec.display, value)
+                    utility = not finished(pkey)
+                    todo = [label for label, k in ckeys.items() if not finished(k)]
+                    reused += sum(
+                        1 for label, k in ckeys.items()
+                        if label not in todo and (store is None or store.finished(k) is None)
+                    )  # fmt: skip
                 done += len(attacks) - len(todo)
                 if utility or todo:
                     work.append(Work(defense, utility, todo, spec.display))
@@ -464,6 +663,7 @@ def estimate_config(
     )  # fmt: skip
     forecast.one_time = one_time_work(config, attacks)
     forecast.wall += sum(s for _, s in forecast.one_time)
+    forecast.reused = reused
     return forecast
 
 

@@ -29,18 +29,22 @@ from privaudit.audit.estimate import (
     CostBook,
     Estimate,
     Sizes,
+    Tracker,
     Work,
     estimate,
+    measured_parts,
     one_time_work,
 )
 from privaudit.audit.executors import guard_run, make_executor
 from privaudit.audit.plan import Point, cell_key, check_levels, fmt_params, plan
 from privaudit.audit.reasons import full_reasons
+from privaudit.audit.reuse import Reuse
 from privaudit.audit.store import COLUMNS, ResultStore, RunDir
 from privaudit.audit.strength import check_shares, strength_curve
 from privaudit.metrics.outcomes import Outcome
 from privaudit.metrics.stats import Bootstrap, Outcomes, annotate, run_stats
 from privaudit.numbers import shown
+from privaudit.runtime.cell_store import fresh_cells
 from privaudit.runtime.devices import resolve_device, use_device
 from privaudit.runtime.provenance import provenance
 
@@ -80,6 +84,7 @@ def run_grid(
     address: str | None = None,
     overwrite: bool = False,
     outputs: OutputWriter | None = None,
+    fresh: bool = False,
 ) -> RunResult:
     """Run every cell of ``config`` not already in ``run_dir``'s store; write
     ``results.csv``/``.parquet`` (after every point) and ``run.json``; then ``outputs`` (the
@@ -95,6 +100,10 @@ def run_grid(
     report are removed first) and the store's cells, keyed by content, are reused wherever
     they still apply. Any other non-empty folder, or a location that cannot be written
     (a file, a read-only file system), is refused before any work.
+
+    A cell another run on this machine computed with the same key is taken from the cell
+    store (:mod:`privaudit.audit.reuse`) unless ``fresh`` (``--fresh``): then every cell is
+    computed and replaces the stored one.
 
     SIGTERM stops the run as Ctrl-C does: the workers are ended and
     :class:`~privaudit.audit.executors.Interrupted` names the ``--resume`` command; a full
@@ -120,7 +129,7 @@ def run_grid(
         address=address if address is not None else spec.address,
     )  # fmt: skip
     _claim(rd, config, overwrite)
-    with guard_run(rd.path) as checkpoint, use_device(device):
+    with guard_run(rd.path) as checkpoint, use_device(device), fresh_cells(fresh):
         return _execute(config, rd, runner, progress, checkpoint, outputs)
 
 
@@ -138,26 +147,33 @@ def _execute(
     context_s = time.perf_counter() - t0  # what a pool's worker pays before its first cell
     check_shares(ctx)  # strength shares against the documents they draw, before any cell
     store, meta, points = _plan_in(config, rd, ctx)
-    tasks, done = _unfinished(ctx, points, store)
+    reuse = Reuse.of_run(ctx, points)  # the machine's cell store: identical cells are taken
+    tasks, done = _unfinished(ctx, points, store, reuse)
     total = sum(len(c) for c in (ctx.keys(p)[1] for p in points))
     started = time.perf_counter()
     sizes = Sizes.of(ctx.corpus)  # the units costs scale with, counted once
-    book, forecast = _forecast(ctx, points, tasks, total, done, runner, sizes)
+    book, forecast, tracker = _forecast(ctx, points, tasks, total, done, runner, sizes)
+    forecast.reused = reuse.reused_cells
     if context_s > 0.5:  # built here, not reused from an earlier grid in this process
         _keep_costs(book, lambda: book.add([STARTUP], context_s, 1.0))
     meta["estimate"] = forecast.record()
     meta["cells"] = total
+    meta["reused"] = {"cells": reuse.reused_cells, "points": reuse.reused_points}
     rd.write_meta(meta)  # a report of the run if it is cut short can count the missing cells
     # Before the first cell, progress bar or not: the grid's size and what it will cost here.
     print("\n".join(forecast.lines()), file=sys.stderr, flush=True)
     _pretrain_first(ctx, tasks, progress)
+    tracker.started = started
     _compute_cells(config, ctx, rd, store, points, tasks, runner, progress, checkpoint,
-                   done, total, book, sizes)  # fmt: skip
+                   done, total, book, sizes, reuse=reuse, tracker=tracker)  # fmt: skip
+    print(reuse.line(total, len(points)), file=sys.stderr, flush=True)
+    reuse.store.prune()  # bounded: the least recently used entries go first
 
     outputs_start = time.perf_counter()
     frame, strength_failed, strength_s = _write_tables(config, ctx, rd, store, points, progress)
     outputs_start += strength_s  # attacks fitted, not outputs: not costed so
-    end = {"finished": True, "cells": total, "computed": total - done}
+    end = {"finished": True, "cells": total, "computed": total - done,
+           "reused": meta["reused"]}  # fmt: skip
     rd.write_meta(meta | end)
     level = chance_level(ctx)
     plots, problems, board = outputs(frame, rd, level) if outputs is not None else ([], [], None)
@@ -197,14 +213,22 @@ def _plan_in(
     return store, meta, points
 
 
-def _unfinished(ctx: Context, points: list[Point], store: ResultStore) -> tuple[list[Task], int]:
+def _unfinished(
+    ctx: Context, points: list[Point], store: ResultStore, reuse: Reuse | None = None
+) -> tuple[list[Task], int]:
     """The tasks of the points with a cell (or their utility) still to compute, and how many
-    cells are already finished."""
+    cells are already finished: in the run's store, or taken from the cell store (``reuse``)
+    into it."""
+
+    def finished(key: str) -> dict[str, Any] | None:
+        found = store.finished(key)
+        return found if found is not None or reuse is None else reuse.take(store, key)
+
     tasks, done = [], 0
     for point in points:
         point_key, cells = ctx.keys(point)
-        cached = store.finished(point_key)
-        todo = {label: key for label, key in cells.items() if store.finished(key) is None}
+        cached = finished(point_key)
+        todo = {label: key for label, key in cells.items() if finished(key) is None}
         done += len(cells) - len(todo)
         if cached is None or todo:
             tasks.append(Task(point, point_key, todo, cached))
@@ -225,12 +249,18 @@ def _compute_cells(
     total: int,
     book: CostBook | None,
     sizes: Sizes,
+    *,
+    reuse: Reuse | None = None,
+    tracker: Tracker | None = None,
 ) -> None:
-    """Every task through the executor, each record stored as it comes, with the progress
-    bar, the measured costs and the results table rewritten after every task."""
+    """Every task through the executor, each record stored as it comes (and kept in the cell
+    store), with the progress bar (its ETA re-priced after every point; without a bar, one
+    line per point), the measured costs and the results table rewritten after every task."""
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=total, initial=done, desc="cells", unit="cell", disable=not progress)
+    # tqdm's own remaining time assumes every cell costs alike: the tracker's replaces it
+    bar = tqdm(total=total, initial=done, desc=_bar_desc(tracker), unit="cell",
+               disable=not progress, bar_format=BAR_FORMAT)  # fmt: skip
     in_flight = _InFlight(bar, tasks, runner)
     told: set[str] = set()  # full failure messages printed (a failed point fails every cell)
     try:
@@ -243,18 +273,35 @@ def _compute_cells(
                     told.add(full)
                     tqdm.write(f"cell failed: {full}", file=sys.stderr)
             store.put(key, record)
+            if reuse is not None:
+                reuse.keep(key, record)
             checkpoint()  # stop after the cell that was running when SIGTERM came
 
         for task, records in runner.run(config, ctx, tasks, put, on_start=in_flight.started):
             checkpoint()
-            bar.update(sum(1 for _, r in records if r["kind"] == "cell"))
+            cells = sum(1 for _, r in records if r["kind"] == "cell")
+            bar.update(cells)
             in_flight.finished(task)
             _keep_costs(book, lambda t=task, r=records: book.record(ctx, t, r, sizes))
+            if tracker is not None:  # the remaining work re-priced from what was just measured
+                tracker.finished(task, measured_parts(ctx, task, records), cells)
+                if progress:
+                    bar.set_description_str(_bar_desc(tracker), refresh=True)
+                else:
+                    print(tracker.line(_describe(task.point)), file=sys.stderr, flush=True)
             # Intervals need every cell's outcomes: computed once, at the end.
             rd.write_results(*results_table(ctx, points, store, intervals=False))
     finally:
         bar.close()
         runner.close()
+
+
+#: The cells bar: its ETA is the tracker's (in the description), not tqdm's per-cell rate.
+BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
+
+
+def _bar_desc(tracker: Tracker | None) -> str:
+    return "cells" if tracker is None else f"cells ({tracker.eta()})"
 
 
 def _write_tables(
@@ -363,24 +410,28 @@ def _describe(point: Point) -> str:
 def _forecast(
     ctx: Context, points: list[Point], tasks: list[Task], total: int, done: int, runner: Any,
     sizes: Sizes,
-) -> tuple[CostBook | None, Estimate]:  # fmt: skip
-    """This machine's cost book (None when the cache cannot be read) and the estimate of
-    ``tasks`` (:mod:`privaudit.audit.estimate`)."""
+) -> tuple[CostBook | None, Estimate, Tracker]:  # fmt: skip
+    """This machine's cost book (None when the cache cannot be read), the estimate of
+    ``tasks`` and the tracker that re-prices it as points finish
+    (:mod:`privaudit.audit.estimate`)."""
     try:
         book: CostBook | None = CostBook()
     except OSError:  # no cache directory: priors, and nothing is kept
         book = None
     work = [Work(ctx.defense(t.point), t.cached_utility is None, list(t.attack_keys),
                  t.point.label) for t in tasks]  # fmt: skip
+    priced = book if book is not None else CostBook.empty()
+    jobs = int(getattr(runner, "jobs", 1) or 1)
     forecast = estimate(
-        work, ctx.attacks, ctx.evaluator, sizes,
-        book if book is not None else CostBook.empty(), points=len(points), cells=total,
-        done=done, jobs=int(getattr(runner, "jobs", 1) or 1),
+        work, ctx.attacks, ctx.evaluator, sizes, priced, points=len(points), cells=total,
+        done=done, jobs=jobs,
     )  # fmt: skip
+    tracker = Tracker(tasks, work, ctx.attacks, ctx.evaluator, sizes, priced, cells=total,
+                      done=done, jobs=jobs)  # fmt: skip
     # A model pre-trained before the first cell (and the strength curve's) is waited for too.
     forecast.one_time = one_time_work(ctx.config, ctx.attacks)
     forecast.wall += sum(s for _, s in forecast.one_time)
-    return book, forecast
+    return book, forecast, tracker
 
 
 def _keep_costs(book: CostBook | None, add: Callable[[], None]) -> None:
@@ -434,7 +485,7 @@ def results_table(
     if frame.empty or not intervals:
         return frame, outcomes.to_frame()
     spec = ctx.config.bootstrap
-    boot = Bootstrap(resamples=spec.resamples, level=spec.level, seed=spec.seed)
+    boot = Bootstrap(resamples=spec.resamples, level=spec.level, seed=spec.seed, units=ctx.units)
     # Attacker randomness: each attack's declared between-fit sd (Attack.fit_sd), by label.
     fit_sd = {str(label): float(getattr(ctx.attacks.get(str(label).split("[", 1)[0]), "fit_sd",
                                         0.0) or 0.0)

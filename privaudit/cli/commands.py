@@ -5,7 +5,8 @@ Each command lives with those it serves, registered on the one typer ``app`` of
 in this order, is what lists them in ``privaudit --help`` in this order:
 :mod:`.listing` (``list``), :mod:`.run` (``run``, ``pretrain``), :mod:`.privatize`
 (``privatize``, ``calibrate``), :mod:`.audit` (``audit``, ``audit-guarantee``), :mod:`.board`
-(``leaderboard``, ``report``) and :mod:`.tab` (``tab-score``).
+(``leaderboard``, ``report``), :mod:`.tab` (``tab-score``) and :mod:`.cache` (``cache``: the
+cell store).
 
 What the commands share in reading their input is in :mod:`privaudit.cli.options`, what they
 print to the terminal in :mod:`privaudit.cli.render`. Heavy libraries (and the run store, the
@@ -28,10 +29,11 @@ from privaudit.cli.privatize import calibrate, privatize
 from privaudit.cli.audit import audit, audit_guarantee_cmd
 from privaudit.cli.board import leaderboard_cmd, report
 from privaudit.cli.tab import tab_score
+from privaudit.cli.cache import cache_show
 # isort: on
 
 COMMANDS = (list_cmd, run, pretrain, privatize, calibrate, audit, audit_guarantee_cmd,
-            leaderboard_cmd, report, tab_score)  # fmt: skip
+            leaderboard_cmd, report, tab_score, cache_show)  # fmt: skip
 
 
 def main() -> None:  # pragma: no cover

@@ -6,10 +6,19 @@ the package (``privaudit/data/costs/reference.json``): per-component rates measu
 machine by a whole run, in the keys of :class:`privaudit.audit.estimate.CostBook`, with that
 machine's **speed score** and its inverter pre-training rate. This machine's own score (a
 fixed, model-free workload shaped like a BERT-sized encoder's feed-forward layers, timed in
-about a second and kept per :func:`machine_tag` in ``speed.json`` of the cache directory)
-divided by the reference's is the **speed ratio** that scales every reference rate: ×2 on a
-machine half as fast. The reference is used only on the device kind it was measured on (a
-GPU's matmul speed says little about a CPU-measured grid, and the reverse).
+about a second at each run's start) divided by the reference's is the **speed ratio** that
+scales every reference rate: ×2 on a machine half as fast. The reference is used only on
+the device kind it was measured on (a GPU's matmul speed says little about a CPU-measured
+grid, and the reverse).
+
+**Measured at each run's start, never reused.** The score says how fast this machine is *now*:
+a score taken while a test suite ran read "×8.2 slower" and, kept in the cache, priced a grid
+started half an hour later on a quiet machine at 2.2 h (it took 42 min). So every run (and
+every ``--estimate``) measures its own, once, at its first use (:func:`run_score`), and the
+measurements a run files carry the score they were made under: a rate measured under load is
+rescaled by the score of the run that reads it (:class:`privaudit.audit.estimate.CostBook`).
+``speed.json`` keeps the latest score with the load average it was taken under, for the
+record; nothing reads it to price a run.
 
 Lookup order, most to least specific: this machine's measurements → reference × ratio → the
 class's ``cost_prior`` (:mod:`privaudit.audit.estimate`); the same for pre-training
@@ -48,7 +57,7 @@ RATIO_BOUNDS = (0.1, 10.0)
 #: The speed workload: tokens × hidden width × feed-forward width, layers, timed repeats.
 _TOKENS, _HIDDEN, _FFN, _LAYERS, _REPEATS = 1024, 768, 3072, 2, 3
 
-_SCORES: dict[tuple[str, str], float] = {}  # (cache dir, machine) -> score, this process
+_SCORES: dict[str, float] = {}  # machine -> score measured by this process
 
 
 def machine_tag() -> str:
@@ -132,16 +141,18 @@ def _load(path: Path) -> Reference | None:
 
 class ScaledReference:
     """A reference book priced for this machine: its rates × :func:`speed_ratio`, the ratio
-    measured at its first use (an estimate that needs no reference rate runs no workload)."""
+    of this run's score (:func:`run_score`, measured at its first use: an estimate that needs
+    no reference rate runs no workload)."""
 
-    def __init__(self, reference: Reference) -> None:
+    def __init__(self, reference: Reference, score: RunScore | None = None) -> None:
         self.reference = reference
+        self.score = score if score is not None else run_score()
         self._ratio: float | None = None
 
     @property
     def ratio(self) -> float:
         if self._ratio is None:
-            self._ratio = speed_ratio(self.reference.score)
+            self._ratio = speed_ratio(self.reference.score, self.score)
         return self._ratio
 
     def rate(self, keys: Sequence[str]) -> float | None:
@@ -156,12 +167,45 @@ def reference_stamp() -> str:
     return reference.stamp if reference is not None else ""
 
 
-def scaled_reference(path: Path | None = None) -> ScaledReference | None:
-    """The shipped reference for this machine; None without one, or on another device kind."""
+def scaled_reference(
+    path: Path | None = None, score: RunScore | None = None
+) -> ScaledReference | None:
+    """The shipped reference for this machine, scaled by ``score`` (default: this run's,
+    :func:`run_score`); None without one, or on another device kind."""
     reference = load_reference(path)
     if reference is None or reference.device != _device_kind(current_device()):
         return None
-    return ScaledReference(reference)
+    return ScaledReference(reference, score)
+
+
+class RunScore:
+    """One run's speed score: measured (:func:`speed_score` ``fresh``) at its first use and
+    kept for the run, so a run's estimate, its reference ratio and the score its measurements
+    are filed under agree. ``value``: seconds of the speed workload."""
+
+    def __init__(self, value: float | None = None) -> None:
+        self._value = value
+
+    @property
+    def value(self) -> float:
+        if self._value is None:
+            self._value = speed_score(fresh=True)
+        return self._value
+
+    @property
+    def measured(self) -> bool:
+        return self._value is not None
+
+
+_RUN: list[RunScore] = []
+
+
+def run_score(*, new: bool = False) -> RunScore:
+    """The current run's :class:`RunScore`; ``new``: a run starts (``privaudit run``, an
+    ``--estimate``), and measures its own score at its first use."""
+    if new or not _RUN:
+        _RUN[:] = [RunScore()]
+    return _RUN[0]
 
 
 def measure_score() -> float:
@@ -218,30 +262,32 @@ def _write_atomic(path: Path, data: Any) -> None:
 
 
 def speed_score(*, fresh: bool = False) -> float:
-    """This machine's speed score (:func:`measure_score`), measured once and kept per
-    :func:`machine_tag` in ``speed.json`` of the cache directory; ``fresh``: measure again."""
-    machine, path = machine_tag(), _speed_path()
-    memo = (str(path), machine)
-    if not fresh and memo in _SCORES:
-        return _SCORES[memo]
-    scores = _read_scores(path) if path is not None else {}
-    if fresh or machine not in scores:
-        scores[machine] = measure_score()
-        if path is not None and cache_writable():
-            # no lock: a concurrent writer can only drop another machine's score, which is
-            # measured again (a second) on its next estimate
-            with contextlib.suppress(OSError):
-                _write_atomic(path, {"format": FORMAT, "machines": _read_scores(path) | {
-                    machine: scores[machine]}})  # fmt: skip
-    _SCORES[memo] = scores[machine]
-    return scores[machine]
+    """This machine's speed score (:func:`measure_score`) in this process: measured at the
+    first call (``fresh``: again), never read back from another process, whose machine may
+    have been busier or quieter. The latest score is written to ``speed.json`` with the load
+    average it was taken under, for the record."""
+    machine = machine_tag()
+    if not fresh and machine in _SCORES:
+        return _SCORES[machine]
+    score = measure_score()
+    _SCORES[machine] = score
+    path = _speed_path()
+    if path is not None and cache_writable():
+        load = None
+        with contextlib.suppress(OSError, AttributeError):  # no load average on Windows
+            load = round(os.getloadavg()[0], 2)
+        with contextlib.suppress(OSError, ValueError):  # a record: never a run's failure
+            _write_atomic(path, {"format": FORMAT, "machines": _read_scores(path) | {
+                machine: score}, "load": {machine: load}})  # fmt: skip
+    return score
 
 
-def speed_ratio(reference_score: float) -> float:
-    """How much longer this machine takes than the reference machine (>1: slower), within
-    :data:`RATIO_BOUNDS`."""
+def speed_ratio(reference_score: float, score: RunScore | None = None) -> float:
+    """How much longer this machine takes than the reference machine (>1: slower) at
+    ``score`` (default: this run's), within :data:`RATIO_BOUNDS`."""
     low, high = RATIO_BOUNDS
-    return min(high, max(low, speed_score() / reference_score))
+    value = (score if score is not None else run_score()).value
+    return min(high, max(low, value / reference_score))
 
 
 def pretrain_rate(timings: Path, prior: float) -> float:
@@ -281,6 +327,10 @@ def write_reference(
         with use_device(device):
             score = speed_score(fresh=True)
     entries = {k: {f: float(v[f]) for f in ("seconds", "units", "n")} for k, v in section.items()}
+    for key, entry in entries.items():  # each at the score of the run that measured it
+        then = section[key].get("score")
+        if then:
+            entry["seconds"] *= float(score) / float(then)
     # What this run did not measure (the smoke grid's probe, after a quick-grid refresh) is
     # kept from the book it replaces, rescaled to this book's speed score.
     previous = None

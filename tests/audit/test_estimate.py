@@ -22,6 +22,7 @@ from privaudit.audit.estimate import (
     estimate_config,
     machine_tag,
 )
+from privaudit.runtime.cell_store import fresh_cells
 
 cli = CliRunner()
 
@@ -33,7 +34,9 @@ def _priors_only() -> Any:
     import privaudit.audit.estimate as estimate_module
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(estimate_module, "scaled_reference", lambda: None)
+        mp.setattr(estimate_module, "scaled_reference", lambda **kwargs: None)
+        # one speed for every run here: the books' rescaling by speed has its own test
+        mp.setattr("privaudit.runtime.costs.measure_score", lambda: 0.2)
         yield
 
 
@@ -82,12 +85,14 @@ def test_a_run_keeps_measured_costs_and_the_next_estimate_uses_them(
     meta = json.loads((run.run_dir / "run.json").read_text())
     assert meta["estimate"]["cells_done"] == 0 and meta["estimate"]["seconds"] > 0
     elapsed = meta["elapsed_seconds"]
-    again = estimate_config(config)
+    with fresh_cells():  # priced as if computed: the cell store would make it free
+        again = estimate_config(config)
     assert again.measured == again.components == 4 and not again.priors
     assert abs(again.wall - elapsed) < abs(prior.wall - elapsed)
     assert elapsed / 4 < again.wall < elapsed * 4
 
 
+@fresh_cells()  # the run directory's cells alone (the cell store's: test_cell_store.py)
 def test_resumed_cells_are_free(prior_and_run: Any) -> None:
     config, _, run = prior_and_run
     whole = estimate_config(config, run_dir=run.run_dir)
@@ -220,7 +225,9 @@ def test_cli_estimate_prints_and_writes_nothing(fresh_cache: Path, tmp_path: Pat
     from privaudit.cli import app
 
     out, run_dir = tmp_path / "reports", tmp_path / "run"
-    result = cli.invoke(app, ["run", "--preset", "smoke", "--estimate", "--out", str(out)])
+    # --fresh: what the cell store holds (the module's smoke run) is not free
+    result = cli.invoke(app, ["run", "--preset", "smoke", "--estimate", "--fresh", "--out",
+                              str(out)])  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "Grid: 4 points, 4 cells (0 done, 4 to compute); estimated wall time" in result.output
     listed = cli.invoke(app, ["run", "--preset", "smoke", "--estimate", "--run-dir", str(run_dir)])
@@ -256,7 +263,8 @@ def test_measurements_of_older_code_stop_counting(tmp_path: Path) -> None:
     book.add(["j"], 2.0, 1.0)
     book.save()
     data = json.loads(path.read_text())
-    assert data["machines"][machine_tag()] == {"j": {"seconds": 2.0, "units": 1.0, "n": 1.0}}
+    assert data["machines"][machine_tag()] == {"j": {"seconds": 2.0, "units": 1.0, "n": 1.0,
+                                                     "score": 0.2}}  # fmt: skip
     assert data["reference"][machine_tag()] == book.stamp != ""
     assert data["machines"]["other"] == old  # another machine's section is its own
     assert CostBook(path).rate(["j"]) == 2.0  # the same code reads its own measurements

@@ -38,7 +38,7 @@ def fresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
 def ratio(monkeypatch: pytest.MonkeyPatch, value: float) -> None:
-    monkeypatch.setattr(rc, "speed_ratio", lambda score: value)
+    monkeypatch.setattr(rc, "speed_ratio", lambda score, run=None: value)
 
 
 def _entry(rate: float) -> dict[str, float]:
@@ -143,25 +143,31 @@ def test_a_missing_or_corrupt_reference_falls_back_to_priors(
     assert rc.load_reference() is not None and rc.scaled_reference() is None
 
 
-def test_the_speed_score_is_measured_once_and_kept(
+def test_the_speed_score_is_measured_at_each_runs_start_and_never_read_back(
     fresh: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    calls: list[int] = []
+    """A score taken under another load (another process's, kept in speed.json) never prices
+    a run: each run (each cost book) measures its own, once."""
+    scores = iter([0.25, 2.0, 0.5])
+    calls: list[float] = []
 
     def measure() -> float:
-        calls.append(1)
-        return 0.25
+        calls.append(next(scores))
+        return calls[-1]
 
     monkeypatch.setattr(rc, "measure_score", measure)
-    assert rc.speed_score() == rc.speed_score() == 0.25 and len(calls) == 1
-    kept = json.loads((fresh / rc.SPEED_FILE).read_text())["machines"]
-    assert kept == {rc.machine_tag(): 0.25}
-    monkeypatch.setattr(rc, "_SCORES", {})  # another process: reads the file
-    assert rc.speed_score() == 0.25 and len(calls) == 1
-    assert rc.speed_ratio(0.125) == pytest.approx(2.0)
-    assert rc.speed_ratio(1000.0) == rc.RATIO_BOUNDS[0]  # a swamped measurement, bounded
-    rc.speed_score(fresh=True)
-    assert len(calls) == 2
+    busy = rc.run_score(new=True)
+    assert busy.value == busy.value == 0.25 and len(calls) == 1  # once per run
+    assert rc.speed_ratio(0.125, busy) == pytest.approx(2.0)
+    assert rc.speed_ratio(1000.0, busy) == rc.RATIO_BOUNDS[0]  # a swamped measurement, bounded
+    kept = json.loads((fresh / rc.SPEED_FILE).read_text())
+    assert kept["machines"] == {rc.machine_tag(): 0.25} and rc.machine_tag() in kept["load"]
+    monkeypatch.setattr(rc, "_SCORES", {})  # another process: the file is not read back
+    quiet = rc.run_score(new=True)
+    assert quiet is rc.run_score() and quiet.value == 2.0 and len(calls) == 2
+    # a cost book is a run: its own score, not the previous book's
+    book = CostBook(fresh / COSTS_FILE)
+    assert book.score is not quiet and book.score.value == 0.5 and len(calls) == 3
 
 
 def test_the_workload_is_quick() -> None:
