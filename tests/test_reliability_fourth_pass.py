@@ -181,3 +181,110 @@ def test_a_truncated_inverter_is_not_cached_and_its_rebuild_is_said(
     err = capsys.readouterr().err
     assert f"the cached inverter {path} cannot be read" in err
     assert "truncated: 2,000 bytes" in err and "it is rebuilt" in err
+
+
+# -- item 7: a killed run's board --------------------------------------------------------------
+
+
+def _killed_run(tmp_path: Path) -> Path:
+    """A smoke run as ``kill -9`` leaves it during its grid: run.json ``finished: false``,
+    finished cells in cells/, one cell lost, and no results table (the run writes it after
+    each defense point; this one was killed before its next write)."""
+    import json
+
+    from tests.conftest import write_grid
+
+    data = SMOKE | {"defenses": [{"name": "none"}, {"name": "t2t", "knob_values": [10, 100]}]}
+    run_dir = tmp_path / "r"
+    done = runner.invoke(app, ["run", "--config", str(write_grid(tmp_path, data)),
+                               "--run-dir", str(run_dir), "--no-progress"])  # fmt: skip
+    assert done.exit_code == 0, done.output
+    for path in run_dir.iterdir():
+        if path.is_file() and path.name not in ("config.json", "run.json"):
+            path.unlink()
+    meta = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps(meta | {"finished": False}))
+    cells = sorted(run_dir.glob("cells/*.json"))
+    lost = next(p for p in cells if json.loads(p.read_text())["kind"] == "cell")
+    lost.unlink()
+    return run_dir
+
+
+def test_a_killed_runs_report_and_leaderboard_are_built_from_its_cells(tmp_path: Path) -> None:
+    import pandas as pd
+
+    run_dir = _killed_run(tmp_path)
+    report = runner.invoke(app, ["report", str(run_dir)])
+    assert report.exit_code == 5, report.output
+    first = report.output.strip().splitlines()[0]
+    assert "is an unfinished run: 1 of its 3 cells are missing" in first
+    assert f"privaudit run --resume {run_dir}" in first
+    assert "built from the finished cells (2 rows" in report.output
+    assert len(pd.read_csv(run_dir / "results.csv")) == 2
+    assert "unfinished run" in (run_dir / "report.html").read_text()  # its banner
+    board = runner.invoke(app, ["leaderboard", str(run_dir)])
+    assert board.exit_code == 5, board.output
+    assert "is an unfinished run: 1 of its 3 cells" in board.output.strip().splitlines()[0]
+    assert (run_dir / "leaderboard.md").is_file()
+    # No finished cell at all: one line with the way out, not "run a grid into it first".
+    for path in run_dir.iterdir():
+        if path.is_file() and path.name not in ("config.json", "run.json"):
+            path.unlink()
+    for cell in run_dir.glob("cells/*.json"):
+        cell.unlink()
+    empty = runner.invoke(app, ["report", str(run_dir)])
+    assert empty.exit_code == 2, empty.output
+    assert "unfinished run with no finished cell yet" in empty.output
+    assert f"privaudit run --resume {run_dir}" in empty.output
+
+
+# -- smaller things: SIGTERM outside a run's guard is said --------------------------------------
+
+
+@pytest.fixture
+def _sigterm_unhandled() -> object:
+    """A SIGTERM that no command handles fails the test instead of ending pytest."""
+    import signal
+
+    def unhandled(signum, frame):
+        raise AssertionError("SIGTERM reached the default handler: the process would end silently")
+
+    previous = signal.signal(signal.SIGTERM, unhandled)
+    yield
+    signal.signal(signal.SIGTERM, previous)
+
+
+def _terminate(*args, **kwargs):
+    import os
+    import signal
+    import time
+
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(5)  # the handler raises long before this ends
+    raise AssertionError("SIGTERM was not delivered")
+
+
+def test_sigterm_before_a_runs_first_cell_is_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _sigterm_unhandled: object
+) -> None:
+    import privaudit.cli.run as cli_run
+
+    monkeypatch.setattr(cli_run, "_check_cache", _terminate)
+    result = runner.invoke(app, ["run", "--preset", "smoke", "--run-dir", str(tmp_path / "r")])
+    assert result.exit_code == 143, result.output
+    assert "Interrupted (SIGTERM); before the run's first cell" in result.output
+
+
+def test_sigterm_during_pretrain_is_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _sigterm_unhandled: object
+) -> None:
+    import privaudit.attacks._inverter.disk_cache as disk_cache
+    from tests.conftest import write_grid
+
+    monkeypatch.setattr(disk_cache, "pretrain", _terminate)
+    geia = [{"name": "geia", "params": GEIA_TINY}]
+    config = write_grid(tmp_path, SMOKE | {"defenses": [{"name": "none"}], "attacks": geia})
+    result = runner.invoke(app, ["pretrain", "--config", str(config), "--no-progress"])
+    assert result.exit_code == 143, result.output
+    assert "Interrupted (SIGTERM); the model being trained was not kept" in result.output
+    assert not list((tmp_path / "cache" / "inverters").glob("*.pt"))

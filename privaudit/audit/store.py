@@ -361,6 +361,11 @@ class RunDir:
             frame = pd.read_parquet(self.results_parquet)
         elif self.results_csv.is_file():
             frame = pd.read_csv(self.results_csv, keep_default_na=False, na_values=[""])
+        elif self.read_meta().get("finished") is False:  # stopped before any cell finished
+            raise FileNotFoundError(
+                f"{self.path} is an unfinished run with no finished cell yet, so there is "
+                f"nothing to show; finish it with `privaudit run --resume {self.path}`."
+            )
         else:
             raise FileNotFoundError(
                 f"{self.path} has no results.parquet or results.csv. Run a grid into it first "

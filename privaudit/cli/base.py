@@ -7,7 +7,8 @@ Importing it loads nothing heavy: what an error needs is imported when the error
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -57,23 +58,75 @@ def _root(
     utility, and plot the privacy-utility frontier."""
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM outside a run's own guard (:func:`privaudit.audit.executors.guard_run`):
+    while a command loads, plans or pre-trains. Said in one line, as Ctrl-C is."""
+
+
+#: What a command stopped by a signal outside a run's guard has kept, by command.
+_STOPPED = {
+    "run": "before the run's first cell: no new cell was computed; run the command again",
+    "audit": "before the run's first cell: no new cell was computed; run the command again",
+    "pretrain": "the model being trained was not kept (the cache holds only whole models); "
+    "run privaudit pretrain again",
+}
+
+
+def _stopped_line(func: Callable[..., Any], signum: int) -> str:
+    import signal
+
+    name = signal.Signals(signum).name
+    kept = _STOPPED.get(func.__name__.removesuffix("_cmd"))
+    return f"Interrupted ({name}); {kept}." if kept else f"Interrupted ({name})."
+
+
+@contextmanager
+def _sigterm_said() -> Iterator[None]:
+    """Within: SIGTERM raises :class:`_Terminated` (the default handler would end the process
+    without a word); a run's guard takes it over while the grid runs. Only in the main
+    thread, where signal handlers live."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_term(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, previous)  # a second SIGTERM: the old behaviour
+        raise _Terminated
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _user_errors(func: F) -> F:
-    """Errors a user can cause end in one clear line and exit code 2, not a traceback."""
+    """Errors a user can cause end in one clear line and exit code 2, not a traceback; Ctrl-C
+    and SIGTERM end in one line saying what was kept, and 130 or 143."""
 
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return func(*args, **kwargs)
+            with _sigterm_said():
+                return func(*args, **kwargs)
         except typer.Exit:  # a deliberate exit status (click's Exit is a RuntimeError)
             raise
-        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM during a run (Interrupted)
-            # lazy (both): privaudit.audit brings numpy and pydantic; only these errors need
-            # it, and --help and privatize must not load it
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Interrupted during a run)
+            import signal
+
+            # lazy: privaudit.audit brings numpy and pydantic; only these errors need it,
+            # and --help and privatize must not load it
             from privaudit.audit.executors import Interrupted
 
-            message = str(exc) if isinstance(exc, Interrupted) else "Interrupted."
+            if isinstance(exc, Interrupted):
+                message, code = str(exc), exc.exit_code
+            else:
+                signum = signal.SIGTERM if isinstance(exc, _Terminated) else signal.SIGINT
+                message, code = _stopped_line(func, signum), 128 + signum
             typer.secho(message, fg=typer.colors.YELLOW, err=True)
-            code = exc.exit_code if isinstance(exc, Interrupted) else EXIT_INTERRUPTED
             raise typer.Exit(code) from None
         except OSError as exc:
             from privaudit.audit.store import DiskFull, is_disk_full

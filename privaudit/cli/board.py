@@ -77,6 +77,7 @@ def _say_unfinished(run_dir: Path) -> bool:
     from privaudit.outputs.runs import unfinished
 
     rd = RunDir(run_dir)
+    rows = _from_cells(run_dir)
     try:
         meta = rd.read_meta()
         if meta.get("finished") is not False:
@@ -86,7 +87,26 @@ def _say_unfinished(run_dir: Path) -> bool:
         return False
     if note is not None:
         typer.secho(f"Warning: {note}", fg=typer.colors.YELLOW, bold=True, err=True)
+    if rows:
+        typer.secho(f"Its results table was built from the finished cells ({rows} rows, in "
+                    f"{rd.results_csv}); the board below shows only those.",
+                    fg=typer.colors.YELLOW, err=True)  # fmt: skip
     return note is not None
+
+
+def _from_cells(run_dir: Path) -> int:
+    """A killed run's results table from its finished cells, when it has none (its rows;
+    :func:`privaudit.outputs.runs.results_from_cells`). One that cannot be built is one line
+    with the way out: the table needs the run's corpus, read again."""
+    from privaudit.outputs.runs import results_from_cells
+
+    try:
+        return results_from_cells(run_dir)
+    except (OSError, ValueError, TypeError, RuntimeError) as exc:
+        raise ValueError(
+            f"{run_dir} is an unfinished run with no results table, and building one from its "
+            f"finished cells failed ({exc}); finish it with `privaudit run --resume {run_dir}`."
+        ) from None
 
 
 @app.command()

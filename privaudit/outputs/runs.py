@@ -42,6 +42,43 @@ def unfinished(run_dir: str | Path, frame: pd.DataFrame, meta: Mapping[str, Any]
     return f"{run_dir} is an unfinished run: {missing} of its {total} cells are missing; {finish}"
 
 
+def results_from_cells(run_dir: str | Path) -> int:
+    """A killed run's results table, built from its finished cells when it has none: a run
+    writes ``results.csv``/``.parquet`` after each defense point, so a run killed during its
+    first point (the undefended one: every attack's cell, minutes on a real grid) leaves only
+    ``cells/``. The grid is planned again from its ``config.json`` (the corpus read, the
+    defenses built; calibrated levels come from the store) and the tables are written as the
+    run would have written them after its next point (no intervals yet: a finished run adds
+    them). Returns the rows written; 0, writing nothing, for a directory that has a table,
+    is not an unfinished run (``run.json`` with ``finished: false``), or has no finished
+    cell. ``privaudit run --resume`` replaces the tables as it goes."""
+    rd = RunDir(run_dir)
+    if rd.results_parquet.is_file() or rd.results_csv.is_file() or not rd.path.is_dir():
+        return 0
+    cells = rd.path / "cells"
+    if rd.read_meta().get("finished") is not False or not cells.is_dir():
+        return 0
+    config = rd.read_config()
+    if config is None or not any(cells.glob("*.json")):
+        return 0
+    # lazy: the grid's context brings the corpus, the backbone and the defenses
+    from privaudit.audit.cells import context_for
+    from privaudit.audit.config import load_config
+    from privaudit.audit.plan import plan
+    from privaudit.audit.runner import results_table
+
+    cfg = load_config(config)
+    with warnings.catch_warnings():  # the corpus's and defenses' notes were said by the run
+        warnings.simplefilter("ignore")
+        ctx = context_for(cfg)
+        store = rd.store()
+        frame, outcomes = results_table(ctx, plan(cfg, ctx, store), store, intervals=False)
+    if frame.empty:  # only point records (or calibrations): no cell to show yet
+        return 0
+    rd.write_results(frame, outcomes)
+    return len(frame)
+
+
 def run_chance(meta: Mapping[str, Any]) -> float | None:
     """The chance level of a run's headline utility: ``chance_level`` (1/K for balanced
     accuracy), else, for a run written before it, ``chance_accuracy`` (majority share)."""
