@@ -268,3 +268,77 @@ def test_measurements_of_older_code_stop_counting(tmp_path: Path) -> None:
     assert data["reference"][machine_tag()] == book.stamp != ""
     assert data["machines"]["other"] == old  # another machine's section is its own
     assert CostBook(path).rate(["j"]) == 2.0  # the same code reads its own measurements
+
+
+def test_a_rate_measured_under_load_is_rescaled_by_the_reading_runs_speed(
+    tmp_path: Path,
+) -> None:
+    """A run on a busy machine (speed score 0.8 s) files its rates with that score; a run on
+    the quiet machine (0.2 s) prices them four times faster, and the reverse."""
+    from privaudit.runtime.costs import RunScore
+
+    path = tmp_path / COSTS_FILE
+    busy = CostBook(path, score=RunScore(0.8))
+    busy.add(["k"], 8.0, 1.0)
+    busy.save()
+    assert CostBook(path, score=RunScore(0.2)).rate(["k"]) == pytest.approx(2.0)
+    quiet = CostBook(path, score=RunScore(0.2))
+    quiet.add(["k"], 2.0, 1.0)  # the same work, measured quiet: the entry agrees with itself
+    quiet.save()
+    assert CostBook(path, score=RunScore(0.4)).rate(["k"]) == pytest.approx(4.0)
+
+
+def test_capped_attacks_are_priced_by_victims_once_measured(tmp_path: Path) -> None:
+    """An attack that scores at most ``max_victims`` costs what its victims cost: a corpus with
+    ten times the words but the same 300 victims is not priced ten times higher."""
+    from privaudit.audit.estimate import VICTIMS, attack_keys, price_work, victims_of
+
+    capped, plain = _Fake("geia", 1.0), _Fake("ner", 1.0)
+    capped.max_victims = 300  # type: ignore[attr-defined]
+    small, big = Sizes(10.0, 10.0, victims=400), Sizes(100.0, 100.0, victims=4000)
+    assert victims_of(capped, small) == victims_of(capped, big) == 300
+    assert victims_of(capped, Sizes(1.0, 1.0, victims=120)) == 120
+    assert victims_of(plain, big) is None
+    book = CostBook(tmp_path / COSTS_FILE)
+    work = Work(_Fake("none", 0.0), False, ["geia", "ner"], "none")
+    attacks = {"geia": capped, "ner": plain}
+    # not measured by victims yet: by words, as before
+    before = {p.component: p.seconds for p in price_work(work, attacks, None, big, book)}
+    assert before["geia"] == pytest.approx(100.0)
+    book.add([VICTIMS + k for k in attack_keys(capped, "none")], 30.0, 3.0)  # 10 s / 100
+    book.add(attack_keys(plain, "none"), 20.0, 10.0)
+    book.save()
+    parts = {p.component: p for p in price_work(work, attacks, None, big, book)}
+    assert parts["geia"].seconds == pytest.approx(30.0) and parts["geia"].units == 3.0
+    assert parts["ner"].seconds == pytest.approx(200.0)  # by words: ten times the corpus
+
+
+def test_the_tracker_reprices_the_remaining_points_from_what_was_measured(
+    tmp_path: Path,
+) -> None:
+    """Four points priced 10 s each; the first took 40 s (the machine got busier): the
+    remaining three are priced at this run's own rate, 120 s, not the 30 s first thought."""
+    from privaudit.audit.estimate import Tracker
+
+    book = CostBook(tmp_path / COSTS_FILE)
+    attack, defense = _Fake("nn", 0.5), _Fake("t2t", 0.5)
+    attacks = {"nn": attack}
+    sizes = Sizes(point_kwords=10.0, attack_kwords=10.0)
+    tasks = [object() for _ in range(4)]
+    work = [Work(defense, False, ["nn"], "t2t") for _ in tasks]
+    tracker = Tracker(tasks, work, attacks, _Fake("probe", 0.0), sizes, book, cells=4, done=0,
+                      jobs=1)  # fmt: skip
+    outputs = tracker.outputs_s
+    assert tracker.remaining() - outputs == pytest.approx(40.0)
+    tracker.finished(tasks[0], {"defense t2t": 20.0, "nn": 20.0}, 1)
+    assert tracker.remaining() - outputs == pytest.approx(120.0)
+    assert tracker.drift == pytest.approx(4.0)
+    line = tracker.line("t2t 1")
+    assert line.startswith("privaudit: point 1/4 done (t2t 1) · elapsed 0:0")
+    assert " · cells 1/4 · ETA 2 min" in line
+    # an unmeasured part is priced at its first price × the run's drift
+    other = Work(_Fake("pct2t", 0.5), False, ["nn"], "pct2t")
+    t2 = Tracker([tasks[0], tasks[1]], [work[0], other], attacks, None, sizes, book, cells=2,
+                 done=0, jobs=1)  # fmt: skip
+    t2.finished(tasks[0], {"defense t2t": 10.0, "nn": 10.0}, 1)  # 2× slower than priced
+    assert t2.remaining() - t2.outputs_s == pytest.approx(5.0 * 2 + 10.0)
