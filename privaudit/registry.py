@@ -243,6 +243,7 @@ BUILTINS: dict[Registry[Any], dict[str, str]] = {
         "rapt": "privaudit.defenses.rapt:RAPT",
         "embedding-dx": "privaudit.defenses.embedding_dx:EmbeddingDX",
         "has": "privaudit.defenses.has:HideAndSeek",
+        "presidio": "privaudit.defenses.presidio:Presidio",
         "sap": "privaudit.defenses.sap:SAP",
         "sap-cti": "privaudit.defenses.sap:SAPCTI",
         "cape": "privaudit.defenses.cape:CAPE",

@@ -19,6 +19,7 @@ import numpy as np
 
 from privaudit.mechanisms.seeding import seeded_torch
 from privaudit.models.entities import (
+    IDENTIFIER,
     MONTHS,
     PERSON_TITLES,
     RELATIVE_DATES,
@@ -151,7 +152,27 @@ def _fake_like(fake: Faker, original: str, etype: str) -> str:
         return f"{fake.last_name()} {pick(_LOC_NOUNS)}"
     if etype == "FAC":
         return f"{fake.last_name()} {pick(_FAC_NOUNS)}"
+    if etype == IDENTIFIER:
+        return _fake_identifier(fake, original)
     return f"{fake.last_name()} {etype.title()}"  # not reached for the 14 HaS types
+
+
+def _fake_identifier(fake: Faker, original: str) -> str:
+    """An identifier of the same shape: an e-mail, a URL, or digits for digits and capitals
+    for capitals (``36110/97`` → ``52871/04``), separators kept."""
+    if "@" in original:
+        return fake.email()
+    if original.lower().startswith(("http", "www.")):
+        return fake.url()
+    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    return "".join(
+        str(fake.random_int(0, 9))
+        if c.isdigit()
+        else letters[fake.random_int(0, 25)]
+        if c.isalpha()
+        else c
+        for c in original
+    )
 
 
 def _is_first_name(name: str) -> bool:

@@ -59,6 +59,53 @@ RELATIVE_DATES: tuple[str, ...] = (
 )  # fmt: skip
 
 
+#: The type of an identifier found by pattern (:func:`identifier_spans`), not by the NER.
+IDENTIFIER = "ID"
+# Identifiers an NER misses (Presidio's pattern recognizers cover the same ground), most
+# specific first; each match is one identifier. Application and case numbers as the ECHR
+# writes them (36110/97, 2-123/2005), e-mail addresses, URLs, IBANs, phone numbers (7+
+# digits in 3+ groups), codes that mix capitals and digits (AB123456, C-1234), and any run of
+# 5+ digits (registration and file numbers; a year has 4).
+IDENTIFIER_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
+    re.compile(p)
+    for p in (
+        r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+",
+        r"(?:https?://|www\.)[^\s<>\"]*[^\s<>\".,;:!?)\]]",
+        r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){3,7}\b",
+        r"(?<![\w/])(?:[A-Z]{1,4}[-‑]?)?\d+(?:[-‑.]\d+)*/\d{2,4}\b(?!/)",
+        r"(?<![\w+])(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?)?\d{2,4}(?:[ .-]\d{2,4}){2,4}(?![\w])",
+        r"\b(?=[A-Z0-9-]*\d)(?=[A-Z0-9-]*[A-Z])[A-Z0-9](?:[A-Z0-9]|-(?=[A-Z0-9])){4,}\b",
+        r"\b\d{5,}\b",
+    )
+)
+
+
+def identifier_spans(text: str) -> list[Span]:
+    """Identifiers found by :data:`IDENTIFIER_PATTERNS` (type :data:`IDENTIFIER`), sorted,
+    none overlapping: an earlier pattern's match wins, then the longer one. A phone-number
+    match needs 7 digits or more (so "12 May 2001" style numbers are left to the NER)."""
+    taken = np.zeros(len(text) + 1, dtype=bool)
+    out: list[Span] = []
+    for k, pattern in enumerate(IDENTIFIER_PATTERNS):
+        for m in pattern.finditer(text):
+            if k == 4 and sum(c.isdigit() for c in m.group()) < 7:
+                continue
+            if not taken[m.start() : m.end()].any():
+                taken[m.start() : m.end()] = True
+                out.append((m.start(), m.end(), IDENTIFIER))
+    return sorted(out)
+
+
+def with_identifiers(text: str, ents: Iterable[Span]) -> list[Span]:
+    """NER spans plus :func:`identifier_spans`; an NER span that overlaps an identifier gives
+    way to it (spaCy reads 36110/97 as a DATE or CARDINAL, in part or whole)."""
+    ids = identifier_spans(text)
+    taken = np.zeros(len(text) + 1, dtype=bool)
+    for s, e, _ in ids:
+        taken[s:e] = True
+    return sorted([x for x in ents if not taken[x[0] : x[1]].any()] + ids)
+
+
 def placeholder(etype: str, n: int) -> str:
     """The ``n``-th placeholder of type ``etype``: ``placeholder("PERSON", 1) == "<PERSON_1>"``
     (:data:`PLACEHOLDER` reads it back)."""

@@ -257,6 +257,7 @@ def test_registry_and_knob() -> None:
         "model": None,
         "spacy_model": None,
         "consistent": True,
+        "identifiers": False,
     }
     assert d.privatize(["Hi"], rng=np.random.default_rng(0)).meta["level"] == 2
 
@@ -466,3 +467,32 @@ def test_consistent_surrogates_repeat_across_documents() -> None:
     assert [restore(h, m) for h, m in zip(hidden, maps, strict=True)] == texts
     with pytest.raises(ValueError, match="consistent"):
         HideAndSeek(mode="generative", consistent="yes").hide(texts, rng=np.random.default_rng(0))
+
+
+IDS = (
+    "Application no. 36110/97 by Mr Ahmet Kaya (tel. +90 312 555 12 34, a.kaya@example.com), "
+    "file AB123456, was struck out; see case 2-123/2005."
+)
+
+
+def test_identifiers_hide_what_the_ner_misses() -> None:
+    """Issue 48: HaS, NER-based, released application and case numbers, phones, e-mails and
+    codes verbatim; ``identifiers=True`` hides them too (type ID), and reports its spans."""
+    found = ["36110/97", "+90 312 555 12 34", "a.kaya@example.com", "AB123456", "2-123/2005"]
+    plain = HideAndSeek(level=1).privatize([IDS], rng=np.random.default_rng(0))
+    assert all(x in plain.texts[0] for x in found)
+    rel = HideAndSeek(level=1, identifiers=True).privatize([IDS], rng=np.random.default_rng(0))
+    (out,) = rel.texts
+    assert not any(x in out for x in found) and "<ID_1>" in out
+    assert "ID" in rel.meta["entity_types"]
+    hidden = [IDS[s:e] for s, e in rel.audit["masked_spans"][0]]
+    assert set(found) <= set(hidden)
+    assert rel.audit["masked_spans"][0] == [(s, e) for s, e, _ in rel.audit["hidden_spans"][0]]
+    # the generative mode keeps an identifier's shape, digits for digits
+    gen = HideAndSeek(level=1, identifiers=True, mode="generative").privatize(
+        [IDS], rng=np.random.default_rng(0)
+    )
+    (mapping,) = gen.audit["mappings"]
+    number = next(d["replacement"] for d in mapping if d["original"] == "36110/97")
+    assert re.fullmatch(r"\d{5}/\d{2}", number) and number != "36110/97"
+    assert restore(gen.texts[0], mapping) == IDS
