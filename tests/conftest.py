@@ -18,6 +18,9 @@ TINY = "tiny-random-bert"
 @pytest.fixture(autouse=True, scope="session")
 def _hermetic_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["PRIVAUDIT_CACHE"] = str(tmp_path_factory.mktemp("privaudit-cache"))
+    # Each test's grid computes its cells (a test patches what a stored cell would hide);
+    # tests/audit/test_cell_store.py turns the cell store on for itself.
+    os.environ["PRIVAUDIT_CELL_STORE"] = "off"
 
 
 @pytest.fixture(scope="session")

@@ -26,9 +26,19 @@ def cache_show(ctx: typer.Context) -> None:
     and by component. `prune` and `clear` make it smaller."""
     if ctx.invoked_subcommand is not None:
         return
-    from privaudit.runtime.cell_store import MAX_ENV, CellStore, max_bytes, shown_size
+    from privaudit.runtime.cell_store import (
+        MAX_ENV,
+        SWITCH_ENV,
+        CellStore,
+        enabled,
+        max_bytes,
+        shown_size,
+    )
 
     store = CellStore()
+    if not enabled():
+        typer.echo(f"The cell store is off (${SWITCH_ENV}); runs compute every cell.")
+        return
     if store.root is None:
         raise ValueError("The cache directory cannot be used; point PRIVAUDIT_CACHE at one.")
     entries = store.entries()

@@ -24,6 +24,8 @@ atomically.
   keeps nothing.
 - **Fresh.** :func:`fresh_cells` (``--fresh`` on ``run`` and ``audit``) makes every lookup
   miss while it is open; what is computed then replaces the stored entries.
+- **Off.** ``PRIVAUDIT_CELL_STORE=off`` turns the store off altogether: nothing is taken or
+  kept (the test suite runs so, as each test's grid must compute what it patches).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ CELLS_DIR = "cells"
 #: The default bound on the store's size: a quick grid's 336 cells take about 20 MB.
 DEFAULT_MAX_BYTES = 1 << 30
 MAX_ENV = "PRIVAUDIT_CELL_STORE_MAX"
+SWITCH_ENV = "PRIVAUDIT_CELL_STORE"
 #: After pruning, the store is at most this share of its bound, so every run does not prune.
 PRUNE_TO = 0.9
 
@@ -91,6 +94,11 @@ def is_fresh() -> bool:
     return _FRESH.get()
 
 
+def enabled() -> bool:
+    """False when ``$PRIVAUDIT_CELL_STORE`` is ``off`` (or ``0``, ``no``, ``false``)."""
+    return os.environ.get(SWITCH_ENV, "on").strip().lower() not in ("off", "0", "no", "false")
+
+
 @dataclass(frozen=True)
 class Entry:
     """One stored cell as ``privaudit cache`` lists it."""
@@ -107,7 +115,7 @@ class CellStore:
     Every method swallows the file system's errors: reading misses, writing stops."""
 
     def __init__(self, root: Path | None = None) -> None:
-        if root is None:
+        if root is None and enabled():
             try:
                 root = cache_dir() / CELLS_DIR
             except (CacheUnusable, OSError):

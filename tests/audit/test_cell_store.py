@@ -33,6 +33,7 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
     with pytest.MonkeyPatch.context() as mp:
         path = tmp_path_factory.mktemp("cell-store-cache")
         mp.setenv("PRIVAUDIT_CACHE", str(path))
+        mp.setenv("PRIVAUDIT_CELL_STORE", "on")  # the suite runs with it off (conftest)
         yield path
 
 
@@ -153,6 +154,18 @@ def test_a_cache_that_cannot_be_written_fails_no_run(cache: Path, tmp_path: Path
         config = config.model_copy(update={"defenses": config.defenses[:1]})
         _, meta = _run(config, tmp_path / "run")
     assert meta["finished"] and meta["reused"] == {"cells": 0, "points": 0}
+
+
+def test_the_store_can_be_switched_off(cache: Path, tmp_path: Path) -> None:
+    from privaudit.cli import app
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PRIVAUDIT_CELL_STORE", "off")
+        store = CellStore()
+        assert store.root is None and store.get("ab" * 20) is None
+        assert store.put("ab" * 20, {"kind": "point", "status": "ok"}) is False
+        shown = cli.invoke(app, ["cache"])
+        assert shown.exit_code == 0 and "The cell store is off" in shown.output
 
 
 def test_least_recently_used_entries_are_pruned_first(tmp_path: Path) -> None:
