@@ -171,3 +171,31 @@ PLANTS: list[tuple[type, str, tuple[float, ...], float]] = [
     (FixedLaplace, "one noise draw for every call (vector)", (3, 10, 100), 1),
     (TwoBudgets, "per-token η, own normalisation (SAP-CTI)", (60, 100), 1),
 ]
+
+
+def _unperturbed(share: float) -> Any:
+    """A Laplace release that returns ``share`` of its outputs unperturbed (the clean
+    normalised vector, exact in float32) and the others with fresh noise. The leaked rows'
+    1s carry a float64 jitter below float32's resolution, so no two noise vectors repeat:
+    the leak is not caught through a repeated zero noise vector."""
+
+    def release(pooled: Any, epsilon: float, sensitivity: float, rng: Any, meta: dict) -> Any:
+        out = np.stack(pooled_release(pooled, epsilon, sensitivity, rng, meta).vectors)
+        out = out.astype(np.float64)
+        leak = rng.random(len(out)) < share  # BUG: the clean vector `share` of the time
+        clean = minmax_normalise(pooled)[leak].astype(np.float64)
+        jitter = rng.uniform(1e-11, 1e-10, clean.shape) * (clean == 1.0)
+        out[leak] = clean + jitter
+        return list(out)
+
+    return release
+
+
+class InputLeakLaplace(DPNR):
+    """DPNR that releases 2 % of its vectors unperturbed: an input leak of a share the audit
+    must resolve (:data:`privaudit.audit.guarantee_audit.stats.RESOLUTION`)."""
+
+    name: ClassVar[str] = "input-leak-laplace"
+
+    def laplace_step(self) -> Any:
+        return laplace_step(_unperturbed(0.02), self.epsilon, self.sensitivity, _dim(self))

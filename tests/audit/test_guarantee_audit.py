@@ -302,3 +302,87 @@ def test_audit_guarantee_cli_on_the_example_plugins() -> None:
         "--knob", "5", "--backbone", TINY, "--strict"])  # fmt: skip
     assert noisy.exit_code == EXIT_GUARANTEE_VIOLATED, noisy.output
     assert "GUARANTEE VIOLATED: noisy-words eta=5" in noisy.output
+
+
+# ---- issue 47: the Laplace audit's units, its exact-original event, its wording --------------
+@pytest.mark.parametrize("sensitivity", [1.0, 32.0, 7.3])  # Δ = 1, Δ = d (TINY: 32), any Δ
+def test_correct_laplace_holds_at_any_sensitivity(sensitivity: float) -> None:
+    """D1: the noise-scale estimate and its claim are both ε (it compared ε̂ with ε/Δ: a
+    certain false alarm at Δ ≠ 1, e.g. the documented ``sensitivity=d``)."""
+    for epsilon in (1.0, 3.0):
+        result = audit_guarantee(
+            DPNR(epsilon=epsilon, sensitivity=sensitivity, backbone=TINY), sizes=SMALL
+        )
+        assert result.verdict in (HOLDS, UNTESTABLE), result.line()
+        (scale,) = [e for e in result.evidence if e.test == "noise scale"]
+        assert scale.claimed == epsilon
+        assert 0.9 * epsilon < scale.lower <= epsilon  # ε̂ of a correct step: just below ε
+
+
+def test_laplace_scale_test_sees_half_the_noise_at_sensitivity_d() -> None:
+    """The same units the other way: noise at Δ/2 with Δ = d reads ε̂ ≈ 2ε, flagged."""
+    from tests.guarantee_plants import UnderstatedLaplace
+
+    result = audit_guarantee(
+        UnderstatedLaplace(epsilon=3.0, sensitivity=32.0, backbone=TINY),
+        sizes=SMALL,
+        tests=["noise scale"],
+    )
+    assert result.verdict == VIOLATED, result.line()
+    assert [e.test for e in result.evidence] == ["noise scale"]
+    assert 5.0 < result.evidence[0].lower < 6.0 and result.evidence[0].claimed == 3.0
+
+
+def test_a_two_percent_input_leak_is_caught_by_the_exact_original_test_alone() -> None:
+    """D2: one event for both inputs ({y = x}, or {y = x'}): the leak hits it for one input
+    only. Comparing M(x) = x with M(x') = x' (two events) gave ~2 % against ~2 %: never."""
+    from tests.guarantee_plants import InputLeakLaplace
+
+    for seed in range(3):
+        result = audit_guarantee(
+            InputLeakLaplace(epsilon=3.0, backbone=TINY),
+            seed=seed,
+            sizes=Sizes(laplace=6000),
+            tests=["exact original"],
+        )
+        assert [e.test for e in result.evidence] == ["exact original"]
+        assert result.verdict == VIOLATED, result.line()
+        e = result.evidence[0]
+        assert e.k2 == 0 and e.k > 0.01 * e.n and e.lower > e.claimed
+        assert "only the test(s) exact original" in result.note
+    full = audit_guarantee(InputLeakLaplace(epsilon=3.0, backbone=TINY), sizes=SMALL)
+    (repeat,) = [e for e in full.evidence if e.test == "independence (exact repeat)"]
+    assert not repeat.violated, repeat.event  # its noise vectors never repeat
+    correct = audit_guarantee(
+        DPNR(epsilon=3.0, backbone=TINY), sizes=Sizes(laplace=6000), tests=["exact original"]
+    )
+    assert correct.verdict == HOLDS and correct.evidence[0].k == 0, correct.line()
+
+
+def test_an_exact_repeat_is_reported_without_a_p_value() -> None:
+    """D3: one repeated noise vector is the evidence (probability 0 under a density); the
+    line printed "one-sided Fisher p = 1" for it."""
+    from tests.guarantee_plants import FixedLaplace
+
+    result = audit_guarantee(
+        FixedLaplace(epsilon=3.0, backbone=TINY), sizes=SMALL, tests=["independence (exact repeat)"]
+    )
+    assert result.verdict == VIOLATED
+    line = result.line()
+    assert "p = " not in line and "Fisher" not in line, line
+    assert "across calls" in line and "probability 0" in line and "not drawn afresh" in line
+
+
+def test_choosing_tests_is_checked_before_any_work() -> None:
+    from typer.testing import CliRunner
+
+    from privaudit.cli import app
+
+    with pytest.raises(ValueError, match=r"Unknown Laplace test.*'exact original'"):
+        audit_levels("dpnr", [3.0], backbone=TINY, tests=["exact orignal"])
+    with pytest.raises(ValueError, match="declares no Laplace step"):
+        audit_guarantee(T2T(eta=5, backbone=TINY), tests=["exact original"])
+    alone = audit_guarantee(DPNR(epsilon=3.0, backbone=TINY), sizes=SMALL, tests=["noise scale"])
+    assert alone.verdict == UNTESTABLE and "no release test ran" in alone.line()  # not "holds"
+    out = CliRunner().invoke(app, ["audit-guarantee", "--test", "whole vector"])
+    assert out.exit_code == 2 and "--test need one --defense" in out.output

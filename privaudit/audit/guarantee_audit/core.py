@@ -16,7 +16,8 @@ documents and tokens, and its noise step's tests (:mod:`.dx`); a Laplace step th
 bound at α / 2m); each level is an audit of its own at α (no correction across levels).
 
 Verdicts: **violated** (a test's lower bound above its claim), **holds** (none, and at least
-one release test could have shown a violation: its claim below its sample's ceiling),
+one release test could have shown a violation: its claim below its sample's ceiling; only
+the events the tests search are covered, see :mod:`.stats`),
 **untestable at n = …** (no release test could: the table gives the ceiling and the draws that
 would test it), "no formal claim", "not tested".
 
@@ -50,8 +51,7 @@ from privaudit.audit.guarantee_audit.dx import (
     release_tests,
     word_pairs,
 )
-from privaudit.audit.guarantee_audit.ldp import TESTS as LAPLACE_TESTS
-from privaudit.audit.guarantee_audit.ldp import laplace_tests
+from privaudit.audit.guarantee_audit.ldp import check_only, laplace_tests, tests_count
 from privaudit.audit.guarantee_audit.stats import INDEPENDENCE, RELEASE, Evidence, fisher_p
 from privaudit.audit.wrapper import UserDefense
 from privaudit.corpora.synthetic import synthetic_reviews
@@ -166,6 +166,12 @@ class GuaranteeAudit:
         if self.verdict == VIOLATED and self.best is not None:
             e = self.best
             claim = self.guarantee.describe().split(";")[0]
+            if e.role == INDEPENDENCE and e.bound is not None:  # continuous: a repeat is proof
+                return (
+                    f"GUARANTEE VIOLATED: {head} claims {claim}, but {e.test} test: {e.pair}, "
+                    f"{e.event}: an exact repeat has probability 0 under a noise density, "
+                    f"so the noise is not drawn afresh, at {conf}"
+                )
             if e.role == INDEPENDENCE:
                 return (
                     f"GUARANTEE VIOLATED: {head} claims {claim}, but {e.test} test: {e.pair}, "
@@ -183,8 +189,14 @@ class GuaranteeAudit:
                 f"(d = {e.distance:.3g}), event {e.event}: P = {e.k}/{e.n} vs {e.k2}/{e.n2}, "
                 f"privacy loss >= {e.lower:.3g} > claimed {e.claimed:.3g} at {conf}"
             )
+        released = [e.claimed for e in self.evidence if e.role == RELEASE]
+        if self.verdict == UNTESTABLE and not released:  # only tests that certify nothing ran
+            return (
+                f"{head}: untestable: no release test ran ({self.note or 'none planned'}), and "
+                f"the others found no violation ({conf})"
+            )
         if self.verdict == UNTESTABLE:
-            smallest = min(e.claimed for e in self.evidence if e.role == RELEASE)
+            smallest = min(released)
             return (
                 f"{head}: untestable at n = {self.draws or self.evidence[0].n:,}: the largest "
                 f"lower bound a release test's sample could show is {self.ceiling:.3g}, below "
@@ -332,9 +344,15 @@ def _noise_plan(noise: DXNoise, g: Guarantee, sizes: Sizes, points: np.ndarray |
                                             points=points, pool=pool))  # fmt: skip
 
 
-def plan(defense: Defense, sizes: Sizes, rng: np.random.Generator,
-         backbone_name: str | None = None) -> tuple[list[Plan], str]:  # fmt: skip
-    """The tests for ``defense``'s guarantee, and a note (why none, or what is left out)."""
+def plan(
+    defense: Defense,
+    sizes: Sizes,
+    rng: np.random.Generator,
+    backbone_name: str | None = None,
+    tests: Sequence[str] | None = None,
+) -> tuple[list[Plan], str]:
+    """The tests for ``defense``'s guarantee, and a note (why none, or what is left out).
+    ``tests``: only these of a Laplace step's tests (:data:`.ldp.NAMES`)."""
 
     g = defense.guarantee
     if not g.formal:
@@ -342,9 +360,21 @@ def plan(defense: Defense, sizes: Sizes, rng: np.random.Generator,
     if g.value is not None and math.isinf(g.largest):
         return [], "no noise (the parameter is inf): the claim bounds nothing"
     found = declaration(defense)
+    if tests is not None and not isinstance(found, PooledLaplace):
+        raise ValueError(
+            f"{defense.name} declares no Laplace step: choosing tests is for the pooled-Laplace "
+            "audit (cape, dpnr, or a plugin declaring PooledLaplace); run it without --test."
+        )
     if isinstance(found, PooledLaplace):
-        return [(LAPLACE_TESTS, lambda a, r: laplace_tests(
-            found, g, a=a, base=sizes.laplace, cap=sizes.laplace_cap, rng=r))], ""  # fmt: skip
+        step = found
+
+        def laplace(a: float, r: np.random.Generator) -> list[Evidence]:
+            return laplace_tests(
+                step, g, a=a, base=sizes.laplace, cap=sizes.laplace_cap, rng=r, only=tests
+            )
+
+        note = "" if tests is None else f"only the test(s) {', '.join(tests)}; the rest off"
+        return [(tests_count(tests), laplace)], note
     if isinstance(found, DXNoise):
         return [_noise_plan(found, g, sizes, None, found.units)], (
             "the noise step is the release (hidden states plus noise)"
@@ -372,12 +402,16 @@ def audit_guarantee(
     sizes: Sizes | None = None,
     backbone: str | None = None,
     label: str | None = None,
+    tests: Sequence[str] | None = None,
 ) -> GuaranteeAudit:
     """Test ``defense``'s stated guarantee at its current level: the verdict at confidence
     1 − ``alpha`` with every test's evidence (see the module docstring). ``backbone`` names
-    the embeddings of a user privatizer's word pairs (the default backbone if None)."""
+    the embeddings of a user privatizer's word pairs (the default backbone if None);
+    ``tests`` runs only these of a Laplace step's tests (:data:`.ldp.NAMES`), the others
+    switched off (the Bonferroni count is theirs)."""
     if not 0 < alpha < 1:
         raise ValueError(f"alpha is a probability in (0, 1), got {alpha!r}.")
+    tests = None if tests is None else sorted(check_only(tests) or ())
     sizes = sizes or Sizes()
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
@@ -387,7 +421,7 @@ def audit_guarantee(
     result = GuaranteeAudit(
         label or defense.name, knob, _as_float(defense.knob_value), g, alpha, seed,
     )  # fmt: skip
-    plans, result.note = plan(defense, sizes, rng, backbone)
+    plans, result.note = plan(defense, sizes, rng, backbone, tests)
     m = sum(count for count, _ in plans)
     a = alpha / (2 * max(m, 1))
     for _, run in plans:
@@ -444,15 +478,21 @@ def audit_levels(
     alpha: float = 0.05,
     seed: int = 0,
     sizes: Sizes | None = None,
+    tests: Sequence[str] | None = None,
 ) -> list[GuaranteeAudit]:
     """A defense (registered, or a plugin's ``file.py:Class``) at each of ``values`` of its
     knob (default: its quick ``levels``, a plugin's own ``levels`` or its current value; one
-    audit without a knob)."""
+    audit without a knob); ``tests`` as in :func:`audit_guarantee`."""
 
+    check_only(tests)  # a misspelt test name: one line, before the defense is built
     base = fitted(build(name, dict(params or {}), backbone))
     knob = base.knob if isinstance(base.knob, str) and not base.knob.startswith("(") else None
     if knob is None:
-        return [audit_guarantee(base, alpha=alpha, seed=seed, sizes=sizes, backbone=backbone)]
+        return [
+            audit_guarantee(
+                base, alpha=alpha, seed=seed, sizes=sizes, backbone=backbone, tests=tests
+            )
+        ]
     impl = getattr(base, "_impl", None)
     levels = (
         list(values)
@@ -461,8 +501,12 @@ def audit_levels(
             getattr(type(base), "levels", ()) or getattr(impl, "levels", ()) or [base.knob_value]
         )
     )
-    return [audit_guarantee(base.with_knob(v), alpha=alpha, seed=seed, sizes=sizes,
-                            backbone=backbone) for v in levels]  # fmt: skip
+    return [
+        audit_guarantee(
+            base.with_knob(v), alpha=alpha, seed=seed, sizes=sizes, backbone=backbone, tests=tests
+        )
+        for v in levels
+    ]
 
 
 def audit_builtins(

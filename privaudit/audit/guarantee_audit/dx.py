@@ -250,10 +250,19 @@ def independence_tests(mech: UnitMechanism, unit: int, *, a: float, rng: np.rand
             continue
         within = [out[2 * k] == out[2 * k + 1] for k in range(pairs)]
         kind = "exact repeats of a noise vector" if mech.continuous else "equal outputs"
-        evidence.append(independence_evidence(
-            within, across, a=a, test=f"independence ({what})", pair=f"{word} × {2 * pairs}",
-            event=f"{kind}: within one call vs across calls", continuous=mech.continuous,
-        ))  # fmt: skip
+        counts = f" ({sum(within)}/{pairs} vs {sum(across)}/{pairs} pairs)"
+        event = f"{kind}: within one call vs across calls{counts if mech.continuous else ''}"
+        evidence.append(
+            independence_evidence(
+                within,
+                across,
+                a=a,
+                test=f"independence ({what})",
+                pair=f"{word} × {2 * pairs}",
+                event=event,
+                continuous=mech.continuous,
+            )
+        )
     return evidence
 
 

@@ -14,16 +14,23 @@ test beside a *known* document (the other users of a batch).
   the draw cap can test ε/Δ.
 - **Batch of two**: the same pair, the event on y₁[0] − y₂[0] + x_known[0] (a noise draw
   shared by the batch releases x[0] exactly).
-- **Exact original**: the event "y = x exactly" (probability 0 under a density; a leak of the
-  clean vector puts mass on it).
+- **Exact original**: one event S for both inputs, "y = x exactly" (or "y = x' exactly",
+  whichever the selection draws favour): probability 0 under a density, so a leak of the
+  clean vector puts mass on it for one input and none for the other.
 - **Exact repeat** (independence): any two draws' noise vectors equal, within one call or
   across calls (probability 0 under a density: reused noise).
 - **Noise scale**: |noise| per coordinate is Exponential(Δ/ε): the share at or below its
-  declared median bounds the ε the mechanism really draws at.
+  declared median bounds the ε the mechanism really draws at (ε̂ = Δ·ln(1/(1 − p)) / r₀,
+  in the claim's own units: Δ is the declared one).
 - **Whole vector**: x against its complement 1 − x, claim D·ε/Δ, where the cap can test it.
+
+``only`` (:data:`NAMES`) runs a subset of them, e.g. to see what one test alone catches.
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.stats import expon
@@ -42,25 +49,82 @@ from privaudit.mechanisms.audited import PooledLaplace
 #: Documents per call (the unit and the known document alternate).
 BATCH = 500
 
+#: The tests, in the order they are reported (``only`` picks among them).
+NAMES = (
+    "per coordinate",
+    "batch of two",
+    "exact original",
+    "independence (exact repeat)",
+    "noise scale",
+    "per coordinate (δ = 1)",
+    "whole vector",
+)
+#: The tests that read the pair at distance δ (drawn once for all of them).
+NEAR = frozenset(NAMES[:5])
+
+
+def tests_count(only: Collection[str] | None = None) -> int:
+    """Tests per audit (the Bonferroni count): all of :data:`NAMES`, or those of ``only``."""
+    return len(NAMES) if only is None else len(set(only))
+
+
+def check_only(only: Collection[str] | None) -> frozenset[str] | None:
+    """``only`` as a set of :data:`NAMES`; a name not among them is one line, before work."""
+    if only is None:
+        return None
+    unknown = sorted(set(only) - set(NAMES))
+    if unknown or not only:
+        raise ValueError(
+            f"Unknown Laplace test(s) {unknown or '(none named)'}: choose among "
+            f"{', '.join(repr(n) for n in NAMES)}."
+        )
+    return frozenset(only)
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What every test of one audit shares: the step, the claim, the error a side, the draw
+    sizes, and the constructed inputs."""
+
+    step: PooledLaplace
+    guarantee: Guarantee
+    a: float
+    base: int
+    cap: int
+    patterns: dict[str, np.ndarray]
+    delta: float  # coordinate 0 of the near input x'
+
 
 def _patterns(dim: int, delta: float) -> dict[str, np.ndarray]:
     """x, x' at coordinate 0 = δ and = 1, the complement of x, and the known document."""
     x = (np.arange(dim) % 2).astype(np.float64)  # 0, 1, 0, 1, ...: x[0] = 0
     near, flipped = x.copy(), x.copy()
     near[0], flipped[0] = delta, 1.0
-    return {"x": x, "near": near, "flipped": flipped, "complement": 1.0 - x,
-            "known": np.roll(x, 1)}  # fmt: skip
+    return {
+        "x": x,
+        "near": near,
+        "flipped": flipped,
+        "complement": 1.0 - x,
+        "known": np.roll(x, 1),
+    }
 
 
-def _draws(step: PooledLaplace, first: np.ndarray, known: np.ndarray, n: int,
-           rng: np.random.Generator) -> dict[str, np.ndarray]:  # fmt: skip
+def _draws(
+    step: PooledLaplace,
+    first: np.ndarray,
+    known: np.ndarray,
+    n: int,
+    rng: np.random.Generator,
+    targets: Sequence[np.ndarray] = (),
+) -> dict[str, np.ndarray]:
     """n draws of ``first`` beside ``known`` (BATCH per call), reduced to what the tests read:
-    coordinate 0 of both, the whole-vector statistic's inputs, exact hits and noise hashes."""
-    y0, k0, llr, exact, seen = [], [], [], [], []
+    coordinate 0 of both, the whole-vector statistic's inputs, exact hits of each of
+    ``targets`` (n, len(targets)) and noise hashes."""
+    y0, k0, llr, hits, seen = [], [], [], [], []
     repeats, within = 0, 0
     hashes: set[int] = set()
-    comp = 1.0 - (np.arange(len(first)) % 2)
     x = (np.arange(len(first)) % 2).astype(np.float64)
+    exact = [np.asarray(t, dtype=np.float32) for t in targets]
     done = 0
     while done < n:
         b = min(BATCH, n - done)
@@ -68,8 +132,9 @@ def _draws(step: PooledLaplace, first: np.ndarray, known: np.ndarray, n: int,
         mine, theirs = out[0::2], out[1::2]
         y0.append(mine[:, 0])
         k0.append(theirs[:, 0])
-        llr.append((np.abs(mine - comp) - np.abs(mine - x)).sum(axis=1))
-        exact.append((mine.astype(np.float32) == first.astype(np.float32)).all(axis=1))
+        llr.append((np.abs(mine - (1.0 - x)) - np.abs(mine - x)).sum(axis=1))
+        low = mine.astype(np.float32)
+        hits.append(np.array([(low == t).all(axis=1) for t in exact]).reshape(-1, b).T)
         # The noise of each draw, hashed: an exact repeat within a call or across calls.
         rows = {hash(r.tobytes()) for r in np.round(mine - first, 12)}
         within += b - len(rows)
@@ -78,9 +143,15 @@ def _draws(step: PooledLaplace, first: np.ndarray, known: np.ndarray, n: int,
         if done < 10_000:  # the scale test's coordinates: enough, and bounded memory
             seen.append(np.abs(mine - first).ravel())
         done += b
-    return {"y0": np.concatenate(y0), "k0": np.concatenate(k0), "llr": np.concatenate(llr),
-            "exact": np.concatenate(exact), "noise": np.concatenate(seen),
-            "within": np.asarray(within), "across": np.asarray(repeats)}  # fmt: skip
+    return {
+        "y0": np.concatenate(y0),
+        "k0": np.concatenate(k0),
+        "llr": np.concatenate(llr),
+        "hits": np.concatenate(hits),
+        "noise": np.concatenate(seen),
+        "within": np.asarray(within),
+        "across": np.asarray(repeats),
+    }
 
 
 def laplace_tests(
@@ -91,75 +162,171 @@ def laplace_tests(
     base: int,
     cap: int,
     rng: np.random.Generator,
+    only: Collection[str] | None = None,
 ) -> list[Evidence]:
-    """The tests of the module docstring, each bound at ``a`` a side (7 evidences)."""
-    eps, delta_s, dim = step.epsilon, step.sensitivity, step.dim
+    """The tests of the module docstring (``only``: those of :data:`NAMES` it names), each
+    bound at ``a`` a side."""
+    chosen = check_only(only) or frozenset(NAMES)
     ceiling = loss_ceiling(_est(base), _est(base), a)
     # δ: the per-coordinate claim ε·δ/Δ at a share of the base sample's ceiling, at most 1
     delta = min(1.0, STEP_SHARE * ceiling / guarantee.loss(1.0))
-    pat = _patterns(dim, delta)
-    known = pat["known"]
-    near = guarantee.loss(delta)
-    n = pair_draws(near, a, base, cap) or base
-    dx = _draws(step, pat["x"], known, n, rng)
-    dn = _draws(step, pat["near"], known, n, rng)
-    names = ("x[0] = 0", f"x[0] = {delta:.3g}")
-    evidence = [
-        threshold_evidence(dx["y0"], dn["y0"], a=a, names=names, distance=delta, claimed=near,
-                           test="per coordinate", statistic="y[0]"),
-        threshold_evidence(dx["y0"] - dx["k0"] + known[0], dn["y0"] - dn["k0"] + known[0],
-                           a=a, names=names, distance=delta, claimed=near, test="batch of two",
-                           statistic="y₁[0] − y₂[0] + x_known[0]"),
-        _exact(dx["exact"], dn["exact"], a=a, names=names, distance=delta, claimed=near),
-        independence_evidence(
-            [bool(dx["within"] + dn["within"])], [bool(dx["across"] + dn["across"])], a=a,
-            test="independence (exact repeat)", pair=f"{2 * n:,} noise vectors",
-            event=f"repeated noise vectors: {int(dx['within'] + dn['within'])} within a call, "
-            f"{int(dx['across'] + dn['across'])} across calls", continuous=True,
-        ),
-    ]  # fmt: skip
-    r0 = float(expon.ppf(0.5)) * delta_s / eps  # the declared median of |Laplace(Δ/ε)|
-    evidence.append(scale_evidence(
-        dx["noise"] <= r0, 0.5, lambda p: float(expon.ppf(p)) * delta_s / r0, a=a,
-        test="noise scale", pair=f"|noise| of {dx['noise'].size:,} coordinates",
-        event=f"|y − x| <= {r0:.4g} (declared: P = 1/2)", claimed=eps / delta_s,
-    ))  # fmt: skip
-    one = guarantee.loss(1.0)
-    if delta < 1.0:
-        m = pair_draws(one, a, base, cap)
-        if m is None:
-            evidence.append(undrawn("per coordinate (δ = 1)", "x[0] = 0 vs x[0] = 1", 1.0, one,
-                                    cap, a))  # fmt: skip
-        else:
-            d0 = _draws(step, pat["x"], known, m, rng)
-            d1 = _draws(step, pat["flipped"], known, m, rng)
-            evidence.append(threshold_evidence(
-                d0["y0"], d1["y0"], a=a, names=("x[0] = 0", "x[0] = 1"), distance=1.0,
-                claimed=one, test="per coordinate (δ = 1)", statistic="y[0]"))  # fmt: skip
-    whole = guarantee.loss(float(dim))
-    m = pair_draws(whole, a, base, cap)
-    if m is None:
-        evidence.append(undrawn("whole vector", "x vs 1 − x", float(dim), whole, cap, a))
-    else:
-        dc = _draws(step, pat["complement"], known, m, rng)
-        dx2 = dx if m <= n else _draws(step, pat["x"], known, m, rng)
-        evidence.append(threshold_evidence(
-            dx2["llr"], dc["llr"], a=a, names=("x = (0,1,0,…)", "x' = (1,0,1,…)"),
-            distance=float(dim), claimed=whole, test="whole vector",
-            statistic="Σ_j |y_j − x'_j| − |y_j − x_j|",
-        ))  # fmt: skip
+    setup = _Setup(step, guarantee, a, base, cap, _patterns(step.dim, delta), delta)
+    evidence: list[Evidence] = []
+    drawn: dict[str, np.ndarray] | None = None
+    if chosen & NEAR:
+        near_evidence, drawn = _near_tests(setup, chosen, rng)
+        evidence.extend(near_evidence)
+    if "per coordinate (δ = 1)" in chosen and delta < 1.0:
+        evidence.append(_unit_distance_test(setup, rng))
+    if "whole vector" in chosen:
+        evidence.append(_whole_vector_test(setup, drawn, rng))
     return evidence
 
 
-def _exact(hit: np.ndarray, hit2: np.ndarray, *, a: float, names: tuple[str, str],
-           distance: float, claimed: float) -> Evidence:  # fmt: skip
-    """The point mass "y = x exactly", counted on the draws' estimation part."""
-    s = len(hit) - _est(len(hit))
-    s2 = len(hit2) - _est(len(hit2))
-    return Evidence("exact original", f"{names[0]} vs {names[1]}", "y = x exactly", distance,
-                    claimed, int(hit[s:].sum()), len(hit) - s, int(hit2[s2:].sum()),
-                    len(hit2) - s2, a)  # fmt: skip
+def _near_tests(
+    setup: _Setup, chosen: frozenset[str], rng: np.random.Generator
+) -> tuple[list[Evidence], dict[str, np.ndarray]]:
+    """The tests on x against x' (coordinate 0 at δ), on one set of draws of each; and the
+    draws of x (the whole-vector test reuses them)."""
+    pat, delta, a = setup.patterns, setup.delta, setup.a
+    known = pat["known"]
+    near = setup.guarantee.loss(delta)
+    n = pair_draws(near, a, setup.base, setup.cap) or setup.base
+    targets = (pat["x"], pat["near"])
+    dx = _draws(setup.step, pat["x"], known, n, rng, targets)
+    dn = _draws(setup.step, pat["near"], known, n, rng, targets)
+    names = ("x[0] = 0", f"x[0] = {delta:.3g}")
+    out: dict[str, Evidence] = {}
+    if "per coordinate" in chosen:
+        out["per coordinate"] = threshold_evidence(
+            dx["y0"],
+            dn["y0"],
+            a=a,
+            names=names,
+            distance=delta,
+            claimed=near,
+            test="per coordinate",
+            statistic="y[0]",
+        )
+    if "batch of two" in chosen:
+        out["batch of two"] = threshold_evidence(
+            dx["y0"] - dx["k0"] + known[0],
+            dn["y0"] - dn["k0"] + known[0],
+            a=a,
+            names=names,
+            distance=delta,
+            claimed=near,
+            test="batch of two",
+            statistic="y₁[0] − y₂[0] + x_known[0]",
+        )
+    if "exact original" in chosen:
+        out["exact original"] = _exact(
+            dx["hits"], dn["hits"], a=a, names=names, distance=delta, claimed=near
+        )
+    if "independence (exact repeat)" in chosen:
+        within, across = int(dx["within"] + dn["within"]), int(dx["across"] + dn["across"])
+        out["independence (exact repeat)"] = independence_evidence(
+            [within > 0],
+            [across > 0],
+            a=a,
+            test="independence (exact repeat)",
+            pair=f"{2 * n:,} noise vectors",
+            continuous=True,
+            event=f"repeated noise vectors: {within} within a call, {across} across calls",
+        )
+    if "noise scale" in chosen:
+        out["noise scale"] = _scale_test(setup.step, dx["noise"], a)
+    return [out[name] for name in NAMES if name in out], dx
+
+
+def _scale_test(step: PooledLaplace, noise: np.ndarray, a: float) -> Evidence:
+    """|noise| at or below the declared median of |Laplace(Δ/ε)|: P = 1/2 at the claimed ε,
+    more for less noise. Its lower bound p gives ε̂ = Δ·F⁻¹(p) / r₀ (F the Exponential(1)
+    law): the ε the mechanism really draws at, in the claim's units (ε, not ε/Δ)."""
+    eps, sens = step.epsilon, step.sensitivity
+    r0 = float(expon.ppf(0.5)) * sens / eps  # the declared median of |Laplace(Δ/ε)|
+    return scale_evidence(
+        noise <= r0,
+        0.5,
+        lambda p: float(expon.ppf(p)) * sens / r0,
+        a=a,
+        test="noise scale",
+        pair=f"|noise| of {noise.size:,} coordinates",
+        claimed=eps,
+        event=f"|y − x| <= {r0:.4g} (declared: P = 1/2)",
+    )
+
+
+def _unit_distance_test(setup: _Setup, rng: np.random.Generator) -> Evidence:
+    """Coordinate 0 at 0 against 1 (the claim ε/Δ), where the draw cap can test it."""
+    one, a, pat = setup.guarantee.loss(1.0), setup.a, setup.patterns
+    m = pair_draws(one, a, setup.base, setup.cap)
+    if m is None:
+        return undrawn("per coordinate (δ = 1)", "x[0] = 0 vs x[0] = 1", 1.0, one, setup.cap, a)
+    d0 = _draws(setup.step, pat["x"], pat["known"], m, rng)
+    d1 = _draws(setup.step, pat["flipped"], pat["known"], m, rng)
+    return threshold_evidence(
+        d0["y0"],
+        d1["y0"],
+        a=a,
+        names=("x[0] = 0", "x[0] = 1"),
+        distance=1.0,
+        claimed=one,
+        test="per coordinate (δ = 1)",
+        statistic="y[0]",
+    )
+
+
+def _whole_vector_test(
+    setup: _Setup, drawn: dict[str, np.ndarray] | None, rng: np.random.Generator
+) -> Evidence:
+    """x against its complement (the whole-vector claim D·ε/Δ), where the cap can test it;
+    ``drawn``: draws of x already made, reused when there are enough."""
+    dim, a, pat = setup.step.dim, setup.a, setup.patterns
+    whole = setup.guarantee.loss(float(dim))
+    m = pair_draws(whole, a, setup.base, setup.cap)
+    if m is None:
+        return undrawn("whole vector", "x vs 1 − x", float(dim), whole, setup.cap, a)
+    dc = _draws(setup.step, pat["complement"], pat["known"], m, rng)
+    if drawn is None or len(drawn["llr"]) < m:
+        drawn = _draws(setup.step, pat["x"], pat["known"], m, rng)
+    return threshold_evidence(
+        drawn["llr"],
+        dc["llr"],
+        a=a,
+        names=("x = (0,1,0,…)", "x' = (1,0,1,…)"),
+        distance=float(dim),
+        claimed=whole,
+        test="whole vector",
+        statistic="Σ_j |y_j − x'_j| − |y_j − x_j|",
+    )
+
+
+def _exact(
+    hit: np.ndarray,
+    hit2: np.ndarray,
+    *,
+    a: float,
+    names: tuple[str, str],
+    distance: float,
+    claimed: float,
+) -> Evidence:
+    """One point-mass event S for both inputs: "y = x exactly" (column 0 of the hits) or
+    "y = x' exactly" (column 1), whichever favours its own input more on the selection draws;
+    counted for both inputs on the estimation draws. (A leak of the clean vector hits S for
+    one input and never for the other; M(x) = x against M(x') = x' would compare two events.)"""
+    s, s2 = len(hit) - _est(len(hit)), len(hit2) - _est(len(hit2))
+    toward_x = hit[:s, 0].sum() - hit2[:s2, 0].sum()
+    toward_near = hit2[:s2, 1].sum() - hit[:s, 1].sum()
+    est, est2 = hit[s:], hit2[s2:]
+    if toward_near > toward_x:  # S = {y = x'}: x' is the favoured input
+        k, n, k2, n2 = int(est2[:, 1].sum()), len(est2), int(est[:, 1].sum()), len(est)
+        pair, event = f"{names[1]} vs {names[0]}", f"y = x' ({names[1]}) exactly"
+    else:
+        k, n, k2, n2 = int(est[:, 0].sum()), len(est), int(est2[:, 0].sum()), len(est2)
+        pair, event = f"{names[0]} vs {names[1]}", f"y = x ({names[0]}) exactly"
+    return Evidence("exact original", pair, event, distance, claimed, k, n, k2, n2, a)
 
 
 #: Tests per audit (the Bonferroni count).
-TESTS = 7
+TESTS = len(NAMES)

@@ -23,8 +23,10 @@ x over x', or x' over x) in the selection; the claim bounds either.
 can show more than ln(p_low(n of n) / q_high(0 of n)) ≈ ln(n / ln(1/a)), and an event of
 probability p no more than ≈ ln(p·n / ln(1/a)). The ceiling used is that of p = 2 %
 (:data:`RESOLUTION`): a claim above it is *untestable* at n (:func:`draws_needed` says how many
-draws would test it), and "holds" means any violation an event of probability >= 2 % carries
-would have shown. Besides the loss tests, two kinds of
+draws would test it), and "holds" means that no event the tests *search* (their thresholds,
+sets of outputs and point masses) showed a violation, where one of probability >= 2 % would
+have shown: an event no test looks at (a narrow band around the original, say) is not
+covered. Besides the loss tests, two kinds of
 evidence need no claim at all: an **independence** test (:func:`independence_evidence`: equal
 outputs within one call against across calls; a fresh noise draw per unit makes them equally
 likely) and a **scale** test on the declared noise density (:func:`scale_evidence`).
@@ -74,9 +76,10 @@ def log_ratio_bound(k: np.ndarray, n: int, k2: np.ndarray, n2: int, a: float) ->
 RELEASE, NOISE, INDEPENDENCE, SCALE = "release", "noise", "independence", "scale"
 
 
-#: The smallest probability (under the favoured input) of an event whose violation a test
-#: that "holds" must have been able to show: a 5 % leak of the original is such an event,
-#: and a claim no event of probability >= 2 % could contradict at n is "untestable" there.
+#: The smallest probability (under the favoured input) of an event among those a test
+#: searches whose violation a test that "holds" must have been able to show: a 2 % leak of
+#: the original is such an event, and a claim no event of probability >= 2 % could
+#: contradict at n is "untestable" there.
 RESOLUTION = 0.02
 
 
