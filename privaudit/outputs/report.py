@@ -130,6 +130,10 @@ def _summary(run_dir: Path, frame: pd.DataFrame, meta: dict[str, Any]) -> str:
             facts[name] = ", ".join(str(v) for v in sorted(frame[col].dropna().unique(), key=str))
     if "corpus_sizes" in meta:
         facts["corpus sizes"] = ", ".join(f"{k} {v}" for k, v in meta["corpus_sizes"].items())
+    unit = meta.get("unit") or {}
+    if unit.get("label"):  # who the victims are: what every interval resamples
+        what = "people" if unit.get("kind") == "person" else "documents"
+        facts["victims"] = f"{unit['label']} (intervals resample {what})"
     if (meta.get("corpus_dropped") or {}).get("dropped_rows"):  # rows the loader left out
         facts["corpus rows"] = describe_dropped(meta["corpus_dropped"])
     rows = [[k, v] for k, v in facts.items()]

@@ -313,3 +313,27 @@ def test_a_grid_with_the_default_backbone_reads_vector_releases() -> None:
     attack = cls(**cls.test_params).fit(knowledge, rng=np.random.default_rng(0))
     p = attack.attack(pooled(["roses compost soil", "engine oil garage", "violin music"]))
     assert [r[0] for r in p.ranking] == ["ann", "bob", "cat"]
+
+
+def test_linked_releases_are_ranked_as_one_person() -> None:
+    """A person whose own document says little ("the weather") is found through the other
+    document the service links to the same account; unlinked, each document stands alone."""
+    victims = Release("text", texts=["nice weather today", "compost and roses", "the violin"])
+    links = [0, 0, 1]  # the first two documents are one person's
+    base = dict(ATTACKS.get("reidentification").test_params)
+    knowledge = Knowledge(
+        white_box=False,
+        backbone=TINY,
+        query_mechanism=lambda t: Release("text", texts=list(t)),
+        extra={"background": _background(), "links": links},
+    )
+    rng = np.random.default_rng(0)
+    linked = ATTACKS.get("reidentification")(**base).fit(knowledge, rng=rng).attack(victims)
+    assert linked.ranking[0] == linked.ranking[1] and linked.ranking[0][0] == "ann"
+    assert linked.ranking[2][0] == "cat" and linked.meta["n_people"] == 2
+    alone = ATTACKS.get("reidentification")(**base, linked=False).fit(knowledge, rng=rng)
+    assert "n_people" not in alone.attack(victims).meta
+    with pytest.raises(ValueError, match="links for 3 victims"):
+        ATTACKS.get("reidentification")(**base).fit(knowledge, rng=rng).attack(
+            Release("text", texts=["a", "b"])
+        )

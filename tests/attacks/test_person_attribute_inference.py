@@ -141,6 +141,10 @@ def test_runner_scores_people_and_records_the_unit(tmp_path) -> None:
     assert details["n_people"] == unit["units"]
     board_text = (tmp_path / "r" / "leaderboard.md").read_text()
     assert f"{n} documents by {unit['units']} people" in board_text
+    from privaudit.outputs.report import write_report
+
+    page = write_report(tmp_path / "r").read_text(encoding="utf-8")
+    assert f"{n} documents by {unit['units']} people (intervals resample people)" in page
 
 
 def test_a_corpus_without_authors_has_documents_and_no_links(tmp_path) -> None:
