@@ -288,3 +288,45 @@ def test_sigterm_during_pretrain_is_said(
     assert result.exit_code == 143, result.output
     assert "Interrupted (SIGTERM); the model being trained was not kept" in result.output
     assert not list((tmp_path / "cache" / "inverters").glob("*.pt"))
+
+
+# -- smaller things: n/a cells said by their cause; too few victims said ------------------------
+
+
+def test_na_cells_are_summarised_by_their_cause() -> None:
+    import pandas as pd
+
+    from privaudit.leaderboard.unscored import na_summary
+
+    background = "reidentification needs background: the corpus has no background split"
+    frame = pd.DataFrame([
+        {"cell_key": "a", "status": "ok", "reason": "", "na_cause": None},
+        {"cell_key": "b", "status": "n/a", "reason": background, "na_cause": "truth"},
+        {"cell_key": "c", "status": "n/a", "reason": "ner reads text releases, not pooled",
+         "na_cause": "release"},
+        {"cell_key": "d", "status": "n/a", "reason": background, "na_cause": "truth"},
+    ])  # fmt: skip
+    line = na_summary(frame)
+    assert line is not None and line.startswith("3 of 4 cells are n/a: ")
+    assert f"2 because the corpus cannot score the attack ({background})" in line
+    assert "1 because the attack cannot read the release" in line
+    only_corpus = na_summary(frame[frame["cell_key"] != "c"])
+    assert only_corpus is not None and "cannot read the release" not in only_corpus
+    assert na_summary(frame[frame["status"] == "ok"]) is None
+
+
+def test_a_board_over_too_few_victims_says_it_decides_nothing() -> None:
+    import pandas as pd
+
+    from privaudit.leaderboard.board import leaderboard
+    from tests.leaderboard.test_leaderboard import cell
+
+    rows = [cell("none", 0, "a1", 0.1, 0.9), cell("A", 1, "a1", 0.5, 0.8),
+            cell("A", 2, "a1", 0.8, 0.6)]  # fmt: skip
+    few = leaderboard(pd.DataFrame([r | {"n_test": 2} for r in rows]), 0.5)
+    said = [n for n in few.notes if "test document(s) (the victims)" in n]
+    assert len(said) == 1 and said[0].startswith("WARNING: only 2 test document(s)")
+    from privaudit.leaderboard.notes import FEW_VICTIMS
+
+    enough = leaderboard(pd.DataFrame([r | {"n_test": FEW_VICTIMS} for r in rows]), 0.5)
+    assert not [n for n in enough.notes if "(the victims)" in n]

@@ -15,9 +15,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from privaudit.audit.store import cell_counts
 from privaudit.leaderboard.board import leaderboard
 from privaudit.leaderboard.render import tables as board_tables
+from privaudit.leaderboard.unscored import na_summary
 from privaudit.leaderboard.verdict import terminal_lines
 from privaudit.numbers import shown
 
@@ -61,10 +61,9 @@ def print_summary(result: Any) -> None:
             f"failed: {row['label']} × {row['attack']}: {row['reason']}",
             soft_wrap=True, markup=False, style="yellow",
         )  # fmt: skip
-    counts = cell_counts(frame)
-    if counts["n/a"]:
-        typer.echo(f"{counts['n/a']} of {counts['all']} cells are n/a (the attack cannot read "
-                   "the release); the report lists the reasons.")  # fmt: skip
+    na_line = na_summary(frame)  # by cause: the corpus's reasons are not the release's
+    if na_line is not None:
+        typer.echo(na_line)
     typer.echo(f"chance level of the utility metric: {result.chance:.3f}")
     if "objective" in frame.columns:
         partial = frame[frame["objective"].astype(str).str.startswith("not applied")]

@@ -183,12 +183,36 @@ def verdict_notes(
     measurable advantage on which no defense beats the undefended release; families where
     nothing could be ranked."""
     notes = [
+        *_few_victims_notes(frame),
         *_objective_notes(frame),
         *_undefended_chance_notes(frame, stats, chance),
         *_idle_attack_notes(stats),
     ]
     notes += _nothing_to_buy_notes(stats, per_attack, notes)
     return notes + _unranked_family_notes(stats, families)
+
+
+#: Below this many test documents (the victims every score is over) a board decides nothing:
+#: one document moves a share by 5 % or more, and the paired bootstrap's intervals span any
+#: difference between defenses. Said loudly, not refused (a small file is a fine first try).
+#: Attacks that score a subset keep at least :data:`privaudit.api.MIN_VICTIMS` (300).
+FEW_VICTIMS = 20
+
+
+def _few_victims_notes(frame: pd.DataFrame) -> list[str]:
+    """When the runs score fewer than :data:`FEW_VICTIMS` test documents."""
+    if "n_test" not in frame.columns:
+        return []
+    sizes = frame["n_test"].astype(float).dropna()
+    if sizes.empty or sizes.min() >= FEW_VICTIMS:
+        return []
+    n = int(sizes.min())
+    return [
+        f"WARNING: only {n} test document(s) (the victims) are scored: too few to decide "
+        f"anything (fewer than {FEW_VICTIMS}): every score moves by 1/{max(n, 1)} per "
+        "document and the intervals span any difference, so the ranking says nothing. Use "
+        f"a corpus with more test documents (at least {FEW_VICTIMS}; hundreds to rank)."
+    ]
 
 
 def _objective_notes(frame: pd.DataFrame) -> list[str]:

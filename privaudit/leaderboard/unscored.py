@@ -52,3 +52,33 @@ def na_reason(rows: pd.DataFrame) -> str:
         return "no attack of this family could read its releases (all n/a)"
     return ("all n/a: some attacks of this family could not read its releases, the corpus has "
             "no truth to score the others")  # fmt: skip
+
+
+def na_summary(frame: pd.DataFrame) -> str | None:
+    """One line on a results table's n/a cells, by cause (None when there are none): those the
+    corpus cannot score say so, with the corpus's reasons (entity annotations, background
+    documents), and only those the attack cannot read are said to be unreadable. A cell is
+    counted as :func:`privaudit.audit.store.cell_counts` counts it (n/a when all its rows
+    are), under its first row's cause."""
+    import pandas as pd
+
+    if frame.empty:
+        return None
+    cell = frame["cell_key"] if "cell_key" in frame else pd.Series(frame.index, frame.index)
+    if "cell" in frame:
+        cell = frame["cell"].where(frame["cell"].notna(), cell)
+    all_na = (frame["status"] == "n/a").groupby(cell).transform("all")
+    na = frame[all_na & ~cell.duplicated()]
+    if na.empty:
+        return None
+    causes = na_causes(frame)[na.index]
+    truth, release = int((causes == "truth").sum()), int((causes != "truth").sum())
+    parts = []
+    if truth:
+        reasons = sorted({str(r) for r in na["reason"][causes == "truth"]})
+        shown = "; ".join(reasons[:3]) + ("; …" if len(reasons) > 3 else "")
+        parts.append(f"{truth} because the corpus cannot score the attack ({shown})")
+    if release:
+        parts.append(f"{release} because the attack cannot read the release")
+    return (f"{len(na)} of {cell.nunique()} cells are n/a: {', '.join(parts)}; the report "
+            "lists the reasons.")  # fmt: skip
