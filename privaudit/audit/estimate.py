@@ -614,7 +614,7 @@ def estimate_config(
         store = RunDir(run_dir).store()
     cell_store = CellStore()
     reuse = None
-    if cell_store.entries() and not is_fresh():  # what another run computed is free too
+    if not cell_store.empty() and not is_fresh():  # what another run computed is free too
         reuse = Reuse(corpus, evaluator, attacks, cell_store)
     fps: tuple[str, str] | None = None
     if store is not None or reuse is not None:

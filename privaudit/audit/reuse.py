@@ -125,7 +125,7 @@ class Reuse:
         self.reused_cells = self.reused_points = 0
         self._evaluator_code = code_digest(evaluator)
         self._attack_code = {label: code_digest(a) for label, a in attacks.items()}
-        self._defense_code: dict[int, str] = {}
+        self._defense_code: dict[Any, str] = {}
 
     @classmethod
     def of_run(cls, ctx: Context, points: list[Point]) -> Reuse:
@@ -141,9 +141,11 @@ class Reuse:
         knob_value: float | None,
     ) -> None:  # fmt: skip
         """A point's run keys (its utility's, and its cells' by attack label)."""
-        code = self._defense_code.get(id(type(defense)))
-        if code is None or hasattr(defense, "target"):  # a user's class: each its own
-            code = self._defense_code[id(type(defense))] = code_digest(defense)
+        # one digest per class (per user's class behind the audit wrapper)
+        which = getattr(defense, "target", None) or type(defense)
+        code = self._defense_code.get(which)
+        if code is None:
+            code = self._defense_code[which] = code_digest(defense)
         shown = label + ("" if knob_value is None else f" {knob_value:g}")
         common = {"corpus": self.corpus, "defense": shown}
         self._add(point_key, [code, self._evaluator_code],

@@ -171,33 +171,39 @@ class CellStore:
         self.kept += 1
         return True
 
-    def entries(self) -> list[Entry]:
-        """Every stored entry (unreadable ones with empty ``meta``), least recently used first."""
+    def entries(self, *, meta: bool = True) -> list[Entry]:
+        """Every stored entry, least recently used first; with its ``meta`` (read from each
+        file; empty for an unreadable one) unless not ``meta`` (sizes and use times only)."""
         if self.root is None or not self.root.is_dir():
             return []
         out = []
         for path in self.root.glob("*/*.json"):
             try:
                 stat = path.stat()
-                meta = json.loads(path.read_text(encoding="utf-8")).get("meta") or {}
-            except (OSError, ValueError, AttributeError):
-                meta = {}
-                try:
-                    stat = path.stat()
-                except OSError:
-                    continue
-            out.append(Entry(path.stem, path, stat.st_size, stat.st_mtime, dict(meta)))
+            except OSError:  # removed meanwhile (another run pruned it)
+                continue
+            shown: Any = {}
+            if meta:
+                with contextlib.suppress(OSError, ValueError, AttributeError):
+                    shown = json.loads(path.read_text(encoding="utf-8")).get("meta") or {}
+            out.append(Entry(path.stem, path, stat.st_size, stat.st_mtime, dict(shown)))
         return sorted(out, key=lambda e: e.used)
 
+    def empty(self) -> bool:
+        """Whether the store holds no entry (looked up without reading any)."""
+        if self.root is None or not self.root.is_dir():
+            return True
+        return next(self.root.glob("*/*.json"), None) is None
+
     def size(self) -> int:
-        return sum(e.size for e in self.entries())
+        return sum(e.size for e in self.entries(meta=False))
 
     def prune(self, limit: int | None = None, *, to: float = PRUNE_TO) -> tuple[int, int]:
         """Above ``limit`` bytes (default :func:`max_bytes`), remove the least recently used
         entries until the store is at most ``to`` × ``limit``. Returns (entries, bytes)
         removed."""
         limit = max_bytes() if limit is None else int(limit)
-        entries = self.entries()
+        entries = self.entries(meta=False)
         total = sum(e.size for e in entries)
         if total <= limit:
             return 0, 0

@@ -181,7 +181,8 @@ def test_least_recently_used_entries_are_pruned_first(tmp_path: Path) -> None:
     assert removed == 3 and freed == 3 * size
     assert {e.key for e in store.entries()} == {keys[0], keys[4], keys[5]}
     assert store.put("ff" * 20, {"kind": "cell", "status": "failed", "rows": []}) is False
-    assert store.clear() == (3, 3 * size) and store.entries() == []
+    assert not store.empty()
+    assert store.clear() == (3, 3 * size) and store.entries() == [] and store.empty()
 
 
 def test_fresh_makes_every_lookup_miss(tmp_path: Path) -> None:
