@@ -95,10 +95,13 @@ def runs_on(attack: str) -> str:
     return "none" if "none" in labels else labels[0]
 
 
-def attack_cell(ctx: Context, label: str, attack: Attack, seed: int) -> Predictions:
+def attack_cell(
+    ctx: Context, label: str, attack: Attack, seed: int, fit_seed: int | None = None
+) -> Predictions:
     """One cell as the runner runs it: the matrix defense ``label`` privatizes the victims;
     ``attack`` is fitted on the Knowledge the runner grants (white box, query access to the
-    mechanism, the aux split) with ``rng`` seeded by ``seed``, then attacks the public release."""
+    mechanism, the aux split) with ``rng`` seeded by ``fit_seed`` (default ``seed``), then
+    attacks the public release."""
     spec = [d["label"] for d in matrix_defenses()].index(label)
     defense = ctx.base(spec)
     release = defense.privatize(ctx.test_texts, rng=np.random.default_rng(seed)).public()
@@ -110,7 +113,8 @@ def attack_cell(ctx: Context, label: str, attack: Attack, seed: int) -> Predicti
         guarantee=defense.guarantee,
     )
     assert attack.applicable(release, knowledge) is None, (label, attack.name)
-    return attack.fit(knowledge, rng=np.random.default_rng(seed)).attack(release)
+    fit_rng = np.random.default_rng(seed if fit_seed is None else fit_seed)
+    return attack.fit(knowledge, rng=fit_rng).attack(release)
 
 
 @pytest.fixture(scope="module")

@@ -158,6 +158,24 @@ def test_same_seed_same_predictions(attack: str, fitted) -> None:
     assert not different, f"{attack}: two fits with default_rng(0) differ in {different}"
 
 
+@pytest.mark.parametrize(
+    "attack", [a for a in ATTACKS.builtins() if float(ATTACKS.get(a).fit_sd or 0.0) == 0.0]
+)
+def test_a_declared_fit_sd_of_zero_is_a_deterministic_fit(attack: str, context) -> None:
+    """An attack that declares no between-fit spread must fit the same whatever its rng
+    (issue 47): otherwise its refit noise would be left out of every interval."""
+    cls = ATTACKS.get(attack)
+    if cls.needs_knowledge:
+        pytest.skip(f"{attack} needs {sorted(cls.needs_knowledge)}; tested on synthpai")
+    fits = []
+    for fit_seed in (0, 1):
+        instance = build_component(ATTACKS, attack, dict(cls.test_params), TINY, attack)
+        fits.append(_seeded(attack_cell(context, runs_on(attack), instance, 0, fit_seed)))
+    a, b = fits
+    different = [f for f in FIELDS if not _same(getattr(a, f), getattr(b, f))]
+    assert not different, f"{attack} declares fit_sd 0 but two rngs fit differently: {different}"
+
+
 @pytest.mark.parametrize("attack", ATTACKS.builtins())
 def test_prediction_kind_matches_the_metric(attack: str, fitted) -> None:
     cls = ATTACKS.get(attack)

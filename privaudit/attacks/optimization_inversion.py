@@ -107,8 +107,12 @@ class OptimizationInversion(Attack):
     gpu: ClassVar[float] = 0.25  # runs the bottom model (privaudit.runtime.devices)
     accepts: ClassVar[frozenset[Space]] = frozenset({Space.TOKEN_EMBEDDINGS, Space.HIDDEN_STATES})
     metric: ClassVar[str] = "token_f1"
-    # Deterministic given its data: 5 fits at sap eta 100, sd 0 (quick corpus, 2026-11-26).
-    fit_sd: ClassVar[float] = 0.0
+    # Its start is random (N(0, init_scale²) logits from the fit's rng). 5 fits at sap eta
+    # 100 on the quick corpus gave sd 0 at 100 steps (2026-11-26), but the start shows where
+    # the optimisation has not converged (two rngs differ on the tiny test backbone), so a
+    # floor is declared rather than a deterministic fit; it is n/a at the undefended point,
+    # where a run measures the others (privaudit.audit.fit_noise).
+    fit_sd: ClassVar[float] = 0.003
     needs_white_box: ClassVar[bool] = True
     test_params: ClassVar[Mapping[str, Any]] = {"steps": 5}
 

@@ -239,7 +239,7 @@ def compute(
 
     point = task.point
     defense = ctx.defense(point)
-    rng_train, rng_test, rng_utility, rng_query = _point_streams(point, defense)
+    rng_train, rng_test, rng_utility, rng_query = point_streams(point, defense)
     try:
         rel_test = _release_and_utility(
             ctx, task, defense, (rng_train, rng_test, rng_utility), start, emit
@@ -291,7 +291,7 @@ def _release_and_utility(
         utility = {
             "kind": "point",
             "status": "ok",
-            **_utility_fields(util, ev.metric, ctx.y_test),
+            **utility_fields(util, ev.metric, ctx.y_test),
             "replacement_rate": replacement_rate([rel_train.audit, rel_test.audit])
             if defense.name != NONE
             else 0.0,
@@ -383,7 +383,7 @@ def _family(attack: Attack) -> dict[str, str]:
     return {"family": family_of(attack.metric)}
 
 
-def _utility_fields(util: dict[str, Any], metric: str, y_test: Any) -> dict[str, Any]:
+def utility_fields(util: dict[str, Any], metric: str, y_test: Any) -> dict[str, Any]:
     """The point record's utility fields from an evaluator's answer (see the module
     docstring). The headline is balanced accuracy; an evaluator that reports neither it nor
     its predictions (a user's plugin) gives its own metric, else plain accuracy, with no
@@ -429,7 +429,7 @@ def _utility_fields(util: dict[str, Any], metric: str, y_test: Any) -> dict[str,
     }
 
 
-def _point_streams(point: Point, defense: Defense) -> list[np.random.Generator]:
+def point_streams(point: Point, defense: Defense) -> list[np.random.Generator]:
     """The point's train, test, utility and attacker-query streams (same point, same draws)."""
     seq = stable_seed(point.seed, defense.name, defense.params())
     return [np.random.default_rng(s) for s in seq.spawn(4)]
@@ -472,7 +472,7 @@ def test_release(ctx: Context, point: Point) -> Release:
     """The point's test release, drawn again from its own stream: the one its cells were
     scored on."""
     defense = ctx.defense(point)
-    rng_test = _point_streams(point, defense)[1]
+    rng_test = point_streams(point, defense)[1]
     return defense.privatize(ctx.test_texts, rng=rng_test)
 
 
@@ -481,7 +481,7 @@ def knowledge(ctx: Context, point: Point, aux: Any) -> Knowledge:
     the backbone and queries to the mechanism at this level from the point's query stream
     (the attack-strength curve gives a share of the aux, :mod:`privaudit.audit.strength`)."""
     defense = ctx.defense(point)
-    query = _memoized_query(defense, _point_streams(point, defense)[3])
+    query = _memoized_query(defense, point_streams(point, defense)[3])
     return Knowledge(
         white_box=True, backbone=ctx.config.backbone, query_mechanism=query, aux=aux,
         guarantee=defense.guarantee, extra=getattr(ctx, "knowledge_extra", {}),

@@ -36,13 +36,14 @@ from privaudit.audit.estimate import (
     one_time_work,
 )
 from privaudit.audit.executors import guard_run, make_executor
+from privaudit.audit.fit_noise import measure_fit_noise
 from privaudit.audit.plan import Point, cell_key, check_levels, fmt_params, plan
 from privaudit.audit.reasons import full_reasons
 from privaudit.audit.reuse import Reuse
 from privaudit.audit.store import COLUMNS, ResultStore, RunDir
 from privaudit.audit.strength import check_shares, strength_curve
 from privaudit.metrics.outcomes import Outcome
-from privaudit.metrics.stats import Bootstrap, Outcomes, annotate, run_stats
+from privaudit.metrics.stats import Bootstrap, Outcomes, annotate, measured_sds, run_stats
 from privaudit.numbers import shown
 from privaudit.runtime.cell_store import fresh_cells
 from privaudit.runtime.devices import resolve_device, use_device
@@ -199,6 +200,7 @@ def _plan_in(
     meta = {"chance_accuracy": ctx.chance, "chance_level": chance_level(ctx),
             "utility_metric": ctx.evaluator.metric,
             "bootstrap": config.bootstrap.model_dump(),
+            "unit": ctx.units.to_meta(ctx.corpus.authors("test")),
             "corpus_sizes": ctx.corpus.sizes(),
             "corpus_dropped": ctx.corpus.dropped(),
             "backbone": ctx.bb.name, "finished": False,
@@ -315,14 +317,20 @@ def _write_tables(
     """After every cell: the results table with its intervals, the strength curve when the
     config declares one, and the examples (or none). Returns the results frame, the failed
     rows of strength.csv and the seconds the curve took (its attacks are not outputs)."""
-    frame = rd.write_results(*results_table(ctx, points, store))
-    strength_failed, strength_s = 0, 0.0
+    t0 = time.perf_counter()
+    plain, _ = results_table(ctx, points, store, intervals=False)
+    noise = measure_fit_noise(ctx, points, plain, config.fit_noise.refits, progress=progress)
+    if len(noise):
+        rd.write_fit_noise(noise)
+    fit_noise_s = time.perf_counter() - t0
+    frame = rd.write_results(*results_table(ctx, points, store, measured=measured_sds(noise)))
+    strength_failed, strength_s = 0, fit_noise_s
     if config.strength is not None:  # a declared stage, after every cell: reuses their rows
         t0 = time.perf_counter()
         curve = strength_curve(ctx, points, frame, progress=progress)
         rd.write_strength(curve)
         strength_failed = int((curve["status"] == "failed").sum())
-        strength_s = time.perf_counter() - t0
+        strength_s += time.perf_counter() - t0
     if config.show_examples:
         rd.write_examples(examples(ctx, points, store))
     else:  # no corpus text in the run directory unless asked for
@@ -396,7 +404,7 @@ def _claim(rd: RunDir, config: GridConfig, overwrite: bool) -> None:
         path.unlink()
 
 
-OUTPUT_OPTIONS = ("show_examples", "bootstrap", "device", "strength")
+OUTPUT_OPTIONS = ("show_examples", "bootstrap", "device", "strength", "fit_noise")
 
 
 def _sans_outputs(config: dict[str, Any]) -> dict[str, Any]:
@@ -473,7 +481,12 @@ class _InFlight:
 
 
 def results_table(
-    ctx: Context, points: list[Point], store: ResultStore, *, intervals: bool = True
+    ctx: Context,
+    points: list[Point],
+    store: ResultStore,
+    *,
+    intervals: bool = True,
+    measured: tuple[dict[str, float], float | None] = ({}, None),
 ) -> tuple[Any, Any]:
     """The results table (rows of :func:`assemble` with intervals and normalised privacy,
     :func:`privaudit.metrics.stats.annotate`, unless ``intervals`` is false: the tables
@@ -492,6 +505,9 @@ def results_table(
               for label in frame["attack"].dropna().unique()}  # fmt: skip
     # Utility-evaluator randomness: its declared between-fit sd (UtilityEvaluator.fit_sd).
     u_sd = float(getattr(ctx.evaluator, "fit_sd", 0.0) or 0.0)
+    # The larger of the declared and the measured spreads (privaudit.audit.fit_noise).
+    fit_sd = {k: max(v, measured[0].get(k, 0.0)) for k, v in fit_sd.items()}
+    u_sd = max(u_sd, measured[1] or 0.0)
     stats = run_stats(frame, outcomes, boot, n_test=len(ctx.test_texts), fit_sd=fit_sd,
                       utility_fit_sd=u_sd)  # fmt: skip
     return annotate(stats).reindex(columns=COLUMNS), outcomes.to_frame()

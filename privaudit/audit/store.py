@@ -273,6 +273,11 @@ class RunDir:
     def strength_png(self) -> Path:
         return self.path / "strength.png"
 
+    @property
+    def fit_noise_csv(self) -> Path:
+        """The measured between-fit spreads (:mod:`privaudit.audit.fit_noise`): scores only."""
+        return self.path / "fit_noise.csv"
+
     def outputs(self) -> list[Path]:
         """The files a run writes from its results, those present: the tables, the plots
         (a Pareto plot per attack of the results table), the leaderboard files and the
@@ -286,7 +291,7 @@ class RunDir:
                  self.examples_json, self.report_html, self.frontiers_png, self.families_png,
                  *(self.leaderboard(ext) for ext in ("md", "csv", "html")), self.worst_case_csv,
                  self.guarantees_csv, self.strength_csv, self.strength_png,
-                 *(self.pareto_png(a) for a in attacks)]  # fmt: skip
+                 self.fit_noise_csv, *(self.pareto_png(a) for a in attacks)]  # fmt: skip
         return [p for p in names if p.is_file()]
 
     def is_run(self) -> bool:
@@ -345,6 +350,14 @@ class RunDir:
             return None
         return pd.read_csv(self.strength_csv, keep_default_na=False, na_values=[""])  # "n/a"
 
+    def read_fit_noise(self) -> pd.DataFrame | None:
+        """fit_noise.csv (None when the run measured none)."""
+        import pandas as pd
+
+        if not self.fit_noise_csv.is_file():
+            return None
+        return pd.read_csv(self.fit_noise_csv, keep_default_na=False, na_values=[""])
+
     def read_examples(self) -> list[dict[str, Any]] | None:
         return _read_json(self.examples_json) if self.examples_json.is_file() else None
 
@@ -394,6 +407,10 @@ class RunDir:
     def write_strength(self, frame: pd.DataFrame) -> Path:
         """strength.csv, one row per (seed, attack row, share of the aux)."""
         return write_atomic(self.strength_csv, lambda p: frame.to_csv(p, index=False))
+
+    def write_fit_noise(self, frame: pd.DataFrame) -> Path:
+        """fit_noise.csv, one row per (seed, random fit's row label)."""
+        return write_atomic(self.fit_noise_csv, lambda p: frame.to_csv(p, index=False))
 
     def write_examples(self, examples: list[dict[str, Any]]) -> Path:
         return write_text(self.examples_json, json.dumps(examples, indent=1))

@@ -57,7 +57,7 @@ def leaderboard_cmd(
         runs = load_runs(run_dirs, chance=chance, mixed_corpora=mixed_corpora)
     for warning in caught:  # one readable line each, not a warnings.warn source excerpt
         typer.secho(f"Warning: {warning.message}", fg=typer.colors.YELLOW, err=True)
-    board = leaderboard(runs.frame, runs.chance, outcomes=runs.outcomes, bootstrap=runs.bootstrap)
+    board = leaderboard(runs.frame, runs.chance, **runs.board_inputs())
     print_board(board, f"privaudit leaderboard ({len(run_dirs)} run(s))")
     typer.echo("Wrote:")
     target = out if out is not None else run_dirs[0]

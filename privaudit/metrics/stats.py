@@ -441,3 +441,16 @@ def annotate(stats: RunStats) -> pd.DataFrame:
         frame[f"{name}_ci_low"], frame[f"{name}_ci_high"] = lo, hi
     frame["normalised_privacy"] = stats.normalised_point
     return frame
+
+
+def measured_sds(table: pd.DataFrame | None) -> tuple[dict[str, float], float | None]:
+    """From a run's fit_noise.csv (:mod:`privaudit.audit.fit_noise`): the measured spread per
+    attack row label (the largest over seeds) and the service's (None when not measured)."""
+    if table is None or table.empty:
+        return {}, None
+    ok = table[(table["status"] == "ok") & table["measured_sd"].notna()]
+    attacks = ok[ok["what"] == "attack"].groupby("label")["measured_sd"].max()
+    utility = ok[ok["what"] == "utility"]["measured_sd"]
+    return {str(k): float(v) for k, v in attacks.items()}, (
+        float(utility.max()) if len(utility) else None
+    )

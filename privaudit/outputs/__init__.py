@@ -84,8 +84,7 @@ def write_outputs(frame: Any, rd: RunDir, chance: float) -> tuple[list[Path], li
 
     def board() -> list[Path]:
         runs = load_runs([rd.path], chance=chance)
-        boards.append(build_leaderboard(runs.frame, chance, outcomes=runs.outcomes,
-                                        bootstrap=runs.bootstrap))  # fmt: skip
+        boards.append(build_leaderboard(runs.frame, chance, **runs.board_inputs()))
         return write_leaderboard(boards[0], rd.path, runs.guarantees, frame=runs.frame,
                                  strength=runs.strength)  # fmt: skip
 

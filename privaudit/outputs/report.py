@@ -144,8 +144,7 @@ def _board(run_dir: Path, chance: float) -> Leaderboard | str:
     """The run's leaderboard with its intervals, or why there is none."""
     try:
         runs = load_runs([run_dir], chance=chance if math.isfinite(chance) else None)
-        return leaderboard(runs.frame, runs.chance, outcomes=runs.outcomes,
-                           bootstrap=runs.bootstrap)  # fmt: skip
+        return leaderboard(runs.frame, runs.chance, **runs.board_inputs())
     except ValueError as exc:  # no ok cell, or no chance level: say so, keep the report
         return f"No leaderboard: {exc}"
 

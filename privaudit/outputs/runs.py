@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privaudit.audit.store import RunDir, cell_counts
-from privaudit.metrics.stats import Bootstrap, Outcomes, with_labels
+from privaudit.metrics.stats import Bootstrap, Outcomes, measured_sds, with_labels
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -99,6 +99,14 @@ class Runs:
     bootstrap: Bootstrap
     guarantees: pd.DataFrame | None = None  # the runs' guarantees.csv
     strength: pd.DataFrame | None = None  # the runs' strength.csv (the attack-strength curve)
+    fit_noise: pd.DataFrame | None = None  # the runs' fit_noise.csv (measured fit spreads)
+
+    def board_inputs(self) -> dict[str, Any]:
+        """The keyword arguments :func:`privaudit.leaderboard.board.leaderboard` takes from
+        the runs: outcomes, bootstrap (with the runs' units) and the measured fit noise."""
+        measured, utility = measured_sds(self.fit_noise)
+        return {"outcomes": self.outcomes, "bootstrap": self.bootstrap,
+                "measured_fit_sd": measured, "measured_utility_fit_sd": utility}  # fmt: skip
 
 
 def load_runs(
@@ -128,7 +136,13 @@ def load_runs(
         import pandas as pd
 
         strength = pd.concat(curves, ignore_index=True).drop_duplicates(keep="last")
-    return Runs(frame, level, Outcomes(entries), boot, guarantees, strength)
+    noise = [n for n in (RunDir(d).read_fit_noise() for d in dirs) if n is not None]
+    fit_noise = None
+    if noise:
+        import pandas as pd
+
+        fit_noise = pd.concat(noise, ignore_index=True)
+    return Runs(frame, level, Outcomes(entries), boot, guarantees, strength, fit_noise)
 
 
 def merge_runs(

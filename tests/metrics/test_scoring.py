@@ -512,7 +512,7 @@ def test_cell_records_carry_outcomes_and_n_a_without_truth() -> None:
 
 
 def test_utility_fields_fall_back_for_an_accuracy_only_evaluator() -> None:
-    from privaudit.audit.cells import _utility_fields, compute
+    from privaudit.audit.cells import utility_fields, compute
 
     truth = Truth(tokens=[np.array([1]), np.array([2])], texts=["a", "b"])
     ev = _Evaluator({"accuracy": 0.5, "macro_f1": 0.4})
@@ -522,9 +522,9 @@ def test_utility_fields_fall_back_for_an_accuracy_only_evaluator() -> None:
     assert point["utility_outcome"] is None and point["objective"] is None
     # Predictions that contradict the reported balanced accuracy are a broken evaluator.
     with pytest.raises(ValueError, match=r"reported balanced accuracy 0\.900000"):
-        _utility_fields({"balanced_accuracy": 0.9, "predictions": [1, 0]}, "x", [0, 1])
+        utility_fields({"balanced_accuracy": 0.9, "predictions": [1, 0]}, "x", [0, 1])
     with pytest.raises(ValueError, match="3 predictions for 2 test documents"):
-        _utility_fields({"predictions": [1, 0, 1]}, "x", [0, 1])
+        utility_fields({"predictions": [1, 0, 1]}, "x", [0, 1])
 
 
 def test_privatize_seconds_charge_memoised_work() -> None:

@@ -1,0 +1,80 @@
+"""Measured fit noise (issue 47): a run refits its random fits at the undefended point, keeps
+the spreads in fit_noise.csv, and the board uses the larger of the measured and the declared
+spread, saying which."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from privaudit.audit.config import PRESETS, load_config
+from privaudit.audit.store import RunDir
+from privaudit.leaderboard.board import _with_measured, measured_notes
+from privaudit.metrics.stats import measured_sds
+from privaudit.outputs import run_grid
+from privaudit.outputs.runs import load_runs
+
+
+def test_a_run_measures_its_random_fits_at_the_undefended_point(tmp_path) -> None:
+    data = dict(PRESETS["smoke"]) | {
+        "attacks": ["nn-inversion", "attribute-inference"],
+        "defenses": [{"name": "none"}, {"name": "t2t", "knob_values": [10]}],
+        "fit_noise": {"refits": 2},
+    }
+    run_grid(load_config(data), run_dir=tmp_path / "r", progress=False)
+    table = RunDir(tmp_path / "r").read_fit_noise()
+    assert table is not None and set(table["what"]) == {"attack"}  # the probe is deterministic
+    # attribute-inference (declared .01) is refitted; nn-inversion (declared 0, a
+    # deterministic fit, tests/test_conformance.py) is not.
+    assert all(label.startswith("attribute-inference[") for label in table["label"])
+    assert (table["fits"] == 3).all() and (table["declared_sd"] == 0.01).all()
+    for _, row in table.iterrows():
+        scores = [float(s) for s in row["scores"].split(";")]
+        assert math.isclose(row["measured_sd"], float(np.std(scores, ddof=1)), rel_tol=1e-4)
+    results = RunDir(tmp_path / "r").read_results()
+    grid = results.set_index("attack")["attack_score"]
+    for _, row in table.iterrows():  # the grid's own fit is the first score
+        first = float(row["scores"].split(";")[0])
+        assert math.isclose(
+            first,
+            float(grid[(results["defense"] == "none").to_numpy()].loc[row["label"]]),
+            rel_tol=1e-5,
+        )
+    runs = load_runs([tmp_path / "r"])
+    inputs = runs.board_inputs()
+    assert set(inputs["measured_fit_sd"]) == set(table["label"])
+    board = (tmp_path / "r" / "leaderboard.md").read_text(encoding="utf-8")
+    assert "Fit noise measured in this run" in board
+
+
+def test_no_refits_measure_nothing(tmp_path) -> None:
+    data = dict(PRESETS["smoke"]) | {
+        "attacks": ["attribute-inference"],
+        "defenses": [{"name": "none"}],
+        "fit_noise": {"refits": 0},
+    }
+    run_grid(load_config(data), run_dir=tmp_path / "r", progress=False)
+    assert RunDir(tmp_path / "r").read_fit_noise() is None
+
+
+def test_the_larger_spread_is_used_and_the_board_says_which() -> None:
+    declared = ({"a[x]": 0.01, "b": 0.0}, {"service": 0.015}, {"service": 0.015})
+    sds, util, u_sds = _with_measured(declared, {"a[x]": 0.03, "b": 0.002}, 0.004)
+    assert sds == {"a[x]": 0.03, "b": 0.002}
+    assert util == {"service": 0.015} and u_sds == {"service": 0.015}
+    (note,) = measured_notes(declared[0], declared[2], {"a[x]": 0.03}, 0.004)
+    assert "a[x] 0.03 measured, 0.01 declared (measured used)" in note
+    assert "the service 0.004 measured, 0.015 declared (declared used)" in note
+    assert measured_notes({}, {}, None, None) == []
+    table = pd.DataFrame(
+        {
+            "what": ["attack", "attack", "utility"],
+            "label": ["a", "a", "s"],
+            "measured_sd": [0.01, 0.02, 0.005],
+            "status": ["ok"] * 3,
+        }
+    )
+    assert measured_sds(table) == ({"a": 0.02}, 0.005)
+    assert measured_sds(None) == ({}, None)
