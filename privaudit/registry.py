@@ -265,6 +265,9 @@ BUILTINS: dict[Registry[Any], dict[str, str]] = {
         "ae-inversion": "privaudit.attacks.ae_inversion:AEInversion",
         "optimization-inversion": "privaudit.attacks.optimization_inversion:OptimizationInversion",
         "attribute-inference": "privaudit.attacks.attribute_inference:AttributeInference",
+        "person-attribute-inference": (
+            "privaudit.attacks.person_attribute_inference:PersonAttributeInference"
+        ),
         "ner": "privaudit.attacks.ner:NERAttack",
         "has-deanonymization": "privaudit.attacks.has_deanonymization:HaSDeanonymization",
         "bow-inversion": "privaudit.attacks.bow_inversion:BowInversion",
