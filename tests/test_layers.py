@@ -224,3 +224,24 @@ def module_graph() -> dict[str, set[str]]:
 def test_no_cycle_between_files() -> None:
     cycle = _cycle(module_graph())
     assert cycle is None, "import cycle between files: " + " -> ".join(cycle or [])
+
+
+def relative_imports(root: Path = PACKAGE) -> list[str]:
+    """Every relative import under ``root`` (``from ..attacks import ner``): the layer checks
+    read absolute module names, so a relative import would pass them unseen; banned (also
+    ruff's TID252 in pyproject.toml)."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                found.append(f"{path.relative_to(root.parent)}:{node.lineno}")
+    return found
+
+
+def test_no_relative_imports(tmp_path: Path) -> None:
+    assert relative_imports() == []
+    # The mutation the issue names: a sideways import written relatively inside a defense.
+    pkg = tmp_path / "privaudit" / "defenses"
+    pkg.mkdir(parents=True)
+    (pkg / "mine.py").write_text("from ..attacks import ner\n", encoding="utf-8")
+    assert relative_imports(tmp_path / "privaudit") == ["privaudit/defenses/mine.py:1"]

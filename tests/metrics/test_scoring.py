@@ -512,7 +512,7 @@ def test_cell_records_carry_outcomes_and_n_a_without_truth() -> None:
 
 
 def test_utility_fields_fall_back_for_an_accuracy_only_evaluator() -> None:
-    from privaudit.audit.cells import utility_fields, compute
+    from privaudit.audit.cells import compute, utility_fields
 
     truth = Truth(tokens=[np.array([1]), np.array([2])], texts=["a", "b"])
     ev = _Evaluator({"accuracy": 0.5, "macro_f1": 0.4})
