@@ -91,7 +91,7 @@ class CusText(WordDefense):
             f"of {self.backbone or 'the default backbone'}",
             source="Chen et al. 2023",
             mechanism="word_kernel",
-            notes="exponential mechanism on a min-max normalised score (range 1)"
+            notes="The exponential mechanism on a min-max normalised score (range 1)"
             + ("; stop words are kept" if self.skips_stop_words else ""),
         )
 

@@ -71,7 +71,7 @@ class TEM(WordDefense):
             ),
             composes_over=Unit.DOCUMENT,
             source="Carvalho et al. 2023",
-            notes=f"truncated at γ = (2/ε)·ln((1 − β)|W|/β), β = {float(self.beta):g}",
+            notes=f"Truncated at γ = (2/ε)·ln((1 − β)|W|/β), β = {float(self.beta):g}",
             mechanism="word_kernel",
         )
 

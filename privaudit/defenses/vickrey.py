@@ -64,7 +64,7 @@ class Vickrey(MahalanobisMechanism):
 
     def __init__(
         self,
-        epsilon: PositiveFloat = 75.0,
+        epsilon: PositiveFloat = 60.0,
         t: Probability = 0.75,
         lam: Probability = 0.0,
         backbone: str | None = None,
