@@ -11,6 +11,7 @@ This module ranks; :mod:`privaudit.leaderboard.render` formats the tables,
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,7 @@ from privaudit.leaderboard.notes import (
     verdict_notes,
 )
 from privaudit.leaderboard.overall import overall_table, ranks_by_cost
+from privaudit.leaderboard.paired import MATTERS
 from privaudit.leaderboard.reach import reach_cautions, reach_note
 from privaudit.leaderboard.service import (
     ServiceView,
@@ -54,6 +56,7 @@ from privaudit.leaderboard.stats import (
     own_scale,
 )
 from privaudit.leaderboard.strength import family_strengths
+from privaudit.leaderboard.tables import knob_text_of
 from privaudit.leaderboard.unscored import unscorable_families
 from privaudit.leaderboard.verdict import Verdict, decide
 from privaudit.metrics.linked import LINKABILITY
@@ -142,6 +145,7 @@ def leaderboard(
     bootstrap: Bootstrap | None = None,
     fit_sd: Mapping[str, float] | None = None,
     utility_fit_sd: float | Mapping[str, float] | None = None,
+    difference: float | None = None,
 ) -> Leaderboard:
     """Rank the defense labels of a results table per attack family and overall.
 
@@ -170,11 +174,15 @@ def leaderboard(
     merged with ``mixed_corpora``, which labels each ``label @ corpus``) keep each corpus's
     undefended row apart: its utility and its attacks' normalised-privacy reference are its
     own, never a mean over corpora, and a note says the ranks compare across data.
+    ``difference``: the hypervolume difference the verdict's power lines give the units and
+    seeds for (default :data:`privaudit.leaderboard.paired.MATTERS`, 0.05 of the box).
 
-    Raises ``ValueError`` when ``chance`` is not in [0, 1), no cell is ``ok``, or the rows
-    got their utility from more than one evaluator (``utility_evaluator``).
+    Raises ``ValueError`` when ``chance`` is not in [0, 1), ``difference`` not in (0, 1], no
+    cell is ``ok``, or the rows got their utility from more than one evaluator
+    (``utility_evaluator``).
     """
     check_chance(chance)
+    check_difference(difference)
     check_one_evaluator(frame)  # merged runs must share one utility scale
     subset, cautions, reach = subset_note(frame), reach_cautions(frame), reach_note(frame)
     frame = frame[[c for c in frame.columns if c in BOARD_COLUMNS]]  # pandas copies the rest
@@ -214,7 +222,7 @@ def leaderboard(
     notes.append(f"Chance level of the utility metric: {chance:.4g}.")
     verdict = _verdict(frame, stats, outcomes, boot, sets, chance, families, hv_samples, matched,
                        points, ranking, formats, cautions, sds, u_sds, unscorable,
-                       strengths)  # fmt: skip
+                       strengths, difference)  # fmt: skip
     notes.extend(beats_none_notes(verdict))
     weak = probe_warning(frame)  # first: every utility below may be the service's, not the text's
     return Leaderboard(
@@ -305,6 +313,7 @@ def _verdict(
     u_sds: Mapping[str, float],
     unscorable: Mapping[str, str],
     strengths: Mapping[str, FamilyStrength],
+    difference: float | None = None,
 ) -> Verdict:
     """The board's headline (:func:`privaudit.leaderboard.verdict.decide`) on the ranking
     hypervolumes' resamples, with the documents' share of them where fits add variance."""
@@ -314,8 +323,10 @@ def _verdict(
         n_test=_victims(stats), available=stats.available, ranked_on=sets.common,
         format_only=formats.format_only(), cautions=tuple(cautions),
         doc_samples=_doc_samples(frame, outcomes, boot, sets, chance) if with_fits else None,
-        seeds=ranked_seeds(ranking), own_scale=_own_scale(stats, sets, chance),
-        unscorable=unscorable, strengths=strengths,
+        seeds=ranked_seeds(ranking), own_points=_own_points(stats, sets, chance),
+        unscorable=unscorable, strengths=strengths, units=boot.units,
+        difference=MATTERS if difference is None else float(difference),
+        difference_named=difference is not None,
     )  # fmt: skip
     return verdict
 
@@ -341,18 +352,49 @@ def _doc_samples(
     chance: float,
 ) -> dict[tuple[str, str], np.ndarray]:
     """The ranking hypervolumes' resamples without the fit effects: the documents' share of
-    each difference's variance, for the power lines (paired.needed_victims)."""
+    each difference's variance, for the power lines (paired.FamilyPower)."""
     docs = run_stats(frame, outcomes or Outcomes(), boot)
     doc_samples = hv_by_label(family_points(docs, sets.restriction()), chance, docs)
     return {k: v for k, (_, v) in doc_samples.items()}
 
 
-def _own_scale(
+def _own_points(
     stats: RunStats, sets: AttackSets, chance: float
-) -> dict[tuple[str, str], tuple[float, np.ndarray]]:
-    """Per (family, label), ``none`` included, the ranking hypervolume and its resamples on
-    each attack's own scale (whether a defense beats the undefended release)."""
-    return hv_by_label(family_points(own_scale(stats), sets.restriction()), chance, stats)
+) -> dict[tuple[str, str], list[tuple[str, float, np.ndarray]]]:
+    """Per (family, label), ``none`` included: each point's knob, its box (privacy × utility
+    above chance, privacy on each attack's own scale, worst case over the attacks the family
+    ranks on) and the box's resamples: what "beats the undefended release" tests
+    (:data:`privaudit.leaderboard.verdict.BEATS_NONE`)."""
+    pts = family_points(own_scale(stats), sets.restriction())
+    t = pts.table
+    if t.empty:
+        return {}
+
+    def box(x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        y = np.clip((np.asarray(u, float) - chance) / (1.0 - chance), 0.0, 1.0)
+        area = np.clip(np.asarray(x, float), 0.0, 1.0) * y
+        return np.where(np.isfinite(area), area, 0.0)
+
+    point_box = box(t["privacy"].to_numpy(float), t["utility"].to_numpy(float))
+    sample_box = box(pts.privacy, pts.utility)
+    out: dict[tuple[str, str], list[tuple[str, float, np.ndarray]]] = {}
+    for i, row in enumerate(t.itertuples(index=False)):
+        key = (str(row.family), str(row.label))
+        knob = "" if row.defense == NONE else knob_text_of(t.iloc[i])
+        out.setdefault(key, []).append((knob, float(point_box[i]), sample_box[i]))
+    return out
+
+
+def check_difference(difference: float | None) -> None:
+    """A difference to give the power lines for: a hypervolume difference in (0, 1]."""
+    if difference is None:
+        return
+    if not (isinstance(difference, int | float) and math.isfinite(difference)
+            and 0 < difference <= 1):  # fmt: skip
+        raise ValueError(
+            f"difference must be a hypervolume difference in (0, 1], got {difference!r}; "
+            "e.g. 0.05 (5 % of the privacy-utility box)."
+        )
 
 
 def identity_labels(frame: pd.DataFrame) -> set[str]:

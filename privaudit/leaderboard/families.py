@@ -10,11 +10,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privaudit.api import REFERENCES
+from privaudit.leaderboard.paired import pairs
 from privaudit.leaderboard.stats import (
     hypervolume_samples,
-    overlapping,
     rank_summary,
     sample_ranks,
+    separation_ranks,
+    worst_case_interval,
 )
 from privaudit.leaderboard.tables import knob_text_of
 from privaudit.leaderboard.unscored import na_reason
@@ -127,6 +129,7 @@ def _family_entry(
             "on the undefended release, or no baseline to measure it by"
         )
     point_hv, samples = _label_hypervolume(points, idx, chance, stats)
+    hv_ci = _hv_interval(points, idx, chance, stats, samples)
     hv_all, all_lo, all_hi = point_hv, np.nan, np.nan
     if all_points is not None:
         t_all = all_points.table
@@ -136,13 +139,13 @@ def _family_entry(
             else np.zeros(0, int)
         )
         hv_all, s_all = _label_hypervolume(all_points, idx_all, chance, stats)
-        all_lo, all_hi = stats.ci(s_all) if stats.available else (np.nan, np.nan)
+        all_lo, all_hi = _hv_interval(all_points, idx_all, chance, stats, s_all)
     strongest = ""
     if len(idx):
         strongest = str(table["strongest"].iloc[idx].value_counts().index[0])
     return {
         "family": family, "label": label, "defense": g["defense"].iloc[0],
-        "hypervolume": point_hv, "samples": samples, "complete": not reason,
+        "hypervolume": point_hv, "samples": samples, "hv_ci": hv_ci, "complete": not reason,
         "reason": reason, "strongest": strongest, "n_points": len(idx),
         "failed": bool(len(failed)),
         "hv_all": hv_all, "hv_all_ci_low": float(all_lo), "hv_all_ci_high": float(all_hi),
@@ -157,19 +160,32 @@ def _rank_entries(
     ranks_out: dict[str, dict[str, np.ndarray]] | None,
 ) -> None:
     """Rank the complete, non-reference ``entries`` of a family on their hypervolume, with
-    rank intervals, holding shares and ties from the resamples (kept in ``ranks_out``)."""
+    holding shares from the resamples (kept in ``ranks_out``), and rank intervals and ties
+    from the family-wise separations of their paired resamples
+    (:func:`privaudit.leaderboard.stats.separation_ranks`: the verdict's pairs, the same
+    test on the same resamples)."""
     ranked = [e for e in entries if e["complete"] and e["defense"] not in REFERENCES]
     ident = np.array([e["label"] in identity for e in ranked], dtype=bool)
     point_scores = np.array([[e["hypervolume"]] for e in ranked], float).reshape(-1, 1)
     point_rank = sample_ranks(point_scores, ident)[:, 0] if ranked else np.zeros(0, int)
     if ranked and stats.available:
         rank_s = sample_ranks(np.stack([e["samples"] for e in ranked]), ident)
-        lo, hi, hold = rank_summary(rank_s, point_rank, stats.level)
+        _, _, hold = rank_summary(rank_s, point_rank, stats.level)
         if ranks_out is not None:
             ranks_out[family] = {e["label"]: rank_s[i] for i, e in enumerate(ranked)}
+        labels = [str(e["label"]) for e in ranked]
+        found = pairs({lb: e["hypervolume"] for lb, e in zip(labels, ranked, strict=True)},
+                      {lb: e["samples"] for lb, e in zip(labels, ranked, strict=True)},
+                      0, stats.level)  # fmt: skip
+        beaten_by: dict[str, set[str]] = {}
+        for p in found:
+            if p.separated:
+                winner, loser = (p.a, p.b) if p.ci_low > 0 else (p.b, p.a)
+                beaten_by.setdefault(loser, set()).add(winner)
+        lo, hi, tied = separation_ranks(labels, beaten_by)
     else:
         lo = hi = hold = np.full(len(ranked), np.nan)
-    tied = overlapping([e["label"] for e in ranked], lo, hi)
+        tied = [""] * len(ranked)
     for i, e in enumerate(ranked):
         e |= {"rank": int(point_rank[i]), "rank_ci_low": lo[i], "rank_ci_high": hi[i],
               "stability": hold[i], "tied_with": tied[i]}  # fmt: skip
@@ -190,7 +206,7 @@ def _with_intervals(
         s_ = e.pop("samples")
         if samples_out is not None:
             samples_out[(family, e["label"])] = s_
-        hv_lo, hv_hi = stats.ci(s_) if stats.available else (np.nan, np.nan)
+        hv_lo, hv_hi = e.pop("hv_ci")
         e.setdefault("rank", pd.NA)
         e.setdefault("rank_ci_low", np.nan)
         e.setdefault("rank_ci_high", np.nan)
@@ -237,6 +253,21 @@ def _label_hypervolume(
         else np.full(stats.bootstrap.resamples, np.nan)
     )
     return point_hv, samples
+
+
+def _hv_interval(
+    points: FamilyPoints, idx: np.ndarray, chance: float, stats: RunStats, samples: np.ndarray
+) -> tuple[float, float]:
+    """A label's worst-case hypervolume interval (:func:`privaudit.leaderboard.stats.
+    worst_case_interval`: its upper end also from the hypervolume on the attacks that set the
+    worst case on the data); NaN without outcomes."""
+    if not stats.available:
+        return np.nan, np.nan
+    fixed, attacks = None, 1
+    if points.privacy_fixed is not None and len(idx):
+        fixed = hypervolume_samples(points.privacy_fixed[idx], points.utility[idx], chance)
+        attacks = int(points.table["n_attacks"].to_numpy()[idx].max())
+    return worst_case_interval(samples, fixed, attacks, stats.level)
 
 
 def hv_by_label(

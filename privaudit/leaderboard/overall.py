@@ -133,7 +133,7 @@ def overall_table(
     overall["rank"] = ranks_by_cost(
         overall["mean_rank"].astype(float).round(12), overall["is_identity"]
     )
-    _overall_intervals(overall, rank_samples, level)
+    _overall_intervals(overall, rank_samples, level, families)
     util = labelled[np.isfinite(labelled["utility"].astype(float))]
     util = util.groupby(["label", "knob_value"], dropna=False)["utility"].mean()
     overall["best_utility"] = util.groupby(level="label").max()
@@ -199,11 +199,23 @@ def left_out_note(left_out: Mapping[str, str], nothing_left: bool) -> str:
 
 
 def _overall_intervals(
-    overall: pd.DataFrame, rank_samples: Mapping[str, Mapping[str, np.ndarray]], level: float
+    overall: pd.DataFrame,
+    rank_samples: Mapping[str, Mapping[str, np.ndarray]],
+    level: float,
+    families: pd.DataFrame,
 ) -> None:
     """Fill ``rank_ci_low``/``high``, ``stability`` and ``tied_with`` of the labels ranked
-    overall (index = label) from the family ranks on each resample; NaN and empty without
-    them (no outcomes)."""
+    overall (index = label); NaN and empty without resamples (no outcomes).
+
+    The intervals and ties come from the deciding ``families``' rank intervals, which come
+    from their family-wise separations (:func:`privaudit.leaderboard.stats.separation_ranks`):
+    a label's mean family rank lies between the mean of its family intervals' lower ends and
+    that of their upper ends whenever every family's separations hold; its overall rank
+    interval runs from 1 + the labels whose mean-rank interval lies wholly below its own to
+    the ranked count − those wholly above, and it is tied with the labels whose mean-rank
+    intervals overlap its own. Two labels tied in every family are tied overall, so the
+    overall table claims no order the families' pairs do not. ``stability`` is the share of
+    resamples on which the mean family rank keeps the label's rank."""
     overall["rank_ci_low"] = overall["rank_ci_high"] = overall["stability"] = np.nan
     overall["tied_with"] = ""
     ranked = [lb for lb in overall.index if not pd_isna(overall.at[lb, "rank"])]
@@ -215,10 +227,19 @@ def _overall_intervals(
     ident = overall.loc[ranked, "is_identity"].to_numpy(bool)
     rank_s = sample_ranks(-mean_s, ident)
     point = overall.loc[ranked, "rank"].astype(int).to_numpy()
-    lo, hi, hold = rank_summary(rank_s, point, level)
-    overall.loc[ranked, "rank_ci_low"], overall.loc[ranked, "rank_ci_high"] = lo, hi
+    _, _, hold = rank_summary(rank_s, point, level)
     overall.loc[ranked, "stability"] = hold
-    overall.loc[ranked, "tied_with"] = overlapping(ranked, lo, hi)
+    fam = families[families["family"].isin(list(rank_samples)) & families["label"].isin(ranked)]
+    ends = fam.groupby("label")[["rank_ci_low", "rank_ci_high"]].mean().reindex(ranked)
+    m_lo, m_hi = ends["rank_ci_low"].to_numpy(float), ends["rank_ci_high"].to_numpy(float)
+    if not (np.isfinite(m_lo).all() and np.isfinite(m_hi).all()):
+        return
+    n = len(ranked)
+    below = [int(np.sum(m_hi < m_lo[i])) for i in range(n)]  # surely ranked better
+    above = [int(np.sum(m_lo > m_hi[i])) for i in range(n)]  # surely ranked worse
+    overall.loc[ranked, "rank_ci_low"] = [1.0 + b for b in below]
+    overall.loc[ranked, "rank_ci_high"] = [float(n - a) for a in above]
+    overall.loc[ranked, "tied_with"] = overlapping(ranked, m_lo, m_hi)
 
 
 def _cost(labelled: pd.DataFrame, notes: list[str]) -> pd.Series:

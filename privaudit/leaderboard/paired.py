@@ -1,8 +1,12 @@
 """Paired comparisons of two defenses on the same bootstrap resamples: the difference of their
 hypervolumes with its interval and standard error, Holm's family-wise test over a family's
-pairs with Bonferroni's simultaneous interval, and the victims or seeds per point that would
-separate a tied pair (the variance split into the documents' share and the fits'; see
-:mod:`privaudit.leaderboard.verdict`)."""
+pairs with Bonferroni's simultaneous interval, and what the run's data can decide
+(:class:`FamilyPower`): the smallest difference it separates with :data:`POWER` power, and
+the units (people or victims) and seeds per point a named difference needs. Both come from
+the resampling spread of the family's paired differences (the documents' share and the
+fits'), never from an observed difference: a tied pair's observed difference is mostly noise,
+and a power figure computed from it predicts separations that are not there (the post-hoc
+power fallacy: Hoenig & Heisey 2001, Am. Stat. 55:19–24)."""
 
 from __future__ import annotations
 
@@ -21,15 +25,20 @@ REALISTIC_FACTOR = 100.0
 NO_DIFFERENCE = 1e-6
 #: Beyond this many seeds per point, a number of refits is not realistic.
 REALISTIC_SEEDS = 100
+#: The power the minimum detectable difference and the units needed are stated at.
+POWER = 0.8
+#: The difference that matters on the board's own scale when the user names none: 0.05 of
+#: the hypervolume box (5 % of the privacy-utility area between chance and perfect; about the
+#: gap one knob step of a defense makes on the quick grid). ``leaderboard(difference=...)``
+#: and ``privaudit leaderboard --difference`` name another.
+MATTERS = 0.05
 
 
 @dataclass(frozen=True)
 class Pair:
     """Two defenses of a family, ``a`` the one with the larger point hypervolume: the paired
-    difference ``diff`` = HV(a) − HV(b) with its interval and bootstrap ``se``; ``n`` victims
-    now, ``n_needed`` to separate them (``inf`` when no realistic number would; the current
-    ``n`` or less when the normal approximation already separates a pair the percentile
-    interval does not)."""
+    difference ``diff`` = HV(a) − HV(b) with its interval and bootstrap ``se``, at ``n``
+    units (people or victims)."""
 
     a: str
     b: str
@@ -38,7 +47,6 @@ class Pair:
     ci_high: float
     se: float
     n: int
-    n_needed: float
     #: The part of ``se`` from the attackers' and the service's refits (does not shrink with n).
     se_fit: float = 0.0
     #: The Bonferroni simultaneous interval over the family's pairs (shown; Holm decides).
@@ -49,9 +57,6 @@ class Pair:
     seeds: int = 1  # seeds per point now
     #: Rejected by Holm's procedure over the family's pairs; None: not tested.
     holm: bool | None = None
-    #: Seeds per point that would separate the pair at ``victims_with_seeds`` victims.
-    seeds_needed: float = math.inf
-    victims_with_seeds: float = math.nan
 
     @property
     def separated_raw(self) -> bool:
@@ -65,62 +70,9 @@ class Pair:
         Holm test was made)."""
         return self.separated_raw and self.holm is not False
 
-    @property
-    def fit_bound(self) -> bool:
-        """No number of victims separates it: the fits' own spread spans the difference."""
-        c = self.crit if np.isfinite(self.crit) else _z(0.95)
-        return bool(self.se_fit > 0 and c * self.se_fit >= abs(self.diff) > NO_DIFFERENCE)
-
 
 def _z(level: float) -> float:
     return NormalDist().inv_cdf((1 + level) / 2)
-
-
-def needed_victims(
-    diff: float,
-    se: float,
-    n: int,
-    level: float,
-    *,
-    se_fit: float = 0.0,
-    crit: float | None = None,
-) -> float:
-    """Victims at which a paired difference ``diff`` with bootstrap standard error ``se`` at
-    ``n`` victims would have an interval (critical value ``crit``, by default the normal
-    ``z`` of ``level``) excluding 0. Of ``se``, only the documents' part
-    ``se² − se_fit²`` shrinks as 1/n; the fits' part ``se_fit`` stays. ``inf`` when
-    ``diff`` is about 0, when ``crit · se_fit`` alone reaches it (no number of victims
-    would) or when the number exceeds :data:`REALISTIC_FACTOR` · n."""
-    if not (np.isfinite(diff) and np.isfinite(se)) or abs(diff) <= NO_DIFFERENCE or n <= 0:
-        return math.inf
-    c = _z(level) if crit is None or not np.isfinite(crit) else crit
-    room = (diff / c) ** 2 - se_fit**2  # the variance the documents may still take
-    if room <= 0:
-        return math.inf
-    needed = n * max(se**2 - se_fit**2, 0.0) / room
-    return needed if needed <= REALISTIC_FACTOR * n else math.inf
-
-
-def needed_seeds(
-    diff: float, se: float, se_fit: float, seeds: int, n: int, crit: float
-) -> tuple[float, float]:
-    """(seeds per point, victims) that would separate a pair whose fits' share of the
-    variance, ``se_fit²``, shrinks as 1/K with K seeds averaged per point (each seed refits
-    every attacker and the service; ``seeds`` now). At the current ``n`` when the documents'
-    share leaves room; otherwise twice the fewest seeds that could, with the victims that
-    then would. ``(inf, nan)`` when no realistic number would."""
-    if not (se_fit > 0 and np.isfinite(se) and abs(diff) > NO_DIFFERENCE):
-        return math.inf, math.nan
-    target = (diff / crit) ** 2
-    docs = max(se**2 - se_fit**2, 0.0)
-    if docs < target:
-        k = math.ceil(seeds * se_fit**2 / (target - docs))
-        return (float(k), float(n)) if k <= REALISTIC_SEEDS else (math.inf, math.nan)
-    k = 2 * math.ceil(seeds * se_fit**2 / target)  # half the variance left to the documents
-    victims = n * docs / (target - seeds * se_fit**2 / k)
-    if k > REALISTIC_SEEDS or victims > REALISTIC_FACTOR * n:
-        return math.inf, math.nan
-    return float(k), victims
 
 
 def holm(p_values: Sequence[float], alpha: float) -> list[bool]:
@@ -174,18 +126,100 @@ def pairs(
         for _, _, diff, _, _, se, _, _ in found
     ]
     rejected = holm(p_values, 1 - level)
-    out = []
-    for (a, b, diff, lo, hi, se, se_fit, _), fw in zip(found, rejected, strict=True):
-        k, at = needed_seeds(diff, se, se_fit, seeds, n, crit)
-        out.append(Pair(
-            a, b, diff, lo, hi, se, n,
-            needed_victims(diff, se, n, level, se_fit=se_fit, crit=crit),
-            se_fit=se_fit, adj_low=diff - crit * se, adj_high=diff + crit * se, crit=crit,
-            seeds=seeds, seeds_needed=k, victims_with_seeds=at, holm=fw,
-        ))  # fmt: skip
-    return out
+    return [
+        Pair(a, b, diff, lo, hi, se, n, se_fit=se_fit, adj_low=diff - crit * se,
+             adj_high=diff + crit * se, crit=crit, seeds=seeds, holm=fw)
+        for (a, b, diff, lo, hi, se, se_fit, _), fw in zip(found, rejected, strict=True)
+    ]  # fmt: skip
 
 
 def _sd(d: np.ndarray) -> float:
     finite = d[np.isfinite(d)]
     return float(np.std(finite, ddof=1)) if finite.size > 1 else math.nan
+
+
+@dataclass(frozen=True)
+class Need:
+    """What separating a true difference ``difference`` takes with :data:`POWER` power:
+    ``units`` (people or victims) at ``seeds`` seeds per point; ``feasible`` False when no
+    realistic number would (beyond :data:`REALISTIC_FACTOR` times the units now or
+    :data:`REALISTIC_SEEDS` seeds)."""
+
+    difference: float
+    units: float
+    seeds: int
+    feasible: bool
+
+
+@dataclass(frozen=True)
+class FamilyPower:
+    """What a family's data can decide, from the resampling spread of its paired differences
+    (never from an observed difference). ``se``: the paired standard error of a typical pair
+    (the median over the family's pairs; ``se_low``/``se_high`` the smallest and largest),
+    ``se_fit`` its share from the attackers' and the service's refits (it shrinks only as
+    1/K with K seeds per point; the rest, the units', as 1/N with N units), ``crit`` the
+    family-wise critical value (Bonferroni over the family's pairs: Holm separates at least
+    what it does), ``n`` the units now and ``seeds`` the seeds per point.
+
+    The minimum detectable difference (:attr:`mdd`) is ``(crit + z_power) · se``: a pair
+    that truly differs by it is separated family-wise with probability ``power`` (a normal
+    approximation; Cohen 1988, ch. 12). :meth:`needed_for` solves the same equation for the
+    units and seeds at which a named difference would be."""
+
+    n: int
+    seeds: int
+    crit: float
+    se: float
+    se_fit: float
+    se_low: float
+    se_high: float
+    n_pairs: int
+    power: float = POWER
+
+    @property
+    def multiplier(self) -> float:
+        return self.crit + NormalDist().inv_cdf(self.power)
+
+    @property
+    def mdd(self) -> float:
+        """The smallest true difference separated with :attr:`power` (typical pair)."""
+        return self.multiplier * self.se
+
+    @property
+    def mdd_range(self) -> tuple[float, float]:
+        """The minimum detectable difference of the easiest and the hardest pair."""
+        return self.multiplier * self.se_low, self.multiplier * self.se_high
+
+    def needed_for(self, difference: float) -> Need:
+        """Units and seeds per point at which a typical pair that truly differs by
+        ``difference`` is separated with :attr:`power`: ``se_docs² · n/N + se_fit² · K0/K``
+        must fall to ``(difference / multiplier)²``. More units at the current seeds where
+        that can do it; otherwise more seeds, half the variance left to the units."""
+        target = (abs(difference) / self.multiplier) ** 2
+        docs = max(self.se**2 - self.se_fit**2, 0.0)
+        fit = self.se_fit**2
+        if not (np.isfinite(target) and np.isfinite(docs)) or target <= 0:
+            return Need(difference, math.inf, self.seeds, False)
+        if fit < target:
+            units = self.n * docs / (target - fit)
+            if units <= REALISTIC_FACTOR * self.n:
+                return Need(difference, units, self.seeds, True)
+        seeds = max(self.seeds, math.ceil(2 * self.seeds * fit / target))
+        units = self.n * docs / (target - self.seeds * fit / seeds)
+        ok = seeds <= REALISTIC_SEEDS and units <= REALISTIC_FACTOR * self.n
+        return Need(difference, units if ok else math.inf, seeds, ok)
+
+
+def family_power(found: Sequence[Pair]) -> FamilyPower | None:
+    """The family's :class:`FamilyPower` from its pairs (None without a finite spread)."""
+    ok = [p for p in found if np.isfinite(p.se) and p.se > 0]
+    if not ok:
+        return None
+    se = np.array([p.se for p in ok])
+    mid = int(np.argsort(se)[len(se) // 2])  # the median pair (its own fit share with it)
+    crit = ok[0].crit if np.isfinite(ok[0].crit) else _z(0.95)
+    return FamilyPower(
+        n=ok[0].n, seeds=ok[0].seeds, crit=crit, se=float(se[mid]),
+        se_fit=float(min(ok[mid].se_fit, se[mid])), se_low=float(se.min()),
+        se_high=float(se.max()), n_pairs=len(found),
+    )  # fmt: skip

@@ -22,24 +22,41 @@ that difference, at the board's level, excludes 0. From the pairs come:
 * the **non-dominated set**: the defenses that no other defense beats with family-wise
   confidence; a family with one ranked defense makes no comparative claim;
 * **beats the undefended release** (:data:`BEATS_NONE`, the one definition the notes use too):
-  the frontier's hypervolume above the undefended point's, both on each attack's own scale
-  (privacy 1 at the no-information baseline, 0 for a perfect attacker: ``none`` keeps the
-  privacy it has), the worst case over the attacks the family ranks on, paired interval;
+  a defense beats it when one of its points dominates more of the box than the undefended
+  point: the point's box, privacy × utility above chance, with privacy on each attack's own
+  scale (1 at the no-information baseline, 0 for a perfect attacker: ``none`` keeps the
+  privacy it has), worst case over the attacks the family ranks on. Then its frontier's
+  hypervolume is above ``none``'s too. One one-sided test per point of every defense of the
+  family (normal, from the paired bootstrap standard error), Holm over all of them at
+  ``(1 − level) / 2``: the choice of the best of a defense's points and of the best defense
+  is paid for, so a defense that buys nothing is said to beat the release in at most
+  ``(1 − level) / 2`` of boards however many points and defenses the family has (the
+  frontier's own hypervolume, a maximum over noisy points, was said to on 24 % of such boards
+  at 3 points: issue 47);
 * **undecided because of the attacker**: a family whose attacker is weak
   (:attr:`privaudit.leaderboard.strength.FamilyStrength.weak`: under 10 % of the way from
   its baseline to a perfect attacker against the undefended release) gets one line with that
   attack's strength, its published figure and what would make it stronger, and its
   decisiveness; no non-dominated set, no "beats the undefended release", no power lines: its
   attacks cannot tell defenses apart, which is no evidence that privatizing buys nothing;
-* **power**: for a tied pair, the victims (test documents) at which the family-wise
-  interval would exclude 0 if the observed difference held. The paired difference's
-  variance is split: ``se² = se_docs² + se_fit²``, ``se_docs`` from the documents (it
-  shrinks as 1/n), ``se_fit`` from the declared between-fit sds of the attackers and the
-  utility service (:mod:`privaudit.metrics.stats`: it does not shrink with victims, only as
-  1/K with K seeds per point). ``se_docs`` is the spread of the difference on the same
-  resamples without the fit effects; ``se_fit² = se² − se_docs²``. Victims needed:
-  ``n · se_docs² / ((diff / c)² − se_fit²)``; none when ``c · se_fit ≥ |diff|`` (the fits'
-  own randomness spans the difference), and then the seeds that would.
+* **power**, from the resampling spread, never from an observed difference
+  (:class:`privaudit.leaderboard.paired.FamilyPower`): per family, the minimum detectable
+  difference at the run's units and seeds, and the units (people where the corpus knows
+  them) and seeds per point at which a difference (the user's ``difference``, else 0.05 of
+  the hypervolume box, :data:`privaudit.leaderboard.paired.MATTERS`) would be separated with
+  80 % power. The paired difference's variance is split: ``se² = se_docs² + se_fit²``,
+  ``se_docs`` from the units (it shrinks as 1/N), ``se_fit`` from the declared between-fit
+  sds of the attackers and the utility service (:mod:`privaudit.metrics.stats`: it shrinks
+  only as 1/K with K seeds per point). No line names a tied pair: "about N victims would
+  separate A and B", computed from their observed difference, was said of identical
+  defenses on every null board (the post-hoc power fallacy);
+* **rank intervals and ties** (:func:`privaudit.leaderboard.families.separation_ranks`): a
+  defense's rank interval runs from 1 + the defenses that beat it family-wise to the ranked
+  count − those it beats, and it is tied with every defense it is not separated from; so the
+  tables make no comparative claim the pairs do not, and identical defenses are tied;
+* **error rates**: each family holds its separations, and separately its "beats the
+  undefended release" claims, at ``1 − level``; the board does not control them across
+  families and says so, with the Bonferroni bound (families × ``1 − level``).
 
 The pairs, the non-dominated set and "beats the undefended release" compare the hypervolumes
 the board **ranks** on: the worst case over the attacks every ranked defense of the family
@@ -55,29 +72,40 @@ import html
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from privaudit.api import NONE, REFERENCES
-from privaudit.leaderboard.paired import Pair, pairs
+from privaudit.leaderboard.paired import (
+    MATTERS,
+    NO_DIFFERENCE,
+    FamilyPower,
+    Pair,
+    family_power,
+    holm,
+    pairs,
+)
 from privaudit.leaderboard.strength import FamilyStrength
 from privaudit.leaderboard.tables import Table, html_table, knob_text_of, markdown_table
-from privaudit.metrics.outcomes import interval
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from privaudit.metrics.units import Units
+
 #: The worst-case normalised privacy the headline's "best utility" line asks for.
 HEADLINE_PRIVACY = 0.75
-#: Tied pairs listed per family in the power lines; the rest are counted.
-POWER_SHOWN = 3
 #: What "beats the undefended release" means, wherever the board says it (headline, notes).
 BEATS_NONE = (
-    "a defense beats the undefended release in a family when its frontier's hypervolume is "
-    "above the undefended point's with confidence, both on each attack's own scale (privacy 1 "
-    "at the attack's no-information baseline, 0 for a perfect attacker, so the undefended "
-    "release keeps the privacy it has), worst case over the attacks the family ranks on"
+    "a defense beats the undefended release in a family when one of its points dominates more "
+    "of the box than the undefended point with confidence: that point's privacy × utility "
+    "above chance, privacy on each attack's own scale (1 at the attack's no-information "
+    "baseline, 0 for a perfect attacker, so the undefended release keeps the privacy it has), "
+    "worst case over the attacks the family ranks on; one test per point of every defense of "
+    "the family, Holm over all of them, so picking the best point and the best defense is "
+    "paid for (then the defense's frontier hypervolume is above the undefended point's too)"
 )
 
 
@@ -89,6 +117,7 @@ class Scored:
     hypervolume: float
     ci_low: float
     ci_high: float
+    point: str = ""  # the point a "does not beat the undefended release" line is about
 
 
 @dataclass(frozen=True)
@@ -128,6 +157,8 @@ class FamilyVerdict:
     n_undominated_raw: int | None = None
     #: How much its attacker gets from the undefended release (None: not known).
     strength: FamilyStrength | None = None
+    #: What its data can decide (None: no spread, or undecided because of the attacker).
+    power: FamilyPower | None = None
 
     @property
     def undecided(self) -> bool:
@@ -161,6 +192,12 @@ class Verdict:
     #: Lines a reader must see before any verdict (e.g. an attack that cannot write the
     #: victims' words: :func:`privaudit.leaderboard.reach.reach_cautions`).
     cautions: tuple[str, ...] = ()
+    #: The hypervolume difference the power lines give units and seeds for, and whether the
+    #: user named it (else :data:`privaudit.leaderboard.paired.MATTERS`).
+    difference: float = MATTERS
+    difference_named: bool = False
+    #: The board's units (people or documents; None: documents, not recorded).
+    units: Units | None = None
 
     @property
     def n_pairs(self) -> int:
@@ -173,6 +210,16 @@ class Verdict:
     @property
     def n_separated_raw(self) -> int:
         return sum(f.separated_raw for f in self.families)
+
+
+def _unit_count(units: Units | None, n_docs: int) -> int:
+    """The units ``n_docs`` test documents stand for: people where the unit is the person
+    (the people of a subset in proportion, when an attack scored fewer documents)."""
+    if units is None or units.kind != "person" or not units.n_documents or n_docs <= 0:
+        return n_docs
+    if n_docs == units.n_documents:
+        return units.n_units
+    return max(1, round(units.n_units * n_docs / units.n_documents))
 
 
 def _undominated(order: Sequence[Scored], found: Sequence[Pair], raw: bool) -> list[Scored]:
@@ -199,9 +246,12 @@ def decide(
     cautions: tuple[str, ...] = (),
     doc_samples: Mapping[tuple[str, str], np.ndarray] | None = None,
     seeds: Mapping[str, int] | None = None,
-    own_scale: Mapping[tuple[str, str], tuple[float, np.ndarray]] | None = None,
+    own_points: Mapping[tuple[str, str], Sequence[tuple[str, float, np.ndarray]]] | None = None,
     unscorable: Mapping[str, str] | None = None,
     strengths: Mapping[str, FamilyStrength] | None = None,
+    units: Units | None = None,
+    difference: float = MATTERS,
+    difference_named: bool = False,
 ) -> Verdict:
     """The headline of a board: ``families`` (the board's family table: ranked labels have a
     rank), ``samples`` the hypervolume resamples per (family, label) the board ranked on,
@@ -211,12 +261,15 @@ def decide(
     the defenses whose privacy is their release format's alone (to say so where they beat
     ``none``: :mod:`privaudit.leaderboard.formats`). ``doc_samples``: ``samples`` without the
     fit effects (the documents' share of each difference), ``seeds`` the seeds per point per
-    family (for the power lines). ``own_scale``: per (family, label), ``none`` included, the
-    hypervolume and its resamples on each attack's own scale (:data:`BEATS_NONE`); without
-    it ``none``'s hypervolume is the normalised one, 0. ``unscorable``: families the corpus
+    family (for the power lines). ``own_points``: per (family, label), ``none`` included,
+    each point's name, its box (privacy × utility above chance on each attack's own scale)
+    and the box's resamples (:data:`BEATS_NONE`). ``unscorable``: families the corpus
     cannot score, with why (no comparison, one line). ``strengths``: per family, its
     attacker's strength (:func:`privaudit.leaderboard.strength.family_strengths`); a weak
-    one makes the family undecided because of the attacker (no verdict on its defenses)."""
+    one makes the family undecided because of the attacker (no verdict on its defenses).
+    ``units``: the board's units (people or documents), in which power is stated (``n_test``
+    documents are converted); ``difference``: the hypervolume difference the power lines
+    give the units and seeds for (``difference_named``: the user named it)."""
     out = []
     for family, sub in families.groupby("family", sort=True):
         family = str(family)
@@ -226,7 +279,8 @@ def decide(
                                     float(r["hv_ci_low"]), float(r["hv_ci_high"]))
             for _, r in ranked.iterrows()
         }  # fmt: skip
-        n = int(n_test.get(family, 0))
+        n_docs = int(n_test.get(family, 0))
+        n = _unit_count(units, n_docs)
         b = len(next(iter(samples.values()))) if samples else 0
         own = {lb: samples.get((family, lb), np.full(b, np.nan)) for lb in scored}
         docs = None
@@ -236,36 +290,89 @@ def decide(
                       doc_samples=docs, seeds=int((seeds or {}).get(family, 1)))  # fmt: skip
         order = sorted(scored.values(), key=lambda s: (-s.hypervolume, s.label))
         undominated = tuple(_undominated(order, found, raw=False))
-        # BEATS_NONE: on each attack's own scale none keeps its privacy; without that scale
-        # (an older caller) none's normalised privacy is 0, so its hypervolume is 0.
-        beat_on = {lb: own[lb] for lb in scored}
-        points_on = {lb: s.hypervolume for lb, s in scored.items()}
-        none_hv, none_s = 0.0, samples.get((family, NONE))
-        if own_scale is not None:
-            for lb in scored:
-                points_on[lb], beat_on[lb] = own_scale.get((family, lb), (math.nan, own[lb]))
-            none_hv, none_s = own_scale.get((family, NONE), (0.0, None))
-        if none_s is None or not np.isfinite(none_s).any():
-            none_s = np.zeros(b)
-        beats, not_beats = [], []
-        for s in order:
-            lo, hi = interval(np.asarray(beat_on[s.label], float) - none_s, level)
-            if lo > 0:
-                beats.append(s.label)
-            else:
-                not_beats.append(Scored(s.label, points_on[s.label] - none_hv, lo, hi))
+        beats, not_beats = beats_none(family, list(order), own, own_points, level)
+        found_power = None if strength_weak(strengths, family) else family_power(found)
         out.append(FamilyVerdict(
-            family=family, n=n, pairs=tuple(found), undominated=undominated,
+            family=family, n=n_docs, pairs=tuple(found), undominated=undominated,
             beats_none=tuple(beats), not_beats_none=tuple(not_beats),
             best=_best(family, matched, points),
             ranked_on=None if ranked_on is None else tuple(ranked_on.get(family, ())),
             format_only=tuple(sorted((format_only or {}).get(family, set()))),
             unscorable=(unscorable or {}).get(family, ""),
             n_undominated_raw=len(_undominated(order, found, raw=True)),
-            strength=(strengths or {}).get(family),
+            strength=(strengths or {}).get(family), power=found_power,
         ))  # fmt: skip
     return Verdict(tuple(out), level=level, chance=chance, available=available,
-                   cautions=tuple(cautions))  # fmt: skip
+                   cautions=tuple(cautions), difference=difference,
+                   difference_named=difference_named, units=units)  # fmt: skip
+
+
+def strength_weak(strengths: Mapping[str, FamilyStrength] | None, family: str) -> bool:
+    s = (strengths or {}).get(family)
+    return s is not None and s.weak
+
+
+def beats_none(
+    family: str,
+    order: Sequence[Scored],
+    own: Mapping[str, np.ndarray],
+    own_points: Mapping[tuple[str, str], Sequence[tuple[str, float, np.ndarray]]] | None,
+    level: float,
+) -> tuple[list[str], list[Scored]]:
+    """:data:`BEATS_NONE`: the defenses of ``order`` with a point whose box (privacy ×
+    utility above chance, on each attack's own scale) is above the undefended point's, one
+    one-sided test per point of every defense, Holm over all of them at ``(1 − level) / 2``
+    (with one point of one defense: the lower end of the ``level`` interval above 0). The
+    rest with their best point's difference and its Bonferroni interval. Without
+    ``own_points`` (an older caller), each defense's resamples in ``own`` are its one point
+    and the undefended release's hypervolume is 0 (normalised privacy)."""
+    tests: list[tuple[str, str, float, float]] = []  # (label, point, difference, se)
+    if own_points is None:
+        b = len(next(iter(own.values()))) if own else 0
+        none_s, none_v = np.zeros(b), 0.0
+        per = {s.label: [("", s.hypervolume, np.asarray(own[s.label], float))] for s in order}
+    else:
+        none = own_points.get((family, NONE)) or [("", 0.0, None)]
+        _, none_v, none_s = none[0]
+        per = {s.label: list(own_points.get((family, s.label), ())) for s in order}
+    for s in order:
+        for point, value, samples in per[s.label]:
+            d = np.asarray(samples, float) - (0.0 if none_s is None else np.asarray(none_s))
+            finite = d[np.isfinite(d)]
+            se = float(np.std(finite, ddof=1)) if finite.size > 1 else math.nan
+            tests.append((s.label, point, float(value - none_v), se))
+    alpha = (1 - level) / 2
+    p_values = [_one_sided(diff, se) for _, _, diff, se in tests]
+    rejected = holm(p_values, alpha)
+    m = max(sum(np.isfinite(p_values)), 1)
+    crit = NormalDist().inv_cdf(1 - alpha / m)
+    beats, not_beats = [], []
+    for s in order:
+        mine = [(t, r) for t, r in zip(tests, rejected, strict=True) if t[0] == s.label]
+        if any(r for _, r in mine):
+            beats.append(s.label)
+            continue
+        if not mine:
+            not_beats.append(Scored(s.label, math.nan, math.nan, math.nan))
+            continue
+        (_, point, diff, se), _ = max(mine, key=lambda tr: tr[0][2] - crit * _or0(tr[0][3]))
+        lo, hi = (diff - crit * se, diff + crit * se) if np.isfinite(se) else (math.nan,) * 2
+        not_beats.append(Scored(s.label, diff, lo, hi, point=point))
+    return beats, not_beats
+
+
+def _or0(x: float) -> float:
+    return x if np.isfinite(x) else 0.0
+
+
+def _one_sided(diff: float, se: float) -> float:
+    """The one-sided p-value of "no more than the undefended release" (normal, from the
+    bootstrap standard error); NaN without a spread, except a certain difference."""
+    if not np.isfinite(diff):
+        return math.nan
+    if not (np.isfinite(se) and se > 0):
+        return 0.0 if diff > NO_DIFFERENCE else 1.0
+    return NormalDist().cdf(-diff / se)
 
 
 def _best(family: str, matched: pd.DataFrame, points: pd.DataFrame) -> Best | None:
@@ -353,9 +460,8 @@ def _headline(verdict: Verdict) -> list[tuple[str, list[str]]]:
             continue
         if fv.undecided and fv.strength is not None:  # no verdict on defenses from it
             share = _share(fv.separated, len(fv.pairs), fv.separated_raw)
-            out.append(
-                (fv.family, [fv.strength.headline(), f"decisiveness: {share} at {fv.n:,} victims."])
-            )
+            at = _at(verdict, fv.n)
+            out.append((fv.family, [fv.strength.headline(), f"decisiveness: {share} at {at}."]))
             continue
         if not fv.undominated:
             out.append((fv.family, ["no defense is ranked in this family (see its table); "
@@ -399,63 +505,109 @@ def _headline(verdict: Verdict) -> list[tuple[str, list[str]]]:
                 if lb in fv.format_only else lb
                 for lb in fv.beats_none
             )  # fmt: skip
-            lines.append(f"beat the undefended release (hypervolume on the attacks' own scale "
-                         f"above the undefended point's{same}, {pct}): {shown}.")  # fmt: skip
+            lines.append(f"beat the undefended release (a point's box, privacy × utility above "
+                         f"chance on the attacks' own scale{same}, above the undefended "
+                         f"point's; Holm over every point of the family's defenses, {pct}): "
+                         f"{shown}.")  # fmt: skip
         else:
             lines.append("no defense beats the undefended release with confidence.")
         if fv.not_beats_none:
-            rest = ", ".join(f"{s.label} ({s.hypervolume:+.3f} {_ci(s.ci_low, s.ci_high)})"
-                             for s in fv.not_beats_none)  # fmt: skip
-            lines.append(f"do not beat it: {rest}.")
+            rest = ", ".join(_not_beating(s) for s in fv.not_beats_none)
+            lines.append(f"do not beat it (best point's box minus the undefended point's, "
+                         f"family-wise interval): {rest}.")  # fmt: skip
         share = _share(fv.separated, len(fv.pairs), fv.separated_raw)
-        lines.append(f"decisiveness: {share} at {fv.n:,} victims.")
+        lines.append(f"decisiveness: {share} at {_at(verdict, fv.n)}.")
         out.append((fv.family, lines))
     share = _share(verdict.n_separated, verdict.n_pairs, verdict.n_separated_raw)
-    out.append(("overall", [f"{share} over {len(verdict.families)} families (each family "
-                            f"controlled at {pct})."]))  # fmt: skip
+    out.append(("overall", [f"{share} over {len(verdict.families)} families.",
+                            board_error_line(verdict)]))  # fmt: skip
     return out
 
 
-def power_lines(verdict: Verdict, shown: int = POWER_SHOWN) -> list[str]:
-    """Per family, the tied pairs closest to separation, "cannot separate A and B with N
-    victims; about M would", at most ``shown`` of them, then a count of the rest."""
+def _not_beating(s: Scored) -> str:
+    at = f"{s.point}: " if s.point else ""
+    return f"{s.label} ({at}{s.hypervolume:+.3f} {_ci(s.ci_low, s.ci_high)})"
+
+
+def deciding(verdict: Verdict) -> list[FamilyVerdict]:
+    """The families that make comparative claims: scored, decided by their attacker, with a
+    ranked defense."""
+    return [fv for fv in verdict.families
+            if not (fv.unscorable or fv.undecided) and fv.n_ranked]  # fmt: skip
+
+
+def board_error_line(verdict: Verdict) -> str:
+    """The board's error rate, said: each family controls its claims; the board does not
+    control them across families, so it states the Bonferroni bound over them."""
+    alpha = 1 - verdict.level
+    pct = f"{100 * alpha:.0f} %"
+    k = len(deciding(verdict))
+    rule = (f"each family holds the chance of any false separation at {pct} or less "
+            f"(Holm over its pairs), and, separately, of any false 'beats the undefended "
+            f"release' (Holm over its defenses' points)")  # fmt: skip
+    if k <= 1:
+        return f"Error rates: {rule}; this board has one such family, so its rates are the board's."
+    bound = min(1.0, k * alpha)
+    return (f"Error rates: {rule}; not across families: over this board's {k} families, the "
+            f"chance of some false separation is at most {100 * bound:.0f} % ({k} × {pct}, "
+            f"Bonferroni), and so is that of some false 'beats'.")  # fmt: skip
+
+
+def _at(verdict: Verdict, n_docs: int) -> str:
+    """``1,000 victims`` or ``62 people (1,000 documents)``: the count in the board's unit."""
+    n = _unit_count(verdict.units, n_docs)
+    if verdict.units is not None and verdict.units.kind == "person":
+        return f"{n:,} {verdict.units.unit_name(n)} ({n_docs:,} documents)"
+    return f"{n_docs:,} victims"
+
+
+def power_lines(verdict: Verdict) -> list[str]:
+    """Per family that compares defenses: the minimum detectable difference at the run's
+    units and seeds, and the units and seeds a difference needs (the user's, else
+    :data:`privaudit.leaderboard.paired.MATTERS`). From the resampling spread only: no line
+    names a tied pair or says that more data would separate it."""
     if not verdict.available:
         return []
     out = []
-    for fv in verdict.families:
-        if fv.undecided:  # more victims would not make its attacker stronger
+    for fv in deciding(verdict):
+        p = fv.power
+        if p is None or fv.n_ranked < 2:
             continue
-        tied = sorted((p for p in fv.pairs if not p.separated),
-                      key=lambda p: (p.n_needed, -abs(p.diff), p.a, p.b))  # fmt: skip
-        for p in tied[:shown]:
-            out.append(f"{fv.family}: {_power(p)}")
-        rest = tied[shown:]
-        if rest:
-            hopeless = sum(not math.isfinite(p.n_needed) for p in rest)
-            tail = f" ({hopeless} of them with no realistic number)" if hopeless else ""
-            out.append(f"{fv.family}: and {len(rest)} more tied pairs{tail}.")
+        pw = f"{100 * p.power:.0f} % power"
+        seeds = f"{p.seeds} seed{'s' if p.seeds != 1 else ''} per point"
+        lo, hi = p.mdd_range
+        spread = f" ({lo:.3f}–{hi:.3f} over the pairs)" if hi - lo >= 0.0005 else ""
+        out.append(
+            f"{fv.family}: the smallest hypervolume difference this run separates with {pw}, "
+            f"family-wise over its {p.n_pairs} pair{'s' if p.n_pairs != 1 else ''}: "
+            f"{p.mdd:.3f}{spread}, at {_at(verdict, fv.n)} and {seeds}."
+        )
+        out.append(f"{fv.family}: {_needed(verdict, fv, p, pw)}")
     return out
 
 
-def _power(p: Pair) -> str:
-    head = f"cannot separate {p.a} and {p.b} with {p.n:,} victims"
-    gap = f"(HV difference {p.diff:+.3f} {_ci(p.ci_low, p.ci_high)})"
-    if p.fit_bound:  # more victims shrink only the documents' share of the variance
-        why = (
-            f"no number of victims would: the attackers' and the service's own randomness "
-            f"(between-fit sd of the difference {p.se_fit:.3f}, × {p.crit:.2f}) spans it"
-        )
-        if not math.isfinite(p.seeds_needed):
-            return f"{head}; {why}, and no realistic number of seeds either {gap}."
-        at = ("" if p.victims_with_seeds <= p.n
-              else f" and about {_victims(p.victims_with_seeds)} victims")  # fmt: skip
-        return (f"{head}; {why}; about {p.seeds_needed:.0f} seeds per point (now {p.seeds})"
-                f"{at} would {gap}.")  # fmt: skip
-    if not math.isfinite(p.n_needed):
-        return f"{head}; no realistic number would {gap}."
-    if p.n_needed <= p.n:  # skewed resamples: the normal approximation is already past it
-        return f"{head}; slightly more would {gap}."
-    return f"{head}; about {_victims(p.n_needed)} would {gap}."
+def _needed(verdict: Verdict, fv: FamilyVerdict, p: FamilyPower, pw: str) -> str:
+    """The units and seeds a difference needs, in words."""
+    d = verdict.difference
+    unit = "victims" if verdict.units is None else verdict.units.unit_name(2)
+    what = (f"the difference you named ({d:.3f})" if verdict.difference_named
+            else f"a difference of {d:.3f} (one that matters on this board's scale: "
+                 f"{d:g} of the hypervolume box)")  # fmt: skip
+    need = p.needed_for(d)
+    if not need.feasible:
+        return (f"{what} would take no realistic number of {unit} or seeds per point to "
+                f"separate with {pw}.")  # fmt: skip
+    n_units = max(math.ceil(need.units), 1)
+    docs = ""
+    if verdict.units is not None and verdict.units.kind == "person" and p.n:
+        per = fv.n / p.n
+        docs = f" (about {_victims(n_units * per)} documents at {per:.1f} per person)"
+    seeds = f"{need.seeds} seed{'s' if need.seeds != 1 else ''} per point"
+    if n_units <= p.n and need.seeds <= p.seeds:
+        return (f"{what}: this run separates it with {pw} or more (about "
+                f"{_victims(n_units)} {unit} at {seeds} would; it has {p.n:,}).")  # fmt: skip
+    return (f"{what} needs about {_victims(n_units)} {unit}{docs} at {seeds} to separate "
+            f"with {pw} (now {p.n:,} at {p.seeds}).")  # fmt: skip
 
 
 def decisiveness_table(verdict: Verdict) -> Table:
@@ -485,14 +637,17 @@ DECISIVENESS_CAPTION = (
     f"Beating the undefended release: {BEATS_NONE}."
 )
 POWER_CAPTION = (
-    "For tied pairs, the victims (test documents) at which the family-wise (Bonferroni) "
-    "interval would "
-    "exclude 0 if the observed difference held. Counted: the documents' share of the "
-    "difference's bootstrap variance, which shrinks as 1/n, and the share of the attackers' "
-    "and the utility service's refits (their declared between-fit sds), which does not: "
-    "where that share alone spans the difference, no number of victims would, and the line "
-    "gives the seeds per point (refits, averaged) that would. Not counted: a between-fit "
-    "spread that no component declared."
+    "What this run's data can decide, from the resampling spread of the family's paired "
+    "differences, never from an observed difference (a tied pair's observed difference is "
+    "mostly noise: a figure computed from it would predict separations that are not there). "
+    "The minimum detectable difference is (c + z(power)) × se, se the paired standard error "
+    "of a typical pair (the median over the family's pairs) and c the family-wise "
+    "(Bonferroni) critical value: a pair that truly differs by it is separated with that "
+    "power. The units and seeds for a difference solve the same equation: the units' share "
+    "of the variance shrinks as 1/N with N units (people where the corpus knows them, each "
+    "with as many documents as now), the share of the attackers' and the service's refits "
+    "(their between-fit sds) as 1/K with K seeds per point; where no number of units can "
+    "reach it, the line gives the seeds."
 )
 
 
@@ -504,7 +659,7 @@ def markdown(verdict: Verdict) -> str:
         parts.append(f"**{family}**\n\n" + "".join(f"- {line}\n" for line in lines) + "\n")
     power = power_lines(verdict)
     if power:
-        parts.append("### What more victims would decide\n\n" + f"{POWER_CAPTION}\n\n"
+        parts.append("### What this run's data can decide\n\n" + f"{POWER_CAPTION}\n\n"
                      + "".join(f"- {line}\n" for line in power) + "\n")  # fmt: skip
     if verdict.available:
         parts.append(f"### Decisiveness\n\n{DECISIVENESS_CAPTION}\n\n"
@@ -523,7 +678,7 @@ def html_fragment(verdict: Verdict) -> str:
     power = power_lines(verdict)
     if power:
         items = "".join(f"<li>{e(line)}</li>" for line in power)
-        parts.append(f"<h3>What more victims would decide</h3>\n<p class=\"note\">"
+        parts.append(f"<h3>What this run's data can decide</h3>\n<p class=\"note\">"
                      f"{e(POWER_CAPTION)}</p>\n<ul>{items}</ul>\n")  # fmt: skip
     if verdict.available:
         parts.append(f'<h3>Decisiveness</h3>\n<p class="note">{e(DECISIVENESS_CAPTION)}</p>\n'
@@ -539,6 +694,6 @@ def terminal_lines(verdict: Verdict) -> list[str]:
         out.extend(f"  - {line}" for line in lines)
     power = power_lines(verdict)
     if power:
-        out.append("What more victims would decide:")
+        out.append("What this run's data can decide:")
         out.extend(f"  - {line}" for line in power)
     return out

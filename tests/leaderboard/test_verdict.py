@@ -3,7 +3,6 @@ and the renderers printing it first; on results tables and outcomes built by han
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -12,9 +11,8 @@ import pytest
 
 from privaudit.cli.render import print_board, print_summary
 from privaudit.leaderboard.board import Leaderboard, leaderboard
-from privaudit.leaderboard.paired import Pair, needed_victims, pairs
+from privaudit.leaderboard.paired import FamilyPower, pairs
 from privaudit.leaderboard.verdict import (
-    _power,
     decisiveness_table,
     headline,
     power_lines,
@@ -44,12 +42,20 @@ def lb() -> Leaderboard:
     return board()
 
 
-def test_needed_victims_scales_as_the_squared_ratio_of_se_to_the_difference() -> None:
-    z = 1.959963984540054
-    assert needed_victims(0.1, 0.1, 300, 0.95) == pytest.approx(300 * z**2)
-    assert needed_victims(0.2, 0.1, 300, 0.95) == pytest.approx(300 * z**2 / 4)
-    assert needed_victims(0.0, 0.1, 300, 0.95) == math.inf  # no difference: never
-    assert needed_victims(0.001, 0.1, 300, 0.95) == math.inf  # beyond 100 × n: not realistic
+def test_the_units_needed_scale_as_the_squared_ratio_of_se_to_the_difference() -> None:
+    z, z80 = 1.959963984540054, 0.8416212335729143
+    p = FamilyPower(n=300, seeds=1, crit=z, se=0.1, se_fit=0.0, se_low=0.1, se_high=0.1,
+                    n_pairs=1)  # fmt: skip
+    assert p.mdd == pytest.approx((z + z80) * 0.1)
+    assert p.needed_for(0.1).units == pytest.approx(300 * (z + z80) ** 2)
+    assert p.needed_for(0.2).units == pytest.approx(300 * (z + z80) ** 2 / 4)
+    assert p.needed_for(p.mdd).units == pytest.approx(300)  # the MDD: the run's own size
+    assert not p.needed_for(0.001).feasible  # beyond 100 × n: not realistic
+    # The fits' share does not shrink with units: past it, seeds.
+    fit = FamilyPower(n=300, seeds=1, crit=z, se=0.03, se_fit=0.02, se_low=0.03, se_high=0.03,
+                      n_pairs=1)  # fmt: skip
+    need = fit.needed_for(0.05)
+    assert need.feasible and need.seeds > 1
 
 
 def test_pairs_are_paired_on_the_same_resamples() -> None:
@@ -76,35 +82,32 @@ def test_a_clear_separation(lb: Leaderboard) -> None:
     assert line.startswith("best: good ") and "beats every other defense" in line
 
 
-def test_a_tie_with_its_power_line(lb: Leaderboard) -> None:
+def test_a_tie_gets_no_power_line_of_its_own(lb: Leaderboard) -> None:
+    """The power lines say what the family's data can decide (the minimum detectable
+    difference, the units for 0.05), never that more victims would separate a tied pair."""
     v = lb.verdict
     assert v is not None
     (fv,) = v.families
     tie = next(p for p in fv.pairs if {p.a, p.b} == {"alpha", "beta"})
     assert not tie.separated and tie.ci_low < 0 < tie.ci_high
     assert tie.a == "alpha" and tie.diff > 0  # the larger point hypervolume comes first
-    # The family-wise (Bonferroni, 6 pairs) critical value: beyond 100 × N for this gap.
-    m = needed_victims(tie.diff, tie.se, N, v.level, crit=tie.crit)
-    assert tie.crit > 2.5 and tie.n_needed == m and m > N
-    assert m == math.inf or m == pytest.approx(N * (tie.crit * tie.se / tie.diff) ** 2)
+    assert tie.crit > 2.5  # the family-wise (Bonferroni, 6 pairs) critical value
     lines = power_lines(v)
-    assert any(
-        line.startswith(f"text: cannot separate alpha and beta with {N} victims; ")
-        for line in lines
-    ), lines
-    # Shown at most POWER_SHOWN per family, the rest counted.
-    assert len([ln for ln in lines if "cannot separate" in ln]) <= 3
+    assert len(lines) == 2 and not any("alpha" in ln or "cannot separate" in ln for ln in lines)
+    assert lines[0].startswith("text: the smallest hypervolume difference this run separates "
+                               "with 80 % power, family-wise over its 6 pairs: ")  # fmt: skip
+    assert f"at {N} victims and 1 seed per point" in lines[0]
+    assert fv.power is not None and f"{fv.power.mdd:.3f}" in lines[0]
+    assert lines[1].startswith("text: a difference of 0.050 (one that matters on this board")
 
 
-def test_no_realistic_number_when_the_difference_is_nil() -> None:
-    (p,) = pairs({"a": 0.0, "b": 0.0}, {"a": np.zeros(50), "b": np.zeros(50)}, 300, 0.95)
-    assert not p.separated and p.n_needed == math.inf
-    assert _power(p) == (
-        "cannot separate a and b with 300 victims; no realistic number would "
-        "(HV difference +0.000 [0.000, 0.000])."
-    )
-    near = Pair("a", "b", 0.05, -0.001, 0.1, 0.02, 300, needed_victims(0.05, 0.02, 300, 0.95))
-    assert near.n_needed < 300 and "slightly more would" in _power(near)
+def test_no_power_line_without_a_spread() -> None:
+    found = pairs({"a": 0.0, "b": 0.0}, {"a": np.zeros(50), "b": np.zeros(50)}, 300, 0.95)
+    (p,) = found
+    assert not p.separated
+    from privaudit.leaderboard.paired import family_power
+
+    assert family_power(found) is None
 
 
 def test_the_headline_three_parts(lb: Leaderboard) -> None:
@@ -125,13 +128,13 @@ def test_the_headline_three_parts(lb: Leaderboard) -> None:
     assert "best utility at worst-case privacy ≥ 0.75: " in text and "good at eta=1" in text
     # On the attack's own scale none keeps its privacy (.11): bad, as exposed, with less
     # utility, is below it (BEATS_NONE).
-    assert "beat the undefended release" in text and "do not beat it: bad (-0.011 [" in text
+    assert "beat the undefended release" in text and "): bad (eta=1: -0.011 [" in text
     share = f"{fv.separated} of 6 pairs separated family-wise ({100 * fv.separated / 6:.0f} %"
     if fv.separated_raw != fv.separated:
         share += f"; {fv.separated_raw} by unadjusted per-pair intervals"
-    assert headline(v)[-1] == (
-        "overall", [f"{share}) over 1 families (each family controlled at 95 %)."]
-    )  # fmt: skip
+    family, (first, error) = headline(v)[-1]
+    assert family == "overall" and first == f"{share}) over 1 families."
+    assert error.startswith("Error rates: each family holds the chance of any false separation")
 
 
 def test_decisiveness_per_family_and_overall(lb: Leaderboard) -> None:
@@ -163,7 +166,8 @@ def test_renderers_show_the_headline_first(
     write_leaderboard(lb, tmp_path)
     md = (tmp_path / "leaderboard.md").read_text(encoding="utf-8")
     assert md.index("## Verdict") < md.index("## Overall") < md.index("## Family: text")
-    assert "cannot separate alpha and beta" in md and "### Decisiveness" in md
+    assert "the smallest hypervolume difference this run separates" in md
+    assert "### Decisiveness" in md
     page = (tmp_path / "leaderboard.html").read_text(encoding="utf-8")
     assert page.index("<h2>Verdict</h2>") < page.index("<h3>Overall</h3>")
     print_board(lb, "board")
@@ -180,7 +184,7 @@ def test_report_puts_the_verdict_first(tmp_path: Path) -> None:
     run = make_run(tmp_path / "run", ranked_rows())
     page = write_report(run, board=board()).read_text(encoding="utf-8")
     assert page.index("<h2>Verdict") < page.index("<h2>Summary") < page.index("<h2>Leaderboard")
-    assert "What more victims would decide" in page
+    assert "What this run's data can decide" in page
 
 
 def test_run_summary_prints_the_verdict_before_the_cells(

@@ -10,15 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pytest
 
 from privaudit.leaderboard.board import Leaderboard, leaderboard
 from privaudit.leaderboard.families import hypervolume
 from privaudit.leaderboard.figures import pareto_figure
-from privaudit.leaderboard.paired import Pair, needed_victims
+from privaudit.leaderboard.paired import FamilyPower
 from privaudit.leaderboard.verdict import (
     POWER_CAPTION,
-    _power,
     headline,
     power_lines,
 )
@@ -133,42 +131,38 @@ def _true_diff(shift: float) -> float:
     return hv(shift) - hv(0.0)
 
 
-def test_the_power_line_counts_the_fits_and_matches_a_run_of_that_size() -> None:
-    """Attack fit sd .01, service .015: a pair's predicted victims, checked on a simulated
-    board of that size (within a factor of 1.5); the old 1/√n formula is far off."""
-    kw = {"defenses": 2, "attacks": ("a",), "fit_sd": 0.01, "utility_fit_sd": 0.015,
-          "resamples": 400}  # fmt: skip
-    diff = _true_diff(0.04)
-    small = synthetic_board(3, n=1000, shift={"d0": 0.04}, **kw)
+def test_the_units_needed_count_the_fits_and_match_a_run_of_that_size() -> None:
+    """Attack fit sd .01, service .015: the victims and seeds the board says a true
+    difference needs (from the resampling spread, not the observed difference); at that size
+    the run's own minimum detectable difference is about that difference (within 1.3×)."""
+    from tests.leaderboard.claims_boards import claims_board, true_hv
+
+    kw = {"defenses": 2, "attacks": 1, "true_fit_sd": 0.01, "true_utility_fit_sd": 0.015,
+          "resamples": 400, "shift": {"d0": 0.04}}  # fmt: skip
+    diff = true_hv(3, 0.04) - true_hv(3)
+    small = claims_board(3, **kw)
     assert small.verdict is not None
-    (p,) = small.verdict.families[0].pairs
-    assert p.se_fit > 0.01  # the fits' share: two cells and two points per difference
-    predicted = needed_victims(diff, p.se, p.n, 0.95, se_fit=p.se_fit, crit=p.crit)
-    assert 1000 < predicted < 100_000
-    old = 1000 * (1.96 * p.se / diff) ** 2  # se ∝ 1/√n, the fits counted as documents
-    assert old < predicted / 1.3  # ≈ 1,400 against ≈ 2,050
-    big = synthetic_board(3, n=round(predicted), shift={"d0": 0.04}, **kw)
+    power = small.verdict.families[0].power
+    assert power is not None and power.se_fit > 0.01  # two cells and two points per difference
+    need = power.needed_for(diff)
+    # 80 % power: the fits' share alone is past (diff / 2.8)², so seeds too.
+    assert need.feasible and need.seeds > 1 and 1000 < need.units < 100_000
+    big = claims_board(3, n=round(need.units), seeds=need.seeds, **kw)
     assert big.verdict is not None
-    (q,) = big.verdict.families[0].pairs
-    # At that size the run's own estimate of the victims needed is about what it has.
-    again = needed_victims(diff, q.se, q.n, 0.95, se_fit=q.se_fit, crit=q.crit)
-    assert predicted / 1.5 < again < predicted * 1.5, (predicted, again)
-    # Its half-width is about the difference: the run at that size just separates it.
-    assert 1.96 * q.se == pytest.approx(abs(diff), rel=0.25)
+    again = big.verdict.families[0].power
+    assert again is not None and again.seeds == need.seeds
+    assert diff / 1.3 < again.mdd < diff * 1.3, (diff, again.mdd)
 
 
-def test_no_number_of_victims_when_the_fits_alone_span_the_difference() -> None:
+def test_seeds_when_the_fits_alone_span_the_difference() -> None:
     z = 1.959963984540054
-    assert needed_victims(0.1, 0.1, 300, 0.95) == pytest.approx(300 * z**2)  # no fit part
-    # se .0252 at 1,000 victims, fits .018: a difference of .016 < 1.96 · .018 never separates.
-    assert needed_victims(0.016, 0.0252, 1000, 0.95, se_fit=0.018) == math.inf
-    n = needed_victims(0.04, 0.0252, 1000, 0.95, se_fit=0.018)
-    assert 2500 < n < 4000  # the old formula said about 1,500
-    p = Pair("a", "b", 0.016, -0.03, 0.06, 0.0252, 1000, math.inf, se_fit=0.018, crit=z,
-             seeds=1, seeds_needed=4.0, victims_with_seeds=1000.0)  # fmt: skip
-    line = _power(p)
-    assert "no number of victims would" in line and "about 4 seeds per point (now 1)" in line
-    assert "Counted:" in POWER_CAPTION and "not counted" not in POWER_CAPTION.lower()[:40]
+    p = FamilyPower(n=1000, seeds=1, crit=z, se=0.0252, se_fit=0.018, se_low=0.0252,
+                    se_high=0.0252, n_pairs=1)  # fmt: skip
+    # (z + z80) · .018 ≈ .050 > .04: no number of victims at one seed, so more seeds.
+    need = p.needed_for(0.04)
+    assert need.feasible and need.seeds >= 2 and need.units > 1000
+    assert not p.needed_for(0.004).feasible  # beyond 100 seeds or 100 × the victims
+    assert "refits" in POWER_CAPTION and "never from an observed difference" in POWER_CAPTION
 
 
 def test_the_power_lines_of_a_board_with_fit_noise() -> None:
@@ -176,12 +170,10 @@ def test_the_power_lines_of_a_board_with_fit_noise() -> None:
                             resamples=300)  # fmt: skip
     assert board.verdict is not None
     lines = power_lines(board.verdict)
-    assert lines and all("cannot separate" in ln or "more tied pairs" in ln for ln in lines)
     fv = board.verdict.families[0]
-    assert all(p.se_fit > 0 for p in fv.pairs)
-    for p in fv.pairs:  # identical defenses: a pair the fits span says so
-        if p.fit_bound:
-            assert "no number of victims would" in _power(p)
+    assert fv.power is not None and fv.power.se_fit > 0
+    assert len(lines) == 2 and not any(f"d{i}" in ln for ln in lines for i in range(3))
+    assert f"{fv.power.mdd:.3f}" in lines[0]
 
 
 def test_pareto_plots_are_labelled_by_target_rate_with_error_bars() -> None:
