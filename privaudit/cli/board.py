@@ -34,6 +34,13 @@ def leaderboard_cmd(
             "'label @ corpus' (refused without it).",
         ),
     ] = False,
+    difference: Annotated[
+        float | None,
+        typer.Option(
+            help="The hypervolume difference (in (0, 1]) the verdict gives the victims and "
+            "seeds for (default 0.05 of the box).",
+        ),
+    ] = None,
 ) -> None:
     """Rank defenses per attack family by worst-case privacy-utility hypervolume, with
     bootstrap intervals and rank stability.
@@ -44,10 +51,11 @@ def leaderboard_cmd(
     # privaudit.audit and privaudit.leaderboard, which --help does not load
     from privaudit.audit.store import check_writable
     from privaudit.cli.render import print_board
-    from privaudit.leaderboard.board import leaderboard
+    from privaudit.leaderboard.board import check_difference, leaderboard
     from privaudit.outputs.leaderboard import write_leaderboard
     from privaudit.outputs.runs import load_runs
 
+    check_difference(difference)  # before anything is read
     partial = [_say_unfinished(d) for d in run_dirs]  # before anything else is printed
     target = out if out is not None else (run_dirs[0] if run_dirs else None)
     if target is not None and (out is not None or target.is_dir()):  # else: not a run dir
@@ -57,7 +65,7 @@ def leaderboard_cmd(
         runs = load_runs(run_dirs, chance=chance, mixed_corpora=mixed_corpora)
     for warning in caught:  # one readable line each, not a warnings.warn source excerpt
         typer.secho(f"Warning: {warning.message}", fg=typer.colors.YELLOW, err=True)
-    board = leaderboard(runs.frame, runs.chance, **runs.board_inputs())
+    board = leaderboard(runs.frame, runs.chance, **runs.board_inputs(), difference=difference)
     print_board(board, f"privaudit leaderboard ({len(run_dirs)} run(s))")
     typer.echo("Wrote:")
     target = out if out is not None else run_dirs[0]

@@ -5,6 +5,7 @@ measurement (>= 200 boards per setting) is ``benchmarks/null_boards_47.py``."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -137,3 +138,13 @@ def test_the_board_states_its_error_rate_across_families() -> None:
         for line in overall
     ), overall
     assert len(false_separation(board)) == 3
+
+
+def test_the_leaderboard_command_checks_its_difference_before_reading(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from privaudit.cli import app
+
+    result = CliRunner().invoke(app, ["leaderboard", str(tmp_path / "nope"), "--difference", "2"])
+    assert result.exit_code == 2
+    assert "difference must be a hypervolume difference in (0, 1], got 2.0" in result.output
