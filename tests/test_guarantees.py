@@ -35,6 +35,7 @@ TEXTS = {
     "rapt": "eta·d_X-privacy per selected word, within its POS category",
     "embedding-dx": "eta·d_X-privacy per token embedding (Qu et al. 2021)",
     "has": "none (empirical anonymization)",
+    "presidio": "none (empirical anonymization)",
     "sap": "eta0·d_X-privacy per token representation (Shen et al.)",
     "sap-cti": "eta_m·d_X-privacy per token, eta_m in (0, 2·eta0) (SAP-CTI)",
     "cape": (
@@ -60,6 +61,7 @@ KINDS = {
     "none": Kind.NONE,
     "clean": Kind.NONE,
     "has": Kind.NONE,
+    "presidio": Kind.NONE,
     "cape": Kind.LDP,
     "dpnr": Kind.LDP,
     "custext": Kind.LDP,
