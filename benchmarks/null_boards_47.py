@@ -69,6 +69,10 @@ def fw(boards: int, **kw: Any) -> None:
         apart += rank_intervals_apart(b)
         assert b.verdict is not None
         predicts += any(PREDICTS.search(line) for line in power_lines(b.verdict))
+        if (r + 1) % 50 == 0 and r + 1 < boards:  # a partial count, should the run be cut
+            print(
+                f"  after {r + 1}: per board {brd}, apart {apart}, predicts {predicts}", flush=True
+            )
     rate("  false separation per family", fam, total_f)
     rate("  false separation per board", brd, boards)
     rate("  identical defenses' rank intervals apart", apart, boards)
