@@ -125,7 +125,7 @@ def tab_score(
     ] = None,
     masks: Annotated[
         list[Path] | None,
-        typer.Option(help="A file of masked spans, {doc_id: [[start, end], ...]} (TAB's format)."),
+        typer.Option(help="A file of masked spans per doc_id, (start, end) pairs (TAB's format)."),
     ] = None,
     split: Annotated[
         str, typer.Option(help="TAB documents to score: test, dev, train or all.")
