@@ -145,6 +145,8 @@ def leaderboard(
     bootstrap: Bootstrap | None = None,
     fit_sd: Mapping[str, float] | None = None,
     utility_fit_sd: float | Mapping[str, float] | None = None,
+    measured_fit_sd: Mapping[str, float] | None = None,
+    measured_utility_fit_sd: float | None = None,
     difference: float | None = None,
 ) -> Leaderboard:
     """Rank the defense labels of a results table per attack family and overall.
@@ -188,13 +190,15 @@ def leaderboard(
     frame = frame[[c for c in frame.columns if c in BOARD_COLUMNS]]  # pandas copies the rest
     seed_means(frame)  # the same error as the plots when nothing is usable
     boot = bootstrap or Bootstrap()
-    sds, utility_fit_sd, u_sds = _fit_sds(frame, fit_sd, utility_fit_sd)
+    declared = _fit_sds(frame, fit_sd, utility_fit_sd)
+    sds, utility_fit_sd, u_sds = _with_measured(declared, measured_fit_sd, measured_utility_fit_sd)
     stats = run_stats(frame, outcomes or Outcomes(), boot, fit_sd=sds,
                       utility_fit_sd=utility_fit_sd)  # fmt: skip
     notes = [
         unit_note(boot, frame),
         *(n for n in (subset, reach) if n),
         *fit_effect_notes(stats.available, sds, u_sds),
+        *measured_notes(declared[0], declared[2], measured_fit_sd, measured_utility_fit_sd),
     ]
     identity = identity_labels(frame)
     unscorable = unscorable_families(stats.frame)
@@ -255,6 +259,49 @@ def unit_note(boot: Bootstrap, frame: pd.DataFrame) -> str:
         f"Victims: {units.label()}; every interval, paired difference, rank and test resamples "
         f"people, each drawn with all of their documents.{linked}"
     )
+
+
+def _with_measured(
+    declared: tuple[dict[str, float], float | Mapping[str, float], dict[str, float]],
+    measured: Mapping[str, float] | None,
+    measured_utility: float | None,
+) -> tuple[dict[str, float], float | Mapping[str, float], dict[str, float]]:
+    """Each spread as the larger of the declared and the measured one
+    (:mod:`privaudit.audit.fit_noise`)."""
+    sds, utility_fit_sd, _ = declared
+    sds = dict(sds)
+    for label, sd in (measured or {}).items():
+        sds[label] = max(sds.get(label, 0.0), float(sd))
+    if measured_utility is not None:
+        if isinstance(utility_fit_sd, Mapping):
+            utility_fit_sd = {k: max(v, measured_utility) for k, v in utility_fit_sd.items()}
+        else:
+            utility_fit_sd = max(float(utility_fit_sd or 0.0), measured_utility)
+    return sds, utility_fit_sd, _nonzero_sds(utility_fit_sd)
+
+
+def measured_notes(
+    declared: Mapping[str, float],
+    declared_utility: Mapping[str, float],
+    measured: Mapping[str, float] | None,
+    measured_utility: float | None,
+) -> list[str]:
+    """Which spread each random fit's intervals use: measured in this run, or declared."""
+    if not measured and measured_utility is None:
+        return []
+    parts = []
+    for label, sd in sorted((measured or {}).items()):
+        was = declared.get(label, 0.0)
+        used = "measured used" if sd > was else "declared used"
+        parts.append(f"{label} {sd:.3g} measured, {was:.3g} declared ({used})")
+    if measured_utility is not None:
+        was = max(declared_utility.values(), default=0.0)
+        used = "measured used" if measured_utility > was else "declared used"
+        parts.append(f"the service {measured_utility:.3g} measured, {was:.3g} declared ({used})")
+    return [
+        "Fit noise measured in this run (refits at the undefended point; the larger of the "
+        "measured and the declared between-fit sd enters the intervals): " + "; ".join(parts) + "."
+    ]
 
 
 def _fit_sds(
