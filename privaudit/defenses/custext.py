@@ -48,7 +48,7 @@ class CusText(WordDefense):
     u(x, y) = −(d(x, y) − d_min)/(d_max − d_min) the distance normalised over x's set.
 
     Privacy knob: ``epsilon``. Guarantee: ε-LDP per word among the words that share an
-    output set (the paper's Theorem 1: the normalised score has range 1, so the exponential
+    output set (the paper's proof: the normalised score has range 1, so the exponential
     mechanism over a shared set is ε-DP); words of different sets are distinguishable.
 
     Choices and deviations:
@@ -78,7 +78,7 @@ class CusText(WordDefense):
 
     @guarantee_property
     def guarantee(self) -> Guarantee:
-        """ε-LDP per word, within its output set (Chen et al. 2023, Theorem 1)."""
+        """ε-LDP per word, within its output set (Chen et al. 2023."""
         return Guarantee(
             Kind.LDP,
             "epsilon",

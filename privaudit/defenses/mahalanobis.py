@@ -40,8 +40,8 @@ class MahalanobisMechanism(WordDefense):
     under spherical noise at the same ε.
 
     Privacy knob: ``epsilon`` (1 / d_R). Guarantee: ε·d_R-privacy per word for the
-    regularised Mahalanobis distance d_R(x, x') = ‖Σ_λ^{−1/2}(x − x')‖ (the paper's Theorem
-    1; the projection is post-processing); a document of n words composes to n·ε.
+    regularised Mahalanobis distance d_R(x, x') = ‖Σ_λ^{−1/2}(x − x')‖ (the paper's
+    proof; the projection is post-processing); a document of n words composes to n·ε.
 
     Choices and deviations:
     - Vocabulary and embedding: the backbone's single-piece whole words with their input

@@ -31,7 +31,7 @@ class SanText(WordDefense):
     included, at d = 0).
 
     Privacy knob: ``epsilon`` (1 / Euclidean distance in the backbone's input-embedding
-    space). Guarantee: ε·d_X-privacy per word (metric LDP, the paper's Theorem 1); a document
+    space). Guarantee: ε·d_X-privacy per word (metric LDP, as the paper proves); a document
     of n words composes to n·ε.
 
     Choices and deviations:
@@ -59,7 +59,7 @@ class SanText(WordDefense):
 
     @guarantee_property
     def guarantee(self) -> Guarantee:
-        """ε·d_X-privacy per word (Yue et al. 2021, Theorem 1)."""
+        """ε·d_X-privacy per word (Yue et al. 2021."""
         return Guarantee.dx(
             "epsilon",
             self.epsilon,
@@ -105,7 +105,7 @@ class SanTextPlus(SanText):
 
     Privacy knob: ``epsilon`` (as SanText). Guarantee: ε·d_X-privacy per sensitive word,
     within the sensitive words; a non-sensitive word is released with probability ≥ 1 − p and
-    has no guarantee (the paper's Theorem 2 covers the sensitive words).
+    has no guarantee (the paper's guarantee for SanText+ covers the sensitive words).
 
     Choices and deviations (beyond SanText's):
     - Word frequencies come from the training split (:meth:`fit`), as the paper counts its

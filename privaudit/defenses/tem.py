@@ -34,7 +34,7 @@ class TEM(WordDefense):
     vocabulary per distinct word.
 
     Privacy knob: ``epsilon`` (1 / Euclidean distance in the backbone's input-embedding
-    space). Guarantee: ε·d_X-privacy per word (the paper's Theorem 1: |min(d(w, y), γ) −
+    space). Guarantee: ε·d_X-privacy per word (the paper's proof: |min(d(w, y), γ) −
     min(d(w', y), γ)| <= d(w, w')); a document of n words composes to n·ε.
 
     Choices and deviations:
@@ -61,7 +61,7 @@ class TEM(WordDefense):
 
     @guarantee_property
     def guarantee(self) -> Guarantee:
-        """ε·d_X-privacy per word (Carvalho et al. 2023, Theorem 1)."""
+        """ε·d_X-privacy per word (Carvalho et al. 2023."""
         return Guarantee.dx(
             "epsilon",
             self.epsilon,

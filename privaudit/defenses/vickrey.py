@@ -43,7 +43,7 @@ class Vickrey(MahalanobisMechanism):
 
     Privacy knob: ``epsilon`` (1 / Euclidean distance, or 1 / d_R with ``lam`` > 0).
     Guarantee: ε·d_X-privacy per word (the choice depends on the noisy vector only: randomised
-    post-processing, the paper's Theorem 1); a document of n words composes to n·ε.
+    post-processing, as the paper argues); a document of n words composes to n·ε.
 
     Choices and deviations:
     - t defaults to 0.75 (the paper selects t per data set by a constrained optimisation of
