@@ -257,6 +257,7 @@ BUILTINS: dict[Registry[Any], dict[str, str]] = {
         "tem": "privaudit.defenses.tem:TEM",
         "mahalanobis": "privaudit.defenses.mahalanobis:MahalanobisMechanism",
         "vickrey": "privaudit.defenses.vickrey:Vickrey",
+        "diffractor": "privaudit.defenses.diffractor:OneDiffractor",
     },
     ATTACKS: {
         "nn-inversion": "privaudit.attacks.nn_inversion:NNInversion",

@@ -56,6 +56,7 @@ TEXTS = {
     "tem": "epsilon·d_X-privacy per word (Carvalho et al. 2023)",
     "mahalanobis": "epsilon·d_X-privacy per word (Xu et al. 2020)",
     "vickrey": "epsilon·d_X-privacy per word (Xu et al. 2021)",
+    "diffractor": "epsilon·d_X-privacy per word (Meisenbacher et al. 2024)",
 }
 KINDS = {
     "none": Kind.NONE,

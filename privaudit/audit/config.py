@@ -367,9 +367,10 @@ class GridConfig(_Strict):
 
 
 #: The word-level metric-DP mechanisms (issue 51): the ``mechanisms`` preset runs them; the
-#: quick grid's 20-minute budget on two cores has no room for seven more defenses.
+#: quick grid's 20-minute budget on two cores has no room for eight more defenses.
 WORD_MECHANISMS = (
     "santext", "santext-plus", "custext", "custext-plus", "tem", "mahalanobis", "vickrey",
+    "diffractor",
 )  # fmt: skip
 
 
