@@ -18,6 +18,7 @@ EPSILONS: dict[str, tuple[float, ...]] = {
     "tem": (1.0, 2.0, 3.0),
     "mahalanobis": (10.0, 20.0, 40.0),
     "vickrey": (10.0, 20.0, 40.0),
+    "diffractor": (0.2, 1.1, 2.5),  # 1 / position in the 1-D list: no embedding scale
 }
 #: The parameters both sides use (the papers' defaults where they state one).
 PARAMS: dict[str, dict[str, float]] = {
@@ -26,6 +27,7 @@ PARAMS: dict[str, dict[str, float]] = {
     "tem": {"beta": 0.001},
     "mahalanobis": {"lam": 0.2},
     "vickrey": {"t": 0.75, "lam": 0.0},
+    "diffractor": {"k": 50},
 }
 #: Fixed input words whose replacement distributions are compared.
 INPUTS = ("good", "city", "john", "music")

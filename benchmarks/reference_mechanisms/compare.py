@@ -97,7 +97,7 @@ def main() -> None:
         package, name = key.split("|")
         print(
             f"| {name} | {package} | {ours_t[name]:.2f} | {seconds:.1f} | "
-            f"{seconds / ours_t[name]:.0f}× |"
+            f"{seconds / ours_t[name]:.2g}× |"
         )
 
 

@@ -32,6 +32,7 @@ from benchmarks.reference_mechanisms.common import (
 )
 from privaudit.corpora.synthetic import synthetic_reviews
 from privaudit.defenses.custext import CusText
+from privaudit.defenses.diffractor import OneDiffractor, greedy_order
 from privaudit.defenses.mahalanobis import MahalanobisMechanism
 from privaudit.defenses.santext import SanText
 from privaudit.defenses.tem import TEM
@@ -45,6 +46,7 @@ CLASSES = {
     "tem": TEM,
     "mahalanobis": MahalanobisMechanism,
     "vickrey": Vickrey,
+    "diffractor": OneDiffractor,
 }
 
 
@@ -88,6 +90,9 @@ def on_vocabulary(cls: type, vocab: WordVocabulary) -> type:
         def neighbours(self) -> np.ndarray:  # CusText's K nearest, exact, no disk cache
             return self.index().k_nearest(vocab.vectors, int(self.k))[0]
 
+        def order(self) -> np.ndarray:  # 1-Diffractor's list, no disk cache
+            return greedy_order(self.neighbours())
+
     return Shared
 
 
@@ -97,15 +102,22 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--words", type=int, default=2000)
     ap.add_argument("--draws", type=int, default=100_000)
+    ap.add_argument("--only", action="append", help="mechanisms to draw (default: all)")
     args = ap.parse_args()
     export(args.glove, args.out, args.words)
     words, vectors = load_vocabulary(args.out)
     vocab = WordVocabulary(tuple(words), vectors)
     row = {w: i for i, w in enumerate(words)}
-    counts, times = {}, {}
+    counts: dict[str, np.ndarray] = {}
+    times: dict[str, float] = {}
+    if args.only:  # add to an earlier run's files
+        counts = dict(np.load(args.out / "ours.npz"))
+        times = json.loads((args.out / "ours_times.json").read_text())
     stream = load_words10k(args.out)
     stream_vectors = vectors[[row[w] for w in stream]]
     for name, cls in CLASSES.items():
+        if args.only and name not in args.only:
+            continue
         shared = on_vocabulary(cls, vocab)
         for eps in EPSILONS[name]:
             mech = shared(epsilon=eps, **PARAMS[name])

@@ -93,9 +93,36 @@ def mldp(name: str, eps: float, folder: Path) -> Callable[[list[str]], list[str]
     return lambda ws: [mech.replace_word(w) for w in ws]
 
 
+def dp_diffractor(name: str, eps: float, folder: Path) -> Callable[[list[str]], list[str]]:
+    """dp-diffractor's per-token mechanism (``apply_privacy_mechanism``, geometric) on its own
+    1-D list of the shared vocabulary (``EmbeddingManager.create_sorted_list``). Its
+    ``Diffractor.rewrite`` is bypassed: it needs NLTK's punkt and downloads its lists; stop
+    words are replaced (``replace_stopwords``), as privaudit's ``diffractor`` does."""
+    import diffractor.core as core
+    from diffractor.utils import EmbeddingManager
+
+    if name != "diffractor":
+        raise KeyError(name)
+    if "list" not in _KV:
+        words, vectors = load_vocabulary(folder)
+        _KV["list"] = EmbeddingManager.create_sorted_list(vectors.astype(np.float32), words)
+    s_list = _KV["list"]
+    config = core.DiffractorConfig(
+        epsilon=eps, method="geometric", replace_stopwords=True, verbose=False
+    )
+    core._RESOURCES = {
+        "list": s_list,
+        "mapping": {w: i for i, w in enumerate(s_list)},
+        "config": config,
+        "rng": np.random.default_rng(0),
+    }
+    return lambda ws: [core.apply_privacy_mechanism(w, eps) or w for w in ws]
+
+
 PACKAGES = {
     "pypantera": (pypantera, ("santext", "custext", "tem", "mahalanobis", "vickrey")),
     "mldp": (mldp, ("tem", "mahalanobis", "vickrey")),
+    "diffractor": (dp_diffractor, ("diffractor",)),
 }
 
 

@@ -1,9 +1,9 @@
 """The PyPI implementations of the word-level metric-DP mechanisms, as plugins to audit.
 
-``pypantera`` (SanText, CusText, TEM, Mahalanobis, Vickrey) and ``mldp-text`` (TEM,
-Mahalanobis, Vickrey) each state a privacy parameter ε and nothing checks it. These wrappers
-give each one's stated guarantee to ``privaudit audit-guarantee``, which tests it on the
-package's own code:
+``pypantera`` (SanText, CusText, TEM, Mahalanobis, Vickrey), ``mldp-text`` (TEM,
+Mahalanobis, Vickrey) and ``dp-diffractor`` (1-Diffractor) each state a privacy parameter ε
+and nothing checks it. These wrappers give each one's stated guarantee to ``privaudit
+audit-guarantee``, which tests it on the package's own code:
 
     export PRIVAUDIT_REFENV_PYTHON=/tmp/refenv/bin/python PRIVAUDIT_REFMECH=/tmp/refmech
     privaudit audit-guarantee --defense examples/plugins/reference_mechanisms.py:MldpTEM
@@ -198,6 +198,44 @@ class MldpMahalanobis(PypanteraMahalanobis):
 class MldpVickrey(_Reference):
     package, mechanism, source = "mldp", "vickrey", "mldp-text VickreyMechanism"
     levels = (10.0, 20.0, 40.0)
+
+
+class DpDiffractor(_Reference):
+    """dp-diffractor's geometric mechanism on its 1-D list of the shared vocabulary; the claim's
+    distance is the distance of positions in that list (privaudit's ``greedy_order`` builds the
+    same list: checked equal on the shared vocabulary)."""
+
+    package, mechanism, source = "diffractor", "diffractor", "dp-diffractor"
+    levels = (0.2, 1.1, 2.5)
+
+    @property
+    def guarantee(self) -> Guarantee:
+        return Guarantee.dx(
+            "epsilon",
+            self.epsilon,
+            unit=Unit.WORD,
+            source=self.source,
+            metric="distance of positions in the greedy list of GloVe 6B 50d vectors (the "
+            "shared vocabulary)",
+            mechanism="word_kernel",
+        )
+
+    def word_kernel(self) -> UnitMechanism:
+        from privaudit.defenses.diffractor import greedy_order
+        from privaudit.mechanisms.nearest import NearestNeighbourIndex
+
+        kernel = super().word_kernel()
+        vectors = kernel.points
+        order = greedy_order(NearestNeighbourIndex(vectors).k_nearest(vectors, 50)[0])
+        # centred, and pairs searched in a window: the audit's float32 distances (see
+        # privaudit.defenses.diffractor.OneDiffractor.audit_points)
+        position = np.empty(len(order), dtype=np.float32)
+        position[order] = np.arange(len(order)) - len(order) // 2
+        mid = len(order) // 2
+        window = np.sort(order[mid - 100 : mid + 100])
+        return UnitMechanism(
+            kernel.draw, position[:, None], window, kernel.name, document=kernel.draw
+        )
 
 
 __all__: list[Any] = [

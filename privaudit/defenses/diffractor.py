@@ -133,9 +133,23 @@ class OneDiffractor(WordDefense):
         moved = np.clip(position[rows] + shift, 0, len(order) - 1)
         return [vocab.words[i] for i in order[moved].tolist()]
 
+    #: Consecutive words of the list the guarantee audit searches its pairs in.
+    AUDIT_WINDOW: ClassVar[int] = 200
+
+    def audit_pool(self) -> tuple[np.ndarray, str]:
+        """A window of consecutive words in the middle of the list: every pair of neighbours in
+        the list is at distance 1, so any window holds the claim's smallest distances."""
+        order = self.order()
+        mid = len(order) // 2
+        half = self.AUDIT_WINDOW // 2
+        return np.sort(order[max(0, mid - half) : mid + half]), "a window of the list"
+
     def audit_points(self) -> np.ndarray:
-        """Each word's position, as a 1-D point: the claim's distance is theirs."""
-        return self.positions().astype(np.float32)[:, None]
+        """Each word's position, as a 1-D point, centred on the audit's window: the audit
+        computes distances in float32 by expanding squares, which at positions of 10^4 loses a
+        distance of 1 (it came out 0), and centred it is exact."""
+        position = self.positions()
+        return (position - len(position) // 2).astype(np.float32)[:, None]
 
     def replacement_log_probs(
         self, originals: Sequence[str], *, rng: np.random.Generator | None = None

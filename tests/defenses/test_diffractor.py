@@ -72,3 +72,13 @@ def test_same_seed_same_output_and_bad_input() -> None:
         OneDiffractor(epsilon=0)
     with pytest.raises(TypeError, match="single string"):
         OneDiffractor(backbone=TINY).privatize("text", rng=np.random.default_rng(0))
+
+
+def test_the_audit_sees_neighbours_in_the_list_at_distance_one() -> None:
+    """The audit's own pair search (float32) on the declared points and pool."""
+    from privaudit.audit.guarantee_audit.dx import word_pairs
+
+    kernel = OneDiffractor(epsilon=1.0, backbone=TINY).word_kernel()
+    pairs = word_pairs(kernel.points, kernel.pool, np.random.default_rng(0))
+    assert len(kernel.pool) == OneDiffractor.AUDIT_WINDOW
+    assert pairs and all(d == 1.0 for _, _, d in pairs)
