@@ -226,6 +226,8 @@ def test_a_killed_runs_report_and_leaderboard_are_built_from_its_cells(tmp_path:
     assert board.exit_code == 5, board.output
     assert "is an unfinished run: 1 of its 3 cells" in board.output.strip().splitlines()[0]
     assert (run_dir / "leaderboard.md").is_file()
+    # The files are marked unfinished too, not only the terminal.
+    assert "UNFINISHED RUN:" in (run_dir / "leaderboard.md").read_text()
     # No finished cell at all: one line with the way out, not "run a grid into it first".
     for path in run_dir.iterdir():
         if path.is_file() and path.name not in ("config.json", "run.json"):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from pathlib import Path
 from typing import Annotated
@@ -66,6 +67,9 @@ def leaderboard_cmd(
     for warning in caught:  # one readable line each, not a warnings.warn source excerpt
         typer.secho(f"Warning: {warning.message}", fg=typer.colors.YELLOW, err=True)
     board = leaderboard(runs.frame, runs.chance, **runs.board_inputs(), difference=difference)
+    if any(partial):  # the files say it too, not only the terminal (issue 49)
+        marks = tuple(f"UNFINISHED RUN: {note}" for note in partial if note)
+        board = dataclasses.replace(board, notes=(*marks, *board.notes))
     print_board(board, f"privaudit leaderboard ({len(run_dirs)} run(s))")
     typer.echo("Wrote:")
     target = out if out is not None else run_dirs[0]
@@ -76,10 +80,10 @@ def leaderboard_cmd(
         raise typer.Exit(EXIT_UNFINISHED)
 
 
-def _say_unfinished(run_dir: Path) -> bool:
+def _say_unfinished(run_dir: Path) -> str | None:
     """Print, first, that ``run_dir`` is an unfinished run (how many cells are missing, the
-    --resume command); whether it is. A directory that cannot be read says nothing here:
-    reading it later names what is wrong."""
+    --resume command); that line, or None for a finished run. A directory that cannot be read
+    says nothing here: reading it later names what is wrong."""
     # lazy: the run store brings numpy and pandas, which --help does not load
     from privaudit.audit.store import RunDir
     from privaudit.outputs.runs import unfinished
@@ -89,17 +93,17 @@ def _say_unfinished(run_dir: Path) -> bool:
     try:
         meta = rd.read_meta()
         if meta.get("finished") is not False:
-            return False
+            return None
         note = unfinished(run_dir, rd.read_results(), meta)
     except (OSError, ValueError):
-        return False
+        return None
     if note is not None:
         typer.secho(f"Warning: {note}", fg=typer.colors.YELLOW, bold=True, err=True)
     if rows:
         typer.secho(f"Its results table was built from the finished cells ({rows} rows, in "
                     f"{rd.results_csv}); the board below shows only those.",
                     fg=typer.colors.YELLOW, err=True)  # fmt: skip
-    return note is not None
+    return note
 
 
 def _from_cells(run_dir: Path) -> int:
