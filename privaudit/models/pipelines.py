@@ -50,7 +50,7 @@ def spacy_pipeline(name: str | None = None, pipes: tuple[str, ...] | None = None
         if spacy.util.is_package(candidate):
             # numpy's BLAS (every core) rather than thinc's single-threaded blis: the tagger
             # runs 2x faster on two cores; tags and entities were identical on 1,500 reviews.
-            with use_ops("numpy", use_blis=False):
+            with use_ops("numpy", use_blis=False), _foreign_factories_skipped(spacy):
                 if pipes is None:
                     nlp = spacy.load(candidate)
                 else:
@@ -83,6 +83,29 @@ def _excluded(package: str, pipes: tuple[str, ...]) -> list[str]:
     meta = spacy.util.get_package_path(package)
     config = spacy.util.load_config(next(meta.glob("*/config.cfg")), interpolate=False)
     return [p for p in config["nlp"]["pipeline"] if p not in pipes]
+
+
+@contextmanager
+def _foreign_factories_skipped(spacy: Any) -> Iterator[None]:
+    """Within, spaCy's loading of other packages' pipeline factories (entry points, read by
+    every ``spacy.load``) leaves out :data:`_FOREIGN_FACTORIES`: Presidio registers a
+    HuggingFace token pipe whose import loads transformers and torch, which our pipelines
+    never use and the lean ``privatize`` path must not load."""
+    registry = spacy.util.registry._entry_point_factories
+    found = registry._get_entry_points
+
+    def kept() -> list[Any]:
+        return [ep for ep in found() if ep.name not in _FOREIGN_FACTORIES]
+
+    registry._get_entry_points = kept
+    try:
+        yield
+    finally:
+        del registry._get_entry_points  # the class's own method again
+
+
+#: Pipeline factories of other packages that no privaudit pipeline uses (see above).
+_FOREIGN_FACTORIES = frozenset({"presidio_hf_token_pipe"})
 
 
 @contextmanager
