@@ -148,8 +148,9 @@ class ExecutorSpec(_Strict):
 
 
 class BootstrapSpec(_Strict):
-    """The run's confidence intervals: percentile bootstrap over test documents, one set of
-    ``resamples`` resamples per run (seeded by ``seed``) shared by every cell, so that two
+    """The run's confidence intervals: percentile bootstrap over the victims' units (people
+    where the corpus declares authors, else documents), one set of ``resamples`` resamples per
+    run (seeded by ``seed``) shared by every cell, so that two
     defenses' scores on a resample are paired. An output option: no cell key depends on it."""
 
     resamples: int = Field(default=1000, ge=10, le=100_000, description="bootstrap resamples")

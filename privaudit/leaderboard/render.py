@@ -183,7 +183,8 @@ def sections(board: Leaderboard) -> list[tuple[str, Table, str]]:
             family = name[len("family ") :]
             out.append((
                 f"Family: {family} (worst-case privacy)", table,
-                f"Intervals: {level} bootstrap over test documents and attacker fits; 'holds "
+                f"Intervals: {level} bootstrap over the victims (people where the corpus has "
+                "them) and attacker fits; 'holds "
                 "rank' = share of resamples in which the defense keeps this rank. "
                 f"{_ranked_on(board, family)}; "
                 "'all attacks' is the worst case over every attack a defense faced (the notes "

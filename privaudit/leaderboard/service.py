@@ -47,7 +47,8 @@ PRIVACY_REFERS_TO = (
     "release-level attack; it sets no privacy level and no rank."
 )
 RAPT_CAPTION = (
-    "Utility (balanced accuracy, {level} bootstrap interval over test documents) of t2t, "
+    "Utility (balanced accuracy, {level} bootstrap interval over the victims: people where the "
+    "corpus has them) of t2t, "
     "pct2t and rapt at each level all three were run at; the differences are paired (the same "
     "resampled documents on both sides; seeds averaged). RAPT's Table II comparison, with the "
     "service's objective trained."
