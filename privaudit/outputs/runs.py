@@ -3,6 +3,7 @@ results, chance level, per-document outcomes and the run's bootstrap, several ru
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ import numpy as np
 
 from privaudit.audit.store import RunDir, cell_counts
 from privaudit.metrics.stats import Bootstrap, Outcomes, measured_sds, with_labels
+from privaudit.metrics.units import Units
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -124,6 +126,17 @@ def load_runs(
     for run_dir in dirs:
         entries.update(Outcomes.from_frame(RunDir(run_dir).read_outcomes()).entries)
     boot = Bootstrap.from_meta(RunDir(dirs[0]).read_meta())
+    # The ids are salted per run: compare who-is-with-whom (the groups), not the ids.
+    units = [Units.from_meta(RunDir(d).read_meta().get("unit")) for d in dirs]
+    if any(u != units[0] for u in units[1:]):
+        # Runs of different corpora (or subsets) have different victims: no one set of people
+        # spans them, so the merged board resamples documents, and says so.
+        warnings.warn(
+            "the runs' victims differ (other corpora or subsets): the merged board's intervals "
+            "resample documents, not people",
+            stacklevel=2,
+        )
+        boot = dataclasses.replace(boot, units=None)
     audits = [g for g in (RunDir(d).read_guarantees() for d in dirs) if g is not None]
     guarantees = None
     if audits:

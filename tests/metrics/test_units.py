@@ -79,3 +79,25 @@ def test_person_bootstrap_covers_where_the_document_bootstrap_does_not() -> None
             covered[kind] += lo <= 0.25 <= hi
     assert covered["person"] / reps >= 0.88
     assert covered["document"] / reps <= 0.7
+
+
+def test_merged_runs_keep_people_only_when_their_victims_agree(tmp_path) -> None:
+    """Two runs of one corpus (ids salted apart, the same groups) keep the person bootstrap;
+    runs whose victims differ fall back to documents, with a warning."""
+    from privaudit.outputs.runs import load_runs
+    from tests.leaderboard.test_leaderboard import make_run, ranked_rows
+
+    authors = ["a", "b", "a", "c"]
+    units = Units.of_authors(authors)
+    rows = ranked_rows()
+    one = make_run(tmp_path / "one", rows)
+    two = make_run(tmp_path / "two", rows)
+    for run, meta_unit in ((one, units.to_meta(authors)), (two, units.to_meta(authors))):
+        meta = json.loads((run / "run.json").read_text())
+        (run / "run.json").write_text(json.dumps(meta | {"unit": meta_unit}))
+    assert load_runs([one, two]).bootstrap.units == units
+    other = Units.of_authors(["a", "a", "b", "c"])
+    meta = json.loads((two / "run.json").read_text())
+    (two / "run.json").write_text(json.dumps(meta | {"unit": other.to_meta()}))
+    with pytest.warns(UserWarning, match="resample documents, not people"):
+        assert load_runs([one, two]).bootstrap.units is None
