@@ -394,7 +394,8 @@ def quick_preset() -> dict[str, Any]:
                 spec["knob_values"] = list(cls.levels)
             defenses.append(spec)
     # Presidio runs spaCy's whole pipeline and its ~30 recognizers: ~110 s per 1,000 reviews
-    # and level on two busy cores (issue 48), over the grid's budget; a config names it.
+    # and level on two busy cores, ~17 s a point idle (issue 48); the grid is over its budget
+    # already, so a config names it.
     defenses = [d for d in defenses if d["name"] not in NOT_QUICK]
     attacks: list[Any] = []
     for name in ATTACKS.builtins():
