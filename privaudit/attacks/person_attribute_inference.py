@@ -11,7 +11,7 @@ from annotated_types import Ge
 
 from privaudit.api import ALL_SPACES, Attack, Knowledge, Predictions, Release, Space
 from privaudit.attacks.attribute_inference import aux_labels, release_features
-from privaudit.metrics.linked import person_rows
+from privaudit.metrics.linked import person_means, person_rows
 from privaudit.models.backbone import backbone
 from privaudit.params import PositiveFloat, PositiveInt
 
@@ -227,9 +227,7 @@ def _joined(release: Release, groups: list[list[int]]) -> list[str]:
 
 
 def _pooled(features: np.ndarray, groups: list[list[int]]) -> np.ndarray:
-    if not groups:
-        return np.zeros((0, features.shape[1] if features.ndim == 2 else 0), dtype=np.float32)
-    return np.stack([features[g].mean(axis=0) for g in groups]).astype(np.float32)
+    return person_means(features, groups).astype(np.float32)
 
 
 def _halves(people: list[list[int]], views: int, rng: np.random.Generator) -> list[list[int]]:

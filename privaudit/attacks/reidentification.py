@@ -10,7 +10,7 @@ import numpy as np
 from annotated_types import Ge
 
 from privaudit.api import ALL_SPACES, Attack, Knowledge, Predictions, Release, Space
-from privaudit.metrics.linked import person_rows
+from privaudit.metrics.linked import person_means, person_rows
 from privaudit.params import PositiveFloat, PositiveInt
 
 if TYPE_CHECKING:
@@ -260,8 +260,8 @@ def _pooled_rows(scores: np.ndarray, groups: list[list[int]] | None) -> np.ndarr
     if groups is None:
         return scores
     out = np.empty_like(scores)
-    for g in groups:
-        out[g] = scores[g].mean(axis=0)
+    for g, mean in zip(groups, person_means(scores, groups), strict=True):
+        out[g] = mean
     return out
 
 

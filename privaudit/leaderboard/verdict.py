@@ -616,12 +616,22 @@ def decisiveness_table(verdict: Verdict) -> Table:
     for fv in verdict.families:
         rows.append([fv.family, str(fv.n_ranked), str(len(fv.pairs)), str(fv.separated),
                      str(fv.separated_raw), _pct(fv.separated, len(fv.pairs)),
-                     f"{fv.n:,}"])  # fmt: skip
+                     _victims_cell(verdict, fv)])  # fmt: skip
     rows.append(["overall", "—", str(verdict.n_pairs), str(verdict.n_separated),
                  str(verdict.n_separated_raw), _pct(verdict.n_separated, verdict.n_pairs),
                  "—"])  # fmt: skip
     headers = ["family", "defenses", "pairs", "separated", "unadjusted", "share", "victims"]
     return Table(headers, rows)
+
+
+def _victims_cell(verdict: Verdict, fv: FamilyVerdict) -> str:
+    """The family's victims: documents, and the people they are by where people are the unit
+    (the power's count: the units the family's resampling draws)."""
+    units = verdict.units
+    if units is None or units.kind != "person":
+        return f"{fv.n:,}"
+    n = fv.power.n if fv.power is not None else units.n_units if fv.n == units.n_documents else 0
+    return f"{fv.n:,} by {n:,} {units.unit_name(n)}" if n else f"{fv.n:,}"
 
 
 def _pct(k: int, n: int) -> str:

@@ -81,6 +81,14 @@ def person_rows(persons: Sequence[Any] | None, n: int) -> list[list[int]]:
     return groups
 
 
+def person_means(x: np.ndarray, groups: Sequence[Sequence[int]]) -> np.ndarray:
+    """The mean of each person's rows of ``x``: one row per group of ``groups``, in order."""
+    x = np.asarray(x)
+    if not groups:
+        return np.zeros((0, *x.shape[1:]), dtype=x.dtype)
+    return np.stack([x[list(g)].mean(axis=0) for g in groups])
+
+
 def mode(values: Sequence[Any]) -> Any:
     """The most frequent of ``values`` (ties: the first seen), None when all are None."""
     known = [v for v in values if v is not None]

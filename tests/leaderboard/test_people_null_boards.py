@@ -5,6 +5,7 @@ resampling people does not. The full measurement (>= 200 boards) is
 
 from __future__ import annotations
 
+from privaudit.leaderboard.verdict import decisiveness_table
 from tests.leaderboard.people_boards import false_claim, people_board
 
 
@@ -23,3 +24,13 @@ def test_the_board_says_who_the_victims_are() -> None:
     assert board.notes[0].startswith("Victims: 960 documents by 60 people; every interval")
     docs = people_board(0, person_bootstrap=False, resamples=50)
     assert docs.notes[0].startswith("Victims: 960 documents; intervals resample documents")
+
+
+def test_the_decisiveness_table_counts_documents_and_the_people_they_are_by() -> None:
+    def victims(person_bootstrap: bool) -> str:
+        board = people_board(0, person_bootstrap=person_bootstrap, resamples=50)
+        assert board.verdict is not None
+        return decisiveness_table(board.verdict).rows[0][-1]
+
+    assert victims(True) == "960 by 60 people"
+    assert victims(False) == "960"
