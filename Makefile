@@ -5,6 +5,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 ARGS   ?=
+# Test workers: one per core, at most 4 (each loads torch); files stay whole on one worker
+# (--dist loadfile) so a module's fixtures are built once. TEST_JOBS=0 runs in one process.
+TEST_JOBS ?= auto
 
 .PHONY: setup run test lint bench clean
 
@@ -22,7 +25,7 @@ run: setup
 	$(BIN)/privaudit run $(ARGS)
 
 test: setup
-	$(BIN)/python -m pytest $(ARGS)
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --maxprocesses 4 --dist loadfile $(ARGS)
 
 lint: setup
 	$(BIN)/ruff check .

@@ -1,7 +1,7 @@
 """Open records: what the scorer knows about the victims, what an attack returns and what an
 attacker is given, each declared once, here, with how it is built from a corpus.
 
-Three registries, below everything that reads them (``api``, ``metrics``, ``audit``; this
+Four registries, below everything that reads them (``api``, ``metrics``, ``audit``; this
 module imports nothing of privaudit, so every layer may read it):
 
 - **truth fields** (:class:`TruthField`): what :class:`~privaudit.metrics.truth.Truth` holds
@@ -22,6 +22,12 @@ module imports nothing of privaudit, so every layer may read it):
   (``Attack.needs_knowledge``); a run builds only those. When the corpus cannot provide a
   needed field, the cell is ``n/a`` with the field's ``missing`` reason and ``na_cause``
   (``truth``: the corpus, not the release, is what lacks it).
+
+- **unit kinds** (:class:`UnitKindSpec`): what a victim is counted and resampled as
+  (``document``; ``person``, several documents by one author): the corpus declares its unit
+  (:attr:`privaudit.corpora.base.Corpus.unit`), :mod:`privaudit.metrics.units` groups and
+  names by it. Another unit (a conversation, a session) is one more declaration here, with a
+  truth field that gives each victim its unit (as ``person`` in :mod:`privaudit.metrics.linked`).
 
 A new family registers its own fields and kind here (``register_truth_field``,
 ``register_prediction_kind``, ``register_knowledge_field``) from its own module: no edit to
@@ -141,6 +147,47 @@ def register_prediction_kind(spec: PredictionKind) -> PredictionKind:
 def register_knowledge_field(spec: KnowledgeField) -> KnowledgeField:
     """Declare a knowledge field (once; the same object again is a no-op)."""
     return register_once(_KNOWLEDGE, spec, "knowledge field")
+
+
+#: A unit kind's name (one of :func:`unit_kinds`).
+UnitKind = str
+
+
+@dataclass(frozen=True)
+class UnitKindSpec:
+    """One kind of unit of privacy. ``one``/``many``: what a count of units is called;
+    ``grouped``: several documents can share a unit (the corpus's ``author`` column says
+    whose), so resampling draws units with all their documents and counts are stated in
+    units."""
+
+    name: str
+    one: str
+    many: str
+    grouped: bool
+
+
+_UNITS: dict[str, UnitKindSpec] = {}
+
+
+def register_unit_kind(spec: UnitKindSpec) -> UnitKindSpec:
+    """Declare a unit kind (once; the same object again is a no-op)."""
+    return register_once(_UNITS, spec, "unit kind")
+
+
+def unit_kinds() -> dict[str, UnitKindSpec]:
+    """Every declared unit kind, by name."""
+    return dict(_UNITS)
+
+
+def unit_kind(name: str) -> UnitKindSpec:
+    """The declared unit kind ``name``; a one-line error naming the known ones otherwise."""
+    if name not in _UNITS:
+        raise ValueError(f"Unknown unit {name!r}; a unit is one of {tuple(_UNITS)}.")
+    return _UNITS[name]
+
+
+DOCUMENT = register_unit_kind(UnitKindSpec("document", "victim", "victims", grouped=False))
+PERSON = register_unit_kind(UnitKindSpec("person", "person", "people", grouped=True))
 
 
 def unregister(name: str) -> None:

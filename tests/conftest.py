@@ -11,6 +11,11 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+# Parallel workers (pytest-xdist, as `make test` runs) split the cores: torch in each takes its
+# share, as do the grids its tests run, instead of every worker spinning on every core.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT", "").isdigit():
+    _share = (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, _share)))
 
 TINY = "tiny-random-bert"
 

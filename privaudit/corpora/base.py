@@ -26,9 +26,11 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from privaudit.records import DOCUMENT, UnitKind, unit_kind
 
 if TYPE_CHECKING:
     import datasets
@@ -57,9 +59,10 @@ class Corpus:
     #: who wrote each document (its ``author`` column names real people, who may recur), so
     #: the victims are counted, attacked and resampled as people; ``document`` when the
     #: ``author`` column is only a placeholder (one per document).
-    unit: Literal["document", "person"] = "document"
+    unit: UnitKind = DOCUMENT.name
 
     def __post_init__(self) -> None:
+        unit_kind(self.unit)  # a declared unit (privaudit.records), or one line naming them
         missing = [s for s in ("train", "test") if s not in self.splits]
         if missing:
             raise ValueError(

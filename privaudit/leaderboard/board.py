@@ -12,7 +12,7 @@ This module ranks; :mod:`privaudit.leaderboard.render` formats the tables,
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -58,7 +58,7 @@ from privaudit.leaderboard.stats import (
 from privaudit.leaderboard.strength import family_strengths
 from privaudit.leaderboard.tables import knob_text_of
 from privaudit.leaderboard.unscored import unscorable_families
-from privaudit.leaderboard.verdict import Verdict, decide
+from privaudit.leaderboard.verdict import Evidence, Verdict, decide
 from privaudit.metrics.linked import LINKABILITY
 from privaudit.metrics.spec import find_metric
 from privaudit.metrics.stats import Bootstrap, Outcomes, run_stats, with_labels
@@ -68,8 +68,7 @@ from privaudit.registry import attack_fit_sds, utility_fit_sds
 if TYPE_CHECKING:
     import pandas as pd
 
-    from privaudit.leaderboard.stats import AttackSets, FamilyPoints
-    from privaudit.leaderboard.strength import FamilyStrength
+    from privaudit.leaderboard.stats import AttackSets
     from privaudit.metrics.stats import RunStats
 
 
@@ -224,9 +223,17 @@ def leaderboard(
     rates = rates_table(frame, points)
     notes.extend(calibrated_notes(rates))
     notes.append(f"Chance level of the utility metric: {chance:.4g}.")
-    verdict = _verdict(frame, stats, outcomes, boot, sets, chance, families, hv_samples, matched,
-                       points, ranking, formats, cautions, sds, u_sds, unscorable,
-                       strengths, difference)  # fmt: skip
+    with_fits = stats.available and (any(v > 0 for v in sds.values()) or bool(u_sds))
+    verdict = decide(Evidence(
+        families, hv_samples, matched, points.table, n_test=_victims(stats), level=boot.level,
+        chance=chance, available=stats.available, ranked_on=sets.common,
+        format_only=formats.format_only(), cautions=tuple(cautions),
+        doc_samples=_doc_samples(frame, outcomes, boot, sets, chance) if with_fits else None,
+        seeds=ranked_seeds(ranking), own_points=_own_points(stats, sets, chance),
+        unscorable=unscorable, strengths=strengths, units=boot.units,
+        difference=MATTERS if difference is None else float(difference),
+        difference_named=difference is not None,
+    ))  # fmt: skip
     notes.extend(beats_none_notes(verdict))
     weak = probe_warning(frame)  # first: every utility below may be the service's, not the text's
     return Leaderboard(
@@ -340,42 +347,6 @@ def _add_reference_notes(
         notes.append(NO_OUTCOMES_NOTE)
     notes.extend(verdict_notes(frame, stats, families, per_attack, chance))
     notes.extend(unscorable_notes(unscorable))
-
-
-def _verdict(
-    frame: pd.DataFrame,
-    stats: RunStats,
-    outcomes: Outcomes | None,
-    boot: Bootstrap,
-    sets: AttackSets,
-    chance: float,
-    families: pd.DataFrame,
-    hv_samples: Mapping[tuple[str, str], np.ndarray],
-    matched: pd.DataFrame,
-    points: FamilyPoints,
-    ranking: FamilyPoints,
-    formats: FormatView,
-    cautions: Sequence[str],
-    sds: Mapping[str, float],
-    u_sds: Mapping[str, float],
-    unscorable: Mapping[str, str],
-    strengths: Mapping[str, FamilyStrength],
-    difference: float | None = None,
-) -> Verdict:
-    """The board's headline (:func:`privaudit.leaderboard.verdict.decide`) on the ranking
-    hypervolumes' resamples, with the documents' share of them where fits add variance."""
-    with_fits = stats.available and (any(v > 0 for v in sds.values()) or bool(u_sds))
-    verdict = decide(
-        families, hv_samples, matched, points.table, level=boot.level, chance=chance,
-        n_test=_victims(stats), available=stats.available, ranked_on=sets.common,
-        format_only=formats.format_only(), cautions=tuple(cautions),
-        doc_samples=_doc_samples(frame, outcomes, boot, sets, chance) if with_fits else None,
-        seeds=ranked_seeds(ranking), own_points=_own_points(stats, sets, chance),
-        unscorable=unscorable, strengths=strengths, units=boot.units,
-        difference=MATTERS if difference is None else float(difference),
-        difference_named=difference is not None,
-    )  # fmt: skip
-    return verdict
 
 
 def _nonzero_sds(utility_fit_sd: float | Mapping[str, float]) -> dict[str, float]:

@@ -215,7 +215,7 @@ class Verdict:
 def _unit_count(units: Units | None, n_docs: int) -> int:
     """The units ``n_docs`` test documents stand for: people where the unit is the person
     (the people of a subset in proportion, when an attack scored fewer documents)."""
-    if units is None or units.kind != "person" or not units.n_documents or n_docs <= 0:
+    if units is None or not units.grouped or not units.n_documents or n_docs <= 0:
         return n_docs
     if n_docs == units.n_documents:
         return units.n_units
@@ -231,47 +231,54 @@ def _undominated(order: Sequence[Scored], found: Sequence[Pair], raw: bool) -> l
     return [s for s in order if s.label not in beaten]
 
 
-def decide(
-    families: pd.DataFrame,
-    samples: Mapping[tuple[str, str], np.ndarray],
-    matched: pd.DataFrame,
-    points: pd.DataFrame,
-    *,
-    n_test: Mapping[str, int],
-    level: float,
-    chance: float,
-    available: bool,
-    ranked_on: Mapping[str, Sequence[str]] | None = None,
-    format_only: Mapping[str, set[str]] | None = None,
-    cautions: tuple[str, ...] = (),
-    doc_samples: Mapping[tuple[str, str], np.ndarray] | None = None,
-    seeds: Mapping[str, int] | None = None,
-    own_points: Mapping[tuple[str, str], Sequence[tuple[str, float, np.ndarray]]] | None = None,
-    unscorable: Mapping[str, str] | None = None,
-    strengths: Mapping[str, FamilyStrength] | None = None,
-    units: Units | None = None,
-    difference: float = MATTERS,
-    difference_named: bool = False,
-) -> Verdict:
-    """The headline of a board: ``families`` (the board's family table: ranked labels have a
-    rank), ``samples`` the hypervolume resamples per (family, label) the board ranked on,
-    ``matched`` its utility-at-matched-privacy table and ``points`` its worst-case points
-    (both over every attack a defense faced), ``n_test`` the victims per family and
-    ``ranked_on`` the attacks each family ranked on (to say so), ``format_only`` per family
-    the defenses whose privacy is their release format's alone (to say so where they beat
-    ``none``: :mod:`privaudit.leaderboard.formats`). ``doc_samples``: ``samples`` without the
-    fit effects (the documents' share of each difference), ``seeds`` the seeds per point per
-    family (for the power lines). ``own_points``: per (family, label), ``none`` included,
-    each point's name, its box (privacy × utility above chance on each attack's own scale)
-    and the box's resamples (:data:`BEATS_NONE`). ``unscorable``: families the corpus
-    cannot score, with why (no comparison, one line). ``strengths``: per family, its
-    attacker's strength (:func:`privaudit.leaderboard.strength.family_strengths`); a weak
-    one makes the family undecided because of the attacker (no verdict on its defenses).
-    ``units``: the board's units (people or documents), in which power is stated (``n_test``
-    documents are converted); ``difference``: the hypervolume difference the power lines
-    give the units and seeds for (``difference_named``: the user named it)."""
+@dataclass(frozen=True)
+class Evidence:
+    """What a board hands its verdict (:func:`decide`). ``families``: the board's family table
+    (ranked labels have a rank); ``samples``: the hypervolume resamples per (family, label) the
+    board ranked on; ``matched``: its utility-at-matched-privacy table and ``points`` its
+    worst-case points (both over every attack a defense faced); ``n_test``: the victims
+    (documents) per family; ``ranked_on``: the attacks each family ranked on (to say so);
+    ``format_only``: per family, the defenses whose privacy is their release format's alone
+    (to say so where they beat ``none``: :mod:`privaudit.leaderboard.formats`).
+    ``doc_samples``: ``samples`` without the fit effects (the documents' share of each
+    difference), ``seeds`` the seeds per point per family (for the power lines).
+    ``own_points``: per (family, label), ``none`` included, each point's name, its box
+    (privacy × utility above chance on each attack's own scale) and the box's resamples
+    (:data:`BEATS_NONE`). ``unscorable``: families the corpus cannot score, with why.
+    ``strengths``: per family, its attacker's strength
+    (:func:`privaudit.leaderboard.strength.family_strengths`); a weak one makes the family
+    undecided because of the attacker (no verdict on its defenses). ``units``: the board's
+    units (people or documents), in which power is stated (``n_test`` documents are
+    converted); ``difference``: the hypervolume difference the power lines give the units
+    and seeds for (``difference_named``: the user named it)."""
+
+    families: pd.DataFrame
+    samples: Mapping[tuple[str, str], np.ndarray]
+    matched: pd.DataFrame
+    points: pd.DataFrame
+    n_test: Mapping[str, int]
+    level: float
+    chance: float
+    available: bool
+    ranked_on: Mapping[str, Sequence[str]] | None = None
+    format_only: Mapping[str, set[str]] | None = None
+    cautions: tuple[str, ...] = ()
+    doc_samples: Mapping[tuple[str, str], np.ndarray] | None = None
+    seeds: Mapping[str, int] | None = None
+    own_points: Mapping[tuple[str, str], Sequence[tuple[str, float, np.ndarray]]] | None = None
+    unscorable: Mapping[str, str] | None = None
+    strengths: Mapping[str, FamilyStrength] | None = None
+    units: Units | None = None
+    difference: float = MATTERS
+    difference_named: bool = False
+
+
+def decide(ev: Evidence) -> Verdict:
+    """The headline of a board from its :class:`Evidence`: per family the pairs separated
+    family-wise, the non-dominated set, the best utility at the privacy level, who beats the
+    undefended release, and what the data can decide."""
     out = []
-    for family, sub in families.groupby("family", sort=True):
+    for family, sub in ev.families.groupby("family", sort=True):
         family = str(family)
         ranked = sub[sub["rank"].notna() & ~sub["defense"].isin(REFERENCES)]
         scored = {
@@ -279,32 +286,33 @@ def decide(
                                     float(r["hv_ci_low"]), float(r["hv_ci_high"]))
             for _, r in ranked.iterrows()
         }  # fmt: skip
-        n_docs = int(n_test.get(family, 0))
-        n = _unit_count(units, n_docs)
-        b = len(next(iter(samples.values()))) if samples else 0
-        own = {lb: samples.get((family, lb), np.full(b, np.nan)) for lb in scored}
+        n_docs = int(ev.n_test.get(family, 0))
+        n = _unit_count(ev.units, n_docs)
+        b = len(next(iter(ev.samples.values()))) if ev.samples else 0
+        own = {lb: ev.samples.get((family, lb), np.full(b, np.nan)) for lb in scored}
         docs = None
-        if doc_samples is not None:
-            docs = {lb: doc_samples[(family, lb)] for lb in scored if (family, lb) in doc_samples}
-        found = pairs({lb: s.hypervolume for lb, s in scored.items()}, own, n, level,
-                      doc_samples=docs, seeds=int((seeds or {}).get(family, 1)))  # fmt: skip
+        if ev.doc_samples is not None:
+            docs = {lb: ev.doc_samples[(family, lb)] for lb in scored
+                    if (family, lb) in ev.doc_samples}  # fmt: skip
+        found = pairs({lb: s.hypervolume for lb, s in scored.items()}, own, n, ev.level,
+                      doc_samples=docs, seeds=int((ev.seeds or {}).get(family, 1)))  # fmt: skip
         order = sorted(scored.values(), key=lambda s: (-s.hypervolume, s.label))
         undominated = tuple(_undominated(order, found, raw=False))
-        beats, not_beats = beats_none(family, list(order), own, own_points, level)
-        found_power = None if strength_weak(strengths, family) else family_power(found)
+        beats, not_beats = beats_none(family, list(order), own, ev.own_points, ev.level)
+        found_power = None if strength_weak(ev.strengths, family) else family_power(found)
         out.append(FamilyVerdict(
             family=family, n=n_docs, pairs=tuple(found), undominated=undominated,
             beats_none=tuple(beats), not_beats_none=tuple(not_beats),
-            best=_best(family, matched, points),
-            ranked_on=None if ranked_on is None else tuple(ranked_on.get(family, ())),
-            format_only=tuple(sorted((format_only or {}).get(family, set()))),
-            unscorable=(unscorable or {}).get(family, ""),
+            best=_best(family, ev.matched, ev.points),
+            ranked_on=None if ev.ranked_on is None else tuple(ev.ranked_on.get(family, ())),
+            format_only=tuple(sorted((ev.format_only or {}).get(family, set()))),
+            unscorable=(ev.unscorable or {}).get(family, ""),
             n_undominated_raw=len(_undominated(order, found, raw=True)),
-            strength=(strengths or {}).get(family), power=found_power,
+            strength=(ev.strengths or {}).get(family), power=found_power,
         ))  # fmt: skip
-    return Verdict(tuple(out), level=level, chance=chance, available=available,
-                   cautions=tuple(cautions), difference=difference,
-                   difference_named=difference_named, units=units)  # fmt: skip
+    return Verdict(tuple(out), level=ev.level, chance=ev.chance, available=ev.available,
+                   cautions=tuple(ev.cautions), difference=ev.difference,
+                   difference_named=ev.difference_named, units=ev.units)  # fmt: skip
 
 
 def strength_weak(strengths: Mapping[str, FamilyStrength] | None, family: str) -> bool:
@@ -556,7 +564,7 @@ def board_error_line(verdict: Verdict) -> str:
 def _at(verdict: Verdict, n_docs: int) -> str:
     """``1,000 victims`` or ``62 people (1,000 documents)``: the count in the board's unit."""
     n = _unit_count(verdict.units, n_docs)
-    if verdict.units is not None and verdict.units.kind == "person":
+    if verdict.units is not None and verdict.units.grouped:
         return f"{n:,} {verdict.units.unit_name(n)} ({n_docs:,} documents)"
     return f"{n_docs:,} victims"
 
@@ -599,9 +607,10 @@ def _needed(verdict: Verdict, fv: FamilyVerdict, p: FamilyPower, pw: str) -> str
                 f"separate with {pw}.")  # fmt: skip
     n_units = max(math.ceil(need.units), 1)
     docs = ""
-    if verdict.units is not None and verdict.units.kind == "person" and p.n:
+    if verdict.units is not None and verdict.units.grouped and p.n:
         per = fv.n / p.n
-        docs = f" (about {_victims(n_units * per)} documents at {per:.1f} per person)"
+        one = verdict.units.unit_name(1)
+        docs = f" (about {_victims(n_units * per)} documents at {per:.1f} per {one})"
     seeds = f"{need.seeds} seed{'s' if need.seeds != 1 else ''} per point"
     if n_units <= p.n and need.seeds <= p.seeds:
         return (f"{what}: this run separates it with {pw} or more (about "
@@ -628,7 +637,7 @@ def _victims_cell(verdict: Verdict, fv: FamilyVerdict) -> str:
     """The family's victims: documents, and the people they are by where people are the unit
     (the power's count: the units the family's resampling draws)."""
     units = verdict.units
-    if units is None or units.kind != "person":
+    if units is None or not units.grouped:
         return f"{fv.n:,}"
     n = fv.power.n if fv.power is not None else units.n_units if fv.n == units.n_documents else 0
     return f"{fv.n:,} by {n:,} {units.unit_name(n)}" if n else f"{fv.n:,}"

@@ -29,14 +29,12 @@ import hashlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from privaudit.metrics.outcomes import bootstrap_weights
-
-UnitKind = Literal["document", "person"]
-UNIT_KINDS: tuple[str, ...] = ("document", "person")
+from privaudit.records import DOCUMENT, PERSON, UnitKind, UnitKindSpec, unit_kind
 
 
 @dataclass(frozen=True)
@@ -48,8 +46,7 @@ class Units:
     groups: tuple[int, ...]
 
     def __post_init__(self) -> None:
-        if self.kind not in UNIT_KINDS:
-            raise ValueError(f"Unknown unit {self.kind!r}; a unit is one of {UNIT_KINDS}.")
+        unit_kind(self.kind)
         if any(g < 0 for g in self.groups):
             raise ValueError("Unit indices must be non-negative.")
 
@@ -59,17 +56,27 @@ class Units:
         return cls("document", tuple(range(int(n))))
 
     @classmethod
-    def of_authors(cls, authors: Sequence[Any], kind: UnitKind = "person") -> Units:
+    def of_authors(cls, authors: Sequence[Any], kind: UnitKind = PERSON.name) -> Units:
         """Units from each document's author; a document with no author (None, "") is a unit
-        of its own. ``kind="document"`` ignores the authors."""
-        if kind == "document":
-            return cls.documents(len(authors))
+        of its own. A kind that is not ``grouped`` (``document``) ignores the authors."""
+        if not unit_kind(kind).grouped:
+            return cls("document" if kind == DOCUMENT.name else kind, tuple(range(len(authors))))
         index: dict[str, int] = {}
         groups = []
         for d, author in enumerate(authors):
             key = f"\x00doc{d}" if author is None or str(author) == "" else str(author)
             groups.append(index.setdefault(key, len(index)))
         return cls(kind, tuple(groups))
+
+    @property
+    def spec(self) -> UnitKindSpec:
+        """What this kind of unit is (:func:`privaudit.records.unit_kinds`)."""
+        return unit_kind(self.kind)
+
+    @property
+    def grouped(self) -> bool:
+        """Whether the units group documents (people), so counts are stated in units."""
+        return self.spec.grouped
 
     @property
     def n_documents(self) -> int:
@@ -87,15 +94,13 @@ class Units:
     def label(self) -> str:
         """``1,000 documents by 62 people`` (or ``1,000 documents`` for document units)."""
         docs = f"{self.n_documents:,} document{'s' if self.n_documents != 1 else ''}"
-        if self.kind == "document":
+        if not self.grouped:
             return docs
-        return f"{docs} by {self.n_units:,} {'person' if self.n_units == 1 else 'people'}"
+        return f"{docs} by {self.n_units:,} {self.unit_name(self.n_units)}"
 
     def unit_name(self, n: int | None = None) -> str:
         """The unit's plural (or singular for ``n == 1``): ``people``, ``victims``."""
-        if self.kind == "person":
-            return "person" if n == 1 else "people"
-        return "victim" if n == 1 else "victims"
+        return self.spec.one if n == 1 else self.spec.many
 
     def first_documents(self) -> np.ndarray:
         """Each unit's first document (M,): where a per-unit outcome row stands, since every
@@ -139,7 +144,7 @@ class Units:
             return None
         index: dict[str, int] = {}
         groups = tuple(index.setdefault(str(i), len(index)) for i in meta["ids"])
-        return cls(str(meta.get("kind", "person")), groups)  # type: ignore[arg-type]
+        return cls(str(meta.get("kind", PERSON.name)), groups)
 
 
 @functools.lru_cache(maxsize=8)

@@ -520,9 +520,12 @@ def _word_embeddings(weights: Path) -> np.ndarray:
 
 
 def _torch_threads() -> None:
+    """Every core for torch, unless ``OMP_NUM_THREADS`` says otherwise (a shared machine, or
+    parallel test workers that split the cores between them)."""
     import torch
 
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    asked = os.environ.get("OMP_NUM_THREADS", "")
+    torch.set_num_threads(int(asked) if asked.isdigit() and int(asked) > 0 else os.cpu_count() or 1)
 
 
 def _load_pretrained(name: str | Path) -> tuple[Any, Any]:

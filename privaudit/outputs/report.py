@@ -40,6 +40,7 @@ from privaudit.leaderboard.verdict import html_fragment as verdict_html
 from privaudit.metrics.spec import find_metric
 from privaudit.metrics.stats import with_labels
 from privaudit.outputs.runs import load_runs, read_run, run_chance, unfinished
+from privaudit.records import unit_kinds
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -132,7 +133,8 @@ def _summary(run_dir: Path, frame: pd.DataFrame, meta: dict[str, Any]) -> str:
         facts["corpus sizes"] = ", ".join(f"{k} {v}" for k, v in meta["corpus_sizes"].items())
     unit = meta.get("unit") or {}
     if unit.get("label"):  # who the victims are: what every interval resamples
-        what = "people" if unit.get("kind") == "person" else "documents"
+        spec = unit_kinds().get(str(unit.get("kind")))
+        what = spec.many if spec is not None and spec.grouped else "documents"
         facts["victims"] = f"{unit['label']} (intervals resample {what})"
     if (meta.get("corpus_dropped") or {}).get("dropped_rows"):  # rows the loader left out
         facts["corpus rows"] = describe_dropped(meta["corpus_dropped"])
