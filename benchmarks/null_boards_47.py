@@ -10,6 +10,9 @@ points, 2 equally strong attacks per family, 250 resamples):
   power line that predicts a separation;
 * ``fw10fit``: as ``fw10`` with the fits' spread real (attack sd .01, service .015) but
   declared 0 (item 1 of the issue measures it; here it is only reported);
+* ``fw10meas``: as ``fw10fit``, with the spreads measured as a run's ``fit_noise`` does (the
+  sample sd of the fit and 2 refits at the undefended point; the board uses the larger of
+  measured and declared);
 * ``fam3``: 3 identical defenses in each of 3 families: per family and per board;
 * ``beats{D}x{K}``: D defenses (1 or 3) that buy nothing (every point the undefended
   release's) at K points (1 or 3): the rate of "beats the undefended release";
@@ -122,6 +125,15 @@ SETTINGS: dict[str, Callable[[int], None]] = {
     "fw3": lambda b: fw(b, defenses=3),
     "fw10fit": lambda b: fw(
         b, defenses=10, true_fit_sd=0.01, true_utility_fit_sd=0.015, fit_sd=0.0, utility_fit_sd=0.0
+    ),
+    "fw10meas": lambda b: fw(
+        b,
+        defenses=10,
+        true_fit_sd=0.01,
+        true_utility_fit_sd=0.015,
+        fit_sd=0.0,
+        utility_fit_sd=0.0,
+        measured_refits=2,
     ),
     "fam3": lambda b: fw(b, defenses=3, families=3),
     "beats1x1": lambda b: beats(b, 1, 1),

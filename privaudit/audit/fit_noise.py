@@ -11,7 +11,10 @@ fit is random (declared ``fit_sd`` > 0; a declared 0 is tested to be a determini
 and victims, and scored; the service is trained again ``refits`` times from other utility
 streams on the same releases. The measured spread is the standard deviation (``ddof=1``) of
 the ``refits + 1`` scores, the grid's own fit among them. The board uses, per attack row and
-for the service, the **larger** of the measured and the declared spread, and says which
+for the service, the **larger** of the declared spread and the measured one's 80 % upper
+confidence bound (:func:`~privaudit.metrics.stats.sd_upper_bound`: the sd of three fits is
+often far below the truth, and read as measured it left 9.5 % of null boards with a false
+claim), and says which
 (:func:`privaudit.leaderboard.board.leaderboard`'s ``measured_fit_sd``). With ``refits: 0``
 (``fit_noise: {refits: 0}`` in the config) nothing is measured and the declarations alone are
 used. Only ``none`` is refitted: its releases are the originals, so the refits cost only the

@@ -61,7 +61,13 @@ from privaudit.leaderboard.unscored import unscorable_families
 from privaudit.leaderboard.verdict import Evidence, Verdict, decide
 from privaudit.metrics.linked import LINKABILITY
 from privaudit.metrics.spec import find_metric
-from privaudit.metrics.stats import Bootstrap, Outcomes, run_stats, with_labels
+from privaudit.metrics.stats import (
+    FIT_SD_CONFIDENCE,
+    Bootstrap,
+    Outcomes,
+    run_stats,
+    with_labels,
+)
 from privaudit.records import board_columns
 from privaudit.registry import attack_fit_sds, utility_fit_sds
 
@@ -306,8 +312,9 @@ def measured_notes(
         used = "measured used" if measured_utility > was else "declared used"
         parts.append(f"the service {measured_utility:.3g} measured, {was:.3g} declared ({used})")
     return [
-        "Fit noise measured in this run (refits at the undefended point; the larger of the "
-        "measured and the declared between-fit sd enters the intervals): " + "; ".join(parts) + "."
+        "Fit noise measured in this run (refits at the undefended point; each measured spread "
+        f"is the {FIT_SD_CONFIDENCE:.0%} upper confidence bound over its fits, and the larger "
+        "of it and the declared between-fit sd enters the intervals): " + "; ".join(parts) + "."
     ]
 
 

@@ -8,11 +8,13 @@ import math
 
 import numpy as np
 import pandas as pd
+import pytest
+from scipy.stats import chi2
 
 from privaudit.audit.config import PRESETS, load_config
 from privaudit.audit.store import RunDir
 from privaudit.leaderboard.board import _with_measured, measured_notes
-from privaudit.metrics.stats import measured_sds
+from privaudit.metrics.stats import measured_sds, sd_upper_bound
 from privaudit.outputs import run_grid
 from privaudit.outputs.runs import load_runs
 
@@ -73,8 +75,15 @@ def test_the_larger_spread_is_used_and_the_board_says_which() -> None:
             "what": ["attack", "attack", "utility"],
             "label": ["a", "a", "s"],
             "measured_sd": [0.01, 0.02, 0.005],
+            "fits": [3, 3, 3],
             "status": ["ok"] * 3,
         }
     )
-    assert measured_sds(table) == ({"a": 0.02}, 0.005)
+    # each as its 80 % upper bound over 3 fits: sd * sqrt(2 / chi2.ppf(0.2, 2)) = sd * 2.12
+    factor = math.sqrt(2 / chi2.ppf(0.2, 2))
+    attacks, service = measured_sds(table)
+    assert attacks == {"a": pytest.approx(0.02 * factor)}
+    assert service == pytest.approx(0.005 * factor)
+    assert sd_upper_bound(0.02, 3) == pytest.approx(0.02 * factor)
+    assert math.isnan(sd_upper_bound(0.02, 1))  # one fit measures no spread
     assert measured_sds(None) == ({}, None)

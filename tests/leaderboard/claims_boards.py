@@ -25,7 +25,7 @@ import pandas as pd
 from privaudit.leaderboard.board import Leaderboard, leaderboard
 from privaudit.leaderboard.families import hypervolume
 from privaudit.metrics.outcomes import Outcome
-from privaudit.metrics.stats import Bootstrap, Outcomes
+from privaudit.metrics.stats import Bootstrap, Outcomes, sd_upper_bound
 
 BASE = 0.1  # the attacks' no-information baseline
 NONE_SCORE, NONE_UTILITY = 0.9, 0.9
@@ -63,9 +63,14 @@ def claims_board(
     fit_sd: float | None = None,
     utility_fit_sd: float | None = None,
     seeds: int = 1,
+    measured_refits: int = 0,
     **board: Any,
 ) -> Leaderboard:
-    """One simulated board (module docstring); ``board`` goes to ``leaderboard``."""
+    """One simulated board (module docstring); ``board`` goes to ``leaderboard``.
+    ``measured_refits``: the run also measures the fits' spread as a grid's ``fit_noise``
+    does, from ``measured_refits`` refits beside the fit (the sample sd of those scores,
+    drawn from the true spread on a stream of its own), and hands the board its upper bound,
+    as a run does (:func:`privaudit.metrics.stats.sd_upper_bound`)."""
     rng = np.random.default_rng([rep, 47])
     rows, entries = [], {}
     fams = ["text"] + [f"text{f}" for f in range(2, families + 1)]
@@ -106,6 +111,15 @@ def claims_board(
             for level in levels(points):
                 for fam, attack in names:
                     add(f"z{z}", level, attack, fam, NONE_SCORE, NONE_UTILITY, seed)
+    if measured_refits:
+        draw = np.random.default_rng([rep, 47, 1])
+        k = measured_refits + 1
+        board["measured_fit_sd"] = {
+            a: sd_upper_bound(float(np.std(draw.normal(0.0, true_fit_sd, k), ddof=1)), k)
+            for _, a in names
+        }
+        u_sd = float(np.std(draw.normal(0.0, true_utility_fit_sd, k), ddof=1))
+        board["measured_utility_fit_sd"] = sd_upper_bound(u_sd, k)
     declared = true_fit_sd if fit_sd is None else fit_sd
     u_declared = true_utility_fit_sd if utility_fit_sd is None else utility_fit_sd
     return leaderboard(
