@@ -199,22 +199,23 @@ def pretrain(
 
     writable = _check_cache()
     cfg = load_config(config if config is not None else preset)
-    _, attacks, _ = build_components(cfg)
-    ready = {label: a for label, a in prepared_attacks(cfg, attacks).items()
+    built = build_components(cfg)
+    ready = {label: (a, plan) for label, (a, plan)
+             in prepared_attacks(cfg, built.attacks, built.plans).items()
              if callable(getattr(a, "prepare", None))}  # fmt: skip
     if not ready:
         typer.echo("No attack of this grid keeps a pre-trained model on disk; nothing to do.")
         return
     bb = load_backbone(cfg.backbone)
     # whole on disk: a truncated model is rebuilt, so a read-only cache cannot serve it
-    missing = [label for label, a in ready.items() if not cached(bb, a.spec())]
+    missing = [label for label, (a, plan) in ready.items() if not cached(bb, a.spec(plan))]
     if not writable and missing:  # a model trained here could not be kept: refuse, not waste
         raise ValueError(
             f"{', '.join(missing)}: not in the read-only cache, and what privaudit pretrain "
             "builds could not be kept there; point PRIVAUDIT_CACHE at a directory you can write."
         )
-    for label, attack in ready.items():
+    for label, (attack, plan) in ready.items():
         attack.progress = progress
-        note = attack.prepare(bb)
+        note = attack.prepare(bb, plan)
         what = "found in the cache" if note["cache"] == "hit" else f"built in {note['seconds']} s"
-        typer.echo(f"{label}: pre-trained model {what} ({attack.spec().path(bb)})")
+        typer.echo(f"{label}: pre-trained model {what} ({attack.spec(plan).path(bb)})")
