@@ -526,7 +526,7 @@ def assemble(
         defense = ctx.defense(point)
         point_key, cells = ctx.keys(point)
         utility = store.get(point_key) or {}
-        knob_value = defense.knob_value
+        knob_value = point.knob_value  # planned (and checked) once: the point's level
         objective = str(utility.get("objective") or "")
         label = point.label
         if objective.startswith("not applied"):
