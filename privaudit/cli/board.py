@@ -52,7 +52,7 @@ def leaderboard_cmd(
     # privaudit.audit and privaudit.leaderboard, which --help does not load
     from privaudit.audit.store import check_writable
     from privaudit.cli.render import print_board
-    from privaudit.leaderboard.board import check_difference, leaderboard
+    from privaudit.leaderboard.board import check_difference
     from privaudit.outputs.leaderboard import write_leaderboard
     from privaudit.outputs.runs import load_runs
 
@@ -66,7 +66,7 @@ def leaderboard_cmd(
         runs = load_runs(run_dirs, chance=chance, mixed_corpora=mixed_corpora)
     for warning in caught:  # one readable line each, not a warnings.warn source excerpt
         typer.secho(f"Warning: {warning.message}", fg=typer.colors.YELLOW, err=True)
-    board = leaderboard(runs.frame, runs.chance, **runs.board_inputs(), difference=difference)
+    board = runs.board(difference)
     if any(partial):  # the files say it too, not only the terminal (issue 49)
         marks = tuple(f"UNFINISHED RUN: {note}" for note in partial if note)
         board = dataclasses.replace(board, notes=(*marks, *board.notes))

@@ -18,9 +18,6 @@ from privaudit.audit.guarantee_audit import QUICK_SIZES, audit_points, to_frame
 from privaudit.audit.plugin import audit as audit_cells
 from privaudit.audit.runner import run_grid as run_cells
 from privaudit.audit.store import DiskFull, RunDir
-
-# Renamed: this package's submodule `leaderboard` would shadow the function's name.
-from privaudit.leaderboard.board import leaderboard as build_leaderboard
 from privaudit.leaderboard.figures import run_styles
 from privaudit.leaderboard.strength import strength_figure
 from privaudit.outputs.leaderboard import write_leaderboard
@@ -84,7 +81,7 @@ def write_outputs(frame: Any, rd: RunDir, chance: float) -> tuple[list[Path], li
 
     def board() -> list[Path]:
         runs = load_runs([rd.path], chance=chance)
-        boards.append(build_leaderboard(runs.frame, chance, **runs.board_inputs()))
+        boards.append(runs.board())
         return write_leaderboard(boards[0], rd.path, runs.guarantees, frame=runs.frame,
                                  strength=runs.strength)  # fmt: skip
 
