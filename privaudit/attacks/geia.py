@@ -289,6 +289,10 @@ class GEIA(SentenceInversion):
         """Estimated seconds to pre-train the inverter on this machine, None when cached."""
         return inv.pretrain_estimate(bb, self.spec(plan))
 
+    def cached(self, bb: Backbone, plan: Mapping[str, Any] | None = None) -> bool:
+        """Whether the pre-trained inverter is on disk whole (a truncated one is rebuilt)."""
+        return inv.cached(bb, self.spec(plan))
+
     def prepare(
         self, bb: Backbone | None = None, plan: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:

@@ -10,11 +10,11 @@ from typing import Annotated
 
 import typer
 
-from privaudit.cli.base import EXIT_UNFINISHED, _user_errors, app
+from privaudit.cli.base import EXIT_UNFINISHED, app, user_errors
 
 
 @app.command("leaderboard")
-@_user_errors
+@user_errors
 def leaderboard_cmd(
     run_dirs: Annotated[
         list[Path], typer.Argument(help="Run directories to merge (later runs win on repeats).")
@@ -110,7 +110,7 @@ def _from_cells(run_dir: Path) -> int:
     """A killed run's results table from its finished cells, when it has none (its rows;
     :func:`privaudit.outputs.runs.results_from_cells`). One that cannot be built is one line
     with the way out: the table needs the run's corpus, read again."""
-    from privaudit.outputs.runs import results_from_cells
+    from privaudit.outputs.runs import results_from_cells  # lazy: the outputs bring pandas
 
     try:
         return results_from_cells(run_dir)
@@ -122,7 +122,7 @@ def _from_cells(run_dir: Path) -> int:
 
 
 @app.command()
-@_user_errors
+@user_errors
 def report(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by `privaudit run`.")],
     show_examples: Annotated[
