@@ -152,7 +152,7 @@ def report(
     if out is not None:
         check_output_file(out, "--out")
     elif run_dir.is_dir():  # else reading it says it is not a run dir
-        check_output_file(run_dir / "report.html", "the run directory")
+        check_output_file(RunDir(run_dir).report_html, "the run directory")
     path = write_report(run_dir, show_examples=show_examples, out=out)
     if show_examples and not RunDir(run_dir).examples_json.is_file():
         typer.secho(no_examples(run_dir), fg=typer.colors.YELLOW, err=True)

@@ -126,11 +126,13 @@ def _resumed(
     """The config and run directory to use: with ``--resume RUN_DIR`` the run's saved config
     and its directory (refused beside --config, --run-dir or --map, which the run already
     fixed), else ``config`` and ``run_dir`` as given."""
+    from privaudit.audit.store import RunDir  # lazy: privaudit.audit is not for --help
+
     if resume is None:
         return config, run_dir
-    saved = resume / "config.json"
+    saved = RunDir(resume).config_json
     if not saved.is_file():
-        raise ValueError(f"{resume} has no config.json: is it a privaudit run directory?")
+        raise ValueError(f"{resume} has no {saved.name}: is it a privaudit run directory?")
     if config is not None or run_dir is not None or map_ is not None:
         raise ValueError(
             "--resume takes its config and directory from the run; drop "

@@ -86,17 +86,18 @@ def write_outputs(frame: Any, rd: RunDir, chance: float) -> tuple[list[Path], li
                                  strength=runs.strength)  # fmt: skip
 
     if len(frame):  # before the leaderboard, which shows it
-        attempt("guarantees.csv", lambda: write_guarantees(frame, rd) and [])  # a table, not a plot
+        # a table, not a plot: nothing to list
+        attempt(rd.guarantees_csv.name, lambda: write_guarantees(frame, rd) and [])
     if len(ok):
-        attempt("frontiers.png", lambda: plot_frontiers(
+        attempt(rd.frontiers_png.name, lambda: plot_frontiers(
             frame, rd.frontiers_png, chance=chance, styles=styles))  # fmt: skip
         attempt("leaderboard", board)
         if boards and not boards[0].points.empty:
-            attempt("families.png", lambda: plot_families(
+            attempt(rd.families_png.name, lambda: plot_families(
                 boards[0].points, rd.families_png, chance=chance, styles=styles))  # fmt: skip
     curve = rd.read_strength()
     if curve is not None and (curve["status"] == "ok").any():
-        attempt("strength.png", lambda: save_figure(strength_figure(curve), rd.strength_png))
+        attempt(rd.strength_png.name, lambda: save_figure(strength_figure(curve), rd.strength_png))
     # The report shows the same leaderboard: computed once (its resampled ranks cost seconds).
-    attempt("report.html", lambda: write_report(rd.path, board=boards[0] if boards else None))
+    attempt(rd.report_html.name, lambda: write_report(rd.path, board=boards[0] if boards else None))
     return plots, problems, boards[0] if boards else None

@@ -58,7 +58,7 @@ def results_from_cells(run_dir: str | Path) -> int:
     rd = RunDir(run_dir)
     if rd.results_parquet.is_file() or rd.results_csv.is_file() or not rd.path.is_dir():
         return 0
-    cells = rd.path / "cells"
+    cells = rd.cells_dir
     if rd.read_meta().get("finished") is not False or not cells.is_dir():
         return 0
     config = rd.read_config()
