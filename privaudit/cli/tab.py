@@ -221,7 +221,9 @@ def _report(
 ) -> None:
     import json
 
-    from privaudit.metrics.tab import format_scores, scores_table  # lazy: numpy, spaCy
+    # lazy: TAB's scorer brings numpy and spaCy, the store privaudit.audit
+    from privaudit.audit.store import write_text
+    from privaudit.metrics.tab import format_scores, scores_table
 
     n = results[0][1]["n_documents"]
     if len(results) == 1:
@@ -239,7 +241,7 @@ def _report(
         typer.echo(scores_table(rows))
     if table is not None:
         table.parent.mkdir(parents=True, exist_ok=True)
-        table.write_text(scores_table(rows, markdown=table.suffix.lower() == ".md") + "\n")
+        write_text(table, scores_table(rows, markdown=table.suffix.lower() == ".md") + "\n")
         typer.echo(f"Table written to {table}.")
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
@@ -253,5 +255,5 @@ def _report(
             body = {**run, **{k: v for k, v in items[0].items() if k != "label"}}
         else:
             body = {**run, "anonymizers": items}
-        json_out.write_text(json.dumps(body, indent=2) + "\n")
+        write_text(json_out, json.dumps(body, indent=2) + "\n")
         typer.echo(f"Scores written to {json_out}.")
