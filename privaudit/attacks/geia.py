@@ -354,7 +354,8 @@ class GEIA(SentenceInversion):
         g = getattr(knowledge, "guarantee", None)
         # The public noise model: epsilon-LDP Laplace noise on a min-max normalised vector.
         self._laplace = g is not None and g.kind == Kind.LDP
-        self._plan = dict(knowledge.plan)  # the public text the grid's plan resolved
+        # the public text the grid's plan resolved (a non-Knowledge is refused by super().fit)
+        self._plan = dict(getattr(knowledge, "plan", None) or {})
         super().fit(knowledge, rng=rng)
         return self
 
