@@ -220,6 +220,8 @@ class Knowledge:
     query_mechanism: Callable[[list[str]], Release] | None = None
     aux: datasets.Dataset | None = None  # the aux split: text, label, attributes, entities
     guarantee: Guarantee | None = None
+    #: What this attack's plan-time hook resolved from the run's corpus (:meth:`Attack.plan`).
+    plan: Mapping[str, Any] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -431,14 +433,25 @@ class Attack(Component):
     #: it learns from no public corpus.
     public_data: ClassVar[str | None] = None
 
-    def public_available(self) -> int:
-        """How many public documents the attack pre-trains on: its :attr:`public_data`
-        parameter, unless its public text holds fewer (an attack that knows overrides)."""
+    def plan(self, corpus: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The plan-time hook, called once when the grid is planned with the run corpus's name
+        and parameters (nothing loaded yet): raise a one-line ``ValueError`` to refuse the
+        run; return the declared parameters whose value the run's corpus decides, resolved
+        (geia's ``public_corpus: auto`` → the corpus it pre-trains on). The runner keeps the
+        result and hands it back, never through the instance: as :attr:`Knowledge.plan` at
+        fit, and over the configured values in the row's ``attack_params``. It must not change
+        the attack. Default: nothing to check or resolve."""
+        return {}
+
+    def public_available(self, plan: Mapping[str, Any] | None = None) -> int:
+        """How many public documents the attack pre-trains on under ``plan`` (what
+        :meth:`plan` resolved): its :attr:`public_data` parameter, unless its public text
+        holds fewer (an attack that knows overrides)."""
         return int(getattr(self, str(self.public_data)))
 
     def with_public_data(self, n: int) -> Self:
         """This attack on ``n`` of its public documents (the strength curve's variants),
-        everything else, plan-time resolutions included, as it is."""
+        everything else as it is (fitted with the original's :attr:`Knowledge.plan`)."""
         validate_params(type(self), {str(self.public_data): n}, where=_owner(type(self)))
         variant = copy.copy(self)
         setattr(variant, str(self.public_data), n)

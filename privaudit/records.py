@@ -410,6 +410,7 @@ _BUILTIN_KNOWLEDGE = (
     KnowledgeField("backbone", "the public backbone's name"),
     KnowledgeField("query_mechanism", "queries to the public mechanism at the victims' level"),
     KnowledgeField("guarantee", "the mechanism's declared guarantee"),
+    KnowledgeField("plan", "what the attack's plan-time hook resolved from the run's corpus"),
     KnowledgeField(
         "aux",
         "the attacker's own labelled split (never the victims')",

@@ -245,3 +245,139 @@ def test_no_relative_imports(tmp_path: Path) -> None:
     pkg.mkdir(parents=True)
     (pkg / "mine.py").write_text("from ..attacks import ner\n", encoding="utf-8")
     assert relative_imports(tmp_path / "privaudit") == ["privaudit/defenses/mine.py:1"]
+
+
+# --- Private names and function-local imports (DESIGN.md, "Layers") -----------------------
+# A name starting with ``_`` (dunders aside) is its module's own: no other module imports it.
+# The one exception is a private *module* of a room (``attacks._inverter``,
+# ``defenses._has_surrogates``), the room's shared internals: its own room may import it,
+# and from it, by name; no other room may. A function-local import of a privaudit module
+# (a deferred one) says why on its line or in the comment above its group of imports:
+# ``# lazy: <reason>`` (a heavy dependency, or a cycle).
+
+
+def _room_of(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def private_imports(root: Path = PACKAGE) -> list[str]:
+    """Every import of another module's private name, or of a room's private module from
+    outside the room: ``path:line name``."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        me = _module_name_under(root, path)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+                continue
+            if node.module.split(".")[0] != "privaudit" or node.module == me:
+                continue
+            targets = [f"{node.module}.{a.name}" for a in node.names]
+            for target in targets:
+                parts = target.split(".")
+                private = [p for p in parts[1:] if p.startswith("_") and not p.endswith("__")]
+                if not private:
+                    continue
+                helper = parts[-1] in private and not _is_module(root, target)
+                outside = _room_of(target) != _room_of(me)  # a room's internals, from outside
+                if helper or outside:
+                    found.append(f"{path.relative_to(root.parent)}:{node.lineno} {target}")
+    return found
+
+
+def _module_name_under(root: Path, path: Path) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_module(root: Path, dotted: str) -> bool:
+    p = root.parent.joinpath(*dotted.split("."))
+    return p.with_suffix(".py").is_file() or (p / "__init__.py").is_file()
+
+
+def unexplained_lazy_imports(root: Path = PACKAGE) -> list[str]:
+    """Every function-local import of a privaudit module (``if TYPE_CHECKING:`` ones left
+    out) without ``# lazy:`` on its lines or in the comments above its group of imports."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        lines, tree = text.splitlines(), ast.parse(text)
+        hidden, seen = _type_checking_nodes(tree), set()
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for parent in ast.walk(fn):
+                for _, body in ast.iter_fields(parent):
+                    if not (isinstance(body, list) and body and isinstance(body[0], ast.stmt)):
+                        continue
+                    said, prev_end, prev_import = False, parent.lineno, False
+                    for stmt in body:
+                        is_import = isinstance(stmt, ast.Import | ast.ImportFrom)
+                        if is_import:
+                            # its own lines and the comments between it and the statement before
+                            near = lines[prev_end : stmt.end_lineno or stmt.lineno]
+                            said = any("# lazy:" in line for line in near) or (
+                                said and prev_import
+                            )
+                            ours = _imported_modules(stmt)
+                            if ours and id(stmt) not in hidden and id(stmt) not in seen:
+                                seen.add(id(stmt))
+                                if not said:
+                                    found.append(f"{path.relative_to(root.parent)}:{stmt.lineno}")
+                        prev_import, prev_end = is_import, stmt.end_lineno or stmt.lineno
+    return found
+
+
+def _imported_modules(node: ast.Import | ast.ImportFrom) -> list[str]:
+    if isinstance(node, ast.ImportFrom):
+        module = node.module or ""
+        return [module] if not node.level and module.split(".")[0] == "privaudit" else []
+    return [a.name for a in node.names if a.name.split(".")[0] == "privaudit"]
+
+
+def test_no_module_imports_another_modules_private_names(tmp_path: Path) -> None:
+    assert private_imports() == []
+    # The mutations: a private helper across modules, a room's internals from another room.
+    pkg = tmp_path / "privaudit"
+    for room in ("leaderboard", "attacks/_inverter", "cli"):
+        (pkg / room).mkdir(parents=True)
+        (pkg / room / "__init__.py").write_text("", encoding="utf-8")
+    (pkg / "__init__.py").write_text("", encoding="utf-8")
+    (pkg / "attacks" / "__init__.py").write_text("", encoding="utf-8")
+    (pkg / "leaderboard" / "figures.py").write_text("def _bars(): ...\n", encoding="utf-8")
+    (pkg / "leaderboard" / "family.py").write_text(
+        "from privaudit.leaderboard.figures import _bars\n", encoding="utf-8"
+    )
+    (pkg / "attacks" / "geia.py").write_text(
+        "from privaudit.attacks import _inverter\nfrom privaudit.attacks._inverter import x\n",
+        encoding="utf-8",
+    )
+    (pkg / "cli" / "run.py").write_text(
+        "from privaudit.attacks._inverter import cached\n", encoding="utf-8"
+    )
+    assert private_imports(pkg) == [
+        "privaudit/cli/run.py:1 privaudit.attacks._inverter.cached",
+        "privaudit/leaderboard/family.py:1 privaudit.leaderboard.figures._bars",
+    ]
+
+
+def test_every_function_local_import_of_ours_says_why(tmp_path: Path) -> None:
+    assert unexplained_lazy_imports() == []
+    pkg = tmp_path / "privaudit"
+    pkg.mkdir()
+    (pkg / "m.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "def said():\n"
+        "    # lazy: the board brings pandas\n"
+        "    import json\n\n"
+        "    from privaudit.leaderboard.board import leaderboard\n"
+        "    from privaudit.outputs import run_grid\n"
+        "    x = 1\n"
+        "    from privaudit.api import NONE  # lazy: a cycle\n"
+        "def bare():\n"
+        "    if TYPE_CHECKING:\n        from privaudit.api import Release\n"
+        "    from privaudit.metrics import spec\n",
+        encoding="utf-8",
+    )
+    assert unexplained_lazy_imports(pkg) == ["privaudit/m.py:13"]

@@ -319,7 +319,7 @@ def test_disk_full_from_a_plot_or_outside_a_run(tmp_path, monkeypatch) -> None:
     """A plot (not a table) that cannot be saved; an ENOSPC from a write that is not ours."""
     import matplotlib.figure
 
-    from privaudit.cli.base import _user_errors
+    from privaudit.cli.base import user_errors
 
     def no_space(self, *args, **kwargs):
         Path(args[0]).write_bytes(b"\x89PNG half")
@@ -334,7 +334,7 @@ def test_disk_full_from_a_plot_or_outside_a_run(tmp_path, monkeypatch) -> None:
             save_figure(matplotlib.figure.Figure(), png)
     assert list(tmp_path.iterdir()) == []
 
-    @_user_errors
+    @user_errors
     def command() -> None:
         raise OSError(errno.EDQUOT, "Disk quota exceeded", str(tmp_path / "x"))
 

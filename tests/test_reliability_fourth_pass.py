@@ -271,7 +271,7 @@ def test_sigterm_before_a_runs_first_cell_is_said(
 ) -> None:
     import privaudit.cli.run as cli_run
 
-    monkeypatch.setattr(cli_run, "_check_cache", _terminate)
+    monkeypatch.setattr(cli_run, "check_cache_dir", _terminate)
     result = runner.invoke(app, ["run", "--preset", "smoke", "--run-dir", str(tmp_path / "r")])
     assert result.exit_code == 143, result.output
     assert "Interrupted (SIGTERM); before the run's first cell" in result.output

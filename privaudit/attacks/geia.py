@@ -13,9 +13,12 @@ from annotated_types import Ge, Gt, Le, Lt
 from privaudit.api import MIN_VICTIMS, Knowledge, Predictions, Release
 from privaudit.attacks import _inverter as inv
 from privaudit.attacks._inverter.public_text import (
+    by_seed,
     checked_public,
     overlap,
     params_json,
+    public_text_of,
+    resolve_public,
     same_path,
 )
 from privaudit.attacks._pooled_features import Scaler, release_features, standardise_rows
@@ -31,6 +34,7 @@ from privaudit.guarantees import Kind
 from privaudit.mechanisms.laplace import minmax_normalise
 from privaudit.models.backbone import backbone
 from privaudit.params import Fraction, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
+from privaudit.registry import CORPORA
 from privaudit.runtime.devices import fast_precision, tensor, torch_threads
 from privaudit.runtime.memo import digest
 
@@ -183,7 +187,6 @@ class GEIA(SentenceInversion):
         self.n_memory = n_memory
         self.max_tokens = max_tokens
         self.public_corpus = checked_public(public_corpus)
-        self._run_public: dict[str, Any] | None = None  # "auto" resolved by check_corpus
         self.public_docs = public_docs
         self.public_seed = public_seed
         self.pretrain_epochs = pretrain_epochs
@@ -204,6 +207,7 @@ class GEIA(SentenceInversion):
         self.threads = threads
         self.progress = progress
         self._settings: dict[str, Any] = {}
+        self._plan: dict[str, Any] = {}  # Knowledge.plan, kept at fit
         self._decode_seed = 0
         self._laplace = False
         self._laplace_release: np.ndarray | None = None
@@ -212,10 +216,11 @@ class GEIA(SentenceInversion):
     # The pre-trained inverter
     # ---------------------------------------------------------------------------------------
 
-    def spec(self) -> inv.InverterSpec:
-        """What shapes the pre-trained inverter (shared by every attack with equal values)."""
+    def spec(self, plan: Mapping[str, Any] | None = None) -> inv.InverterSpec:
+        """What shapes the pre-trained inverter (shared by every attack with equal values),
+        under ``plan`` (what :meth:`plan` resolved for the run's corpus; None: as configured)."""
         return inv.InverterSpec(
-            public=self.public_text(),
+            public=self.public_text(plan),
             n_layer=int(self.n_layer), n_memory=int(self.n_memory),
             max_tokens=int(self.max_tokens), epochs=int(self.pretrain_epochs),
             correction_epochs=int(self.correction_epochs), lr=float(self.lr),
@@ -224,85 +229,82 @@ class GEIA(SentenceInversion):
             sentences=bool(self.sentences),
         )  # fmt: skip
 
-    def public_text(self) -> inv.PublicText:
-        """The public pre-training text ``public_corpus`` names: ``auto`` is the run's corpus's
-        own public split when the corpus declares one (``public_split`` on its loader, e.g.
-        ``synthpai``; resolved by :meth:`check_corpus` when the grid is planned), else the
-        built-in generator at ``public_seed``."""
-        source: Any = self._run_public or self.public_corpus
-        if source == "auto":
-            source = "synthetic-reviews"
-        if isinstance(source, Mapping):
-            name, params = str(source["name"]), dict(source.get("params") or {})
-            split = str(source.get("split") or "")
-        else:
-            name, params, split = str(source), {}, ""
-        return inv.PublicText(
-            name, int(self.public_docs), int(self.public_seed), params_json(params), split
-        )
+    def public_text(self, plan: Mapping[str, Any] | None = None) -> inv.PublicText:
+        """The public pre-training text ``public_corpus`` names, as :meth:`plan` resolved it
+        for the run's corpus (``auto``: the corpus's own public split where its loader
+        declares one, e.g. ``synthpai``); with no plan, ``auto`` is the built-in generator
+        (:data:`~privaudit.attacks._inverter.public_text.FALLBACK`) at ``public_seed``."""
+        source = (plan or {}).get("public_corpus", self.public_corpus)
+        return public_text_of(source, int(self.public_docs), int(self.public_seed))
 
-    def public_available(self) -> int:
+    def public_available(self, plan: Mapping[str, Any] | None = None) -> int:
         """``public_docs``, or fewer where the public text holds fewer (SynthPAI's public
         split: 1,159 comments)."""
-        return min(int(self.public_docs), self.public_text().count())
+        return min(int(self.public_docs), self.public_text(plan).count())
 
-    def check_corpus(self, name: str, params: Mapping[str, Any]) -> None:
-        """Resolve ``public_corpus: auto`` for the run's corpus, then refuse a run whose
-        attacker would be pre-trained on the victims' documents: the same generator at the
-        same seed, the run's own corpus with no held-out public split (by name and parameters,
-        or by path), or public text that holds documents of the run's train or test split
-        (exact, whitespace- and case-normalised, at least
+    def plan(self, corpus: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Resolve ``public_corpus`` for the run's corpus (``auto``: its declared public split,
+        else :data:`~privaudit.attacks._inverter.public_text.FALLBACK`), then refuse a run
+        whose attacker would be pre-trained on the victims' documents: the same generator at
+        the same seed, the run's own corpus with no held-out public split (by name and
+        parameters, or by path), or public text that holds documents of the run's train or
+        test split (exact, whitespace- and case-normalised, at least
         :data:`~privaudit.attacks._inverter.public_text.OVERLAP_WORDS` words: a short
         stock phrase such as "Totally agree!" is no one's document)."""
-        from privaudit.registry import CORPORA  # lazy: listing attacks loads no corpus
-
-        self._run_public = None
-        if self.public_corpus == "auto" and getattr(CORPORA.get(name), "public_split", None):
-            split = str(CORPORA.get(name).public_split)
-            self._run_public = {"name": name, "params": dict(params), "split": split}
-        public = self.public_text()
-        if public.corpus == "synthetic-reviews":  # generated: other seeds, other documents
-            if public.corpus == name and int(params.get("seed", 0)) == int(self.public_seed):
+        source = resolve_public(self.public_corpus, corpus, params)
+        resolved = {"public_corpus": source}
+        public = self.public_text(resolved)
+        if by_seed(public.corpus):  # generated: other seeds, other documents
+            if public.corpus == corpus and int(params.get("seed", 0)) == int(self.public_seed):
                 raise ValueError(
-                    f"the public pre-training text is the run's own corpus (synthetic-reviews, "
+                    f"the public pre-training text is the run's own corpus ({corpus}, "
                     f"seed {self.public_seed}); give this attack another public_seed."
                 )
-            return
+            return resolved
         if public.split:
             held_out = public.split not in ("train", "test")
         else:
             held_out = not public.is_file() and bool(
                 getattr(CORPORA.get(public.corpus), "public_split", None)
             )
-        same_file = public.is_file() and name == "file" and same_path(public.corpus, params)
-        same_spec = public.corpus == name and public.params == params_json(params) and not held_out
+        same_file = public.is_file() and corpus == "file" and same_path(public.corpus, params)
+        same_spec = (
+            public.corpus == corpus and public.params == params_json(params) and not held_out
+        )
         if same_file or same_spec:
             raise ValueError(
                 f"the public pre-training corpus ({public.describe()}) is the run's own corpus; "
                 "name another public corpus (public_corpus), or a held-out split of it."
             )
-        found = overlap(public, name, params_json(params))
+        found = overlap(public, corpus, params_json(params))
         if found:
             raise ValueError(
                 f"{found} of the public pre-training documents ({public.describe()}) are "
                 "documents of the run's own train or test split: the attacker would be "
                 "pre-trained on the victims; remove them from the public text (public_corpus)."
             )
+        return resolved
 
-    def pretrain_cost(self, bb: Backbone) -> float | None:
+    def pretrain_cost(self, bb: Backbone, plan: Mapping[str, Any] | None = None) -> float | None:
         """Estimated seconds to pre-train the inverter on this machine, None when cached."""
-        return inv.pretrain_estimate(bb, self.spec())
+        return inv.pretrain_estimate(bb, self.spec(plan))
 
-    def prepare(self, bb: Backbone | None = None) -> dict[str, Any]:
+    def cached(self, bb: Backbone, plan: Mapping[str, Any] | None = None) -> bool:
+        """Whether the pre-trained inverter is on disk whole (a truncated one is rebuilt)."""
+        return inv.cached(bb, self.spec(plan))
+
+    def prepare(
+        self, bb: Backbone | None = None, plan: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         """Build (or find) the pre-trained inverter in the disk cache; returns its note."""
         bb = bb if bb is not None else backbone(self.backbone)
-        _, note = _INVERTERS.get(bb, self.spec(), self.threads, self.progress)
+        _, note = _INVERTERS.get(bb, self.spec(plan), self.threads, self.progress)
         return note
 
     def _pretrained(self, bb: Backbone) -> Pretrained:
         aux = self._aux
         assert aux is not None
-        inverter, note = _INVERTERS.get(bb, self.spec(), self.threads, self.progress)
+        inverter, note = _INVERTERS.get(bb, self.spec(self._plan), self.threads, self.progress)
         clean = standardise_rows(
             release_features(bb, Release("text", texts=aux.texts), name=self.name)
         )
@@ -333,7 +335,7 @@ class GEIA(SentenceInversion):
         else:
             extra = inv.writable_ids(bb)
         new = np.setdiff1d(extra, ids)
-        key = digest([self.spec().key(bb), new])
+        key = digest([self.spec(self._plan).key(bb), new])
 
         def compute() -> tuple[np.ndarray, Any, Any]:
             emb = bb.embeddings
@@ -352,6 +354,8 @@ class GEIA(SentenceInversion):
         g = getattr(knowledge, "guarantee", None)
         # The public noise model: epsilon-LDP Laplace noise on a min-max normalised vector.
         self._laplace = g is not None and g.kind == Kind.LDP
+        # the public text the grid's plan resolved (a non-Knowledge is refused by super().fit)
+        self._plan = dict(getattr(knowledge, "plan", None) or {})
         super().fit(knowledge, rng=rng)
         return self
 
@@ -363,7 +367,7 @@ class GEIA(SentenceInversion):
         the cell's stream, and memoised in this process."""
         if state is None or not self.epochs:
             return super()._train(bb, aux, x, state, rng)
-        key = digest([self.spec().key(bb), x, aux.key, int(self.epochs), self.vocabulary,
+        key = digest([self.spec(self._plan).key(bb), x, aux.key, int(self.epochs), self.vocabulary,
                       float(self.finetune_lr), int(self.batch_size)])  # fmt: skip
         seeded = np.random.default_rng(int(key[:12], 16))
         tuned = _FINETUNED.get(key, lambda: super(GEIA, self)._train(bb, aux, x, state, seeded))

@@ -10,7 +10,9 @@ import numpy as np
 from annotated_types import Ge
 
 from privaudit.api import ALL_SPACES, Attack, Knowledge, Predictions, Release, Space
+from privaudit.attacks._pooled_features import release_features
 from privaudit.metrics.linked import person_means, person_rows
+from privaudit.models.backbone import backbone
 from privaudit.params import PositiveFloat, PositiveInt
 
 if TYPE_CHECKING:
@@ -232,8 +234,6 @@ class Reidentification(Attack):
         return person_rows(self._links, n)
 
     def _pooled(self, release: Release) -> np.ndarray:
-        from privaudit.attacks._pooled_features import release_features
-        from privaudit.models.backbone import backbone
 
         bb = backbone(self._backbone_name)  # None: the default backbone, as a grid passes it
         return np.asarray(release_features(bb, release, name=self.name), dtype=np.float64)

@@ -30,13 +30,14 @@ defenses.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -83,7 +84,19 @@ class Task:
     cached_utility: dict[str, Any] | None = None
 
 
-def build_components(config: GridConfig) -> tuple[list[Any], dict[str, Attack], Any]:
+class Components(NamedTuple):
+    """A grid's components, built and checked when it is planned: each defense spec, each
+    attack by label with what its plan-time hook resolved for the run's corpus
+    (:meth:`~privaudit.api.Attack.plan`: handed back at fit and shown in the row), and the
+    utility evaluator."""
+
+    defenses: list[Any]
+    attacks: dict[str, Attack]
+    evaluator: Any
+    plans: dict[str, Mapping[str, Any]]
+
+
+def build_components(config: GridConfig) -> Components:
     """Every defense spec, attack and the utility evaluator, built (names and values checked)
     without loading any data: what ``privaudit run`` does before anything else."""
     bb = config.backbone
@@ -92,16 +105,15 @@ def build_components(config: GridConfig) -> tuple[list[Any], dict[str, Attack], 
         spec.display(): build_component(ATTACKS, spec.name, spec.params, bb, f"attacks.{i}.params")
         for i, spec in enumerate(config.attack_specs())
     }
+    plans: dict[str, Mapping[str, Any]] = {}
     for i, (label, attack) in enumerate(attacks.items()):
-        check = getattr(attack, "check_corpus", None)  # an attack's own plan-time check
-        if callable(check):
-            try:
-                check(config.corpus.name, dict(config.corpus.params))
-            except ValueError as exc:
-                raise ValueError(f"attacks.{i} ({label}): {exc}") from None
+        try:  # the attack's own plan-time check, and what it resolves from the corpus
+            plans[label] = dict(attack.plan(config.corpus.name, dict(config.corpus.params)))
+        except ValueError as exc:
+            raise ValueError(f"attacks.{i} ({label}): {exc}") from None
     util = config.utility_spec()
     evaluator = build_component(UTILITY, util.name, util.params, bb, "utility.params")
-    return defenses, attacks, evaluator
+    return Components(defenses, attacks, evaluator, plans)
 
 
 def _build_defense(config: GridConfig, i: int) -> Defense:
@@ -143,7 +155,7 @@ class Context:
 
     def __init__(self, config: GridConfig) -> None:
         self.config = config
-        self._specs, self.attacks, self.evaluator = build_components(config)
+        self._specs, self.attacks, self.evaluator, self.plans = build_components(config)
         corpus = build_component(
             CORPORA, config.corpus.name, config.corpus.params, None, "corpus.params"
         )
@@ -247,7 +259,7 @@ def compute(
     except Exception as exc:  # a failing defense point must not end the grid
         reason = failure_reason(exc)
         for label, key in task.attack_keys.items():
-            row = _failed(label, ctx.attacks[label], reason)
+            row = _failed(ctx, label, reason)
             emit(key, {"kind": "cell", "status": "failed", "rows": [row]})
         return out
 
@@ -258,7 +270,8 @@ def compute(
     )  # fmt: skip
     public = rel_test.public()
     for label, key in task.attack_keys.items():
-        _attack_cell(ctx, point, defense, label, key, knowledge, public, start, emit)
+        granted = dataclasses.replace(knowledge, plan=ctx.plans[label])  # one query memo
+        _attack_cell(ctx, point, defense, label, key, granted, public, start, emit)
     return out
 
 
@@ -323,7 +336,7 @@ def _attack_cell(
     failed with its reason on an error)."""
     attack = ctx.attacks[label]
     base = {"attack": label, "attack_metric": attack.metric,
-            "attack_params": fmt_params(attack.params())}  # fmt: skip
+            "attack_params": attack_params(ctx, label)}  # fmt: skip
     start(label)
     # A knowledge field the corpus cannot provide says its own cause (background: truth).
     missing = attack.missing_knowledge(knowledge)
@@ -352,7 +365,7 @@ def _attack_cell(
         status = "ok" if any(r["status"] == "ok" for r in rows) else "n/a"
         emit(key, {"kind": "cell", "status": status, "rows": rows})
     except Exception as exc:
-        row = _failed(label, attack, failure_reason(exc))
+        row = _failed(ctx, label, failure_reason(exc))
         emit(key, {"kind": "cell", "status": "failed", "rows": [row]})
 
 
@@ -476,16 +489,24 @@ def test_release(ctx: Context, point: Point) -> Release:
     return defense.privatize(ctx.test_texts, rng=rng_test)
 
 
-def knowledge(ctx: Context, point: Point, aux: Any) -> Knowledge:
-    """What the threat model grants an attacker at ``point`` with ``aux`` as its own split:
-    the backbone and queries to the mechanism at this level from the point's query stream
-    (the attack-strength curve gives a share of the aux, :mod:`privaudit.audit.strength`)."""
+def knowledge(ctx: Context, point: Point, aux: Any, label: str) -> Knowledge:
+    """What the threat model grants attack ``label`` at ``point`` with ``aux`` as its own
+    split: the backbone, queries to the mechanism at this level from the point's query stream
+    (the attack-strength curve gives a share of the aux, :mod:`privaudit.audit.strength`) and
+    what the attack's plan-time hook resolved."""
     defense = ctx.defense(point)
     query = _memoized_query(defense, point_streams(point, defense)[3])
     return Knowledge(
         white_box=True, backbone=ctx.config.backbone, query_mechanism=query, aux=aux,
-        guarantee=defense.guarantee, extra=getattr(ctx, "knowledge_extra", {}),
+        guarantee=defense.guarantee, plan=ctx.plans[label],
+        extra=getattr(ctx, "knowledge_extra", {}),
     )  # fmt: skip
+
+
+def attack_params(ctx: Context, label: str) -> str:
+    """The row's ``attack_params``: the attack's parameters with what its plan resolved for
+    the run's corpus over the configured values (geia's public corpus used, not ``auto``)."""
+    return fmt_params(ctx.attacks[label].params() | dict(ctx.plans[label]))
 
 
 def point_examples(ctx: Context, point: Point) -> list[dict[str, str]]:
@@ -521,14 +542,15 @@ def _memoized_query(defense: Defense, rng: np.random.Generator) -> Any:
     return query
 
 
-def _failed(label: str, attack: Attack, reason: tuple[str, str]) -> dict[str, Any]:
+def _failed(ctx: Context, label: str, reason: tuple[str, str]) -> dict[str, Any]:
     """A failed cell's row: ``reason`` is :func:`~privaudit.audit.reasons.failure_reason`'s
     (stored, full); the full message rides along only where it differs."""
     stored, full = reason
+    attack = ctx.attacks[label]
     return {
         "attack": label,
         "attack_metric": attack.metric,
-        "attack_params": fmt_params(attack.params()),
+        "attack_params": attack_params(ctx, label),
         **_family(attack),
         "status": "failed",
         "reason": stored,

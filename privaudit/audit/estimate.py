@@ -46,7 +46,7 @@ import math
 import os
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -604,7 +604,7 @@ def estimate_config(
     import numpy as np
 
     config.check_names()
-    defenses, attacks, evaluator = build_components(config)
+    defenses, attacks, evaluator, plans = build_components(config)
     check_levels(config, defenses)
     corpus = build_component(
         CORPORA, config.corpus.name, config.corpus.params, None, "corpus.params"
@@ -661,27 +661,29 @@ def estimate_config(
         work, attacks, evaluator, Sizes.of(corpus), book or CostBook(), points=points,
         cells=cells, done=done, jobs=spec_jobs,
     )  # fmt: skip
-    forecast.one_time = one_time_work(config, attacks)
+    forecast.one_time = one_time_work(config, attacks, plans)
     forecast.wall += sum(s for _, s in forecast.one_time)
     forecast.reused = reused
     return forecast
 
 
-def one_time_work(config: GridConfig, attacks: dict[str, Any]) -> list[tuple[str, float]]:
+def one_time_work(
+    config: GridConfig, attacks: dict[str, Any], plans: Mapping[str, Mapping[str, Any]]
+) -> list[tuple[str, float]]:
     """The pre-trainings the grid's attacks would do before their first cell (a model not in
     the disk cache yet), and those of the strength curve's public-data shares, each once:
     (which attacks, estimated seconds)."""
     pending: dict[Any, tuple[list[str], float]] = {}
     bb = None
-    for label, attack in prepared_attacks(config, attacks).items():
+    for label, (attack, plan) in prepared_attacks(config, attacks, plans).items():
         cost = getattr(attack, "pretrain_cost", None)
         if not callable(cost):
             continue
         bb = bb or load_backbone(config.backbone)  # lean: its fingerprint, no model
-        seconds = cost(bb)
+        seconds = cost(bb, plan)
         if seconds is None:  # cached
             continue
-        key = attack.spec()
+        key = attack.spec(plan)
         names, _ = pending.get(key, ([], seconds))
         pending[key] = ([*names, label], seconds)
     return [
@@ -690,13 +692,16 @@ def one_time_work(config: GridConfig, attacks: dict[str, Any]) -> list[tuple[str
     ]
 
 
-def prepared_attacks(config: GridConfig, attacks: dict[str, Any]) -> dict[str, Any]:
-    """The grid's attacks, and for the strength curve's public-data shares each attack
-    rebuilt on that share of its public documents (``"geia (strength: 2000 public
-    documents)"``): every model a run pre-trains."""
-    out = dict(attacks)
+def prepared_attacks(
+    config: GridConfig, attacks: dict[str, Any], plans: Mapping[str, Mapping[str, Any]]
+) -> dict[str, tuple[Any, Mapping[str, Any]]]:
+    """The grid's attacks with their plans (:meth:`~privaudit.api.Attack.plan`), and for the
+    strength curve's public-data shares each attack rebuilt on that share of its public
+    documents (``"geia (strength: 2000 public documents)"``, under its original's plan):
+    every model a run pre-trains."""
+    out = {label: (attack, plans[label]) for label, attack in attacks.items()}
     levels = config.strength.public_levels() if config.strength is not None else []
     for label, attack in attacks.items():
-        for _, n, variant in public_variants(attack, levels):
-            out[f"{label} (strength: {n} public documents)"] = variant
+        for _, n, variant in public_variants(attack, levels, plans[label]):
+            out[f"{label} (strength: {n} public documents)"] = (variant, plans[label])
     return out

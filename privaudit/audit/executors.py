@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from privaudit.audit import raywatch
 from privaudit.audit.cells import compute, context_for
 from privaudit.audit.config import GridConfig
-from privaudit.audit.store import DiskFull
+from privaudit.audit.store import DiskFull, RunDir
 from privaudit.params import PositiveInt, checked
 from privaudit.runtime.devices import use_device
 
@@ -72,7 +72,7 @@ class Interrupted(KeyboardInterrupt):
 
     def __str__(self) -> str:
         name = signal.Signals(self.signum).name
-        if not (self.run_dir / "config.json").is_file():  # stopped before the run began
+        if not RunDir(self.run_dir).config_json.is_file():  # stopped before the run began
             return f"Interrupted ({name}) before the run started; nothing was kept."
         return (
             f"Interrupted ({name}); finished cells are kept. Continue with: "

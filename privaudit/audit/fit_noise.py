@@ -114,7 +114,7 @@ def _attack_refits(
         rng = attack_rng(point, defense, f"{label}|refit{k}")
         try:
             predictions = fit_and_attack(
-                attack, knowledge(ctx, point, ctx.aux), rng, public, point.seed
+                attack, knowledge(ctx, point, ctx.aux, label), rng, public, point.seed
             )
             scored = score_predictions(predictions, ctx.truth, attack.metric, public)
         except Exception as exc:  # say why, keep the declared spread for it

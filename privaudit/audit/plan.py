@@ -44,7 +44,7 @@ class Point:
     label: str
     spec: int  # index into the config's defenses
     defense: str
-    knob_value: float | None
+    knob_value: float | None  # the level (None: the defense has no knob): what its rows show
     target_rate: float | None
     seed: int
 
@@ -75,7 +75,8 @@ def plan(config: GridConfig, ctx: Fitted, store: ResultStore | None = None) -> l
     points: list[Point] = []
     for i, spec in enumerate(config.defenses):
         base = ctx.base(i)
-        levels: list[tuple[float | None, float | None]] = [(None, None)]
+        # Unswept: the configured level, so that every point holds the value its rows show.
+        levels: list[tuple[float | None, float | None]] = [(base.knob_value, None)]
         if spec.knob_values:
             levels = [(v, None) for v in spec.knob_values]
         elif spec.target_rates:

@@ -35,6 +35,7 @@ from privaudit import __version__
 from privaudit.audit.reasons import FULL
 from privaudit.registry import load_object
 from privaudit.runtime.cell_store import CellStore
+from privaudit.runtime.devices import current_device
 
 if TYPE_CHECKING:
     from privaudit.audit.cells import Context
@@ -67,7 +68,6 @@ def content_fingerprint(corpus: Any) -> str:
 def precision() -> str:
     """The device kind and torch's float32 matmul precision (torch's default, ``highest``,
     while torch is not loaded: nothing can have changed it)."""
-    from privaudit.runtime.devices import current_device
 
     torch = sys.modules.get("torch")
     matmul = torch.get_float32_matmul_precision() if torch is not None else "highest"

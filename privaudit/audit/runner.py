@@ -116,7 +116,7 @@ def run_grid(
     rd = RunDir(run_dir)
     rd.check_target(option)  # writable, and not a folder of the user's own files
     config.check_names()
-    defenses, _, _ = build_components(config)  # every value checked before anything is written
+    defenses = build_components(config).defenses  # every value checked before anything is written
     check_levels(config, defenses)
     spec = config.executor
     # The driver's device (plan, calibration; a local run's cells): it must exist here. Ray's
@@ -346,16 +346,16 @@ def _pretrain_first(ctx: Context, tasks: list[Task], progress: bool) -> None:
     needed = {label for task in tasks for label in task.attack_keys}
     built: set[Any] = set()
     for label, attack in ctx.attacks.items():
-        cost = getattr(attack, "pretrain_cost", None)
-        if label not in needed or not callable(cost) or cost(ctx.bb) is None:
+        cost, plan = getattr(attack, "pretrain_cost", None), ctx.plans[label]
+        if label not in needed or not callable(cost) or cost(ctx.bb, plan) is None:
             continue
-        if attack.spec() in built:  # geia and vec2text share one pre-trained model
+        if attack.spec(plan) in built:  # geia and vec2text share one pre-trained model
             continue
-        built.add(attack.spec())
+        built.add(attack.spec(plan))
         shown_progress = attack.progress
         attack.progress = progress
         try:
-            note = attack.prepare(ctx.bb)
+            note = attack.prepare(ctx.bb, plan)
             print(f"privaudit: pre-trained the inverter of {label} in {note['seconds']:.0f} s "
                   "(kept in the cache for later runs)", file=sys.stderr, flush=True)  # fmt: skip
         except Exception as exc:  # the cells will fail and say why
@@ -437,7 +437,7 @@ def _forecast(
     tracker = Tracker(tasks, work, ctx.attacks, ctx.evaluator, sizes, priced, cells=total,
                       done=done, jobs=jobs)  # fmt: skip
     # A model pre-trained before the first cell (and the strength curve's) is waited for too.
-    forecast.one_time = one_time_work(ctx.config, ctx.attacks)
+    forecast.one_time = one_time_work(ctx.config, ctx.attacks, ctx.plans)
     forecast.wall += sum(s for _, s in forecast.one_time)
     return book, forecast, tracker
 
@@ -526,7 +526,7 @@ def assemble(
         defense = ctx.defense(point)
         point_key, cells = ctx.keys(point)
         utility = store.get(point_key) or {}
-        knob_value = defense.knob_value
+        knob_value = point.knob_value  # planned (and checked) once: the point's level
         objective = str(utility.get("objective") or "")
         label = point.label
         if objective.startswith("not applied"):

@@ -314,8 +314,12 @@ class RunDir:
                 f"choose another {option}, or empty it."
             )
 
+    @property
+    def cells_dir(self) -> Path:
+        return self.path / "cells"
+
     def store(self) -> ResultStore:
-        return ResultStore(self.path / "cells")
+        return ResultStore(self.cells_dir)
 
     def create(self) -> RunDir:
         self.path.mkdir(parents=True, exist_ok=True)

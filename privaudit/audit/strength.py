@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -94,17 +95,19 @@ def share_counts(shares: list[float], full: int, key: str, of: str) -> list[tupl
     return out
 
 
-def public_variants(attack: Attack, shares: list[float]) -> list[tuple[float, int, Attack]]:
+def public_variants(
+    attack: Attack, shares: list[float], plan: Mapping[str, Any]
+) -> list[tuple[float, int, Attack]]:
     """For an attack that declares its public data (``Attack.public_data``): per share below
     1, (share, public documents, the attack rebuilt with that many); [] for any other. Shares
-    that draw too few or the same documents are refused (:func:`share_counts`)."""
+    that draw too few or the same documents are refused (:func:`share_counts`). ``plan`` is
+    what the attack's plan-time hook resolved; a variant is fitted with the same one."""
     param = attack.public_data
     if not param:
         return []
-    # Shares of what it actually pre-trains on (a public split may hold fewer documents than
-    # the parameter asks); the variant keeps the attack's plan-time resolutions (geia's
-    # ``public_corpus: auto``: a rebuild from parameters had pre-trained on the generator).
-    full = attack.public_available()
+    # Shares of what it actually pre-trains on under the plan (a public split may hold fewer
+    # documents than the parameter asks: geia's ``public_corpus: auto`` on SynthPAI).
+    full = attack.public_available(plan)
     of = f"{attack.name}'s public documents"
     return [
         (share, n, attack.with_public_data(n))
@@ -121,8 +124,8 @@ def check_shares(ctx: Context) -> None:
     n_aux = len(ctx.aux) if ctx.aux is not None else 0
     if n_aux and any(a.needs_aux for a in ctx.attacks.values()):
         share_counts(spec.levels(), n_aux, "fractions", "the aux documents")
-    for attack in ctx.attacks.values():
-        public_variants(attack, spec.public_levels())
+    for label, attack in ctx.attacks.items():
+        public_variants(attack, spec.public_levels(), ctx.plans[label])
 
 
 def strength_curve(
@@ -150,8 +153,10 @@ def strength_curve(
                 jobs.append((point, label, rows))
     out: list[dict[str, Any]] = []
     fits = [s for s in shares if s < 1.0]
-    variants = {label: public_variants(ctx.attacks[label], spec.public_levels())
-                for _, label, _ in jobs}  # fmt: skip
+    variants = {
+        label: public_variants(ctx.attacks[label], spec.public_levels(), ctx.plans[label])
+        for _, label, _ in jobs
+    }
     total = sum(len(fits) + len(variants[label]) for _, label, _ in jobs)
     bar = tqdm(total=total, desc="strength", unit="fit", disable=not progress)
     boot = Bootstrap(**ctx.config.bootstrap.model_dump(), units=ctx.units)
@@ -175,7 +180,7 @@ def strength_curve(
                 out += _refit(ctx, point, label, variant, aux, public, weights, boot.level, row)
                 bar.update(1)
             if variants[label]:
-                n_public = attack.public_available()
+                n_public = attack.public_available(ctx.plans[label])
                 out += [_reused(point, r, n_aux, "public", n_public) for _, r in rows.iterrows()]
     finally:
         bar.close()
@@ -195,7 +200,8 @@ def _refit(
     rng = attack_rng(point, ctx.defense(point), label)
     t0 = time.perf_counter()
     try:
-        predictions = fit_and_attack(attack, knowledge(ctx, point, aux), rng, public, point.seed)
+        granted = knowledge(ctx, point, aux, label)  # a variant reads its original's plan
+        predictions = fit_and_attack(attack, granted, rng, public, point.seed)
         scored = score_predictions(predictions, ctx.truth, attack.metric, public)
     except Exception as exc:  # a small share may be too little to learn from: say so, go on
         stored, full = failure_reason(exc)

@@ -10,10 +10,10 @@ import typer
 
 from privaudit.cli.base import (
     EXIT_GUARANTEE_VIOLATED,
-    _check_cache,
-    _exit_for_failures,
-    _user_errors,
     app,
+    check_cache_dir,
+    exit_for_failures,
+    user_errors,
 )
 from privaudit.cli.options import (
     MAP_HELP,
@@ -27,7 +27,7 @@ from privaudit.registry import DEFENSES
 
 
 @app.command()
-@_user_errors
+@user_errors
 def audit(
     target: Annotated[
         str, typer.Argument(help="Your privatizer: module:Class or path/file.py:Class.")
@@ -78,7 +78,7 @@ def audit(
     from privaudit.outputs import audit as run_audit
     from privaudit.runtime.cell_store import fresh_cells
 
-    _check_cache()
+    check_cache_dir()
     with warnings_as_lines(), fresh_cells(fresh):
         result = run_audit(
             target, knob=knob, params=parse_params(param),
@@ -104,11 +104,11 @@ def audit(
     if result.run is None:  # --strict and a violated guarantee: nothing was benchmarked
         raise typer.Exit(EXIT_GUARANTEE_VIOLATED)
     print_summary(result.run)
-    _exit_for_failures(result.run.frame, allow_failures, result.run.strength_failed)
+    exit_for_failures(result.run.frame, allow_failures, result.run.strength_failed)
 
 
 @app.command("audit-guarantee")
-@_user_errors
+@user_errors
 def audit_guarantee_cmd(
     defense: Annotated[
         str,
@@ -152,7 +152,7 @@ def audit_guarantee_cmd(
     if not 0 < alpha < 1:
         raise ValueError(f"--alpha is a probability in (0, 1), got {alpha}.")
     if csv is not None:  # before the audit: it takes minutes, the write an instant
-        from privaudit.audit.store import check_output_file
+        from privaudit.audit.store import check_output_file  # lazy: privaudit.audit
 
         check_output_file(csv, "--csv")
     if defense == "all":
@@ -169,7 +169,7 @@ def audit_guarantee_cmd(
         "levels, not corrected across them)",
     )
     if csv is not None:  # its folder was made by the check above
-        from privaudit.audit.store import write_atomic
+        from privaudit.audit.store import write_atomic  # lazy: privaudit.audit
 
         table = to_frame(audits)
         write_atomic(csv, lambda p: table.to_csv(p, index=False))

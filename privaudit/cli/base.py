@@ -1,6 +1,6 @@
 """The one typer ``app`` every command registers on, its exit codes, and how a command ends:
-a user's error as one line (:func:`_user_errors`), the cache checked before any work
-(:func:`_check_cache`), failed cells as exit status 3 (:func:`_exit_for_failures`).
+a user's error as one line (:func:`user_errors`), the cache checked before any work
+(:func:`check_cache_dir`), failed cells as exit status 3 (:func:`exit_for_failures`).
 
 Importing it loads nothing heavy: what an error needs is imported when the error comes.
 """
@@ -16,6 +16,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from privaudit import __version__
+from privaudit.runtime.cache import check_cache
 
 app = typer.Typer(
     name="privaudit",
@@ -103,7 +104,7 @@ def _sigterm_said() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _user_errors(func: F) -> F:
+def user_errors(func: F) -> F:
     """Errors a user can cause end in one clear line and exit code 2, not a traceback; Ctrl-C
     and SIGTERM end in one line saying what was kept, and 130 or 143."""
 
@@ -129,6 +130,7 @@ def _user_errors(func: F) -> F:
             typer.secho(message, fg=typer.colors.YELLOW, err=True)
             raise typer.Exit(code) from None
         except OSError as exc:
+            # lazy: privaudit.audit (numpy, the records) is not for --help or privatize
             from privaudit.audit.store import DiskFull, is_disk_full
 
             if not is_disk_full(exc):
@@ -147,7 +149,7 @@ def _user_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def _exit_for_failures(frame: Any, allow: bool, strength_failed: int = 0) -> None:
+def exit_for_failures(frame: Any, allow: bool, strength_failed: int = 0) -> None:
     """One line on the failed cells (and failed strength.csv rows), then exit 3 (0 with
     --allow-failures)."""
     from privaudit.audit.store import cell_counts  # lazy: privaudit.audit is not for --help
@@ -175,11 +177,9 @@ def _exit_for_failures(frame: Any, allow: bool, strength_failed: int = 0) -> Non
         raise typer.Exit(EXIT_CELLS_FAILED)
 
 
-def _check_cache() -> bool:
+def check_cache_dir() -> bool:
     """The cache directory, before any work: unusable → one line (CacheUnusable, exit 2);
     read-only → said once here, then used for reading. Whether it can be written."""
-    from privaudit.runtime.cache import check_cache
-
     note = check_cache()
     if note is not None:
         typer.secho(f"Warning: {note}", fg=typer.colors.YELLOW, err=True)

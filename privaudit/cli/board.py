@@ -10,11 +10,11 @@ from typing import Annotated
 
 import typer
 
-from privaudit.cli.base import EXIT_UNFINISHED, _user_errors, app
+from privaudit.cli.base import EXIT_UNFINISHED, app, user_errors
 
 
 @app.command("leaderboard")
-@_user_errors
+@user_errors
 def leaderboard_cmd(
     run_dirs: Annotated[
         list[Path], typer.Argument(help="Run directories to merge (later runs win on repeats).")
@@ -52,7 +52,7 @@ def leaderboard_cmd(
     # privaudit.audit and privaudit.leaderboard, which --help does not load
     from privaudit.audit.store import check_writable
     from privaudit.cli.render import print_board
-    from privaudit.leaderboard.board import check_difference, leaderboard
+    from privaudit.leaderboard.board import check_difference
     from privaudit.outputs.leaderboard import write_leaderboard
     from privaudit.outputs.runs import load_runs
 
@@ -66,7 +66,7 @@ def leaderboard_cmd(
         runs = load_runs(run_dirs, chance=chance, mixed_corpora=mixed_corpora)
     for warning in caught:  # one readable line each, not a warnings.warn source excerpt
         typer.secho(f"Warning: {warning.message}", fg=typer.colors.YELLOW, err=True)
-    board = leaderboard(runs.frame, runs.chance, **runs.board_inputs(), difference=difference)
+    board = runs.board(difference)
     if any(partial):  # the files say it too, not only the terminal (issue 49)
         marks = tuple(f"UNFINISHED RUN: {note}" for note in partial if note)
         board = dataclasses.replace(board, notes=(*marks, *board.notes))
@@ -110,7 +110,7 @@ def _from_cells(run_dir: Path) -> int:
     """A killed run's results table from its finished cells, when it has none (its rows;
     :func:`privaudit.outputs.runs.results_from_cells`). One that cannot be built is one line
     with the way out: the table needs the run's corpus, read again."""
-    from privaudit.outputs.runs import results_from_cells
+    from privaudit.outputs.runs import results_from_cells  # lazy: the outputs bring pandas
 
     try:
         return results_from_cells(run_dir)
@@ -122,7 +122,7 @@ def _from_cells(run_dir: Path) -> int:
 
 
 @app.command()
-@_user_errors
+@user_errors
 def report(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by `privaudit run`.")],
     show_examples: Annotated[
@@ -152,7 +152,7 @@ def report(
     if out is not None:
         check_output_file(out, "--out")
     elif run_dir.is_dir():  # else reading it says it is not a run dir
-        check_output_file(run_dir / "report.html", "the run directory")
+        check_output_file(RunDir(run_dir).report_html, "the run directory")
     path = write_report(run_dir, show_examples=show_examples, out=out)
     if show_examples and not RunDir(run_dir).examples_json.is_file():
         typer.secho(no_examples(run_dir), fg=typer.colors.YELLOW, err=True)

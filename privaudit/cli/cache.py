@@ -9,7 +9,16 @@ from typing import Annotated
 
 import typer
 
-from privaudit.cli.base import _user_errors, app
+from privaudit.cli.base import app, user_errors
+from privaudit.runtime.cell_store import (
+    MAX_ENV,
+    SWITCH_ENV,
+    CellStore,
+    enabled,
+    max_bytes,
+    parse_size,
+    shown_size,
+)
 
 cache_app = typer.Typer(
     help="This machine's cell store: finished cells that later runs and audits reuse.",
@@ -20,21 +29,12 @@ app.add_typer(cache_app, name="cache")
 
 
 @cache_app.callback()
-@_user_errors
+@user_errors
 def cache_show(ctx: typer.Context) -> None:
     """Show the cell store: where it is, its size against its bound, its entries by corpus
     and by component. `prune` and `clear` make it smaller."""
     if ctx.invoked_subcommand is not None:
         return
-    from privaudit.runtime.cell_store import (
-        MAX_ENV,
-        SWITCH_ENV,
-        CellStore,
-        enabled,
-        max_bytes,
-        shown_size,
-    )
-
     store = CellStore()
     if not enabled():
         typer.echo(f"The cell store is off (${SWITCH_ENV}); runs compute every cell.")
@@ -62,7 +62,7 @@ def cache_show(ctx: typer.Context) -> None:
 
 
 @cache_app.command("prune")
-@_user_errors
+@user_errors
 def cache_prune(
     max_size: Annotated[
         str | None,
@@ -73,7 +73,6 @@ def cache_prune(
     ] = None,
 ) -> None:
     """Remove the least recently used cells until the store is within its bound."""
-    from privaudit.runtime.cell_store import CellStore, max_bytes, parse_size, shown_size
 
     limit = parse_size(max_size, "--max-size") if max_size is not None else max_bytes()
     store = CellStore()
@@ -85,10 +84,9 @@ def cache_prune(
 
 
 @cache_app.command("clear")
-@_user_errors
+@user_errors
 def cache_clear() -> None:
     """Remove every cell of the store (pre-trained models and measured costs stay)."""
-    from privaudit.runtime.cell_store import CellStore, shown_size
 
     removed, freed = CellStore().clear()
     typer.echo(f"Removed {removed} cells ({shown_size(freed)}).")

@@ -1,7 +1,7 @@
 """The ``privaudit`` command line: the commands, their options and how they end.
 
 Each command lives with those it serves, registered on the one typer ``app`` of
-:mod:`privaudit.cli.base` (with the exit codes and :func:`_user_errors`); importing them here,
+:mod:`privaudit.cli.base` (with the exit codes and :func:`user_errors`); importing them here,
 in this order, is what lists them in ``privaudit --help`` in this order:
 :mod:`.listing` (``list``), :mod:`.run` (``run``, ``pretrain``), :mod:`.privatize`
 (``privatize``, ``calibrate``), :mod:`.audit` (``audit``, ``audit-guarantee``), :mod:`.board`

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from privaudit.cli.base import _user_errors, app
+from privaudit.cli.base import app, user_errors
 from privaudit.registry import ATTACKS, CORPORA, DEFENSES, UTILITY
 
 
@@ -22,7 +22,7 @@ class Listing(StrEnum):
 
 
 @app.command("list")
-@_user_errors
+@user_errors
 def list_cmd(
     what: Annotated[Listing, typer.Argument(help="Which registry to list.")] = Listing.all,
 ) -> None:

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from privaudit.cli.base import _user_errors, app
+from privaudit.cli.base import app, user_errors
 from privaudit.cli.options import (
     MAP_HELP,
     DeviceOption,
@@ -23,7 +23,7 @@ from privaudit.registry import build_defense
 
 
 @app.command()
-@_user_errors
+@user_errors
 @on_device
 def privatize(
     defense: Annotated[str, typer.Option(help="Defense name (see `privaudit list defenses`).")],
@@ -57,7 +57,7 @@ def privatize(
 
 
 @app.command()
-@_user_errors
+@user_errors
 @on_device
 def calibrate(
     defense: Annotated[str, typer.Option(help="Defense with an eta-like knob, e.g. t2t.")],

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from privaudit.leaderboard.board import leaderboard
+from privaudit.audit.store import RunDir
 from privaudit.leaderboard.render import tables as board_tables
 from privaudit.leaderboard.unscored import na_summary
 from privaudit.leaderboard.verdict import terminal_lines
@@ -28,9 +28,7 @@ def print_summary(result: Any) -> None:
     wrote."""
     frame = result.frame
     console = Console(width=max(110, Console().width))
-    board = result.board
-    if board is None and (frame["status"] == "ok").any():
-        board = leaderboard(frame, result.chance)
+    board = result.board  # the run's own (outputs computed it; None: its problem is said)
     if board is not None:
         print_verdict(board, console)
     if len(frame) <= 60:  # a big grid's cells belong in the report, not the terminal
@@ -76,7 +74,8 @@ def print_summary(result: Any) -> None:
     if board is not None:
         print_board(board, "leaderboard (this run)", verdict=False)  # printed first, above
     typer.echo("Wrote:")  # plain echo: paths must stay whole and copyable
-    for path in [result.run_dir / "results.csv", result.run_dir / "results.parquet", *result.plots]:
+    rd = RunDir(result.run_dir)
+    for path in [rd.results_csv, rd.results_parquet, *result.plots]:
         typer.echo(f"  {path}")
 
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from privaudit.cli.base import _check_cache, _exit_for_failures, _user_errors, app
+from privaudit.cli.base import app, check_cache_dir, exit_for_failures, user_errors
 from privaudit.cli.options import (
     MAP_HELP,
     DeviceOption,
@@ -16,7 +16,8 @@ from privaudit.cli.options import (
     on_device,
     warnings_as_lines,
 )
-from privaudit.runtime.devices import check_device
+from privaudit.runtime.cell_store import fresh_cells
+from privaudit.runtime.devices import check_device, resolve_device
 
 if TYPE_CHECKING:
     from privaudit.audit.config import GridConfig
@@ -34,7 +35,7 @@ FreshOption = Annotated[
 
 
 @app.command()
-@_user_errors
+@user_errors
 def run(
     preset: Annotated[
         str,
@@ -104,12 +105,10 @@ def run(
 
     if jobs is not None and jobs < 1:  # before the config is read: nothing else depends on it
         raise ValueError(f"--jobs is a number of worker processes, at least 1; got {jobs}.")
-    _check_cache()
+    check_cache_dir()
     config, run_dir = _resumed(resume, config, run_dir, map_)
     cfg = _grid_config(config if config is not None else preset, map_, show_examples, device)
     if estimate:
-        from privaudit.runtime.cell_store import fresh_cells
-
         with fresh_cells(fresh):  # --fresh --estimate: nothing from the cell store is free
             _print_estimate(cfg, executor, run_dir, jobs)
         return
@@ -118,7 +117,7 @@ def run(
                           executor=executor, jobs=jobs, address=address,
                           overwrite=overwrite, fresh=fresh)  # fmt: skip
     print_summary(result)
-    _exit_for_failures(result.frame, allow_failures, result.strength_failed)
+    exit_for_failures(result.frame, allow_failures, result.strength_failed)
 
 
 def _resumed(
@@ -127,11 +126,13 @@ def _resumed(
     """The config and run directory to use: with ``--resume RUN_DIR`` the run's saved config
     and its directory (refused beside --config, --run-dir or --map, which the run already
     fixed), else ``config`` and ``run_dir`` as given."""
+    from privaudit.audit.store import RunDir  # lazy: privaudit.audit is not for --help
+
     if resume is None:
         return config, run_dir
-    saved = resume / "config.json"
+    saved = RunDir(resume).config_json
     if not saved.is_file():
-        raise ValueError(f"{resume} has no config.json: is it a privaudit run directory?")
+        raise ValueError(f"{resume} has no {saved.name}: is it a privaudit run directory?")
     if config is not None or run_dir is not None or map_ is not None:
         raise ValueError(
             "--resume takes its config and directory from the run; drop "
@@ -165,8 +166,6 @@ def _print_estimate(
     from privaudit.audit.estimate import estimate_config
 
     if (executor or cfg.executor.kind) != "ray":  # a run would refuse a missing GPU too
-        from privaudit.runtime.devices import resolve_device
-
         resolve_device(cfg.device)
     with warnings_as_lines():
         forecast = estimate_config(cfg, run_dir=run_dir, jobs=jobs)
@@ -174,7 +173,7 @@ def _print_estimate(
 
 
 @app.command()
-@_user_errors
+@user_errors
 @on_device
 def pretrain(
     preset: Annotated[str, typer.Option(help="Built-in grid whose attacks to prepare.")] = "quick",
@@ -191,30 +190,30 @@ def pretrain(
     Each is keyed by the backbone's fingerprint, the public corpus and the parameters that
     shape it (see `privaudit list attacks`); one already cached is not rebuilt."""
     # lazy: the config and the components bring pydantic, numpy and the registry
-    from privaudit.attacks._inverter import cached
     from privaudit.audit.cells import build_components
     from privaudit.audit.config import load_config
     from privaudit.audit.estimate import prepared_attacks
     from privaudit.models.backbone import backbone as load_backbone
 
-    writable = _check_cache()
+    writable = check_cache_dir()
     cfg = load_config(config if config is not None else preset)
-    _, attacks, _ = build_components(cfg)
-    ready = {label: a for label, a in prepared_attacks(cfg, attacks).items()
+    built = build_components(cfg)
+    ready = {label: (a, plan) for label, (a, plan)
+             in prepared_attacks(cfg, built.attacks, built.plans).items()
              if callable(getattr(a, "prepare", None))}  # fmt: skip
     if not ready:
         typer.echo("No attack of this grid keeps a pre-trained model on disk; nothing to do.")
         return
     bb = load_backbone(cfg.backbone)
     # whole on disk: a truncated model is rebuilt, so a read-only cache cannot serve it
-    missing = [label for label, a in ready.items() if not cached(bb, a.spec())]
+    missing = [label for label, (a, plan) in ready.items() if not a.cached(bb, plan)]
     if not writable and missing:  # a model trained here could not be kept: refuse, not waste
         raise ValueError(
             f"{', '.join(missing)}: not in the read-only cache, and what privaudit pretrain "
             "builds could not be kept there; point PRIVAUDIT_CACHE at a directory you can write."
         )
-    for label, attack in ready.items():
+    for label, (attack, plan) in ready.items():
         attack.progress = progress
-        note = attack.prepare(bb)
+        note = attack.prepare(bb, plan)
         what = "found in the cache" if note["cache"] == "hit" else f"built in {note['seconds']} s"
-        typer.echo(f"{label}: pre-trained model {what} ({attack.spec().path(bb)})")
+        typer.echo(f"{label}: pre-trained model {what} ({attack.spec(plan).path(bb)})")

@@ -8,8 +8,9 @@ from typing import Annotated, Any
 
 import typer
 
-from privaudit.cli.base import _user_errors, app
+from privaudit.cli.base import app, user_errors
 from privaudit.cli.options import parse_params, warnings_as_lines
+from privaudit.registry import build_defense
 
 SPLITS = {"test": "test", "dev": "aux", "train": "train", "all": None}
 #: ``--preset tab``: HaS at each level and with identifiers, Presidio at its levels.
@@ -52,12 +53,11 @@ def parse_entry(spec: str, level: float | None, params: dict[str, Any]) -> Entry
 
 def build(entry: Entry) -> Any:
     """The entry's defense object (a wrong name or value fails here, before any work)."""
-    from privaudit.registry import build_defense
 
     name, level, params = entry.defense, entry.level, entry.params
     assert name is not None
     if ":" in name:  # the user's class, wrapped as `privaudit audit` wraps it
-        from privaudit.audit.wrapper import UserDefense
+        from privaudit.audit.wrapper import UserDefense  # lazy: privaudit.audit
 
         extra = {} if level is None else {"level": level}
         obj: Any = UserDefense(name, "level" if level is not None else None, **params, **extra)
@@ -99,7 +99,7 @@ def _read_masks(path: Path) -> dict[str, Any]:
 
 
 @app.command("tab-score")
-@_user_errors
+@user_errors
 def tab_score(
     data: Annotated[
         str,
@@ -178,6 +178,7 @@ def tab_score(
 def _score(
     data: str, split: str, seed: int, entries: list[Entry], mask_files: dict[str, Any]
 ) -> list[tuple[Entry, dict[str, Any]]]:
+    # lazy: TAB's loader and scorer bring numpy, datasets and spaCy, not for --help
     import numpy as np
 
     from privaudit.corpora.tab import load_tab
@@ -220,6 +221,8 @@ def _report(
 ) -> None:
     import json
 
+    # lazy: TAB's scorer brings numpy and spaCy, the store privaudit.audit
+    from privaudit.audit.store import write_text
     from privaudit.metrics.tab import format_scores, scores_table
 
     n = results[0][1]["n_documents"]
@@ -238,7 +241,7 @@ def _report(
         typer.echo(scores_table(rows))
     if table is not None:
         table.parent.mkdir(parents=True, exist_ok=True)
-        table.write_text(scores_table(rows, markdown=table.suffix.lower() == ".md") + "\n")
+        write_text(table, scores_table(rows, markdown=table.suffix.lower() == ".md") + "\n")
         typer.echo(f"Table written to {table}.")
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
@@ -252,5 +255,5 @@ def _report(
             body = {**run, **{k: v for k, v in items[0].items() if k != "label"}}
         else:
             body = {**run, "anonymizers": items}
-        json_out.write_text(json.dumps(body, indent=2) + "\n")
+        write_text(json_out, json.dumps(body, indent=2) + "\n")
         typer.echo(f"Scores written to {json_out}.")

@@ -141,7 +141,7 @@ def _refs(attributes: Sequence[ColumnRef] | Mapping[str, ColumnRef]) -> list[Col
     return list(attributes.values()) if isinstance(attributes, Mapping) else list(attributes)
 
 
-def _is_network_error(exc: BaseException) -> bool:
+def is_network_error(exc: BaseException) -> bool:
     """Whether an exception (or one it wraps) means the hub could not be reached."""
     seen: set[int] = set()
     cur: BaseException | None = exc
@@ -215,7 +215,7 @@ def _load_hub(name: str, config: str | None) -> datasets.DatasetDict:
         loaded = datasets.load_dataset(name, config)
     except Exception as exc:
         where = f"{name!r}" + (f" (config {config!r})" if config else "")
-        if _is_network_error(exc):
+        if is_network_error(exc):
             raise ValueError(
                 f"Cannot load {where}: the Hugging Face Hub is unreachable from here "
                 f"({type(exc).__name__}: {exc}). Download the dataset where the hub is reachable, "

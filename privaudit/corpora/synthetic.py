@@ -572,3 +572,8 @@ def _datasets(
         idx = rng.permutation(idx)  # interleave authors within a split
         splits[split] = datasets.Dataset.from_list([rows[i] for i in idx], features=features)
     return splits
+
+
+# Declared for the attacker's public pre-training (``geia``'s ``public_corpus``): a seeded
+# generator, so another seed draws other people's reviews of the same world.
+synthetic_reviews.public_by_seed = True  # type: ignore[attr-defined]

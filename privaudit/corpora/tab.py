@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from privaudit.corpora.base import SPLITS, Corpus, describe_dropped
+from privaudit.corpora.files import is_network_error
 from privaudit.corpora.reading import warn_once
 from privaudit.corpora.splits import corpus_features
 from privaudit.params import checked
@@ -216,12 +217,10 @@ def _read_hub(name: str) -> list[Any]:
     """TAB documents from a Hugging Face Hub dataset with TAB's fields (all its splits)."""
     import datasets
 
-    from privaudit.corpora.files import _is_network_error
-
     try:
         loaded = datasets.load_dataset(name)
     except Exception as exc:
-        if _is_network_error(exc):
+        if is_network_error(exc):
             raise ValueError(
                 f"Cannot load {name!r}: the Hugging Face Hub is unreachable from here "
                 f"({type(exc).__name__}: {exc}). Download TAB's {', '.join(_FILES)} (github.com/"

@@ -9,11 +9,10 @@ one user; the label mode's placeholders stay in ``has``.
 
 from __future__ import annotations
 
-import functools
 import re
 import zlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -28,6 +27,7 @@ from privaudit.models.entities import (
     faker_first_names,
     placeholder,
 )
+from privaudit.models.generative import generative_model
 from privaudit.runtime.devices import torch_device
 
 if TYPE_CHECKING:
@@ -212,36 +212,9 @@ def _fake_date(fake: Faker, original: str) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-@functools.cache
-def _load_hide_model(name: str) -> tuple[Any, Any, bool]:
-    """``(tokenizer, model, is_seq2seq)``, loaded once per process."""
-    try:
-        from transformers import (
-            AutoConfig,
-            AutoModelForCausalLM,
-            AutoModelForSeq2SeqLM,
-            AutoTokenizer,
-        )
-
-        config = AutoConfig.from_pretrained(name)
-        seq2seq = bool(getattr(config, "is_encoder_decoder", False))
-        auto = AutoModelForSeq2SeqLM if seq2seq else AutoModelForCausalLM
-        tokenizer = AutoTokenizer.from_pretrained(name)
-        model = auto.from_pretrained(name)
-    except Exception as exc:  # any loading failure: user input, so a ValueError with the fix
-        raise ValueError(
-            f"Cannot load the generative hide model {name!r}: {str(exc).rstrip('.')}. "
-            "Give a local model "
-            "directory or a Hugging Face id reachable from this machine; the offline default "
-            "is model=None (faker surrogate substitution)."
-        ) from exc
-    model.eval()
-    return tokenizer, model, seq2seq
-
-
 def model_generator(name: str, rng: np.random.Generator) -> Callable[[str, str], str | None]:
     """Asks the HF model for one surrogate per entity; sampling is seeded from ``rng``."""
-    tokenizer, model, seq2seq = _load_hide_model(name)
+    tokenizer, model, seq2seq = generative_model(name)
     seed = int(rng.integers(2**31))
 
     def generate(original: str, etype: str) -> str | None:

@@ -11,8 +11,10 @@ import numpy as np
 from annotated_types import Ge, Le, MinLen, MultipleOf
 
 from privaudit.api import Defense, Release
+from privaudit.defenses.has import word_mask
 from privaudit.guarantees import Guarantee
 from privaudit.mechanisms.inputs import check_rng, check_texts
+from privaudit.models.pipelines import ner_pipeline
 
 #: Presidio's pattern recognizers for identifiers (and its spaCy NER's PERSON): level 1.
 DIRECT: tuple[str, ...] = (
@@ -187,8 +189,6 @@ def _start(result: Any) -> int:
 
 def _word_mask(text: str, spans: Sequence[tuple[int, int, str]]) -> np.ndarray:
     """Per whitespace-split word of ``text``: does it overlap a replaced span?"""
-    from privaudit.defenses.has import word_mask
-
     return word_mask(text, spans)
 
 
@@ -199,8 +199,6 @@ def _engines(spacy_model: str | None) -> tuple[Any, Any]:
     from presidio_analyzer.nlp_engine import SpacyNlpEngine
     from presidio_analyzer.predefined_recognizers import EmailRecognizer
     from presidio_anonymizer import AnonymizerEngine
-
-    from privaudit.models.pipelines import ner_pipeline
 
     nlp = ner_pipeline(spacy_model)
     engine = SpacyNlpEngine(models=[{"lang_code": "en", "model_name": nlp.meta["name"]}])

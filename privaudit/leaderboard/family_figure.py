@@ -20,11 +20,11 @@ import numpy as np
 from privaudit.api import NONE
 from privaudit.leaderboard.figures import (
     Style,
-    _error_bars,
-    _panel_grid,
-    _shared_legend,
-    _styles_for,
+    error_bars,
+    panel_grid,
     point_text,
+    shared_legend,
+    styles_for,
 )
 from privaudit.leaderboard.labels import KnobLabel, figure_renderer, freeze, place_labels
 
@@ -83,12 +83,12 @@ def family_figure(
     points["label"] = points["label"].astype(str)
     points["on_frontier"] = points["on_frontier"].astype(bool)
     families = sorted(points["family"].astype(str).unique(), key=_family_order)
-    styles = _styles_for(points["label"], styles)
+    styles = styles_for(points["label"], styles)
     ncols = min(3, len(families))
     nrows = math.ceil(len(families) / ncols)
     fig = Figure(figsize=(max(6.4, 5.0 * ncols), 4.0 * nrows + 0.9), dpi=110)
     FigureCanvasAgg(fig)
-    axes = _panel_grid(fig, len(families))
+    axes = panel_grid(fig, len(families))
     # Wrap the long axis name to the panel's width (about 0.075 inch per character at 8 pt).
     xlabel = textwrap.fill(FAMILY_PRIVACY_LABEL, width=int(5.0 / 0.075))
     handles: dict[str, Any] = {}
@@ -100,7 +100,7 @@ def family_figure(
         ax.set_ylabel("utility", fontsize=8)
         ax.set_title(family, fontsize=10)
         panels.append((ax, knob_labels, markers))
-    _shared_legend(fig, handles, styles)
+    shared_legend(fig, handles, styles)
     renderer = figure_renderer(fig)
     for ax, knob_labels, markers in panels:
         freeze(ax, renderer)
@@ -127,7 +127,7 @@ def _family_panel(
             ax.scatter(
                 group["privacy"], group["utility"], marker=marker, s=140, color=colour, zorder=5
             )
-            _error_bars(ax, group, x="privacy", y="utility", colour=colour)
+            error_bars(ax, group, x="privacy", y="utility", colour=colour)
             handles[NONE] = ax.axhline(float(group["utility"].mean()), color="0.2", ls="--", lw=1.1)
             markers.extend(zip(group["privacy"], group["utility"], strict=True))
             continue
@@ -136,13 +136,13 @@ def _family_panel(
             dominated["privacy"], dominated["utility"], color=colour, marker=marker, s=18,
             alpha=0.25, linewidths=0,
         )  # fmt: skip
-        _error_bars(ax, dominated, x="privacy", y="utility", colour=colour, alpha=0.2)
+        error_bars(ax, dominated, x="privacy", y="utility", colour=colour, alpha=0.2)
         markers.extend(zip(dominated["privacy"], dominated["utility"], strict=True))
         front = group[group["on_frontier"]]
         (line,) = ax.plot(
             front["privacy"], front["utility"], color=colour, marker=marker, lw=1.6, ms=5
         )
-        _error_bars(ax, front, x="privacy", y="utility", colour=colour)
+        error_bars(ax, front, x="privacy", y="utility", colour=colour)
         handles.setdefault(label, line)
         knob = front["knob"] if "knob" in front.columns else [None] * len(front)
         for (_, row), name in zip(front.iterrows(), knob, strict=True):

@@ -95,7 +95,7 @@ def run_styles(frame: pd.DataFrame) -> dict[str, Style]:
     return label_styles(labels)
 
 
-def _styles_for(labels: Iterable[str], styles: Mapping[str, Style] | None) -> dict[str, Style]:
+def styles_for(labels: Iterable[str], styles: Mapping[str, Style] | None) -> dict[str, Style]:
     """``styles`` completed for ``labels``: given styles are kept as they are; a label they
     lack (a caller's mistake) gets one from the styles of all labels seen, so it is drawn."""
     labels = [str(label) for label in labels]
@@ -120,7 +120,7 @@ def point_text(knob: Any, value: float, rate: Any = None) -> str:
     return f"rate={shown(rate)}" if np.isfinite(rate) else knob_text(knob, value)
 
 
-def _error_bars(
+def error_bars(
     ax: Axes,
     table: pd.DataFrame,
     *,
@@ -231,7 +231,7 @@ def pareto_figure(
     metric = str(frame["attack_metric"].iloc[0]) if len(frame) else "attack"
     utility_metric = str(frame["utility_metric"].iloc[0]) if len(frame) else "utility"
     by = "label" if "label" in frame.columns else "defense"
-    styles = _styles_for(frame[by].astype(str) if len(frame) else [], styles)
+    styles = styles_for(frame[by].astype(str) if len(frame) else [], styles)
     values = ["empirical_privacy", "utility", *(c for c in CI_COLUMNS if c in frame.columns)]
     values += ["target_rate"] if "target_rate" in frame.columns else []
     knob_labels, markers = _pareto_curves(ax, frame, by, styles, values)
@@ -271,14 +271,14 @@ def _pareto_curves(
             ax.scatter(
                 [x], [y], marker=marker, s=260, color=colour, zorder=5, label="none (undefended)"
             )
-            _error_bars(ax, agg.head(1), x="empirical_privacy", y="utility", colour=colour)
+            error_bars(ax, agg.head(1), x="empirical_privacy", y="utility", colour=colour)
             markers.append((float(x), float(y)))
             continue
         ax.plot(
             agg["empirical_privacy"], agg["utility"], marker=marker, color=colour,
             lw=1.6, ms=6, label=name,
         )  # fmt: skip
-        _error_bars(ax, agg, x="empirical_privacy", y="utility", colour=colour)
+        error_bars(ax, agg, x="empirical_privacy", y="utility", colour=colour)
         knob = group["knob"].iloc[0] if "knob" in group.columns else None
         for _, row in agg.iterrows():
             if np.isfinite(row["knob_value"]):
@@ -345,7 +345,7 @@ def _pareto_axes(
 # ---- the combined figure -----------------------------------------------------------------
 
 
-def _shared_legend(
+def shared_legend(
     fig: Figure,
     handles: dict[str, Any],
     styles: Mapping[str, Style],
@@ -380,7 +380,7 @@ def _shared_legend(
     fig.tight_layout(rect=(0, bottom, 1, 1))
 
 
-def _panel_grid(fig: Figure, n: int) -> np.ndarray:
+def panel_grid(fig: Figure, n: int) -> np.ndarray:
     """``n`` panels in a grid of at most 3 columns; spare cells are switched off."""
     ncols = min(3, n)
     nrows = math.ceil(n / ncols)
@@ -409,13 +409,13 @@ def frontier_figure(
 
     points = seed_means(frame)
     attacks = sorted(points["attack"].unique())
-    styles = _styles_for(points["label"], styles if styles is not None else run_styles(frame))
+    styles = styles_for(points["label"], styles if styles is not None else run_styles(frame))
     ncols = min(3, len(attacks))
     nrows = math.ceil(len(attacks) / ncols)
     # At least 6.4 inches wide, so a one-panel figure still has room for the shared legend.
     fig = Figure(figsize=(max(6.4, 4.6 * ncols), 3.7 * nrows + 0.9), dpi=110)
     FigureCanvasAgg(fig)
-    axes = _panel_grid(fig, len(attacks))
+    axes = panel_grid(fig, len(attacks))
     none_all = with_labels(frame)
     none_all = none_all[
         (none_all["label"] == NONE) & np.isfinite(none_all["utility"].astype(float))
@@ -436,7 +436,7 @@ def frontier_figure(
             if np.isfinite(top):  # an attack with no none row: keep the dashed line in view
                 y0, y1 = min(y0, top - 0.01), max(y1, top + 0.01)
             ax.set_ylim(y0, y1)
-    _shared_legend(fig, handles, styles)
+    shared_legend(fig, handles, styles)
     return fig
 
 
@@ -460,13 +460,13 @@ def _frontier_panel(
             dominated["empirical_privacy"], dominated["utility"], color=colour, marker=marker,
             s=18, alpha=0.25, linewidths=0,
         )  # fmt: skip
-        _error_bars(ax, dominated, x="empirical_privacy", y="utility", colour=colour, alpha=0.2)
+        error_bars(ax, dominated, x="empirical_privacy", y="utility", colour=colour, alpha=0.2)
         front = group[group["on_frontier"]].sort_values("empirical_privacy")
         (line,) = ax.plot(
             front["empirical_privacy"], front["utility"], color=colour, marker=marker,
             lw=1.6, ms=5,
         )  # fmt: skip
-        _error_bars(ax, front, x="empirical_privacy", y="utility", colour=colour)
+        error_bars(ax, front, x="empirical_privacy", y="utility", colour=colour)
         handles.setdefault(str(label), line)
     # The undefended utility: this attack's none point, else none's utility from any row.
     own = sub[sub["label"] == NONE]
@@ -484,7 +484,7 @@ def _frontier_panel(
         ax.scatter(
             own["empirical_privacy"], own["utility"], marker=marker, s=90, color=colour, zorder=5
         )
-        _error_bars(ax, own, x="empirical_privacy", y="utility", colour=colour)
+        error_bars(ax, own, x="empirical_privacy", y="utility", colour=colour)
     if chance is not None and np.isfinite(chance):
         handles["chance"] = ax.axhline(chance, color="0.6", ls=":", lw=1)
     ax.set_xlabel(privacy_axis_label(None, metric), fontsize=8)

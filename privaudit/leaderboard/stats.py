@@ -25,6 +25,7 @@ import numpy as np
 from privaudit.api import REFERENCES
 from privaudit.leaderboard.frontier import pareto_mask
 from privaudit.metrics.outcomes import interval, quiet_nan
+from privaudit.metrics.spec import find_metric
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -188,8 +189,6 @@ def own_scale(stats: RunStats) -> RunStats:
     set no worst case (normalised privacy undefined) set none here either. What "beats the
     undefended release" is read on (:data:`privaudit.leaderboard.verdict.BEATS_NONE`)."""
     from dataclasses import replace
-
-    from privaudit.metrics.spec import find_metric
 
     f = stats.frame
     specs = [find_metric(m) for m in f["attack_metric"]]

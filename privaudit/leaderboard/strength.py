@@ -30,7 +30,7 @@ import numpy as np
 
 from privaudit.api import NONE
 from privaudit.leaderboard.reach import attack_reach, reach_text
-from privaudit.leaderboard.tables import Table, fmt_number, with_ci
+from privaudit.leaderboard.tables import Table, fmt_number, markdown_table, with_ci
 from privaudit.metrics.published import published
 from privaudit.metrics.spec import MetricSpec, find_metric
 
@@ -227,7 +227,6 @@ def strength_figure(curve: pd.DataFrame) -> Figure:
 
 def markdown(frame: pd.DataFrame, curve: pd.DataFrame | None) -> str:
     """The section as Markdown (leaderboard.md): the table, then the curve's sentences."""
-    from privaudit.leaderboard.tables import markdown_table
 
     table = undefended_table(frame)
     body = markdown_table(table) if table.rows else "No ok attack at the undefended point."

@@ -57,6 +57,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from privaudit.models.pipelines import spacy_pipeline
+
 if TYPE_CHECKING:
     from privaudit.corpora.base import Corpus
 
@@ -185,7 +187,6 @@ def excused_chars(texts: Sequence[str], spacy_model: str | None = None) -> list[
     token tagged :data:`IGNORED_POS` or equal (lower-cased) to one of :data:`IGNORED_TOKENS`,
     and the characters :data:`IGNORED_CHARS`. Each text is tagged whole, as evaluation.py
     tags each document."""
-    from privaudit.models.pipelines import spacy_pipeline
 
     out = [np.fromiter((c in IGNORED_CHARS for c in t), dtype=bool, count=len(t)) for t in texts]
     todo = [i for i, t in enumerate(texts) if t]

@@ -40,7 +40,7 @@ from privaudit.mechanisms.nearest import NearestNeighbourIndex
 from privaudit.mechanisms.seeding import seeded_torch
 from privaudit.mechanisms.subwords import Subwords
 from privaudit.runtime.cache import cache_dir
-from privaudit.runtime.devices import current_device, torch_device
+from privaudit.runtime.devices import bf16, current_device, torch_device
 from privaudit.runtime.memo import ContentMemo, RowMemo, digest
 
 DEFAULT_BACKBONE = "all-MiniLM-L6-v2"
@@ -251,7 +251,6 @@ class Backbone:
         at least .9999; twice as fast on two AVX512-BF16 cores), else :meth:`pooled` itself.
         A release is always encoded by :meth:`pooled`, in float32. Rows an earlier float32
         encoding holds are read from it."""
-        from privaudit.runtime.devices import bf16
 
         texts = list(texts)
         if not texts or not bf16() or current_device() != "cpu":

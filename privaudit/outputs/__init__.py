@@ -18,9 +18,6 @@ from privaudit.audit.guarantee_audit import QUICK_SIZES, audit_points, to_frame
 from privaudit.audit.plugin import audit as audit_cells
 from privaudit.audit.runner import run_grid as run_cells
 from privaudit.audit.store import DiskFull, RunDir
-
-# Renamed: this package's submodule `leaderboard` would shadow the function's name.
-from privaudit.leaderboard.board import leaderboard as build_leaderboard
 from privaudit.leaderboard.figures import run_styles
 from privaudit.leaderboard.strength import strength_figure
 from privaudit.outputs.leaderboard import write_leaderboard
@@ -84,22 +81,23 @@ def write_outputs(frame: Any, rd: RunDir, chance: float) -> tuple[list[Path], li
 
     def board() -> list[Path]:
         runs = load_runs([rd.path], chance=chance)
-        boards.append(build_leaderboard(runs.frame, chance, **runs.board_inputs()))
+        boards.append(runs.board())
         return write_leaderboard(boards[0], rd.path, runs.guarantees, frame=runs.frame,
                                  strength=runs.strength)  # fmt: skip
 
     if len(frame):  # before the leaderboard, which shows it
-        attempt("guarantees.csv", lambda: write_guarantees(frame, rd) and [])  # a table, not a plot
+        # a table, not a plot: nothing to list
+        attempt(rd.guarantees_csv.name, lambda: write_guarantees(frame, rd) and [])
     if len(ok):
-        attempt("frontiers.png", lambda: plot_frontiers(
+        attempt(rd.frontiers_png.name, lambda: plot_frontiers(
             frame, rd.frontiers_png, chance=chance, styles=styles))  # fmt: skip
         attempt("leaderboard", board)
         if boards and not boards[0].points.empty:
-            attempt("families.png", lambda: plot_families(
+            attempt(rd.families_png.name, lambda: plot_families(
                 boards[0].points, rd.families_png, chance=chance, styles=styles))  # fmt: skip
     curve = rd.read_strength()
     if curve is not None and (curve["status"] == "ok").any():
-        attempt("strength.png", lambda: save_figure(strength_figure(curve), rd.strength_png))
+        attempt(rd.strength_png.name, lambda: save_figure(strength_figure(curve), rd.strength_png))
     # The report shows the same leaderboard: computed once (its resampled ranks cost seconds).
-    attempt("report.html", lambda: write_report(rd.path, board=boards[0] if boards else None))
+    attempt(rd.report_html.name, lambda: write_report(rd.path, board=boards[0] if boards else None))
     return plots, problems, boards[0] if boards else None

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from privaudit.audit.store import RunDir, cell_counts, write_text
 from privaudit.corpora.base import describe_dropped
-from privaudit.leaderboard.board import Leaderboard, leaderboard
+from privaudit.leaderboard.board import Leaderboard
 from privaudit.leaderboard.family_figure import family_figure
 from privaudit.leaderboard.figures import frontier_figure, pareto_figure, run_styles
 from privaudit.leaderboard.guarantees import (
@@ -146,7 +146,7 @@ def _board(run_dir: Path, chance: float) -> Leaderboard | str:
     """The run's leaderboard with its intervals, or why there is none."""
     try:
         runs = load_runs([run_dir], chance=chance if math.isfinite(chance) else None)
-        return leaderboard(runs.frame, runs.chance, **runs.board_inputs())
+        return runs.board()
     except ValueError as exc:  # no ok cell, or no chance level: say so, keep the report
         return f"No leaderboard: {exc}"
 

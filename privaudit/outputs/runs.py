@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privaudit.audit.store import RunDir, cell_counts
+from privaudit.leaderboard.board import Leaderboard, leaderboard
 from privaudit.metrics.stats import Bootstrap, Outcomes, measured_sds, with_labels
 from privaudit.metrics.units import Units
 
@@ -57,7 +58,7 @@ def results_from_cells(run_dir: str | Path) -> int:
     rd = RunDir(run_dir)
     if rd.results_parquet.is_file() or rd.results_csv.is_file() or not rd.path.is_dir():
         return 0
-    cells = rd.path / "cells"
+    cells = rd.cells_dir
     if rd.read_meta().get("finished") is not False or not cells.is_dir():
         return 0
     config = rd.read_config()
@@ -102,6 +103,11 @@ class Runs:
     guarantees: pd.DataFrame | None = None  # the runs' guarantees.csv
     strength: pd.DataFrame | None = None  # the runs' strength.csv (the attack-strength curve)
     fit_noise: pd.DataFrame | None = None  # the runs' fit_noise.csv (measured fit spreads)
+
+    def board(self, difference: float | None = None) -> Leaderboard:
+        """The runs' leaderboard: the one path every board of a run is computed by (the
+        run's files, its report, ``privaudit leaderboard``)."""
+        return leaderboard(self.frame, self.chance, **self.board_inputs(), difference=difference)
 
     def board_inputs(self) -> dict[str, Any]:
         """The keyword arguments :func:`privaudit.leaderboard.board.leaderboard` takes from

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from privaudit.runtime.cache import cache_dir, cache_writable
-from privaudit.runtime.devices import current_device, use_device
+from privaudit.runtime.devices import current_device, torch_threads, use_device
 from privaudit.runtime.memo import digest
 
 SHIPPED = Path(__file__).resolve().parents[1] / "data" / "costs" / "reference.json"
@@ -213,8 +213,6 @@ def measure_score() -> float:
     (768 → 3072 → 768, GELU, layer norm) over 1,024 tokens, no model loaded; the best of
     ``_REPEATS`` (another process's burst slows a repeat, never speeds one up)."""
     import torch
-
-    from privaudit.runtime.devices import torch_threads
 
     gen = torch.Generator().manual_seed(0)
     device = current_device()

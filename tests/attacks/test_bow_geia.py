@@ -266,8 +266,8 @@ def test_geia_pretrains_on_public_text_once_and_caches_it_on_disk() -> None:
     assert other.spec().path(backbone(TINY)) != path
     # The corpus of the run is never the public text.
     with pytest.raises(ValueError, match="public_seed"):
-        GEIA(public_seed=0).check_corpus("synthetic-reviews", {"seed": 0})
-    GEIA().check_corpus("synthetic-reviews", {"seed": 0})
+        GEIA(public_seed=0).plan("synthetic-reviews", {"seed": 0})
+    assert GEIA().plan("synthetic-reviews", {"seed": 0}) == {"public_corpus": "synthetic-reviews"}
 
 
 def test_vec2text_declares_geias_parameters_with_its_defaults() -> None:

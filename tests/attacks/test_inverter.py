@@ -325,15 +325,16 @@ def test_public_data_variants_keep_the_resolved_public_split_and_count_what_it_h
     from privaudit.audit.strength import public_variants
 
     attack = GEIA()
-    attack.check_corpus("synthpai", {"seed": 0})
-    text = attack.public_text()
+    plan = attack.plan("synthpai", {"seed": 0})
+    text = attack.public_text(plan)
     assert (text.corpus, text.split) == ("synthpai", "public")
-    assert attack.public_available() == text.count() < int(attack.public_docs)
-    variants = public_variants(attack, [0.25, 0.5])
+    assert attack.public_available(plan) == text.count() < int(attack.public_docs)
+    variants = public_variants(attack, [0.25, 0.5], plan)
     assert [n for _, n, _ in variants] == [round(text.count() / 4), round(text.count() / 2)]
     for _, n, variant in variants:
-        assert (variant.public_text().corpus, variant.public_text().split) == ("synthpai", "public")
+        shown = variant.public_text(plan)
+        assert (shown.corpus, shown.split) == ("synthpai", "public")
         assert variant.public_docs == n and attack.public_docs != n  # the original is untouched
-        assert variant.spec() != attack.spec()  # its own pre-trained inverter
+        assert variant.spec(plan) != attack.spec(plan)  # its own pre-trained inverter
     with pytest.raises(ValueError, match="public_docs"):
         attack.with_public_data(0)

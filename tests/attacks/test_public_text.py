@@ -53,10 +53,14 @@ def test_a_file_with_a_column_mapping_is_public_text(tmp_path: Path) -> None:
 
 def test_auto_uses_the_runs_held_out_public_split(held_out_corpus: str) -> None:
     attack = GEIA(public_docs=1000)
-    assert attack.public_text().corpus == "synthetic-reviews"  # before planning
-    attack.check_corpus(held_out_corpus, {"seed": 0})
-    public = attack.public_text()
+    assert attack.public_text().corpus == "synthetic-reviews"  # with no plan
+    plan = attack.plan(held_out_corpus, {"seed": 0})
+    public = attack.public_text(plan)
     assert (public.corpus, public.split) == (held_out_corpus, "public")
+    # The plan is handed over, never kept: the attack is as it was built, and one object
+    # stands for each public text.
+    assert attack.public_text().corpus == "synthetic-reviews"
+    assert attack.public_text(plan) is public
     corpus = CORPORA.get(held_out_corpus)(seed=0)
     assert public.texts() == [t for t in corpus.texts("public") if t.strip()]
     # The default inverter's cache key is unchanged by the new fields.
@@ -70,23 +74,23 @@ def test_the_runs_own_corpus_is_refused_by_path_and_by_content(tmp_path: Path) -
     run_file = _write_jsonl(tmp_path / "run.jsonl", texts)
     params = {"path": str(run_file)}
     with pytest.raises(ValueError, match="is the run's own corpus"):
-        GEIA(public_corpus=str(run_file)).check_corpus("file", params)
+        GEIA(public_corpus=str(run_file)).plan("file", params)
     with pytest.raises(ValueError, match="is the run's own corpus"):
-        GEIA(public_corpus={"name": "file", "params": params}).check_corpus("file", params)
+        GEIA(public_corpus={"name": "file", "params": params}).plan("file", params)
     # A copy elsewhere, partly: the overlap is counted and refused.
     copy = _write_jsonl(tmp_path / "copy.jsonl", [*texts[:7], "Something else entirely here."])
     with pytest.raises(ValueError, match=r"^[1-7] of the public pre-training documents"):
-        GEIA(public_corpus=str(copy)).check_corpus("file", params)
+        GEIA(public_corpus=str(copy)).plan("file", params)
     # Short stock phrases shared with the run are no one's document.
     stock = _write_jsonl(tmp_path / "stock.jsonl", ["Totally agree!", "A public review of a cafe."])
-    GEIA(public_corpus=str(stock)).check_corpus("file", params)
+    GEIA(public_corpus=str(stock)).plan("file", params)
 
 
 def test_a_held_out_split_of_the_runs_corpus_is_allowed(held_out_corpus: str) -> None:
     spec = {"name": held_out_corpus, "params": {"seed": 0}}
-    GEIA(public_corpus=spec | {"split": "public"}).check_corpus(held_out_corpus, {"seed": 0})
+    GEIA(public_corpus=spec | {"split": "public"}).plan(held_out_corpus, {"seed": 0})
     with pytest.raises(ValueError, match=r"own train or test split|is the run.s own corpus"):
-        GEIA(public_corpus=spec | {"split": "test"}).check_corpus(held_out_corpus, {"seed": 0})
+        GEIA(public_corpus=spec | {"split": "test"}).plan(held_out_corpus, {"seed": 0})
 
 
 @pytest.mark.parametrize(
@@ -178,7 +182,26 @@ def test_the_real_preset_is_the_quick_grid_on_synthpai_pretrained_on_its_public_
     assert "real" in PRESETS and real.corpus.name == "synthpai"
     assert [d.display for d in real.defenses] == [d.display for d in quick.defenses]
     assert [a.display() for a in real.attack_specs()] == [a.display() for a in quick.attack_specs()]
-    _, attacks, _ = build_components(real)
-    public = attacks["geia"].public_text()
+    _, attacks, _, plans = build_components(real)
+    public = attacks["geia"].public_text(plans["geia"])
     assert (public.corpus, public.split) == ("synthpai", "public")
-    assert attacks["vec2text"].spec() == attacks["geia"].spec()  # one shared inverter
+    # one shared inverter
+    assert attacks["vec2text"].spec(plans["vec2text"]) == attacks["geia"].spec(plans["geia"])
+
+
+def test_the_row_shows_the_public_corpus_the_plan_resolved() -> None:
+    """``auto`` is resolved once, at plan time; the row's ``attack_params`` and the
+    pre-training note (``meta["settings"]``) both read that resolution, while the cell key
+    keeps the configured parameters."""
+    from types import SimpleNamespace
+
+    from privaudit.audit.cells import attack_params
+
+    attack = GEIA()
+    plan = attack.plan("synthpai", {"seed": 0})
+    ctx = SimpleNamespace(attacks={"geia": attack}, plans={"geia": plan})
+    shown = json.loads(attack_params(ctx, "geia"))  # type: ignore[arg-type]
+    used = {"name": "synthpai", "params": {"seed": 0}, "split": "public"}
+    assert shown["public_corpus"] == used
+    assert attack.params()["public_corpus"] == "auto"  # as configured: the cell key's
+    assert attack.spec(plan).public.describe().startswith("synthpai")

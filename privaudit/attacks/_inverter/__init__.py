@@ -53,7 +53,7 @@ name any corpus a run can take (:class:`PublicText`): a registered name with its
 and a split, a file (a bare path reads its ``text`` column; ``{name: file, params: {path,
 text}}`` maps the column), a ``datasets`` name where a hub is reachable (``hf``). Advice: pre-
 train on public text of the victims' domain. A run whose attacker would be pre-trained on its
-own documents is refused when the grid is planned (``geia.check_corpus``: the generator at the
+own documents is refused when the grid is planned (``geia.plan``: the generator at the
 run's seed, the run's own corpus without a held-out split, by spec or by path, or public text
 holding any of its train or test documents). As in :mod:`privaudit.attacks._sentence`, each
 training document's sentences are extra pairs.

@@ -1,6 +1,10 @@
 """Where the inverter's public pre-training text comes from (:class:`PublicText`), the
 sentences of a document (each training document's sentences are extra pairs), and what
-``geia.check_corpus`` reads to refuse public text that is the run's own corpus."""
+``geia.plan`` reads to refuse public text that is the run's own corpus.
+
+Which corpus stands for ``public_corpus: auto`` where the run's corpus holds no public text out
+is :data:`FALLBACK`; whether a corpus is a seeded generator (another seed: other people's
+documents) is declared on its loader (``public_by_seed``), read by :func:`by_seed`."""
 
 from __future__ import annotations
 
@@ -12,11 +16,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from privaudit.registry import CORPORA
+
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 #: Suffixes read as a file of public documents when ``public_corpus`` is a bare path.
 FILE_SUFFIXES = (".txt", ".csv", ".jsonl", ".parquet")
+#: The public text of ``public_corpus: auto`` where the run's corpus declares no public split:
+#: the built-in generator at the attack's own ``public_seed``.
+FALLBACK = "synthetic-reviews"
+
+
+def by_seed(corpus: str) -> bool:
+    """Whether ``corpus`` is a seeded generator (its loader declares ``public_by_seed``): its
+    public text is ``n_docs`` documents drawn at a seed, and only the same seed is the same
+    documents. A file path or an unknown name is not."""
+    if Path(corpus).suffix in FILE_SUFFIXES:
+        return False
+    try:
+        loader = CORPORA.get(corpus)
+    except (KeyError, ValueError, ImportError):  # not a corpus: texts() says so when read
+        return False
+    return bool(getattr(loader, "public_by_seed", False))
 
 
 @dataclass(frozen=True)
@@ -35,14 +57,14 @@ class PublicText:
     def describe(self) -> str:
         what = self.corpus + (f" {self.params}" if self.params else "")
         what += f", split {self.split}" if self.split else ""
-        if self.corpus == "synthetic-reviews":
+        if by_seed(self.corpus):
             return f"{what} ({self.n_docs} documents, seed {self.seed})"
         return f"{what} (at most {self.n_docs} documents)"
 
     def count(self) -> int:
         """How many documents :meth:`texts` gives: ``n_docs`` for the generator, else read
         (a held-out split may hold fewer than ``n_docs``)."""
-        if self.corpus == "synthetic-reviews" and not self.params:
+        if by_seed(self.corpus) and not self.params:
             return int(self.n_docs)
         return len(_public_texts(self))
 
@@ -57,10 +79,8 @@ class PublicText:
         if self.is_file():
             out = _file_texts(Path(self.corpus))
         else:
-            from privaudit.registry import CORPORA  # lazy: corpora load only when asked for
-
             params = json.loads(self.params) if self.params else {}
-            if self.corpus == "synthetic-reviews":
+            if by_seed(self.corpus):
                 params = {"seed": int(self.seed), "n_docs": int(self.n_docs)} | params
             corpus = CORPORA.get(self.corpus)(**params)
             split = self.split or ("public" if "public" in corpus.splits else "")
@@ -99,7 +119,7 @@ def sentences(text: str) -> list[str]:
     return [p for p in _SENTENCE_END.split(text.strip()) if p]
 
 
-#: A public document counts as one of the run's own from this many words (see check_corpus).
+#: A public document counts as one of the run's own from this many words (see ``geia.plan``).
 OVERLAP_WORDS = 5
 
 
@@ -118,6 +138,35 @@ def checked_public(value: Any) -> str | dict[str, Any]:
     )
 
 
+def resolve_public(
+    public_corpus: str | dict[str, Any], corpus: str, params: Mapping[str, Any]
+) -> str | dict[str, Any]:
+    """``public_corpus`` for a run on ``corpus`` with ``params``: ``auto`` is the corpus's own
+    public split where its loader declares one (``public_split``), else :data:`FALLBACK`;
+    anything else as given."""
+    if public_corpus != "auto":
+        return public_corpus
+    split = getattr(CORPORA.get(corpus), "public_split", None)
+    if split:
+        return {"name": corpus, "params": dict(params), "split": str(split)}
+    return FALLBACK
+
+
+def public_text_of(source: str | Mapping[str, Any], n_docs: int, seed: int) -> PublicText:
+    """The :class:`PublicText` of a resolved ``public_corpus`` (``auto`` unresolved:
+    :data:`FALLBACK`), at most ``n_docs`` documents, a generator's at ``seed``; one object
+    per distinct input (its texts and count are memoised by it)."""
+    if isinstance(source, Mapping):
+        name, params = str(source["name"]), params_json(source.get("params") or {})
+        return _public_text(name, n_docs, seed, params, str(source.get("split") or ""))
+    return _public_text(FALLBACK if source == "auto" else str(source), n_docs, seed, "", "")
+
+
+@functools.cache
+def _public_text(corpus: str, n_docs: int, seed: int, params: str, split: str) -> PublicText:
+    return PublicText(corpus, n_docs, seed, params, split)
+
+
 def params_json(params: Mapping[str, Any]) -> str:
     return json.dumps(dict(params), sort_keys=True, default=str) if params else ""
 
@@ -130,7 +179,6 @@ def same_path(public: str, params: Mapping[str, Any]) -> bool:
 @functools.lru_cache(maxsize=8)
 def overlap(public: PublicText, name: str, params: str) -> int:
     """How many public documents are documents of the run corpus's train or test split."""
-    from privaudit.registry import CORPORA
 
     def norm(text: str) -> str:
         return " ".join(text.lower().split())

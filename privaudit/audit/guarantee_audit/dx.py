@@ -125,13 +125,13 @@ def pair_draws(claimed: float, a: float, base: int, cap: int) -> int | None:
     """Draws per input for a test of ``claimed``: ``POWER`` times the fewest that could
     contradict it, at least ``base``, at most ``cap``; None when even ``cap`` could not (the
     claim is above the cap's ceiling: the test is untestable there and is not drawn)."""
-    if loss_ceiling(_est(cap), _est(cap), a) <= claimed:
+    if loss_ceiling(estimation_draws(cap), estimation_draws(cap), a) <= claimed:
         return None
     need = draws_needed(claimed, a)
     return int(min(cap, max(base, POWER * need)))
 
 
-def _est(n: int) -> int:
+def estimation_draws(n: int) -> int:
     """Estimation draws of n (the rest choose the event)."""
     return n - max(1, min(n - 1, round(n * SELECT_SHARE)))
 
@@ -139,7 +139,7 @@ def _est(n: int) -> int:
 def undrawn(test: str, pair: str, distance: float, claimed: float, cap: int, a: float,
             role: str = RELEASE) -> Evidence:  # fmt: skip
     """A test not drawn: its claim is above what ``cap`` draws could show."""
-    n = _est(cap)
+    n = estimation_draws(cap)
     return Evidence(test, pair, f"not drawn (the claim is above what {cap:,} draws can show)",
                     distance, claimed, 0, n, 0, n, a, role=role, drawn=False)  # fmt: skip
 
@@ -290,7 +290,7 @@ def noise_tests(
         etas = np.asarray(noise.unit_eta(units), dtype=float)
         eta = float(etas.max())  # the scale test at the largest budget, the least noise
     evidence = [_scale_test(noise, eta, guarantee, a=a, n=n, rng=rng)]
-    target = STEP_SHARE * loss_ceiling(_est(n), _est(n), a)
+    target = STEP_SHARE * loss_ceiling(estimation_draws(n), estimation_draws(n), a)
     d = target / guarantee.largest
     shift = np.zeros(dim)
     shift[0] = d
@@ -350,7 +350,8 @@ def _own_eta_test(noise: DXNoise, guarantee: Guarantee, units: np.ndarray,
     if points is None or noise.released:
         hi, lo = int(np.argmax(etas)), int(np.argmin(etas))
         e1, e2 = float(etas[hi]), float(etas[lo])
-        d = STEP_SHARE * loss_ceiling(_est(n), _est(n), a) / guarantee.largest
+        m = estimation_draws(n)
+        d = STEP_SHARE * loss_ceiling(m, m, a) / guarantee.largest
         x1, x2 = np.zeros(dim), np.zeros(dim)
         x2[0] = d
         names = (f"x = 0 (η = {e1:.3g})", f"x' = {d:.3g}·e₁ (η = {e2:.3g})")

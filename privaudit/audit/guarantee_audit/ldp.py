@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import expon
 
-from privaudit.audit.guarantee_audit.dx import STEP_SHARE, _est, pair_draws, undrawn
+from privaudit.audit.guarantee_audit.dx import STEP_SHARE, estimation_draws, pair_draws, undrawn
 from privaudit.audit.guarantee_audit.stats import (
     Evidence,
     independence_evidence,
@@ -167,7 +167,7 @@ def laplace_tests(
     """The tests of the module docstring (``only``: those of :data:`NAMES` it names), each
     bound at ``a`` a side."""
     chosen = check_only(only) or frozenset(NAMES)
-    ceiling = loss_ceiling(_est(base), _est(base), a)
+    ceiling = loss_ceiling(estimation_draws(base), estimation_draws(base), a)
     # δ: the per-coordinate claim ε·δ/Δ at a share of the base sample's ceiling, at most 1
     delta = min(1.0, STEP_SHARE * ceiling / guarantee.loss(1.0))
     setup = _Setup(step, guarantee, a, base, cap, _patterns(step.dim, delta), delta)
@@ -315,7 +315,7 @@ def _exact(
     "y = x' exactly" (column 1), whichever favours its own input more on the selection draws;
     counted for both inputs on the estimation draws. (A leak of the clean vector hits S for
     one input and never for the other; M(x) = x against M(x') = x' would compare two events.)"""
-    s, s2 = len(hit) - _est(len(hit)), len(hit2) - _est(len(hit2))
+    s, s2 = len(hit) - estimation_draws(len(hit)), len(hit2) - estimation_draws(len(hit2))
     toward_x = hit[:s, 0].sum() - hit2[:s2, 0].sum()
     toward_near = hit2[:s2, 1].sum() - hit[:s, 1].sum()
     est, est2 = hit[s:], hit2[s2:]
