@@ -317,9 +317,7 @@ def unexplained_lazy_imports(root: Path = PACKAGE) -> list[str]:
                         if is_import:
                             # its own lines and the comments between it and the statement before
                             near = lines[prev_end : stmt.end_lineno or stmt.lineno]
-                            said = any("# lazy:" in line for line in near) or (
-                                said and prev_import
-                            )
+                            said = any("# lazy:" in line for line in near) or (said and prev_import)
                             ours = _imported_modules(stmt)
                             if ours and id(stmt) not in hidden and id(stmt) not in seen:
                                 seen.add(id(stmt))
