@@ -54,10 +54,9 @@ def attacker_accuracy(corpus: Corpus, attribute: str) -> tuple[float, float]:
     return accuracy, majority
 
 
-def test_registered_and_fast(timed_default: tuple[Corpus, float]) -> None:
+def test_registered(timed_default: tuple[Corpus, float]) -> None:
+    # its loading time is a target in benchmarks/test_corpus_loading.py
     assert CORPORA.get("synthetic-reviews") is synthetic_reviews
-    _, seconds = timed_default
-    assert seconds < 10, f"3,000 reviews took {seconds:.1f} s"
 
 
 def test_schema(corpus: Corpus) -> None:

@@ -41,10 +41,10 @@ def frame(corpus: Corpus, split: str) -> pd.DataFrame:
     return corpus.split(split).to_pandas()[["text", "author", "label"]]
 
 
-def test_registered_shipped_and_fast(timed: tuple[Corpus, float]) -> None:
+def test_registered_and_shipped(timed: tuple[Corpus, float]) -> None:
+    # its loading time is a target in benchmarks/test_corpus_loading.py
     assert CORPORA.get("synthpai") is synthpai
-    corpus, seconds = timed
-    assert seconds < 10, f"loading took {seconds:.1f} s"
+    corpus, _ = timed
     assert tuple(corpus.splits) == SPLITS
     assert sum(corpus.sizes().values()) == 7785  # every comment, each in one split
     assert corpus.info["citation"].startswith("Yukhymenko") and "MIT" in corpus.info["licence"]

@@ -389,8 +389,7 @@ def test_bootstrap_interval_covers_the_truth(
     seconds = time.perf_counter() - t0
     setting = f"{N_SIMULATIONS} simulations, n={N_DOCS}, B={N_BOOTSTRAP}"
     print(f"\ncoverage of the 95% interval, {name}: {coverage:.3f} ({setting}, {seconds:.2f} s)")
-    assert 0.93 <= coverage <= 0.97
-    assert seconds < 10
+    assert 0.93 <= coverage <= 0.97  # its cost: benchmarks/test_statistics.py
 
 
 # -------------------------------------------------------------------------------------------
