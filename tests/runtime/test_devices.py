@@ -198,15 +198,18 @@ def test_same_seed_same_output_on_the_cpu() -> None:
 
 # -- declarations, grid, executors ----------------------------------------------------------
 
-TORCH_COMPONENTS = {
+# A list, not a set: parallel test workers must collect the same parameters in the same order.
+TORCH_COMPONENTS = [
     (ATTACKS, "mlp-inversion"), (ATTACKS, "ae-inversion"), (ATTACKS, "optimization-inversion"),
     (ATTACKS, "attribute-inference"), (ATTACKS, "bow-inversion"), (ATTACKS, "geia"),
     (ATTACKS, "ner"), (DEFENSES, "cape"), (DEFENSES, "dpnr"), (DEFENSES, "sap"),
     (DEFENSES, "sap-cti"), (UTILITY, "probe"), (UTILITY, "peft"), (UTILITY, "lora"),
-}  # fmt: skip
+]  # fmt: skip
 
 
-@pytest.mark.parametrize(("registry", "name"), sorted(TORCH_COMPONENTS, key=str))
+@pytest.mark.parametrize(
+    ("registry", "name"), TORCH_COMPONENTS, ids=[n for _, n in TORCH_COMPONENTS]
+)
 def test_torch_components_declare_a_gpu_share(registry, name: str) -> None:
     assert 0 < registry.get(name).gpu <= 1
 
