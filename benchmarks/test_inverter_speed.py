@@ -111,8 +111,13 @@ def test_decoding_victims_per_second(benchmark, bb, victims_pool, widened) -> No
 
     def decode(e: np.ndarray, seed: int) -> None:
         gen = torch.Generator().manual_seed(seed)
-        opts = {"cls": cls, "sep": sep, "max_tokens": max_tokens, "generator": gen,
-                "samples": HYPOTHESES - 1}  # fmt: skip
+        opts = {
+            "cls": cls,
+            "sep": sep,
+            "max_tokens": max_tokens,
+            "generator": gen,
+            "samples": HYPOTHESES - 1,
+        }
         first = inv.generate(decoder, e, vocab, **opts)
         hyps = [first]
         for _ in range(STEPS):  # a correction step, given the current guess re-embedded

@@ -600,6 +600,11 @@ class UtilityEvaluator(Component):
         train = defense.privatize(train_texts, rng=rng)
         test = defense.privatize(test_texts, rng=rng)
         return self.evaluate_releases(
-            train, train_labels, test, test_labels, rng=rng, defense=defense,
+            train,
+            train_labels,
+            test,
+            test_labels,
+            rng=rng,
+            defense=defense,
             train_attributes=train_attributes,
-        )  # fmt: skip
+        )

@@ -15,12 +15,17 @@ from tests.made_up import length_family as made_up
 
 def _grid(attacks: list[str]) -> dict:
     return {
-        "name": "length", "backbone": TINY, "utility": "probe",
-        "corpus": {"name": "synthetic-reviews", "params": {"n_docs": 60, "seed": 0},
-                   "limits": {"train": 20, "test": 8, "aux": 16}},
+        "name": "length",
+        "backbone": TINY,
+        "utility": "probe",
+        "corpus": {
+            "name": "synthetic-reviews",
+            "params": {"n_docs": 60, "seed": 0},
+            "limits": {"train": 20, "test": 8, "aux": 16},
+        },
         "defenses": [{"name": "none"}, {"name": "t2t", "knob_values": [1]}],
         "attacks": attacks,
-    }  # fmt: skip
+    }
 
 
 @pytest.fixture(scope="module")

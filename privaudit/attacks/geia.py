@@ -221,13 +221,18 @@ class GEIA(SentenceInversion):
         under ``plan`` (what :meth:`plan` resolved for the run's corpus; None: as configured)."""
         return inv.InverterSpec(
             public=self.public_text(plan),
-            n_layer=int(self.n_layer), n_memory=int(self.n_memory),
-            max_tokens=int(self.max_tokens), epochs=int(self.pretrain_epochs),
-            correction_epochs=int(self.correction_epochs), lr=float(self.lr),
-            weight_decay=float(self.weight_decay), batch_size=int(self.batch_size),
-            dropout=float(self.dropout), word_dropout=float(self.word_dropout),
+            n_layer=int(self.n_layer),
+            n_memory=int(self.n_memory),
+            max_tokens=int(self.max_tokens),
+            epochs=int(self.pretrain_epochs),
+            correction_epochs=int(self.correction_epochs),
+            lr=float(self.lr),
+            weight_decay=float(self.weight_decay),
+            batch_size=int(self.batch_size),
+            dropout=float(self.dropout),
+            word_dropout=float(self.word_dropout),
             sentences=bool(self.sentences),
-        )  # fmt: skip
+        )
 
     def public_text(self, plan: Mapping[str, Any] | None = None) -> inv.PublicText:
         """The public pre-training text ``public_corpus`` names, as :meth:`plan` resolved it
@@ -310,9 +315,19 @@ class GEIA(SentenceInversion):
         )
         scaler = Scaler(inverter.mean, inverter.std)
         ids, decoder, corrector = self._writable(bb, inverter, aux.texts)
-        state = _State(inverter, decoder, scaler, dict(inverter.info) | {
-            "pretrain_cache": note["cache"], "vocabulary": self.vocabulary,
-            "output_pieces": len(ids)}, vocab_ids=ids, corrector=corrector)  # fmt: skip
+        state = _State(
+            inverter,
+            decoder,
+            scaler,
+            dict(inverter.info)
+            | {
+                "pretrain_cache": note["cache"],
+                "vocabulary": self.vocabulary,
+                "output_pieces": len(ids),
+            },
+            vocab_ids=ids,
+            corrector=corrector,
+        )
         nothing = np.zeros((1, bb.dim), np.float32)  # the public embeddings' mean, scaled
         state.prior = bb.detokenize(
             inv.greedy(bb, state.model, ids, nothing, int(self.max_tokens))
@@ -339,8 +354,11 @@ class GEIA(SentenceInversion):
 
         def compute() -> tuple[np.ndarray, Any, Any]:
             emb = bb.embeddings
-            return (np.concatenate([ids, new]), inv.widen(inverter.decoder, ids, new, emb),
-                    inv.widen(inverter.corrector, ids, new, emb))  # fmt: skip
+            return (
+                np.concatenate([ids, new]),
+                inv.widen(inverter.decoder, ids, new, emb),
+                inv.widen(inverter.corrector, ids, new, emb),
+            )
 
         return _WIDENED.get(key, compute)
 
@@ -359,16 +377,31 @@ class GEIA(SentenceInversion):
         super().fit(knowledge, rng=rng)
         return self
 
-    def _train(self, bb: Backbone, aux: AuxSplit, x: np.ndarray, state: Any | None,
-               rng: np.random.Generator) -> Any:  # fmt: skip
+    def _train(
+        self,
+        bb: Backbone,
+        aux: AuxSplit,
+        x: np.ndarray,
+        state: Any | None,
+        rng: np.random.Generator,
+    ) -> Any:
         """The per-point fine-tuning, shared by every attack on this inverter at this point
         (``geia`` and ``vec2text``): a pure function of the pre-trained model, the mapped aux
         release and the fine-tuning parameters, so it is seeded from their digest, not from
         the cell's stream, and memoised in this process."""
         if state is None or not self.epochs:
             return super()._train(bb, aux, x, state, rng)
-        key = digest([self.spec(self._plan).key(bb), x, aux.key, int(self.epochs), self.vocabulary,
-                      float(self.finetune_lr), int(self.batch_size)])  # fmt: skip
+        key = digest(
+            [
+                self.spec(self._plan).key(bb),
+                x,
+                aux.key,
+                int(self.epochs),
+                self.vocabulary,
+                float(self.finetune_lr),
+                int(self.batch_size),
+            ]
+        )
         seeded = np.random.default_rng(int(key[:12], 16))
         tuned = _FINETUNED.get(key, lambda: super(GEIA, self)._train(bb, aux, x, state, seeded))
         tuned.key = key
@@ -400,15 +433,31 @@ class GEIA(SentenceInversion):
         rows = bb.token_ids([aux.texts[i] for i in aux.fit])
         return np.asarray([min(len(r), int(self.max_tokens)) for r in rows])
 
-    def _trained(self, bb: Backbone, aux: AuxSplit, xs: np.ndarray, state: _State, *,
-                 scaler: Scaler, model: torch.nn.Module, info: dict[str, Any],
-                 stage: str) -> _State:  # fmt: skip
+    def _trained(
+        self,
+        bb: Backbone,
+        aux: AuxSplit,
+        xs: np.ndarray,
+        state: _State,
+        *,
+        scaler: Scaler,
+        model: torch.nn.Module,
+        info: dict[str, Any],
+        stage: str,
+    ) -> _State:
         return _State(
-            state.inverter, model, scaler,
-            state.info | {"finetune_best_epoch": info["best_epoch"],
-                          "finetune_val_loss": round(-float(info["val_score"]), 4)},
-            state.prior, vocab_ids=state.vocab_ids, corrector=state.corrector,
-        )  # fmt: skip
+            state.inverter,
+            model,
+            scaler,
+            state.info
+            | {
+                "finetune_best_epoch": info["best_epoch"],
+                "finetune_val_loss": round(-float(info["val_score"]), 4),
+            },
+            state.prior,
+            vocab_ids=state.vocab_ids,
+            corrector=state.corrector,
+        )
 
     # ---------------------------------------------------------------------------------------
     # Attacking
@@ -417,8 +466,7 @@ class GEIA(SentenceInversion):
     def attack(self, release: Release) -> Predictions:
         self._laplace_release = None
         if self._laplace and release.kind == "pooled_vectors":  # ranked by its noise model
-            self._laplace_release = release_features(self._load_backbone(), release,
-                                                     name=self.name)  # fmt: skip
+            self._laplace_release = release_features(self._load_backbone(), release, name=self.name)
         predictions = super().attack(release)
         if self.adaptive and self.reports_non_adaptive:  # the non-adaptive attacker beside it
             bb = self._load_backbone()
@@ -452,10 +500,11 @@ class GEIA(SentenceInversion):
                     "hypotheses": int(self.hypotheses),
                     "steps": int(self.steps),
                     "mean_decoded_words": round(float(np.mean([len(t.split()) for t in texts])), 2)
-                    if texts else 0.0,
+                    if texts
+                    else 0.0,
                 },
             },
-        )  # fmt: skip
+        )
 
     def _invert(
         self, bb: Backbone, state: _State, x: np.ndarray, *, steps: int, k: int
@@ -469,16 +518,21 @@ class GEIA(SentenceInversion):
         gen = torch.Generator().manual_seed(self._decode_seed)
         cls, sep = inv.specials(bb)
         opts = {
-            "cls": cls, "sep": sep, "max_tokens": int(self.max_tokens), "samples": k - 1,
-            "temperature": float(self.temperature), "generator": gen,
-        }  # fmt: skip
+            "cls": cls,
+            "sep": sep,
+            "max_tokens": int(self.max_tokens),
+            "samples": k - 1,
+            "temperature": float(self.temperature),
+            "generator": gen,
+        }
         greedy = self._greedy(state, e, cls, sep)
         if k == 1 and not steps:
             return bb.detokenize(greedy), {}
         ids = [[g] for g in greedy]
         if k > 1:
-            drawn = inv.generate(state.model, e, state.vocab_ids, with_greedy=False,
-                                 **(opts | {"samples": k - 1}))  # fmt: skip
+            drawn = inv.generate(
+                state.model, e, state.vocab_ids, with_greedy=False, **(opts | {"samples": k - 1})
+            )
             ids = [g + d for g, d in zip(ids, drawn, strict=True)]
         seen: dict[str, np.ndarray] = {}  # re-embedded hypotheses, by text
         best, emb, dist = self._closest(bb, state, e, ids, seen)
@@ -487,8 +541,7 @@ class GEIA(SentenceInversion):
             if step == 0:
                 variants["steps_0"] = bb.detokenize(best)
             hyp = inv.hypothesis(best, emb, int(self.max_tokens))
-            new = inv.generate(state.corrector, e, state.vocab_ids, hyp=hyp,
-                               **opts)  # fmt: skip
+            new = inv.generate(state.corrector, e, state.vocab_ids, hyp=hyp, **opts)
             cand, cemb, cdist = self._closest(bb, state, e, new, seen)
             better = cdist < dist
             for i in np.flatnonzero(better):
@@ -502,8 +555,9 @@ class GEIA(SentenceInversion):
         decode it once."""
 
         def decode() -> list[np.ndarray]:
-            out = inv.generate(state.model, e, state.vocab_ids, cls=cls, sep=sep,
-                               max_tokens=int(self.max_tokens))  # fmt: skip
+            out = inv.generate(
+                state.model, e, state.vocab_ids, cls=cls, sep=sep, max_tokens=int(self.max_tokens)
+            )
             return [h[0] for h in out]
 
         if not state.key:
@@ -557,8 +611,9 @@ class _Inverters:
     ) -> tuple[inv.Inverter, dict[str, Any]]:
         key = spec.key(bb)
         if key not in self._entries:
-            self._entries = {key: inv.load_or_pretrain(bb, spec, threads=threads,
-                                                       progress=progress)}  # fmt: skip
+            self._entries = {
+                key: inv.load_or_pretrain(bb, spec, threads=threads, progress=progress)
+            }
             return self._entries[key]
         return self._entries[key][0], {"cache": "hit", "seconds": 0.0}
 

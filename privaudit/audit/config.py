@@ -523,25 +523,31 @@ class _Presets(Mapping[str, dict[str, Any]]):
         return len(self._derived) + len(self._fixed)
 
 
-PRESETS = _Presets({
-    "quick": quick_preset, "real": real_preset, "paper": paper_preset,
-    "mechanisms": mechanisms_preset, "mechanisms-real": lambda: mechanisms_preset("real"),
-}, {
-    # Seconds, for tests: the tiny random BERT and a small corpus.
-    "smoke": {
-        "name": "smoke",
-        "backbone": "tiny-random-bert",
-        "corpus": {
-            "name": "synthetic-reviews",
-            "params": {"n_docs": 120, "seed": 0},
-            "limits": {"train": 60, "test": 30},
-        },
-        "defenses": [{"name": "none"}, {"name": "t2t", "knob_values": [1, 10, 100]}],
-        "attacks": ["nn-inversion"],
-        "utility": "probe",
-        "seeds": [0],
+PRESETS = _Presets(
+    {
+        "quick": quick_preset,
+        "real": real_preset,
+        "paper": paper_preset,
+        "mechanisms": mechanisms_preset,
+        "mechanisms-real": lambda: mechanisms_preset("real"),
     },
-})  # fmt: skip
+    {
+        # Seconds, for tests: the tiny random BERT and a small corpus.
+        "smoke": {
+            "name": "smoke",
+            "backbone": "tiny-random-bert",
+            "corpus": {
+                "name": "synthetic-reviews",
+                "params": {"n_docs": 120, "seed": 0},
+                "limits": {"train": 60, "test": 30},
+            },
+            "defenses": [{"name": "none"}, {"name": "t2t", "knob_values": [1, 10, 100]}],
+            "attacks": ["nn-inversion"],
+            "utility": "probe",
+            "seeds": [0],
+        },
+    },
+)
 
 
 def load_config(source: str | Path | dict[str, Any]) -> GridConfig:
@@ -565,14 +571,16 @@ def load_config(source: str | Path | dict[str, Any]) -> GridConfig:
         errors = exc.errors()
         # ``attacks: [name | {name, ...}]``: drop the "not a string" branch of a mapping entry
         mapped = {tuple(e["loc"][:2]) for e in errors if len(e["loc"]) > 3}
-        errors = [e for e in errors if not (e["loc"][-1:] == ("str",) and
-                                            tuple(e["loc"][:2]) in mapped)]  # fmt: skip
+        errors = [
+            e for e in errors if not (e["loc"][-1:] == ("str",) and tuple(e["loc"][:2]) in mapped)
+        ]
         # a misspelt field is one error ("did you mean"), not also "the right one is missing"
         suggested = {_suggestion(e) for e in errors if e["type"] == "extra_forbidden"}
         errors = [
-            e for e in errors
+            e
+            for e in errors
             if e["type"] != "missing" or (tuple(e["loc"][:-1]), e["loc"][-1]) not in suggested
-        ]  # fmt: skip
+        ]
         lines = [_error_line(e) for e in errors]
         if len(lines) == 1:
             raise ValueError(f"Invalid grid config: {lines[0]}") from None
@@ -600,9 +608,13 @@ def _parse(path: Path) -> Any:
 
 #: The model behind each config field that holds one, for did-you-mean on unknown keys.
 _SECTIONS: dict[str, type[BaseModel]] = {
-    "corpus": CorpusSpec, "defenses": DefenseSpec, "attacks": AttackSpec,
-    "utility": UtilitySpec, "executor": ExecutorSpec, "strength": StrengthSpec,
-}  # fmt: skip
+    "corpus": CorpusSpec,
+    "defenses": DefenseSpec,
+    "attacks": AttackSpec,
+    "utility": UtilitySpec,
+    "executor": ExecutorSpec,
+    "strength": StrengthSpec,
+}
 
 
 _MODEL_NAMES = {"AttackSpec", "UtilitySpec", "str"}

@@ -283,8 +283,9 @@ class CostBook:
             self.add(privatize_keys(defense), float(wall), sizes.point_kwords)
             self.add(
                 utility_keys(ctx.evaluator, defense.name),
-                float(point.get("utility_seconds", math.nan)), sizes.point_kwords,
-            )  # fmt: skip
+                float(point.get("utility_seconds", math.nan)),
+                sizes.point_kwords,
+            )
         for label, key in task.attack_keys.items():
             record = by_key.get(key)
             if record is None or record.get("status") == "failed" or not record.get("rows"):
@@ -368,7 +369,8 @@ class Estimate:
     def _grid_lines(self) -> list[str]:
         todo = self.cells - self.done
         done = f"{self.done} done" + (
-            f", {self.reused} of them from the cell store" if self.reused else "")  # fmt: skip
+            f", {self.reused} of them from the cell store" if self.reused else ""
+        )
         size = f"Grid: {self.points} points, {self.cells} cells ({done}, {todo} to compute)"
         if todo == 0:
             return [size + "; nothing to compute but the tables and report."]
@@ -381,18 +383,28 @@ class Estimate:
         if self.priors:
             shown = ", ".join(self.priors[:6]) + (" …" if len(self.priors) > 6 else "")
             source += f", priors for {len(self.priors)}: {shown}"
-        jobs = f" with {self.jobs} workers ({_duration(self.seconds)} of work)" if (
-            self.jobs > 1) else ""  # fmt: skip
+        jobs = (
+            f" with {self.jobs} workers ({_duration(self.seconds)} of work)"
+            if (self.jobs > 1)
+            else ""
+        )
         return [f"{size}; estimated wall time ≈ {_duration(self.wall)}{jobs}", f"({source})"]
 
     def record(self) -> dict[str, Any]:
         """For run.json: what was predicted, beside the run's measured elapsed time."""
         return {
-            "seconds": round(self.wall, 1), "work_seconds": round(self.seconds, 1),
-            "jobs": self.jobs, "cells_done": self.done, "measured": self.measured,
-            "components": self.components, "priors": self.priors, "machine": machine_tag(),
-            "referenced": self.referenced, "speed_ratio": self.ratio, "reused": self.reused,
-        }  # fmt: skip
+            "seconds": round(self.wall, 1),
+            "work_seconds": round(self.seconds, 1),
+            "jobs": self.jobs,
+            "cells_done": self.done,
+            "measured": self.measured,
+            "components": self.components,
+            "priors": self.priors,
+            "machine": machine_tag(),
+            "referenced": self.referenced,
+            "speed_ratio": self.ratio,
+            "reused": self.reused,
+        }
 
 
 def _duration(seconds: float) -> str:
@@ -435,8 +447,14 @@ def price_work(
     label = item.label or d.name
     parts = [part(f"defense {label}", privatize_keys(d), d, sizes.point_kwords)]
     if item.utility:
-        parts.append(part(f"utility {evaluator.name}", utility_keys(evaluator, d.name),
-                          evaluator, sizes.point_kwords))  # fmt: skip
+        parts.append(
+            part(
+                f"utility {evaluator.name}",
+                utility_keys(evaluator, d.name),
+                evaluator,
+                sizes.point_kwords,
+            )
+        )
     for name in item.attacks:
         attack = attacks[name]
         victims = victims_of(attack, sizes)
@@ -454,9 +472,17 @@ def _speedup(jobs: int) -> float:
 
 
 def estimate(
-    work: Sequence[Work], attacks: dict[str, Any], evaluator: Any, sizes: Sizes,
-    book: CostBook, *, points: int, cells: int, done: int, jobs: int = 1,
-) -> Estimate:  # fmt: skip
+    work: Sequence[Work],
+    attacks: dict[str, Any],
+    evaluator: Any,
+    sizes: Sizes,
+    book: CostBook,
+    *,
+    points: int,
+    cells: int,
+    done: int,
+    jobs: int = 1,
+) -> Estimate:
     """The predicted cost of ``work`` (see the module docstring). With ``jobs`` workers the
     points' work is shared out, bounded below by the costliest point; the driver's outputs
     are not shared, and the workers' start-up is added once. One process already keeps
@@ -478,12 +504,18 @@ def estimate(
         startup, _ = book.lookup([STARTUP])
         wall += startup if startup is not None else STARTUP_PRIOR
     return Estimate(
-        points=points, cells=cells, done=done, seconds=work_s + outputs_s, wall=wall,
-        jobs=jobs, measured=sum(s == MEASURED for s in known.values()), components=len(known),
+        points=points,
+        cells=cells,
+        done=done,
+        seconds=work_s + outputs_s,
+        wall=wall,
+        jobs=jobs,
+        measured=sum(s == MEASURED for s in known.values()),
+        components=len(known),
         priors=sorted(c for c, s in known.items() if s == PRIOR),
         referenced=sum(s == REFERENCE for s in known.values()),
         ratio=book.reference.ratio if REFERENCE in known.values() and book.reference else None,
-    )  # fmt: skip
+    )
 
 
 def measured_parts(
@@ -517,9 +549,18 @@ class Tracker:
     ``eta()`` is what the progress bar shows."""
 
     def __init__(
-        self, tasks: Sequence[Any], work: Sequence[Work], attacks: dict[str, Any],
-        evaluator: Any, sizes: Sizes, book: CostBook, *, cells: int, done: int, jobs: int,
-    ) -> None:  # fmt: skip
+        self,
+        tasks: Sequence[Any],
+        work: Sequence[Work],
+        attacks: dict[str, Any],
+        evaluator: Any,
+        sizes: Sizes,
+        book: CostBook,
+        *,
+        cells: int,
+        done: int,
+        jobs: int,
+    ) -> None:
         self.parts = {
             id(task): price_work(item, attacks, evaluator, sizes, book)
             for task, item in zip(tasks, work, strict=True)
@@ -593,9 +634,12 @@ def _clock(seconds: float) -> str:
 
 
 def estimate_config(
-    config: GridConfig, *, run_dir: str | Path | None = None, jobs: int | None = None,
+    config: GridConfig,
+    *,
+    run_dir: str | Path | None = None,
+    jobs: int | None = None,
     book: CostBook | None = None,
-) -> Estimate:  # fmt: skip
+) -> Estimate:
     """The estimate of ``config`` from the config alone: components built (every name and
     value checked), the corpus loaded for its size; no defense fitted, nothing calibrated,
     nothing written. With ``run_dir`` (a run to resume), its finished cells count as done,
@@ -633,8 +677,9 @@ def estimate_config(
             cached = None
             if store is not None and fps is not None:
                 cached = store.get(calibration_key(config, i, base, fps))
-            levels = [lv[0] for lv in cached["levels"]] if cached else [None] * len(
-                spec.target_rates)  # fmt: skip
+            levels = (
+                [lv[0] for lv in cached["levels"]] if cached else [None] * len(spec.target_rates)
+            )
         for value in levels:
             defense = base if value is None else base.with_knob(value)
             for seed in config.seeds:
@@ -650,17 +695,25 @@ def estimate_config(
                     utility = not finished(pkey)
                     todo = [label for label, k in ckeys.items() if not finished(k)]
                     reused += sum(
-                        1 for label, k in ckeys.items()
+                        1
+                        for label, k in ckeys.items()
                         if label not in todo and (store is None or store.finished(k) is None)
-                    )  # fmt: skip
+                    )
                 done += len(attacks) - len(todo)
                 if utility or todo:
                     work.append(Work(defense, utility, todo, spec.display))
     spec_jobs = jobs if jobs is not None else config.executor.jobs
     forecast = estimate(
-        work, attacks, evaluator, Sizes.of(corpus), book or CostBook(), points=points,
-        cells=cells, done=done, jobs=spec_jobs,
-    )  # fmt: skip
+        work,
+        attacks,
+        evaluator,
+        Sizes.of(corpus),
+        book or CostBook(),
+        points=points,
+        cells=cells,
+        done=done,
+        jobs=spec_jobs,
+    )
     forecast.one_time = one_time_work(config, attacks, plans)
     forecast.wall += sum(s for _, s in forecast.one_time)
     forecast.reused = reused

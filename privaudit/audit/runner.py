@@ -126,9 +126,10 @@ def run_grid(
         device = "auto"
     resolve_device(device)
     runner = make_executor(
-        executor or spec.kind, jobs=jobs if jobs is not None else spec.jobs,
+        executor or spec.kind,
+        jobs=jobs if jobs is not None else spec.jobs,
         address=address if address is not None else spec.address,
-    )  # fmt: skip
+    )
     _claim(rd, config, overwrite)
     with guard_run(rd.path) as checkpoint, use_device(device), fresh_cells(fresh):
         return _execute(config, rd, runner, progress, checkpoint, outputs)
@@ -165,16 +166,30 @@ def _execute(
     print("\n".join(forecast.lines()), file=sys.stderr, flush=True)
     _pretrain_first(ctx, tasks, progress)
     tracker.started = started
-    _compute_cells(config, ctx, rd, store, points, tasks, runner, progress, checkpoint,
-                   done, total, book, sizes, reuse=reuse, tracker=tracker)  # fmt: skip
+    _compute_cells(
+        config,
+        ctx,
+        rd,
+        store,
+        points,
+        tasks,
+        runner,
+        progress,
+        checkpoint,
+        done,
+        total,
+        book,
+        sizes,
+        reuse=reuse,
+        tracker=tracker,
+    )
     print(reuse.line(total, len(points)), file=sys.stderr, flush=True)
     reuse.store.prune()  # bounded: the least recently used entries go first
 
     outputs_start = time.perf_counter()
     frame, strength_failed, strength_s = _write_tables(config, ctx, rd, store, points, progress)
     outputs_start += strength_s  # attacks fitted, not outputs: not costed so
-    end = {"finished": True, "cells": total, "computed": total - done,
-           "reused": meta["reused"]}  # fmt: skip
+    end = {"finished": True, "cells": total, "computed": total - done, "reused": meta["reused"]}
     rd.write_meta(meta | end)
     level = chance_level(ctx)
     plots, problems, board = outputs(frame, rd, level) if outputs is not None else ([], [], None)
@@ -185,8 +200,14 @@ def _execute(
     if problems:  # the results are on disk; say what could not be drawn or written
         end["output_problems"] = problems
     rd.write_meta(meta | end)
-    return RunResult(run_dir=rd.path, frame=frame, plots=plots, chance=level, board=board,
-                     strength_failed=strength_failed)  # fmt: skip
+    return RunResult(
+        run_dir=rd.path,
+        frame=frame,
+        plots=plots,
+        chance=level,
+        board=board,
+        strength_failed=strength_failed,
+    )
 
 
 def _plan_in(
@@ -197,14 +218,18 @@ def _plan_in(
     fresh = not rd.path.exists()
     rd.create().write_config(config.model_dump_json(indent=2))
     store = rd.store()
-    meta = {"chance_accuracy": ctx.chance, "chance_level": chance_level(ctx),
-            "utility_metric": ctx.evaluator.metric,
-            "bootstrap": config.bootstrap.model_dump(),
-            "unit": ctx.units.to_meta(ctx.corpus.authors("test")),
-            "corpus_sizes": ctx.corpus.sizes(),
-            "corpus_dropped": ctx.corpus.dropped(),
-            "backbone": ctx.bb.name, "finished": False,
-            "provenance": provenance()}  # fmt: skip
+    meta = {
+        "chance_accuracy": ctx.chance,
+        "chance_level": chance_level(ctx),
+        "utility_metric": ctx.evaluator.metric,
+        "bootstrap": config.bootstrap.model_dump(),
+        "unit": ctx.units.to_meta(ctx.corpus.authors("test")),
+        "corpus_sizes": ctx.corpus.sizes(),
+        "corpus_dropped": ctx.corpus.dropped(),
+        "backbone": ctx.bb.name,
+        "finished": False,
+        "provenance": provenance(),
+    }
     try:
         rd.write_meta(meta)  # leaderboards can read a run that is cut short
         points = plan(config, ctx, store)  # fits defenses, calibrates rates: can still fail
@@ -261,8 +286,14 @@ def _compute_cells(
     from tqdm.auto import tqdm
 
     # tqdm's own remaining time assumes every cell costs alike: the tracker's replaces it
-    bar = tqdm(total=total, initial=done, desc=_bar_desc(tracker), unit="cell",
-               disable=not progress, bar_format=BAR_FORMAT)  # fmt: skip
+    bar = tqdm(
+        total=total,
+        initial=done,
+        desc=_bar_desc(tracker),
+        unit="cell",
+        disable=not progress,
+        bar_format=BAR_FORMAT,
+    )
     in_flight = _InFlight(bar, tasks, runner)
     told: set[str] = set()  # full failure messages printed (a failed point fails every cell)
     try:
@@ -356,11 +387,19 @@ def _pretrain_first(ctx: Context, tasks: list[Task], progress: bool) -> None:
         attack.progress = progress
         try:
             note = attack.prepare(ctx.bb, plan)
-            print(f"privaudit: pre-trained the inverter of {label} in {note['seconds']:.0f} s "
-                  "(kept in the cache for later runs)", file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"privaudit: pre-trained the inverter of {label} in {note['seconds']:.0f} s "
+                "(kept in the cache for later runs)",
+                file=sys.stderr,
+                flush=True,
+            )
         except Exception as exc:  # the cells will fail and say why
-            print(f"privaudit: pre-training the inverter of {label} failed ({exc}); its cells "
-                  "will try again and record why", file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"privaudit: pre-training the inverter of {label} failed ({exc}); its cells "
+                "will try again and record why",
+                file=sys.stderr,
+                flush=True,
+            )
         finally:
             attack.progress = shown_progress
 
@@ -416,9 +455,14 @@ def _describe(point: Point) -> str:
 
 
 def _forecast(
-    ctx: Context, points: list[Point], tasks: list[Task], total: int, done: int, runner: Any,
+    ctx: Context,
+    points: list[Point],
+    tasks: list[Task],
+    total: int,
+    done: int,
+    runner: Any,
     sizes: Sizes,
-) -> tuple[CostBook | None, Estimate, Tracker]:  # fmt: skip
+) -> tuple[CostBook | None, Estimate, Tracker]:
     """This machine's cost book (None when the cache cannot be read), the estimate of
     ``tasks`` and the tracker that re-prices it as points finish
     (:mod:`privaudit.audit.estimate`)."""
@@ -426,16 +470,26 @@ def _forecast(
         book: CostBook | None = CostBook()
     except OSError:  # no cache directory: priors, and nothing is kept
         book = None
-    work = [Work(ctx.defense(t.point), t.cached_utility is None, list(t.attack_keys),
-                 t.point.label) for t in tasks]  # fmt: skip
+    work = [
+        Work(ctx.defense(t.point), t.cached_utility is None, list(t.attack_keys), t.point.label)
+        for t in tasks
+    ]
     priced = book if book is not None else CostBook.empty()
     jobs = int(getattr(runner, "jobs", 1) or 1)
     forecast = estimate(
-        work, ctx.attacks, ctx.evaluator, sizes, priced, points=len(points), cells=total,
-        done=done, jobs=jobs,
-    )  # fmt: skip
-    tracker = Tracker(tasks, work, ctx.attacks, ctx.evaluator, sizes, priced, cells=total,
-                      done=done, jobs=jobs)  # fmt: skip
+        work,
+        ctx.attacks,
+        ctx.evaluator,
+        sizes,
+        priced,
+        points=len(points),
+        cells=total,
+        done=done,
+        jobs=jobs,
+    )
+    tracker = Tracker(
+        tasks, work, ctx.attacks, ctx.evaluator, sizes, priced, cells=total, done=done, jobs=jobs
+    )
     # A model pre-trained before the first cell (and the strength curve's) is waited for too.
     forecast.one_time = one_time_work(ctx.config, ctx.attacks, ctx.plans)
     forecast.wall += sum(s for _, s in forecast.one_time)
@@ -500,16 +554,20 @@ def results_table(
     spec = ctx.config.bootstrap
     boot = Bootstrap(resamples=spec.resamples, level=spec.level, seed=spec.seed, units=ctx.units)
     # Attacker randomness: each attack's declared between-fit sd (Attack.fit_sd), by label.
-    fit_sd = {str(label): float(getattr(ctx.attacks.get(str(label).split("[", 1)[0]), "fit_sd",
-                                        0.0) or 0.0)
-              for label in frame["attack"].dropna().unique()}  # fmt: skip
+    fit_sd = {
+        str(label): float(
+            getattr(ctx.attacks.get(str(label).split("[", 1)[0]), "fit_sd", 0.0) or 0.0
+        )
+        for label in frame["attack"].dropna().unique()
+    }
     # Utility-evaluator randomness: its declared between-fit sd (UtilityEvaluator.fit_sd).
     u_sd = float(getattr(ctx.evaluator, "fit_sd", 0.0) or 0.0)
     # The larger of the declared and the measured spreads (privaudit.audit.fit_noise).
     fit_sd = {k: max(v, measured[0].get(k, 0.0)) for k, v in fit_sd.items()}
     u_sd = max(u_sd, measured[1] or 0.0)
-    stats = run_stats(frame, outcomes, boot, n_test=len(ctx.test_texts), fit_sd=fit_sd,
-                      utility_fit_sd=u_sd)  # fmt: skip
+    stats = run_stats(
+        frame, outcomes, boot, n_test=len(ctx.test_texts), fit_sd=fit_sd, utility_fit_sd=u_sd
+    )
     return annotate(stats).reindex(columns=COLUMNS), outcomes.to_frame()
 
 
@@ -552,8 +610,14 @@ def assemble(
             "privaudit_version": __version__,
             "point": point_key,
         }
-        for field_ in ("utility", "utility_macro_f1", "utility_accuracy", "replacement_rate",
-                       "privatize_seconds", "utility_seconds"):  # fmt: skip
+        for field_ in (
+            "utility",
+            "utility_macro_f1",
+            "utility_accuracy",
+            "replacement_rate",
+            "privatize_seconds",
+            "utility_seconds",
+        ):
             common[field_] = utility.get(field_, math.nan)
         common["utility_metric"] = utility.get("utility_metric", common["utility_metric"])
         common["objective"] = objective or None
@@ -577,13 +641,20 @@ def assemble(
                     kept = row.pop("outcome" if what == "attack" else "baseline_outcome", None)
                     if kept:
                         found[(row_key, what)] = Outcome.from_record(kept)
-                seconds = (common["privatize_seconds"] + common["utility_seconds"]
-                           + row.get("attack_seconds", math.nan))  # fmt: skip
-                rows.append(common | row | {
-                    "seconds": seconds if row["status"] == "ok" else math.nan,
-                    "cell_key": row_key,
-                    "cell": key,  # one (point, attack) cell may hold a row per target
-                })  # fmt: skip
+                seconds = (
+                    common["privatize_seconds"]
+                    + common["utility_seconds"]
+                    + row.get("attack_seconds", math.nan)
+                )
+                rows.append(
+                    common
+                    | row
+                    | {
+                        "seconds": seconds if row["status"] == "ok" else math.nan,
+                        "cell_key": row_key,
+                        "cell": key,  # one (point, attack) cell may hold a row per target
+                    }
+                )
     return rows, Outcomes(found)
 
 

@@ -81,12 +81,19 @@ def audit(
     check_cache_dir()
     with warnings_as_lines(), fresh_cells(fresh):
         result = run_audit(
-            target, knob=knob, params=parse_params(param),
+            target,
+            knob=knob,
+            params=parse_params(param),
             preset=config if config is not None else preset,
-            compare=[c.strip() for c in compare.split(",") if c.strip()], label=label,
-            run_dir=run_dir, reports_root=out, progress=progress,
-            corpus_params=corpus_params(map_), device=device, strict=strict,
-        )  # fmt: skip
+            compare=[c.strip() for c in compare.split(",") if c.strip()],
+            label=label,
+            run_dir=run_dir,
+            reports_root=out,
+            progress=progress,
+            corpus_params=corpus_params(map_),
+            device=device,
+            strict=strict,
+        )
     for g in result.guarantees:  # the verdict on its own claim comes first
         bad = g.verdict == "violated"
         typer.secho(g.line(), fg=typer.colors.RED if bad else None, bold=bad)
@@ -94,8 +101,9 @@ def audit(
     for check in result.checks:
         typer.echo(f"  {check.line()}")
     for check in result.warnings:  # e.g. an identity privatizer: the grid ran, but look
-        typer.secho(f"WARNING: {result.label} {check.detail}", fg=typer.colors.YELLOW,
-                    bold=True, err=True)  # fmt: skip
+        typer.secho(
+            f"WARNING: {result.label} {check.detail}", fg=typer.colors.YELLOW, bold=True, err=True
+        )
     if result.failed:
         raise ValueError(
             f"{len(result.failed)} conformance check(s) failed; fix the privatizer and rerun "
@@ -161,8 +169,15 @@ def audit_guarantee_cmd(
         audits = audit_builtins(backbone=backbone, alpha=alpha, seed=seed)
     else:
         DEFENSES.get(defense)  # an unknown name: one line with the known ones, before work
-        audits = audit_levels(defense, knob, params=parse_params(param), backbone=backbone,
-                              alpha=alpha, seed=seed, tests=test or None)  # fmt: skip
+        audits = audit_levels(
+            defense,
+            knob,
+            params=parse_params(param),
+            backbone=backbone,
+            alpha=alpha,
+            seed=seed,
+            tests=test or None,
+        )
     print_guarantees(
         audits,
         f"guarantee audit (confidence {1 - alpha:.0%} per level, seed {seed}; {len(audits)} "

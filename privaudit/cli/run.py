@@ -113,9 +113,17 @@ def run(
             _print_estimate(cfg, executor, run_dir, jobs)
         return
     with warnings_as_lines():
-        result = run_grid(cfg, reports_root=out, run_dir=run_dir, progress=progress,
-                          executor=executor, jobs=jobs, address=address,
-                          overwrite=overwrite, fresh=fresh)  # fmt: skip
+        result = run_grid(
+            cfg,
+            reports_root=out,
+            run_dir=run_dir,
+            progress=progress,
+            executor=executor,
+            jobs=jobs,
+            address=address,
+            overwrite=overwrite,
+            fresh=fresh,
+        )
     print_summary(result)
     exit_for_failures(result.frame, allow_failures, result.strength_failed)
 
@@ -198,9 +206,11 @@ def pretrain(
     writable = check_cache_dir()
     cfg = load_config(config if config is not None else preset)
     built = build_components(cfg)
-    ready = {label: (a, plan) for label, (a, plan)
-             in prepared_attacks(cfg, built.attacks, built.plans).items()
-             if callable(getattr(a, "prepare", None))}  # fmt: skip
+    ready = {
+        label: (a, plan)
+        for label, (a, plan) in prepared_attacks(cfg, built.attacks, built.plans).items()
+        if callable(getattr(a, "prepare", None))
+    }
     if not ready:
         typer.echo("No attack of this grid keeps a pre-trained model on disk; nothing to do.")
         return

@@ -247,10 +247,16 @@ def _report(
         json_out.parent.mkdir(parents=True, exist_ok=True)
         run: dict[str, Any] = {"data": str(data), "split": split, "seed": seed}
         items = [
-            {"label": e.label, "defense": e.defense, "level": e.level, "params": e.params,
-             "masks": None if e.masks is None else str(e.masks), "scores": s}
+            {
+                "label": e.label,
+                "defense": e.defense,
+                "level": e.level,
+                "params": e.params,
+                "masks": None if e.masks is None else str(e.masks),
+                "scores": s,
+            }
             for e, s in results
-        ]  # fmt: skip
+        ]
         if len(items) == 1:  # one anonymizer: its fields at the top, as before
             body = {**run, **{k: v for k, v in items[0].items() if k != "label"}}
         else:

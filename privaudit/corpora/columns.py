@@ -223,9 +223,12 @@ def _derive_labels(
 
 
 def hold_out_background(
-    rows: list[dict[str, Any]], split_of: np.ndarray, share: float, seed: int,
+    rows: list[dict[str, Any]],
+    split_of: np.ndarray,
+    share: float,
+    seed: int,
     info: dict[str, Any],
-) -> np.ndarray:  # fmt: skip
+) -> np.ndarray:
     """``split_of`` with ``share`` of each test author's documents moved to ``background``
     (at least one, and at least one left as a victim): the known-author documents of
     re-identification, as synthpai's. An author with a single document keeps it as a victim
@@ -246,8 +249,10 @@ def hold_out_background(
         for i in rng.choice(docs, size=k, replace=False):
             out[int(i)] = "background"
     info["background"] = {
-        "share": share, "candidates": len(by_author) - single, "single_document_authors": single,
-    }  # fmt: skip
+        "share": share,
+        "candidates": len(by_author) - single,
+        "single_document_authors": single,
+    }
     return out.astype(str)
 
 
@@ -297,9 +302,15 @@ def corpus_from_frame(
     keep, n_empty, n_no_label = _usable_rows(selected, texts_raw, labels_raw, label_order, dropped)
     if label_map is not None or label_threshold is not None:
         keep, labels_raw = _derived_rows(
-            keep, labels_raw, label_map, label_threshold, label_order, source, cols["label"],
+            keep,
+            labels_raw,
+            label_map,
+            label_threshold,
+            label_order,
+            source,
+            cols["label"],
             dropped,
-        )  # fmt: skip
+        )
         label_order = None  # the derived values are the classes now
     if not keep:
         raise ValueError(

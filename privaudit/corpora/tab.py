@@ -79,8 +79,14 @@ def tab_features() -> datasets.Features:
 
     string, int64 = datasets.Value("string"), datasets.Value("int64")
     feats = corpus_features([])
-    mention = {"start": int64, "end": int64, "type": string, "identifier_type": string,
-               "entity_id": string, "mention_id": string}  # fmt: skip
+    mention = {
+        "start": int64,
+        "end": int64,
+        "type": string,
+        "identifier_type": string,
+        "entity_id": string,
+        "mention_id": string,
+    }
     feats["entities"] = datasets.List({**mention, "text": string})
     feats["tab_gold"] = datasets.List({**mention, "annotator": string})
     return feats
@@ -274,8 +280,13 @@ def _document(
         for g in gold
         if g["annotator"] == chosen and g["identifier_type"] in TO_MASK
     ]
-    row = {"text": text, "label": str(value), "entities": entities, "author": doc_id,
-           "tab_gold": gold}  # fmt: skip
+    row = {
+        "text": text,
+        "label": str(value),
+        "entities": entities,
+        "author": doc_id,
+        "tab_gold": gold,
+    }
     return row, split, mismatched
 
 
@@ -313,11 +324,17 @@ def _gold_mentions(
             span = m.get("span_text")
             if span is not None and span != text[start:end]:
                 mismatched.append(f"{doc_id} [{start}, {end}) {span!r} vs {text[start:end]!r}")
-            gold.append({
-                "start": start, "end": end, "type": str(m["entity_type"]),
-                "identifier_type": kind, "entity_id": str(m["entity_id"]),
-                "mention_id": str(m.get("entity_mention_id", "")), "annotator": str(who),
-            })  # fmt: skip
+            gold.append(
+                {
+                    "start": start,
+                    "end": end,
+                    "type": str(m["entity_type"]),
+                    "identifier_type": kind,
+                    "entity_id": str(m["entity_id"]),
+                    "mention_id": str(m.get("entity_mention_id", "")),
+                    "annotator": str(who),
+                }
+            )
     if out_of_range:
         raise ValueError(
             f"{where}: {len(out_of_range)} mention(s) with offsets outside its "

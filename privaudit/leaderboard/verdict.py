@@ -282,37 +282,62 @@ def decide(ev: Evidence) -> Verdict:
         family = str(family)
         ranked = sub[sub["rank"].notna() & ~sub["defense"].isin(REFERENCES)]
         scored = {
-            str(r["label"]): Scored(str(r["label"]), float(r["hypervolume"]),
-                                    float(r["hv_ci_low"]), float(r["hv_ci_high"]))
+            str(r["label"]): Scored(
+                str(r["label"]),
+                float(r["hypervolume"]),
+                float(r["hv_ci_low"]),
+                float(r["hv_ci_high"]),
+            )
             for _, r in ranked.iterrows()
-        }  # fmt: skip
+        }
         n_docs = int(ev.n_test.get(family, 0))
         n = _unit_count(ev.units, n_docs)
         b = len(next(iter(ev.samples.values()))) if ev.samples else 0
         own = {lb: ev.samples.get((family, lb), np.full(b, np.nan)) for lb in scored}
         docs = None
         if ev.doc_samples is not None:
-            docs = {lb: ev.doc_samples[(family, lb)] for lb in scored
-                    if (family, lb) in ev.doc_samples}  # fmt: skip
-        found = pairs({lb: s.hypervolume for lb, s in scored.items()}, own, n, ev.level,
-                      doc_samples=docs, seeds=int((ev.seeds or {}).get(family, 1)))  # fmt: skip
+            docs = {
+                lb: ev.doc_samples[(family, lb)] for lb in scored if (family, lb) in ev.doc_samples
+            }
+        found = pairs(
+            {lb: s.hypervolume for lb, s in scored.items()},
+            own,
+            n,
+            ev.level,
+            doc_samples=docs,
+            seeds=int((ev.seeds or {}).get(family, 1)),
+        )
         order = sorted(scored.values(), key=lambda s: (-s.hypervolume, s.label))
         undominated = tuple(_undominated(order, found, raw=False))
         beats, not_beats = beats_none(family, list(order), own, ev.own_points, ev.level)
         found_power = None if strength_weak(ev.strengths, family) else family_power(found)
-        out.append(FamilyVerdict(
-            family=family, n=n_docs, pairs=tuple(found), undominated=undominated,
-            beats_none=tuple(beats), not_beats_none=tuple(not_beats),
-            best=_best(family, ev.matched, ev.points),
-            ranked_on=None if ev.ranked_on is None else tuple(ev.ranked_on.get(family, ())),
-            format_only=tuple(sorted((ev.format_only or {}).get(family, set()))),
-            unscorable=(ev.unscorable or {}).get(family, ""),
-            n_undominated_raw=len(_undominated(order, found, raw=True)),
-            strength=(ev.strengths or {}).get(family), power=found_power,
-        ))  # fmt: skip
-    return Verdict(tuple(out), level=ev.level, chance=ev.chance, available=ev.available,
-                   cautions=tuple(ev.cautions), difference=ev.difference,
-                   difference_named=ev.difference_named, units=ev.units)  # fmt: skip
+        out.append(
+            FamilyVerdict(
+                family=family,
+                n=n_docs,
+                pairs=tuple(found),
+                undominated=undominated,
+                beats_none=tuple(beats),
+                not_beats_none=tuple(not_beats),
+                best=_best(family, ev.matched, ev.points),
+                ranked_on=None if ev.ranked_on is None else tuple(ev.ranked_on.get(family, ())),
+                format_only=tuple(sorted((ev.format_only or {}).get(family, set()))),
+                unscorable=(ev.unscorable or {}).get(family, ""),
+                n_undominated_raw=len(_undominated(order, found, raw=True)),
+                strength=(ev.strengths or {}).get(family),
+                power=found_power,
+            )
+        )
+    return Verdict(
+        tuple(out),
+        level=ev.level,
+        chance=ev.chance,
+        available=ev.available,
+        cautions=tuple(ev.cautions),
+        difference=ev.difference,
+        difference_named=ev.difference_named,
+        units=ev.units,
+    )
 
 
 def strength_weak(strengths: Mapping[str, FamilyStrength] | None, family: str) -> bool:
@@ -390,25 +415,37 @@ def _best(family: str, matched: pd.DataFrame, points: pd.DataFrame) -> Best | No
             "knob_value")  # fmt: skip
     rows = matched[(matched["family"] == family) & np.isclose(matched["level"], HEADLINE_PRIVACY)]
     if rows.empty and len(points):
-        rows = points[(points["family"] == family) & ~points["defense"].isin(REFERENCES)
-                      & (points["privacy"] >= HEADLINE_PRIVACY)]  # fmt: skip
+        rows = points[
+            (points["family"] == family)
+            & ~points["defense"].isin(REFERENCES)
+            & (points["privacy"] >= HEADLINE_PRIVACY)
+        ]
     rows = rows[np.isfinite(rows["utility"].astype(float))] if len(rows) else rows
     if rows.empty:
         return None
     top = rows.loc[rows["utility"].astype(float).idxmax(), list(cols)]
     p_lo = p_hi = math.nan
     if len(points):
-        at = points[(points["family"] == family) & (points["label"] == top["label"])
-                    & np.isclose(points["knob_value"].astype(float).fillna(np.inf),
-                                 float(top["knob_value"]) if top["knob_value"] == top["knob_value"]
-                                 else np.inf)]  # fmt: skip
+        at = points[
+            (points["family"] == family)
+            & (points["label"] == top["label"])
+            & np.isclose(
+                points["knob_value"].astype(float).fillna(np.inf),
+                float(top["knob_value"]) if top["knob_value"] == top["knob_value"] else np.inf,
+            )
+        ]
         if len(at):
             p_lo, p_hi = float(at["privacy_ci_low"].iloc[0]), float(at["privacy_ci_high"].iloc[0])
     return Best(
-        label=str(top["label"]), point=knob_text_of(top), utility=float(top["utility"]),
-        ci_low=float(top["utility_ci_low"]), ci_high=float(top["utility_ci_high"]),
-        privacy=float(top["privacy"]), privacy_ci_low=p_lo, privacy_ci_high=p_hi,
-    )  # fmt: skip
+        label=str(top["label"]),
+        point=knob_text_of(top),
+        utility=float(top["utility"]),
+        ci_low=float(top["utility_ci_low"]),
+        ci_high=float(top["utility_ci_high"]),
+        privacy=float(top["privacy"]),
+        privacy_ci_low=p_lo,
+        privacy_ci_high=p_hi,
+    )
 
 
 # ---- words ---------------------------------------------------------------------------------
@@ -454,11 +491,16 @@ def headline(verdict: Verdict) -> list[tuple[str, list[str]]]:
 def _headline(verdict: Verdict) -> list[tuple[str, list[str]]]:
     pct = f"{100 * verdict.level:.0f} %"
     if not verdict.available:
-        return [("overall", [
-            "No per-document outcomes (an older run, or merged runs without them): no "
-            "comparison has an interval, so nothing is concluded with confidence; the tables "
-            "below are point estimates."
-        ])]  # fmt: skip
+        return [
+            (
+                "overall",
+                [
+                    "No per-document outcomes (an older run, or merged runs without them): no "
+                    "comparison has an interval, so nothing is concluded with confidence; the "
+                    "tables below are point estimates."
+                ],
+            )
+        ]
     out = []
     for fv in verdict.families:
         lines = []
@@ -472,29 +514,43 @@ def _headline(verdict: Verdict) -> list[tuple[str, list[str]]]:
             out.append((fv.family, [fv.strength.headline(), f"decisiveness: {share} at {at}."]))
             continue
         if not fv.undominated:
-            out.append((fv.family, ["no defense is ranked in this family (see its table); "
-                                    "it is left out of the overall ranking."]))  # fmt: skip
+            out.append(
+                (
+                    fv.family,
+                    [
+                        "no defense is ranked in this family (see its table); "
+                        "it is left out of the overall ranking."
+                    ],
+                )
+            )
             continue
-        names = ", ".join(f"{s.label} {s.hypervolume:.3f} {_ci(s.ci_low, s.ci_high)}"
-                          for s in fv.undominated)  # fmt: skip
+        names = ", ".join(
+            f"{s.label} {s.hypervolume:.3f} {_ci(s.ci_low, s.ci_high)}" for s in fv.undominated
+        )
         hv = f"worst-case hypervolume{_ranked_on(fv.ranked_on)}"
         raw = fv.n_undominated_raw
         if fv.n_ranked < 2:  # nothing to compare with: no comparative claim
             lines.append(f"only {names} is ranked ({hv}): no other defense to compare it with.")
         elif len(fv.undominated) == 1:
-            lines.append(f"best: {names} ({hv}); it beats every other defense with {pct} "
-                         f"family-wise confidence ({len(fv.pairs)} pairs at once).")  # fmt: skip
+            lines.append(
+                f"best: {names} ({hv}); it beats every other defense with {pct} "
+                f"family-wise confidence ({len(fv.pairs)} pairs at once)."
+            )
         else:
             unadj = ""
             if raw is not None and raw != len(fv.undominated):
                 unadj = f"; unadjusted per-pair intervals would leave {raw} of {fv.n_ranked}"
-            lines.append(f"not beaten with {pct} family-wise confidence by any other defense "
-                         f"({len(fv.undominated)} of {fv.n_ranked}, {hv}{unadj}): "
-                         f"{names}.")  # fmt: skip
+            lines.append(
+                f"not beaten with {pct} family-wise confidence by any other defense "
+                f"({len(fv.undominated)} of {fv.n_ranked}, {hv}{unadj}): "
+                f"{names}."
+            )
         level = f"worst-case privacy ≥ {verdict.privacy_level:g}"
         if fv.best is None:
-            lines.append(f"best utility at {level}: no defense point reaches it (worst case "
-                         "over every attack a defense faced).")  # fmt: skip
+            lines.append(
+                f"best utility at {level}: no defense point reaches it (worst case "
+                "over every attack a defense faced)."
+            )
         else:
             b = fv.best
             edge = ""
@@ -510,25 +566,31 @@ def _headline(verdict: Verdict) -> list[tuple[str, list[str]]]:
             same = ", on those attacks" if fv.ranked_on else ""
             shown = ", ".join(
                 f"{lb} (format only: no more private than the clean release in its format)"
-                if lb in fv.format_only else lb
+                if lb in fv.format_only
+                else lb
                 for lb in fv.beats_none
-            )  # fmt: skip
-            lines.append(f"beat the undefended release (a point's box, privacy × utility above "
-                         f"chance on the attacks' own scale{same}, above the undefended "
-                         f"point's; Holm over every point of the family's defenses, {pct}): "
-                         f"{shown}.")  # fmt: skip
+            )
+            lines.append(
+                f"beat the undefended release (a point's box, privacy × utility above "
+                f"chance on the attacks' own scale{same}, above the undefended "
+                f"point's; Holm over every point of the family's defenses, {pct}): "
+                f"{shown}."
+            )
         else:
             lines.append("no defense beats the undefended release with confidence.")
         if fv.not_beats_none:
             rest = ", ".join(_not_beating(s) for s in fv.not_beats_none)
-            lines.append(f"do not beat it (best point's box minus the undefended point's, "
-                         f"family-wise interval): {rest}.")  # fmt: skip
+            lines.append(
+                f"do not beat it (best point's box minus the undefended point's, "
+                f"family-wise interval): {rest}."
+            )
         share = _share(fv.separated, len(fv.pairs), fv.separated_raw)
         lines.append(f"decisiveness: {share} at {_at(verdict, fv.n)}.")
         out.append((fv.family, lines))
     share = _share(verdict.n_separated, verdict.n_pairs, verdict.n_separated_raw)
-    out.append(("overall", [f"{share} over {len(verdict.families)} families.",
-                            board_error_line(verdict)]))  # fmt: skip
+    out.append(
+        ("overall", [f"{share} over {len(verdict.families)} families.", board_error_line(verdict)])
+    )
     return out
 
 
@@ -540,8 +602,7 @@ def _not_beating(s: Scored) -> str:
 def deciding(verdict: Verdict) -> list[FamilyVerdict]:
     """The families that make comparative claims: scored, decided by their attacker, with a
     ranked defense."""
-    return [fv for fv in verdict.families
-            if not (fv.unscorable or fv.undecided) and fv.n_ranked]  # fmt: skip
+    return [fv for fv in verdict.families if not (fv.unscorable or fv.undecided) and fv.n_ranked]
 
 
 def board_error_line(verdict: Verdict) -> str:
@@ -550,15 +611,19 @@ def board_error_line(verdict: Verdict) -> str:
     alpha = 1 - verdict.level
     pct = f"{100 * alpha:.0f} %"
     k = len(deciding(verdict))
-    rule = (f"each family holds the chance of any false separation at {pct} or less "
-            f"(Holm over its pairs), and, separately, of any false 'beats the undefended "
-            f"release' (Holm over its defenses' points)")  # fmt: skip
+    rule = (
+        f"each family holds the chance of any false separation at {pct} or less "
+        f"(Holm over its pairs), and, separately, of any false 'beats the undefended "
+        f"release' (Holm over its defenses' points)"
+    )
     if k <= 1:
         return f"Error rates: {rule}; this board has one such family, so its rates are the board's."
     bound = min(1.0, k * alpha)
-    return (f"Error rates: {rule}; not across families: over this board's {k} families, the "
-            f"chance of some false separation is at most {100 * bound:.0f} % ({k} × {pct}, "
-            f"Bonferroni), and so is that of some false 'beats'.")  # fmt: skip
+    return (
+        f"Error rates: {rule}; not across families: over this board's {k} families, the "
+        f"chance of some false separation is at most {100 * bound:.0f} % ({k} × {pct}, "
+        f"Bonferroni), and so is that of some false 'beats'."
+    )
 
 
 def _at(verdict: Verdict, n_docs: int) -> str:
@@ -598,13 +663,18 @@ def _needed(verdict: Verdict, fv: FamilyVerdict, p: FamilyPower, pw: str) -> str
     """The units and seeds a difference needs, in words."""
     d = verdict.difference
     unit = "victims" if verdict.units is None else verdict.units.unit_name(2)
-    what = (f"the difference you named ({d:.3f})" if verdict.difference_named
-            else f"a difference of {d:.3f} (one that matters on this board's scale: "
-                 f"{d:g} of the hypervolume box)")  # fmt: skip
+    what = (
+        f"the difference you named ({d:.3f})"
+        if verdict.difference_named
+        else f"a difference of {d:.3f} (one that matters on this board's scale: "
+        f"{d:g} of the hypervolume box)"
+    )
     need = p.needed_for(d)
     if not need.feasible:
-        return (f"{what} would take no realistic number of {unit} or seeds per point to "
-                f"separate with {pw}.")  # fmt: skip
+        return (
+            f"{what} would take no realistic number of {unit} or seeds per point to "
+            f"separate with {pw}."
+        )
     n_units = max(math.ceil(need.units), 1)
     docs = ""
     if verdict.units is not None and verdict.units.grouped and p.n:
@@ -613,22 +683,42 @@ def _needed(verdict: Verdict, fv: FamilyVerdict, p: FamilyPower, pw: str) -> str
         docs = f" (about {_victims(n_units * per)} documents at {per:.1f} per {one})"
     seeds = f"{need.seeds} seed{'s' if need.seeds != 1 else ''} per point"
     if n_units <= p.n and need.seeds <= p.seeds:
-        return (f"{what}: this run separates it with {pw} or more (about "
-                f"{_victims(n_units)} {unit} at {seeds} would; it has {p.n:,}).")  # fmt: skip
-    return (f"{what} needs about {_victims(n_units)} {unit}{docs} at {seeds} to separate "
-            f"with {pw} (now {p.n:,} at {p.seeds}).")  # fmt: skip
+        return (
+            f"{what}: this run separates it with {pw} or more (about "
+            f"{_victims(n_units)} {unit} at {seeds} would; it has {p.n:,})."
+        )
+    return (
+        f"{what} needs about {_victims(n_units)} {unit}{docs} at {seeds} to separate "
+        f"with {pw} (now {p.n:,} at {p.seeds})."
+    )
 
 
 def decisiveness_table(verdict: Verdict) -> Table:
     """Per family and overall: defenses ranked, pairs, pairs separated, the share."""
     rows = []
     for fv in verdict.families:
-        rows.append([fv.family, str(fv.n_ranked), str(len(fv.pairs)), str(fv.separated),
-                     str(fv.separated_raw), _pct(fv.separated, len(fv.pairs)),
-                     _victims_cell(verdict, fv)])  # fmt: skip
-    rows.append(["overall", "—", str(verdict.n_pairs), str(verdict.n_separated),
-                 str(verdict.n_separated_raw), _pct(verdict.n_separated, verdict.n_pairs),
-                 "—"])  # fmt: skip
+        rows.append(
+            [
+                fv.family,
+                str(fv.n_ranked),
+                str(len(fv.pairs)),
+                str(fv.separated),
+                str(fv.separated_raw),
+                _pct(fv.separated, len(fv.pairs)),
+                _victims_cell(verdict, fv),
+            ]
+        )
+    rows.append(
+        [
+            "overall",
+            "—",
+            str(verdict.n_pairs),
+            str(verdict.n_separated),
+            str(verdict.n_separated_raw),
+            _pct(verdict.n_separated, verdict.n_pairs),
+            "—",
+        ]
+    )
     headers = ["family", "defenses", "pairs", "separated", "unadjusted", "share", "victims"]
     return Table(headers, rows)
 
@@ -678,11 +768,17 @@ def markdown(verdict: Verdict) -> str:
         parts.append(f"**{family}**\n\n" + "".join(f"- {line}\n" for line in lines) + "\n")
     power = power_lines(verdict)
     if power:
-        parts.append("### What this run's data can decide\n\n" + f"{POWER_CAPTION}\n\n"
-                     + "".join(f"- {line}\n" for line in power) + "\n")  # fmt: skip
+        parts.append(
+            "### What this run's data can decide\n\n"
+            + f"{POWER_CAPTION}\n\n"
+            + "".join(f"- {line}\n" for line in power)
+            + "\n"
+        )
     if verdict.available:
-        parts.append(f"### Decisiveness\n\n{DECISIVENESS_CAPTION}\n\n"
-                     f"{markdown_table(decisiveness_table(verdict))}\n\n")  # fmt: skip
+        parts.append(
+            f"### Decisiveness\n\n{DECISIVENESS_CAPTION}\n\n"
+            f"{markdown_table(decisiveness_table(verdict))}\n\n"
+        )
     return "".join(parts)
 
 
@@ -697,11 +793,16 @@ def html_fragment(verdict: Verdict) -> str:
     power = power_lines(verdict)
     if power:
         items = "".join(f"<li>{e(line)}</li>" for line in power)
-        parts.append(f"<h3>What this run's data can decide</h3>\n<p class=\"note\">"
-                     f"{e(POWER_CAPTION)}</p>\n<ul>{items}</ul>\n")  # fmt: skip
+        parts.append(
+            f'<h3>What this run\'s data can decide</h3>\n<p class="note">'
+            f"{e(POWER_CAPTION)}</p>\n<ul>{items}</ul>\n"
+        )
     if verdict.available:
-        parts.append(f'<h3>Decisiveness</h3>\n<p class="note">{e(DECISIVENESS_CAPTION)}</p>\n'
-                     + html_table(decisiveness_table(verdict)) + "\n")  # fmt: skip
+        parts.append(
+            f'<h3>Decisiveness</h3>\n<p class="note">{e(DECISIVENESS_CAPTION)}</p>\n'
+            + html_table(decisiveness_table(verdict))
+            + "\n"
+        )
     return "".join(parts)
 
 

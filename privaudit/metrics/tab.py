@@ -614,8 +614,16 @@ def scores_table(rows: Sequence[tuple[str, Mapping[str, Any]]], markdown: bool =
     types += sorted(
         {t for _, s in rows for t in s.get("token_recall_by_type", {}) if t not in TAB_TYPES}
     )
-    head = ["anonymizer", "ER_di", "ER_qi", "token recall", *(f"R {t}" for t in types),
-            "token precision", "mention precision", "masks"]  # fmt: skip
+    head = [
+        "anonymizer",
+        "ER_di",
+        "ER_qi",
+        "token recall",
+        *(f"R {t}" for t in types),
+        "token precision",
+        "mention precision",
+        "masks",
+    ]
     body = []
     for name, s in rows:
 
@@ -623,14 +631,18 @@ def scores_table(rows: Sequence[tuple[str, Mapping[str, Any]]], markdown: bool =
             return f"{s[key]:.3f}" if s[n] else UNDEFINED
 
         by_type = s.get("token_recall_by_type", {})
-        body.append([
-            name, cell("entity_recall_direct", "n_direct_entities"),
-            cell("entity_recall_quasi", "n_quasi_entities"), cell("token_recall", "n_tokens"),
-            *(f"{by_type[t]:.3f}" if t in by_type else UNDEFINED for t in types),
-            cell("token_precision", "n_system_tokens"),
-            cell("mention_precision", "n_system_spans"),
-            str(s.get("masks", "reported")),
-        ])  # fmt: skip
+        body.append(
+            [
+                name,
+                cell("entity_recall_direct", "n_direct_entities"),
+                cell("entity_recall_quasi", "n_quasi_entities"),
+                cell("token_recall", "n_tokens"),
+                *(f"{by_type[t]:.3f}" if t in by_type else UNDEFINED for t in types),
+                cell("token_precision", "n_system_tokens"),
+                cell("mention_precision", "n_system_spans"),
+                str(s.get("masks", "reported")),
+            ]
+        )
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         lines += ["| " + " | ".join(r) + " |" for r in body]

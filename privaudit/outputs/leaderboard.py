@@ -95,7 +95,9 @@ def _guarantees_html(guarantees: pd.DataFrame) -> str:
         for line in guarantee_violations(guarantees)
     )
     return (
-        "<h3>Guarantee audit</h3>\n" + violated
+        "<h3>Guarantee audit</h3>\n"
+        + violated
         + f'<p class="note">{html.escape(GUARANTEE_NOTE)}</p>\n'
-        + html_table(guarantee_table(guarantees), numeric_from=8) + "\n"
-    )  # fmt: skip
+        + html_table(guarantee_table(guarantees), numeric_from=8)
+        + "\n"
+    )

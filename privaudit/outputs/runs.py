@@ -113,8 +113,12 @@ class Runs:
         """The keyword arguments :func:`privaudit.leaderboard.board.leaderboard` takes from
         the runs: outcomes, bootstrap (with the runs' units) and the measured fit noise."""
         measured, utility = measured_sds(self.fit_noise)
-        return {"outcomes": self.outcomes, "bootstrap": self.bootstrap,
-                "measured_fit_sd": measured, "measured_utility_fit_sd": utility}  # fmt: skip
+        return {
+            "outcomes": self.outcomes,
+            "bootstrap": self.bootstrap,
+            "measured_fit_sd": measured,
+            "measured_utility_fit_sd": utility,
+        }
 
 
 def load_runs(

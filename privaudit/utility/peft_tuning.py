@@ -291,14 +291,31 @@ class PeftUtility(UtilityEvaluator):
                     if self.lr is None and cfg["method"] != "fine-tuning":
                         cfg = cfg | {"lr": PROFILES[self.profile].lr["lora"]}  # LoRA on the top
                     model, info = train_top(
-                        bb, layer, inputs_fit, y_fit, classes, cfg, seed, self.progress,
-                        objective, targets, self._lora_config(range(layer, bb.n_layers)),
-                    )  # fmt: skip
+                        bb,
+                        layer,
+                        inputs_fit,
+                        y_fit,
+                        classes,
+                        cfg,
+                        seed,
+                        self.progress,
+                        objective,
+                        targets,
+                        self._lora_config(range(layer, bb.n_layers)),
+                    )
                 else:
                     model, info = train_encoder(
-                        bb, inputs_fit, y_fit, classes, cfg, seed, self.progress, objective,
-                        targets, self._peft_config(cfg),
-                    )  # fmt: skip
+                        bb,
+                        inputs_fit,
+                        y_fit,
+                        classes,
+                        cfg,
+                        seed,
+                        self.progress,
+                        objective,
+                        targets,
+                        self._peft_config(cfg),
+                    )
                 pred = classes[predict_encoder(model, inputs_eval, cfg["batch_size"])]
         trained = type(objective).__name__ if objective else None
         self.last_info = cfg | info | {"objective": trained, "objective_status": status}
@@ -342,9 +359,11 @@ class PeftUtility(UtilityEvaluator):
 
         if self.method == "fine-tuning" or (layers is not None and len(layers) == 0):
             return None
-        extra = {} if layers is None else {
-            "layers_to_transform": list(layers), "layers_pattern": "layer"
-        }  # fmt: skip
+        extra = (
+            {}
+            if layers is None
+            else {"layers_to_transform": list(layers), "layers_pattern": "layer"}
+        )
         return LoraConfig(
             task_type=TaskType.FEATURE_EXTRACTION,
             r=int(self.lora_r),

@@ -30,7 +30,7 @@ from tests.conftest import TINY
 FAST: dict[type, dict] = {
     BowInversion: {"hidden": 64, "pretrain_epochs": 30, "epochs": 3},
     GEIA: dict(GEIA.test_params) | {"epochs": 1},
-}  # fmt: skip
+}
 CLASSES = [BowInversion, GEIA]
 
 

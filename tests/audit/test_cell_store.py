@@ -124,8 +124,14 @@ def test_a_changed_plugin_recomputes_only_its_own_points(
     target = f"{plugin}:MaskWords"
 
     def run(name: str) -> dict[str, Any]:
-        result = audit(target, knob="p=0.2,0.8", preset="smoke", compare=["t2t"],
-                       run_dir=tmp_path / name, progress=False)  # fmt: skip
+        result = audit(
+            target,
+            knob="p=0.2,0.8",
+            preset="smoke",
+            compare=["t2t"],
+            run_dir=tmp_path / name,
+            progress=False,
+        )
         assert result.run is not None
         return json.loads((tmp_path / name / "run.json").read_text())
 

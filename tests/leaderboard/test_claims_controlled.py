@@ -84,8 +84,9 @@ def test_beats_none_pays_for_the_choice_among_points_and_defenses() -> None:
 def test_defenses_that_buy_nothing_rarely_beat_the_undefended_release() -> None:
     """3 defenses whose every point is the undefended release's, 3 points each: before, the
     best frontier of noisy points beat it on about a quarter of boards."""
-    found = [any(false_beats(claims_board(r, defenses=0, nothing=3, resamples=150)))
-             for r in range(20)]  # fmt: skip
+    found = [
+        any(false_beats(claims_board(r, defenses=0, nothing=3, resamples=150))) for r in range(20)
+    ]
     assert sum(found) <= 1, sum(found)
 
 

@@ -199,11 +199,21 @@ def test_same_seed_same_output_on_the_cpu() -> None:
 # -- declarations, grid, executors ----------------------------------------------------------
 
 TORCH_COMPONENTS = {
-    (ATTACKS, "mlp-inversion"), (ATTACKS, "ae-inversion"), (ATTACKS, "optimization-inversion"),
-    (ATTACKS, "attribute-inference"), (ATTACKS, "bow-inversion"), (ATTACKS, "geia"),
-    (ATTACKS, "ner"), (DEFENSES, "cape"), (DEFENSES, "dpnr"), (DEFENSES, "sap"),
-    (DEFENSES, "sap-cti"), (UTILITY, "probe"), (UTILITY, "peft"), (UTILITY, "lora"),
-}  # fmt: skip
+    (ATTACKS, "mlp-inversion"),
+    (ATTACKS, "ae-inversion"),
+    (ATTACKS, "optimization-inversion"),
+    (ATTACKS, "attribute-inference"),
+    (ATTACKS, "bow-inversion"),
+    (ATTACKS, "geia"),
+    (ATTACKS, "ner"),
+    (DEFENSES, "cape"),
+    (DEFENSES, "dpnr"),
+    (DEFENSES, "sap"),
+    (DEFENSES, "sap-cti"),
+    (UTILITY, "probe"),
+    (UTILITY, "peft"),
+    (UTILITY, "lora"),
+}
 
 
 @pytest.mark.parametrize(("registry", "name"), sorted(TORCH_COMPONENTS, key=str))
@@ -280,9 +290,10 @@ def test_the_device_option_is_on_every_torch_command(command: str) -> None:
 
 def test_privatize_on_a_device() -> None:
     ok = runner.invoke(
-        app, ["privatize", "--defense", "t2t", "--knob", "1000", "--device", "cpu"],
+        app,
+        ["privatize", "--defense", "t2t", "--knob", "1000", "--device", "cpu"],
         input="hello world\n",
-    )  # fmt: skip
+    )
     assert ok.exit_code == 0, ok.output
     assert ok.stdout.count("\n") == 1
     for device, message in (("cuda", "not available"), ("gpu", "Unknown device")):

@@ -83,8 +83,7 @@ class Sizes:
 
 
 #: Smaller samples for the audit a grid run adds to its outputs.
-QUICK_SIZES = Sizes(release=600, noise=20_000, laplace=3000, release_cap=20_000,
-                    laplace_cap=30_000)  # fmt: skip
+QUICK_SIZES = Sizes(release=600, noise=20_000, laplace=3000, release_cap=20_000, laplace_cap=30_000)
 
 #: The verdicts, worst first.
 VIOLATED, HOLDS, UNTESTABLE, NO_CLAIM, NOT_TESTED = (
@@ -134,8 +133,10 @@ class GuaranteeAudit:
         the release tests that could test their claim first)."""
         if not self.evidence:
             return None
-        return max(self.evidence, key=lambda e: (e.violated, e in self.certifying,
-                                                 e.role == RELEASE, e.ratio, e.lower))  # fmt: skip
+        return max(
+            self.evidence,
+            key=lambda e: (e.violated, e in self.certifying, e.role == RELEASE, e.ratio, e.lower),
+        )
 
     @property
     def ceiling(self) -> float:
@@ -237,10 +238,13 @@ class GuaranteeAudit:
         e = self.best
         eta_hat = (
             e.lower / e.claimed * self.guarantee.value
-            if e is not None and self.guarantee.value and 0 < e.claimed < math.inf
-            and e.role == RELEASE and e.lower > -math.inf
+            if e is not None
+            and self.guarantee.value
+            and 0 < e.claimed < math.inf
+            and e.role == RELEASE
+            and e.lower > -math.inf
             else math.nan
-        )  # fmt: skip
+        )
         r = self.release_evidence()
         return {
             "defense": self.defense,
@@ -295,8 +299,10 @@ def declaration(defense: Any) -> Declared | None:
     # a user's plain class wrapped by privaudit audit declares it on itself, not the wrapper
     method = getattr(defense, name, None) or getattr(getattr(defense, "_impl", None), name, None)
     if not callable(method):
-        raise TypeError(f"{type(defense).__name__}'s guarantee names the mechanism {name!r}, "
-                        "which is not a method of it.")  # fmt: skip
+        raise TypeError(
+            f"{type(defense).__name__}'s guarantee names the mechanism {name!r}, "
+            "which is not a method of it."
+        )
     try:
         return _probed(method())
     except ValueError:
@@ -309,8 +315,10 @@ def declaration(defense: Any) -> Declared | None:
 def _probed(found: Any) -> Declared:
     """The declaration, its per-unit budget called once (a fit it needs fails here)."""
     if not isinstance(found, (UnitMechanism, DXNoise, PooledLaplace)):
-        raise TypeError(f"A guarantee's mechanism returns a privaudit.mechanisms.audited "
-                        f"declaration, got {type(found).__name__}.")  # fmt: skip
+        raise TypeError(
+            f"A guarantee's mechanism returns a privaudit.mechanisms.audited "
+            f"declaration, got {type(found).__name__}."
+        )
     noise = found.noise if isinstance(found, UnitMechanism) else found
     if isinstance(noise, DXNoise) and noise.unit_eta is not None:
         pool = found.pool if isinstance(found, UnitMechanism) else noise.units
@@ -319,8 +327,9 @@ def _probed(found: Any) -> Declared:
     return found
 
 
-def _unit_plans(mech: UnitMechanism, g: Guarantee, sizes: Sizes,
-                rng: np.random.Generator) -> list[Plan]:  # fmt: skip
+def _unit_plans(
+    mech: UnitMechanism, g: Guarantee, sizes: Sizes, rng: np.random.Generator
+) -> list[Plan]:
     """Release tests per pair, independence, and the noise step where declared."""
     pairs = word_pairs(mech.points, mech.pool, rng)
     if g.kind is not Kind.DX:  # ε-LDP/DP per word: any two words are neighbours (distance 1)
@@ -328,20 +337,27 @@ def _unit_plans(mech: UnitMechanism, g: Guarantee, sizes: Sizes,
     test = f"release ({mech.category})" if mech.category else "release"
     per_pair = 2 if mech.continuous else 1
     plans: list[Plan] = [
-        (per_pair * len(pairs), lambda a, r: release_tests(
-            mech, pairs, g, a=a, base=sizes.release, cap=sizes.release_cap, rng=r, test=test)),
+        (
+            per_pair * len(pairs),
+            lambda a, r: release_tests(
+                mech, pairs, g, a=a, base=sizes.release, cap=sizes.release_cap, rng=r, test=test
+            ),
+        ),
         (2, lambda a, r: independence_tests(mech, pairs[0][0], a=a, rng=r)),
-    ]  # fmt: skip
+    ]
     if mech.noise is not None and g.kind is Kind.DX:
         plans.append(_noise_plan(mech.noise, g, sizes, mech.points, mech.pool))
     return plans
 
 
-def _noise_plan(noise: DXNoise, g: Guarantee, sizes: Sizes, points: np.ndarray | None,
-                pool: np.ndarray | None) -> Plan:  # fmt: skip
+def _noise_plan(
+    noise: DXNoise, g: Guarantee, sizes: Sizes, points: np.ndarray | None, pool: np.ndarray | None
+) -> Plan:
     count = 3 if noise.unit_eta is not None else 2
-    return (count, lambda a, r: noise_tests(noise, g, a=a, n=sizes.noise, rng=r,
-                                            points=points, pool=pool))  # fmt: skip
+    return (
+        count,
+        lambda a, r: noise_tests(noise, g, a=a, n=sizes.noise, rng=r, points=points, pool=pool),
+    )
 
 
 def plan(
@@ -385,8 +401,10 @@ def plan(
     if g.unit not in (Unit.TOKEN, Unit.WORD) or (
         g.kind is Kind.DX and "embedding" not in (g.metric or "embedding")
     ):
-        return [], (f"a {g.kind} claim per {g.unit} has no generic test (one-word texts test "
-                    "claims per token or word)")  # fmt: skip
+        return [], (
+            f"a {g.kind} claim per {g.unit} has no generic test (one-word texts test "
+            "claims per token or word)"
+        )
     bb = backbone(backbone_name)
     pool = bb.candidate_ids[bb.subwords.classes[bb.candidate_ids] == 0]  # one-token texts
     return _unit_plans(text_units(defense.privatize, bb, pool), g, sizes, rng), (
@@ -419,8 +437,13 @@ def audit_guarantee(
     knob = getattr(defense, "knob", None)  # a user wrapper's is set per instance
     knob = knob if isinstance(knob, str) and not knob.startswith("(") else None
     result = GuaranteeAudit(
-        label or defense.name, knob, _as_float(defense.knob_value), g, alpha, seed,
-    )  # fmt: skip
+        label or defense.name,
+        knob,
+        _as_float(defense.knob_value),
+        g,
+        alpha,
+        seed,
+    )
     plans, result.note = plan(defense, sizes, rng, backbone, tests)
     m = sum(count for count, _ in plans)
     a = alpha / (2 * max(m, 1))
@@ -561,12 +584,23 @@ def audit_points(
                 if knob is not None and knob in params:
                     defense = defense.with_knob(params[knob])
         except (ValueError, TypeError, ImportError) as exc:
-            skipped = GuaranteeAudit(shown_as, None, None, Guarantee.stated(str(stated)), alpha,
-                                     seed, note=f"not rebuilt: {exc}", skipped=True)  # fmt: skip
+            skipped = GuaranteeAudit(
+                shown_as,
+                None,
+                None,
+                Guarantee.stated(str(stated)),
+                alpha,
+                seed,
+                note=f"not rebuilt: {exc}",
+                skipped=True,
+            )
             out.append(skipped)
             continue
-        out.append(audit_guarantee(defense, alpha=alpha, seed=seed,
-                                   sizes=sizes or QUICK_SIZES, label=shown_as))  # fmt: skip
+        out.append(
+            audit_guarantee(
+                defense, alpha=alpha, seed=seed, sizes=sizes or QUICK_SIZES, label=shown_as
+            )
+        )
     return out
 
 
