@@ -39,7 +39,7 @@ from typing import Any
 from scipy.stats import binomtest
 
 from privaudit.leaderboard.board import leaderboard
-from privaudit.leaderboard.verdict import power_lines
+from privaudit.leaderboard.verdict_words import power_lines
 from tests.leaderboard.claims_boards import (
     claims_board,
     covers,

@@ -18,7 +18,7 @@ from rich.text import Text
 from privaudit.audit.store import RunDir
 from privaudit.leaderboard.render import tables as board_tables
 from privaudit.leaderboard.unscored import na_summary
-from privaudit.leaderboard.verdict import terminal_lines
+from privaudit.leaderboard.verdict_words import terminal_lines
 from privaudit.numbers import shown
 
 

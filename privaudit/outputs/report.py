@@ -36,7 +36,7 @@ from privaudit.leaderboard.strength import (
     undefended_table,
 )
 from privaudit.leaderboard.tables import TABLE_CSS, Table, fmt_number, html_table
-from privaudit.leaderboard.verdict import html_fragment as verdict_html
+from privaudit.leaderboard.verdict_words import html_fragment as verdict_html
 from privaudit.metrics.spec import find_metric
 from privaudit.metrics.stats import with_labels
 from privaudit.outputs.runs import load_runs, read_run, run_chance, unfinished

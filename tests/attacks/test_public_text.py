@@ -146,7 +146,7 @@ def test_reach_counts_tokens_and_distinct_pieces() -> None:
 def test_low_reach_is_said_first_and_shown_beside_the_attacks_strength() -> None:
     from privaudit.leaderboard.board import leaderboard
     from privaudit.leaderboard.strength import undefended_table
-    from privaudit.leaderboard.verdict import headline
+    from privaudit.leaderboard.verdict_words import headline
     from tests.leaderboard.test_leaderboard import cell, ranked_rows, table
 
     def with_reach(rows: list[dict[str, Any]], writes: float) -> Any:

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from privaudit.leaderboard.stats import separation_ranks, worst_case_interval
-from privaudit.leaderboard.verdict import Scored, beats_none, headline, power_lines
+from privaudit.leaderboard.verdict import Scored, beats_none
+from privaudit.leaderboard.verdict_words import headline, power_lines
 from privaudit.metrics.outcomes import interval
 from tests.leaderboard.claims_boards import claims_board, false_beats, false_separation
 

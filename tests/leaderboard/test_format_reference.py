@@ -20,7 +20,7 @@ from privaudit.defenses.sap import SAP
 from privaudit.leaderboard.board import leaderboard
 from privaudit.leaderboard.render import leaderboard_html_body
 from privaudit.leaderboard.render import tables as board_tables
-from privaudit.leaderboard.verdict import headline
+from privaudit.leaderboard.verdict_words import headline
 from privaudit.registry import ATTACKS, build_defense
 from tests.conftest import TINY
 from tests.leaderboard.test_board_stats import BOOT, Grid

@@ -13,7 +13,7 @@ from privaudit.leaderboard.figures import frontier_figure, pareto_figure
 from privaudit.leaderboard.render import leaderboard_html_body
 from privaudit.leaderboard.render import tables as board_tables
 from privaudit.leaderboard.strength import undefended_table
-from privaudit.leaderboard.verdict import headline as verdict_headline
+from privaudit.leaderboard.verdict_words import headline as verdict_headline
 from tests.leaderboard.test_board_stats import BOOT, Grid
 
 

@@ -11,7 +11,7 @@ import pytest
 from privaudit.leaderboard.board import Leaderboard, leaderboard
 from privaudit.leaderboard.overall import deciding_families
 from privaudit.leaderboard.strength import WEAK_SHARE, family_strengths
-from privaudit.leaderboard.verdict import headline, power_lines
+from privaudit.leaderboard.verdict_words import headline, power_lines
 from privaudit.metrics.stats import run_stats
 from tests.leaderboard.test_board_stats import BOOT, Grid
 

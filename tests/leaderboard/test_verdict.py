@@ -12,7 +12,7 @@ import pytest
 from privaudit.cli.render import print_board, print_summary
 from privaudit.leaderboard.board import Leaderboard, leaderboard
 from privaudit.leaderboard.paired import FamilyPower, pairs
-from privaudit.leaderboard.verdict import (
+from privaudit.leaderboard.verdict_words import (
     decisiveness_table,
     headline,
     power_lines,

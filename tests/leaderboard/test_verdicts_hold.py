@@ -15,7 +15,7 @@ from privaudit.leaderboard.board import Leaderboard, leaderboard
 from privaudit.leaderboard.families import hypervolume
 from privaudit.leaderboard.figures import pareto_figure
 from privaudit.leaderboard.paired import FamilyPower
-from privaudit.leaderboard.verdict import (
+from privaudit.leaderboard.verdict_words import (
     POWER_CAPTION,
     headline,
     power_lines,
