@@ -29,14 +29,12 @@ from privaudit.audit.estimate import (
     CostBook,
     Estimate,
     Sizes,
-    Tracker,
     Work,
     estimate,
-    measured_parts,
-    one_time_work,
 )
 from privaudit.audit.executors import guard_run, make_executor
 from privaudit.audit.fit_noise import measure_fit_noise
+from privaudit.audit.forecast import Tracker, measured_parts, one_time_work
 from privaudit.audit.plan import Point, cell_key, check_levels, fmt_params, plan
 from privaudit.audit.reasons import full_reasons
 from privaudit.audit.reuse import Reuse

@@ -171,7 +171,7 @@ def _print_estimate(
 ) -> None:
     """``run --estimate``: the grid's size and its estimated wall time here; nothing is run."""
     # lazy: the estimate brings numpy and privaudit.audit, which --help does not load
-    from privaudit.audit.estimate import estimate_config
+    from privaudit.audit.forecast import estimate_config
 
     if (executor or cfg.executor.kind) != "ray":  # a run would refuse a missing GPU too
         resolve_device(cfg.device)
@@ -200,7 +200,7 @@ def pretrain(
     # lazy: the config and the components bring pydantic, numpy and the registry
     from privaudit.audit.cells import build_components
     from privaudit.audit.config import load_config
-    from privaudit.audit.estimate import prepared_attacks
+    from privaudit.audit.forecast import prepared_attacks
     from privaudit.models.backbone import backbone as load_backbone
 
     writable = check_cache_dir()

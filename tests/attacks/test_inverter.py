@@ -18,7 +18,7 @@ from privaudit.attacks._inverter import model as inv_model
 from privaudit.attacks._inverter import progress as inv_progress
 from privaudit.attacks.geia import GEIA
 from privaudit.audit.config import GridConfig
-from privaudit.audit.estimate import estimate_config
+from privaudit.audit.forecast import estimate_config
 from privaudit.audit.store import RunDir
 from privaudit.cli import app
 from privaudit.models.backbone import backbone

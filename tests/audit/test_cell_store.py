@@ -104,7 +104,7 @@ def test_the_store_holds_no_corpus_text(two_runs: Any) -> None:
 
 
 def test_the_estimate_counts_stored_cells_as_done(two_runs: Any) -> None:
-    from privaudit.audit.estimate import estimate_config
+    from privaudit.audit.forecast import estimate_config
 
     config = two_runs[0]
     stored = estimate_config(config)

@@ -19,9 +19,9 @@ from privaudit.audit.estimate import (
     Sizes,
     Work,
     estimate,
-    estimate_config,
     machine_tag,
 )
+from privaudit.audit.forecast import estimate_config
 from privaudit.runtime.cell_store import fresh_cells
 
 cli = CliRunner()
@@ -334,7 +334,7 @@ def test_the_tracker_reprices_the_remaining_points_from_what_was_measured(
 ) -> None:
     """Four points priced 10 s each; the first took 40 s (the machine got busier): the
     remaining three are priced at this run's own rate, 120 s, not the 30 s first thought."""
-    from privaudit.audit.estimate import Tracker
+    from privaudit.audit.forecast import Tracker
 
     book = CostBook(tmp_path / COSTS_FILE)
     attack, defense = _Fake("nn", 0.5), _Fake("t2t", 0.5)

@@ -21,8 +21,8 @@ from privaudit.audit.estimate import (
     Sizes,
     Work,
     estimate,
-    estimate_config,
 )
+from privaudit.audit.forecast import estimate_config
 from tests.audit.test_estimate import _Fake
 
 
