@@ -143,7 +143,7 @@ def tab_score(
     evaluation: entity recall on direct and quasi identifiers, mention and token recall (also
     per entity type), token and mention precision (uniform weights). A defense that reports
     what it replaced (has, presidio, a Release with audit["masked_spans"]) is scored on those
-    spans; otherwise its output text is aligned to the original (privaudit.metrics.tab.align).
+    spans; otherwise its output text is aligned to the original (privaudit.metrics.tab_align.align).
     Several anonymizers (repeated --defense, --masks, --preset tab) give one table."""
     # lazy: the corpus, the metric and the defenses bring numpy, datasets and spaCy, which
     # --help does not load

@@ -29,11 +29,11 @@ from privaudit.metrics.tab import (
     excused_chars,
     format_scores,
     gold_documents,
-    masked_spans,
     mention_masked,
     score_anonymizer,
     score_spans,
 )
+from privaudit.metrics.tab_align import masked_spans
 from privaudit.registry import CORPORA
 
 A = "Mr John Smith of Oslo sued Norway on 5 May 2001. Smith won."

@@ -13,14 +13,13 @@ import pytest
 
 from privaudit.metrics.tab import (
     GoldDocument,
-    align,
     excused_chars,
     format_scores,
-    masked_spans,
     score_anonymizer,
     score_spans,
     scores_table,
 )
+from privaudit.metrics.tab_align import align, masked_spans
 
 TEXT = "The claim of Price's company was heard every Monday before Mr C.A. Whomersley in Oslo."
 
