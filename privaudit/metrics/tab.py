@@ -6,7 +6,8 @@ NorskRegnesentral/text-anonymization-benchmark, MIT), over the ``tab`` corpus
 (:mod:`privaudit.corpora.tab`, its ``tab_gold`` column). The input is, per document, the
 character spans the system masked (what ``evaluation.py`` reads; a defense that knows what it
 replaced reports them in ``Release.audit["masked_spans"]``), or the anonymizer's output text,
-turned into such spans by :func:`~privaudit.metrics.tab_align.align` (which never counts verbatim text as masked).
+turned into such spans by :func:`~privaudit.metrics.tab_align.align` (which never counts
+verbatim text as masked).
 
 Semantics, as in ``evaluation.py``:
 
@@ -321,8 +322,9 @@ def score_anonymizer(
     corpus's order), in order, or a mapping doc_id → item that scores only the documents it
     names (as ``evaluation.py`` scores the documents of its masked-output file). An item is a
     list of masked (start, end) character spans of the original, or the anonymized text
-    (aligned by :func:`~privaudit.metrics.tab_align.align`; ``masks`` in the scores says which, and ``n_unaligned_chars``
-    how many characters could not be aligned and count as not masked).
+    (aligned by :func:`~privaudit.metrics.tab_align.align`; ``masks`` in the scores says
+    which, and ``n_unaligned_chars`` how many characters could not be aligned and count as not
+    masked).
     """
     if isinstance(corpus, Sequence):
         every = list(corpus)
