@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from privaudit.api import CLEAN, Knowledge
-from privaudit.audit.config import quick_preset
+from privaudit.audit.presets import quick_preset
 from privaudit.defenses.cape import CAPE
 from privaudit.defenses.clean import CleanRelease
 from privaudit.defenses.dpnr import DPNR
