@@ -31,7 +31,7 @@ module imports nothing of privaudit, so every layer may read it):
 
 A new family registers its own fields and kind here (``register_truth_field``,
 ``register_prediction_kind``, ``register_knowledge_field``) from its own module: no edit to
-``api.py``, ``metrics/spec.py``, ``metrics/truth.py``, the runner or the leaderboard.
+``api/``, ``metrics/spec.py``, ``metrics/truth.py``, the runner or the leaderboard.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A new attack family extends the records without touching the core: the made-up *length*
 family (``tests/made_up/length_family.py``: its own truth field, knowledge field, prediction
 kind, family, metric and attack, in one module) runs through the real runner and reaches the
-leaderboard, with no edit to ``privaudit/api.py``, ``privaudit/metrics/spec.py``,
+leaderboard, with no edit to ``privaudit/api/``, ``privaudit/metrics/spec.py``,
 ``privaudit/metrics/truth.py`` or ``privaudit/leaderboard``."""
 
 from __future__ import annotations

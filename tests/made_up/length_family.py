@@ -1,6 +1,6 @@
 """A made-up attack family added through the open records alone: *how long was it?*
 
-One module declares everything the family needs, with no edit to ``privaudit/api.py``,
+One module declares everything the family needs, with no edit to ``privaudit/api/``,
 ``privaudit/metrics/spec.py``, ``privaudit/metrics/truth.py``, the runner or the leaderboard:
 a truth field ``n_words`` (each victim's word count), a knowledge field ``aux_lengths`` (the
 word counts of the attacker's aux documents, built from the corpus), a prediction kind
