@@ -182,6 +182,41 @@ def estimate_config(
     if store is not None or reuse is not None:
         fps = corpus.fingerprint(), load_backbone(config.backbone).fingerprint
 
+    work, points, cells, done, reused = _work(
+        config, defenses, attacks, evaluator, store, reuse, fps
+    )
+    spec_jobs = jobs if jobs is not None else config.executor.jobs
+    forecast = estimate(
+        work,
+        attacks,
+        evaluator,
+        Sizes.of(corpus),
+        book or CostBook(),
+        points=points,
+        cells=cells,
+        done=done,
+        jobs=spec_jobs,
+    )
+    forecast.one_time = one_time_work(config, attacks, plans)
+    forecast.wall += sum(s for _, s in forecast.one_time)
+    forecast.reused = reused
+    return forecast
+
+
+def _work(
+    config: GridConfig,
+    defenses: list[Any],
+    attacks: dict[str, Any],
+    evaluator: Any,
+    store: Any,
+    reuse: Reuse | None,
+    fps: tuple[str, str] | None,
+) -> tuple[list[Work], int, int, int, int]:
+    """The grid's work to do (a :class:`Work` per point with anything left), and its counts:
+    points, cells, cells done (in ``store``, the run resumed, or in ``reuse``, the machine's
+    cell store) and of those the ones reused from another run. Without ``fps`` (the corpus's
+    and the backbone's fingerprints) no key is known, and every cell counts as to compute."""
+
     def finished(key: str) -> bool:
         if store is not None and store.finished(key) is not None:
             return True
@@ -220,22 +255,7 @@ def estimate_config(
                 done += len(attacks) - len(todo)
                 if utility or todo:
                     work.append(Work(defense, utility, todo, spec.display))
-    spec_jobs = jobs if jobs is not None else config.executor.jobs
-    forecast = estimate(
-        work,
-        attacks,
-        evaluator,
-        Sizes.of(corpus),
-        book or CostBook(),
-        points=points,
-        cells=cells,
-        done=done,
-        jobs=spec_jobs,
-    )
-    forecast.one_time = one_time_work(config, attacks, plans)
-    forecast.wall += sum(s for _, s in forecast.one_time)
-    forecast.reused = reused
-    return forecast
+    return work, points, cells, done, reused
 
 
 def one_time_work(

@@ -51,7 +51,6 @@ def headline(verdict: Verdict) -> list[tuple[str, list[str]]]:
 
 
 def _headline(verdict: Verdict) -> list[tuple[str, list[str]]]:
-    pct = f"{100 * verdict.level:.0f} %"
     if not verdict.available:
         return [
             (
@@ -63,97 +62,106 @@ def _headline(verdict: Verdict) -> list[tuple[str, list[str]]]:
                 ],
             )
         ]
-    out = []
-    for fv in verdict.families:
-        lines = []
-        if fv.unscorable:
-            why = f"({fv.unscorable}); left out of the overall ranking."
-            out.append((fv.family, [f"not scored: this corpus has no truth for its attacks {why}"]))
-            continue
-        if fv.undecided and fv.strength is not None:  # no verdict on defenses from it
-            share = _share(fv.separated, len(fv.pairs), fv.separated_raw)
-            at = _at(verdict, fv.n)
-            out.append((fv.family, [fv.strength.headline(), f"decisiveness: {share} at {at}."]))
-            continue
-        if not fv.undominated:
-            out.append(
-                (
-                    fv.family,
-                    [
-                        "no defense is ranked in this family (see its table); "
-                        "it is left out of the overall ranking."
-                    ],
-                )
-            )
-            continue
-        names = ", ".join(
-            f"{s.label} {s.hypervolume:.3f} {_ci(s.ci_low, s.ci_high)}" for s in fv.undominated
-        )
-        hv = f"worst-case hypervolume{_ranked_on(fv.ranked_on)}"
-        raw = fv.n_undominated_raw
-        if fv.n_ranked < 2:  # nothing to compare with: no comparative claim
-            lines.append(f"only {names} is ranked ({hv}): no other defense to compare it with.")
-        elif len(fv.undominated) == 1:
-            lines.append(
-                f"best: {names} ({hv}); it beats every other defense with {pct} "
-                f"family-wise confidence ({len(fv.pairs)} pairs at once)."
-            )
-        else:
-            unadj = ""
-            if raw is not None and raw != len(fv.undominated):
-                unadj = f"; unadjusted per-pair intervals would leave {raw} of {fv.n_ranked}"
-            lines.append(
-                f"not beaten with {pct} family-wise confidence by any other defense "
-                f"({len(fv.undominated)} of {fv.n_ranked}, {hv}{unadj}): "
-                f"{names}."
-            )
-        level = f"worst-case privacy ≥ {verdict.privacy_level:g}"
-        if fv.best is None:
-            lines.append(
-                f"best utility at {level}: no defense point reaches it (worst case "
-                "over every attack a defense faced)."
-            )
-        else:
-            b = fv.best
-            edge = ""
-            if np.isfinite(b.ci_low) and b.ci_low <= verdict.chance:
-                edge = f"; its interval reaches chance ({verdict.chance:.3g})"
-            lines.append(
-                f"best utility at {level}: {b.utility:.3f} {_ci(b.ci_low, b.ci_high)}, "
-                f"{b.label} at {b.point} (privacy {b.privacy:.3f} "
-                f"{_ci(b.privacy_ci_low, b.privacy_ci_high)}, the worst case over every "
-                f"attack it faced){edge}."
-            )
-        if fv.beats_none:
-            same = ", on those attacks" if fv.ranked_on else ""
-            shown = ", ".join(
-                f"{lb} (format only: no more private than the clean release in its format)"
-                if lb in fv.format_only
-                else lb
-                for lb in fv.beats_none
-            )
-            lines.append(
-                f"beat the undefended release (a point's box, privacy × utility above "
-                f"chance on the attacks' own scale{same}, above the undefended "
-                f"point's; Holm over every point of the family's defenses, {pct}): "
-                f"{shown}."
-            )
-        else:
-            lines.append("no defense beats the undefended release with confidence.")
-        if fv.not_beats_none:
-            rest = ", ".join(_not_beating(s) for s in fv.not_beats_none)
-            lines.append(
-                f"do not beat it (best point's box minus the undefended point's, "
-                f"family-wise interval): {rest}."
-            )
-        share = _share(fv.separated, len(fv.pairs), fv.separated_raw)
-        lines.append(f"decisiveness: {share} at {_at(verdict, fv.n)}.")
-        out.append((fv.family, lines))
+    out = [(fv.family, _family_lines(verdict, fv)) for fv in verdict.families]
     share = _share(verdict.n_separated, verdict.n_pairs, verdict.n_separated_raw)
     out.append(
         ("overall", [f"{share} over {len(verdict.families)} families.", board_error_line(verdict)])
     )
     return out
+
+
+def _family_lines(verdict: Verdict, fv: FamilyVerdict) -> list[str]:
+    """One family's headline lines: why it is not scored or undecided, or its ranking, its
+    best utility at the privacy level, the defenses that beat ``none`` and its decisiveness."""
+    if fv.unscorable:
+        why = f"({fv.unscorable}); left out of the overall ranking."
+        return [f"not scored: this corpus has no truth for its attacks {why}"]
+    if fv.undecided and fv.strength is not None:  # no verdict on defenses from it
+        share = _share(fv.separated, len(fv.pairs), fv.separated_raw)
+        at = _at(verdict, fv.n)
+        return [fv.strength.headline(), f"decisiveness: {share} at {at}."]
+    if not fv.undominated:
+        return [
+            "no defense is ranked in this family (see its table); "
+            "it is left out of the overall ranking."
+        ]
+    pct = f"{100 * verdict.level:.0f} %"
+    lines = [_ranking_line(fv, pct), _best_line(verdict, fv), *_beats_none_lines(fv, pct)]
+    share = _share(fv.separated, len(fv.pairs), fv.separated_raw)
+    lines.append(f"decisiveness: {share} at {_at(verdict, fv.n)}.")
+    return lines
+
+
+def _ranking_line(fv: FamilyVerdict, pct: str) -> str:
+    """The family's non-dominated defenses, with their hypervolumes."""
+    names = ", ".join(
+        f"{s.label} {s.hypervolume:.3f} {_ci(s.ci_low, s.ci_high)}" for s in fv.undominated
+    )
+    hv = f"worst-case hypervolume{_ranked_on(fv.ranked_on)}"
+    raw = fv.n_undominated_raw
+    if fv.n_ranked < 2:  # nothing to compare with: no comparative claim
+        return f"only {names} is ranked ({hv}): no other defense to compare it with."
+    if len(fv.undominated) == 1:
+        return (
+            f"best: {names} ({hv}); it beats every other defense with {pct} "
+            f"family-wise confidence ({len(fv.pairs)} pairs at once)."
+        )
+    unadj = ""
+    if raw is not None and raw != len(fv.undominated):
+        unadj = f"; unadjusted per-pair intervals would leave {raw} of {fv.n_ranked}"
+    return (
+        f"not beaten with {pct} family-wise confidence by any other defense "
+        f"({len(fv.undominated)} of {fv.n_ranked}, {hv}{unadj}): "
+        f"{names}."
+    )
+
+
+def _best_line(verdict: Verdict, fv: FamilyVerdict) -> str:
+    """The family's best utility at the headline's worst-case privacy level."""
+    level = f"worst-case privacy ≥ {verdict.privacy_level:g}"
+    if fv.best is None:
+        return (
+            f"best utility at {level}: no defense point reaches it (worst case "
+            "over every attack a defense faced)."
+        )
+    b = fv.best
+    edge = ""
+    if np.isfinite(b.ci_low) and b.ci_low <= verdict.chance:
+        edge = f"; its interval reaches chance ({verdict.chance:.3g})"
+    return (
+        f"best utility at {level}: {b.utility:.3f} {_ci(b.ci_low, b.ci_high)}, "
+        f"{b.label} at {b.point} (privacy {b.privacy:.3f} "
+        f"{_ci(b.privacy_ci_low, b.privacy_ci_high)}, the worst case over every "
+        f"attack it faced){edge}."
+    )
+
+
+def _beats_none_lines(fv: FamilyVerdict, pct: str) -> list[str]:
+    """The defenses that beat the undefended release, and those that do not."""
+    lines = []
+    if fv.beats_none:
+        same = ", on those attacks" if fv.ranked_on else ""
+        shown = ", ".join(
+            f"{lb} (format only: no more private than the clean release in its format)"
+            if lb in fv.format_only
+            else lb
+            for lb in fv.beats_none
+        )
+        lines.append(
+            f"beat the undefended release (a point's box, privacy × utility above "
+            f"chance on the attacks' own scale{same}, above the undefended "
+            f"point's; Holm over every point of the family's defenses, {pct}): "
+            f"{shown}."
+        )
+    else:
+        lines.append("no defense beats the undefended release with confidence.")
+    if fv.not_beats_none:
+        rest = ", ".join(_not_beating(s) for s in fv.not_beats_none)
+        lines.append(
+            f"do not beat it (best point's box minus the undefended point's, "
+            f"family-wise interval): {rest}."
+        )
+    return lines
 
 
 def _not_beating(s: Scored) -> str:
