@@ -4,7 +4,7 @@ then benchmarked) and ``privaudit audit-guarantee`` (each stated guarantee, test
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -94,6 +94,16 @@ def audit(
             device=device,
             strict=strict,
         )
+    _print_checks(result)
+    if result.run is None:  # --strict and a violated guarantee: nothing was benchmarked
+        raise typer.Exit(EXIT_GUARANTEE_VIOLATED)
+    print_summary(result.run)
+    exit_for_failures(result.run.frame, allow_failures, result.run.strength_failed)
+
+
+def _print_checks(result: Any) -> None:
+    """What the audit says of the privatizer before its grid: the test of its guarantee, the
+    conformance checks and their warnings; a failed check is the command's error."""
     for g in result.guarantees:  # the verdict on its own claim comes first
         bad = g.verdict == "violated"
         typer.secho(g.line(), fg=typer.colors.RED if bad else None, bold=bad)
@@ -109,10 +119,6 @@ def audit(
             f"{len(result.failed)} conformance check(s) failed; fix the privatizer and rerun "
             "(nothing was benchmarked)."
         )
-    if result.run is None:  # --strict and a violated guarantee: nothing was benchmarked
-        raise typer.Exit(EXIT_GUARANTEE_VIOLATED)
-    print_summary(result.run)
-    exit_for_failures(result.run.frame, allow_failures, result.run.strength_failed)
 
 
 @app.command("audit-guarantee")

@@ -33,17 +33,45 @@ FreshOption = Annotated[
     ),
 ]
 
+#: ``--preset``: the built-in grid run.
+PresetOption = Annotated[
+    str,
+    typer.Option(
+        help="Built-in grid: 'quick' (default), 'real' (the quick grid on SynthPAI), 'paper' "
+        "(RAPT's; big machine) or 'smoke'."
+    ),
+]
+#: ``--resume``: the run directory of an interrupted run.
+ResumeOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="Finish an interrupted run: its config, its directory; finished cells are skipped."
+    ),
+]
+#: ``--show-examples``: keep a few released texts per point.
+ShowExamplesOption = Annotated[
+    bool,
+    typer.Option(
+        "--show-examples",
+        help="Keep a few original/released texts per point in the run directory "
+        "(examples.json, for `report --show-examples`); by default it holds no corpus text.",
+    ),
+]
+#: ``--estimate``: print the grid's size and wall time, run nothing.
+EstimateOption = Annotated[
+    bool,
+    typer.Option(
+        "--estimate",
+        help="Print the grid's size and its estimated wall time on this machine, then exit "
+        "(nothing is run or written; with --resume or --run-dir, finished cells are free).",
+    ),
+]
+
 
 @app.command()
 @user_errors
 def run(
-    preset: Annotated[
-        str,
-        typer.Option(
-            help="Built-in grid: 'quick' (default), 'real' (the quick grid on SynthPAI), 'paper' "
-            "(RAPT's; big machine) or 'smoke'."
-        ),
-    ] = "quick",
+    preset: PresetOption = "quick",
     config: Annotated[
         Path | None, typer.Option(help="A YAML or JSON grid config (overrides --preset).")
     ] = None,
@@ -52,12 +80,7 @@ def run(
         Path | None, typer.Option(help="Write into this directory instead of a new one.")
     ] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
-    resume: Annotated[
-        Path | None,
-        typer.Option(
-            help="Finish an interrupted run: its config, its directory; finished cells are skipped."
-        ),
-    ] = None,
+    resume: ResumeOption = None,
     executor: Annotated[
         str | None, typer.Option(help="'local' or 'ray' (default: the config's, else local).")
     ] = None,
@@ -74,22 +97,8 @@ def run(
         bool, typer.Option(help="Let this config take over --run-dir from a run of another config.")
     ] = False,
     map_: Annotated[str | None, typer.Option("--map", help=MAP_HELP)] = None,
-    show_examples: Annotated[
-        bool,
-        typer.Option(
-            "--show-examples",
-            help="Keep a few original/released texts per point in the run directory "
-            "(examples.json, for `report --show-examples`); by default it holds no corpus text.",
-        ),
-    ] = False,
-    estimate: Annotated[
-        bool,
-        typer.Option(
-            "--estimate",
-            help="Print the grid's size and its estimated wall time on this machine, then exit "
-            "(nothing is run or written; with --resume or --run-dir, finished cells are free).",
-        ),
-    ] = False,
+    show_examples: ShowExamplesOption = False,
+    estimate: EstimateOption = False,
     device: DeviceOption = None,
     fresh: FreshOption = False,
 ) -> None:
