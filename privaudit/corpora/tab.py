@@ -103,8 +103,6 @@ def load_tab(
     name: str = "tab",
 ) -> Corpus:
     """Load TAB from its JSON file(s) (see the module docstring for what the corpus holds)."""
-    import datasets
-
     docs, source = _read(path)
     if not docs:
         raise ValueError(
@@ -144,24 +142,7 @@ def load_tab(
             f"({', '.join(map(repr, values))}); a utility label needs at least two: choose "
             f"another label ({', '.join(x for x in LABELS if x != label)})."
         )
-    index = {v: k for k, v in enumerate(values)}
-    features = tab_features()
-    splits = {}
-    for split, split_rows in rows.items():
-        if not split_rows and split == "aux":
-            continue
-        if not split_rows and label is not None:  # scoring alone needs no train split
-            warn_once(
-                f"{source}: no TAB document maps to the {split} split (split_map {split_map}); "
-                "it is empty: enough for tab-score, but an audit needs train and test "
-                f"(give the folder with {', '.join(_FILES)})."
-            )
-        data = [{**r, "label": index[r["label"]]} for r in split_rows]
-        splits[split] = (
-            datasets.Dataset.from_list(data, features=features)
-            if data  # from_list cannot type an empty list
-            else datasets.Dataset.from_dict({k: [] for k in features}, features=features)
-        )
+    splits = _datasets(rows, values, source, split_map, scoring_only=label is None)
     info = {
         "source": source,
         "label": None if label is None else f"meta.{label}",
@@ -175,6 +156,39 @@ def load_tab(
     if empty:
         warn_once(f"{source}: {describe_dropped(info)}.")
     return Corpus(name=name, splits=splits, label_names=values, info=info)
+
+
+def _datasets(
+    rows: dict[str, list[dict[str, Any]]],
+    values: list[Any],
+    source: str,
+    split_map: Mapping[str, str],
+    *,
+    scoring_only: bool,
+) -> dict[str, Any]:
+    """The splits as datasets, each row's label as its index in ``values``; an empty aux is
+    left out, an empty train or test kept (empty) with a warning unless ``scoring_only``."""
+    import datasets
+
+    index = {v: k for k, v in enumerate(values)}
+    features = tab_features()
+    splits = {}
+    for split, split_rows in rows.items():
+        if not split_rows and split == "aux":
+            continue
+        if not split_rows and not scoring_only:  # scoring alone needs no train split
+            warn_once(
+                f"{source}: no TAB document maps to the {split} split (split_map {split_map}); "
+                "it is empty: enough for tab-score, but an audit needs train and test "
+                f"(give the folder with {', '.join(_FILES)})."
+            )
+        data = [{**r, "label": index[r["label"]]} for r in split_rows]
+        splits[split] = (
+            datasets.Dataset.from_list(data, features=features)
+            if data  # from_list cannot type an empty list
+            else datasets.Dataset.from_dict({k: [] for k in features}, features=features)
+        )
+    return splits
 
 
 # --------------------------------------------------------------------------------------------

@@ -220,38 +220,55 @@ def release_tests(
                 )
             )
             continue
-        yi, yj = _vectors(outs[i]), _vectors(outs[j])
-        xi, xj = mech.points[i].astype(np.float64), mech.points[j].astype(np.float64)
-
-        def stat(y: np.ndarray, xi: np.ndarray = xi, xj: np.ndarray = xj) -> np.ndarray:
-            return np.linalg.norm(y - xj, axis=1) - np.linalg.norm(y - xi, axis=1)
-
-        evidence.append(
-            threshold_evidence(
-                stat(yi),
-                stat(yj),
-                a=a,
-                names=(names[i], names[j]),
-                distance=d,
-                claimed=claim,
-                test=test,
-                statistic=f"‖y − φ({names[j]})‖ − ‖y − φ({names[i]})‖",
-            )
-        )
-        evidence.append(
-            point_mass(
-                yi,
-                yj,
-                mech.points[i],
-                a=a,
-                pair=pair,
-                distance=d,
-                claimed=claim,
-                test=f"{test}: exact original",
-                what=f"y = φ({names[i]}) exactly",
-            )
+        evidence += _vector_tests(
+            mech, (outs[i], outs[j]), (i, j), (names[i], names[j]), d, claim, a=a, test=test
         )
     return evidence
+
+
+def _vector_tests(
+    mech: UnitMechanism,
+    outs: tuple[Sequence[Hashable], Sequence[Hashable]],
+    units: tuple[int, int],
+    names: tuple[str, str],
+    d: float,
+    claim: float,
+    *,
+    a: float,
+    test: str,
+) -> list[Evidence]:
+    """A pair's two tests on vector outputs: a threshold on the d_X likelihood ratio, and
+    the point mass "y = φ(w) exactly" (the original released)."""
+    (i, j), pair = units, f"{names[0]} vs {names[1]}"
+    yi, yj = _vectors(outs[0]), _vectors(outs[1])
+    xi, xj = mech.points[i].astype(np.float64), mech.points[j].astype(np.float64)
+
+    def stat(y: np.ndarray) -> np.ndarray:
+        return np.linalg.norm(y - xj, axis=1) - np.linalg.norm(y - xi, axis=1)
+
+    return [
+        threshold_evidence(
+            stat(yi),
+            stat(yj),
+            a=a,
+            names=names,
+            distance=d,
+            claimed=claim,
+            test=test,
+            statistic=f"‖y − φ({names[1]})‖ − ‖y − φ({names[0]})‖",
+        ),
+        point_mass(
+            yi,
+            yj,
+            mech.points[i],
+            a=a,
+            pair=pair,
+            distance=d,
+            claimed=claim,
+            test=f"{test}: exact original",
+            what=f"y = φ({names[0]}) exactly",
+        ),
+    ]
 
 
 def _vectors(values: Sequence[Hashable]) -> np.ndarray:
