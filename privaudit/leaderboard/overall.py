@@ -92,14 +92,7 @@ def overall_table(
     import pandas as pd
 
     labelled = with_labels(frame)
-    if unscorable and len(families):
-        families = families[~families["family"].isin(unscorable)]
-    if len(families):  # a family that ranks no defense cannot order them: left out (noted)
-        ranks_any = families.groupby("family")["rank"].transform(lambda r: r.notna().any())
-        families = families[ranks_any.astype(bool)]
-    families, left_out = deciding_families(families, weak or {})
-    if left_out:
-        notes.append(left_out_note(left_out, nothing_left=families.empty))
+    families = _deciding_rows(families, notes, unscorable, weak)
     deciding = set(families["family"]) if len(families) else set()
     rank_samples = {f: r for f, r in (rank_samples or {}).items() if f in deciding}
     labels = sorted(set(labelled["label"]))
@@ -154,6 +147,25 @@ def overall_table(
     columns = [c for c in OVERALL_HEADERS if c != "rank_ci"]
     columns[1:1] = ["rank_ci_low", "rank_ci_high"]
     return overall[columns].reset_index(drop=True)
+
+
+def _deciding_rows(
+    families: pd.DataFrame,
+    notes: list[str],
+    unscorable: set[str] | None,
+    weak: Mapping[str, str] | None,
+) -> pd.DataFrame:
+    """The rows of the families that decide the overall rank: scorable, ranking some defense,
+    and deciding (:func:`deciding_families`); the note on those left out goes to ``notes``."""
+    if unscorable and len(families):
+        families = families[~families["family"].isin(unscorable)]
+    if len(families):  # a family that ranks no defense cannot order them: left out (noted)
+        ranks_any = families.groupby("family")["rank"].transform(lambda r: r.notna().any())
+        families = families[ranks_any.astype(bool)]
+    families, left_out = deciding_families(families, weak or {})
+    if left_out:
+        notes.append(left_out_note(left_out, nothing_left=families.empty))
+    return families
 
 
 def deciding_families(

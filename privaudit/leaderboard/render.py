@@ -101,38 +101,8 @@ def tables(board: Leaderboard) -> dict[str, Table]:
             )
         out[f"family {family}"] = Table(list(FAMILY_HEADERS.values()), rows)
     for family, sub in board.matched.groupby("family", sort=True):
-        levels = sorted(sub["level"].unique())
-        rows = []
-        for label, g in sub.groupby("label", sort=False):
-            g = g.set_index("level")
-            row = [str(label)]
-            for lv in levels:
-                r = g.loc[lv]
-                if pd_isna(r["utility"]) and r.get("at_chance"):
-                    row.append(f"not reached (only at chance utility: {r['at_chance']})")
-                elif pd_isna(r["utility"]):
-                    row.append("not reached")
-                else:
-                    ci = span(r["utility_ci_low"], r["utility_ci_high"])
-                    at = knob_text_of(r)
-                    row.append(f"{r['utility']:.3f} {ci} at {at}")
-            rows.append(row)
-        out[f"matched {family}"] = Table(["defense", *[f"privacy ≥ {lv:g}" for lv in levels]], rows)
-    attacks = sorted(board.per_attack["attack"].unique()) if len(board.per_attack) else []
-    cells = board.per_attack.set_index(["label", "attack"]) if attacks else None
-    rows = []
-    for label in board.overall["label"]:
-        row = [str(label)]
-        for attack in attacks:
-            assert cells is not None
-            if (label, attack) not in cells.index:
-                row.append("—")  # never scored: n/a or failed on this attack
-                continue
-            cell = cells.loc[(label, attack)]
-            rank = "ref" if cell["defense"] in REFERENCES else fmt(cell["rank"])
-            row.append(f"{cell['hypervolume']:.3f} ({rank})")
-        rows.append(row)
-    out["per attack"] = Table(headers=["defense", *attacks], rows=rows)
+        out[f"matched {family}"] = _matched_table(sub)
+    out["per attack"] = _per_attack_table(board)
     if board.rates is not None and len(board.rates):
         # The target rate only where a grid calibrated by rate; a column of dashes says nothing.
         calibrated = bool(board.rates["target_rate"].notna().any())
@@ -164,6 +134,46 @@ def tables(board: Leaderboard) -> dict[str, Table]:
             ],
         )
     return out
+
+
+def _matched_table(sub: Any) -> Table:
+    """One family's matched-privacy table: per defense, its best utility at each level."""
+    levels = sorted(sub["level"].unique())
+    rows = []
+    for label, g in sub.groupby("label", sort=False):
+        g = g.set_index("level")
+        row = [str(label)]
+        for lv in levels:
+            r = g.loc[lv]
+            if pd_isna(r["utility"]) and r.get("at_chance"):
+                row.append(f"not reached (only at chance utility: {r['at_chance']})")
+            elif pd_isna(r["utility"]):
+                row.append("not reached")
+            else:
+                ci = span(r["utility_ci_low"], r["utility_ci_high"])
+                at = knob_text_of(r)
+                row.append(f"{r['utility']:.3f} {ci} at {at}")
+        rows.append(row)
+    return Table(["defense", *[f"privacy ≥ {lv:g}" for lv in levels]], rows)
+
+
+def _per_attack_table(board: Leaderboard) -> Table:
+    """Per defense, its hypervolume and rank against each attack."""
+    attacks = sorted(board.per_attack["attack"].unique()) if len(board.per_attack) else []
+    cells = board.per_attack.set_index(["label", "attack"]) if attacks else None
+    rows = []
+    for label in board.overall["label"]:
+        row = [str(label)]
+        for attack in attacks:
+            assert cells is not None
+            if (label, attack) not in cells.index:
+                row.append("—")  # never scored: n/a or failed on this attack
+                continue
+            cell = cells.loc[(label, attack)]
+            rank = "ref" if cell["defense"] in REFERENCES else fmt(cell["rank"])
+            row.append(f"{cell['hypervolume']:.3f} ({rank})")
+        rows.append(row)
+    return Table(headers=["defense", *attacks], rows=rows)
 
 
 def _tied_cell(row: Any) -> str:
