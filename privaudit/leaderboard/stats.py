@@ -128,37 +128,8 @@ def family_points(
         ok &= np.asarray(kept, dtype=bool)
     util_point = f["utility"].astype(float).to_numpy()
     ok &= np.isfinite(util_point)
-    knob = f["knob_value"].astype(float).fillna(np.inf)  # NaN knobs (none) group together
     rows, priv_s, util_s, fixed_s = [], [], [], []
-    seeds = f.assign(_knob=knob)[ok].groupby(["family", "label", "_knob", "seed"], sort=True)
-    per_seed: dict[tuple[Any, Any, Any], list[tuple[Any, ...]]] = {}
-    meta: dict[tuple[Any, Any, Any], dict[str, Any]] = {}
-    for (family, label, k, _seed), idx in seeds.groups.items():
-        idx = np.asarray(idx)
-        worst = int(idx[np.argmin(stats.normalised_point[idx])])
-        with np.errstate(all="ignore"), quiet_nan():
-            p_s = np.nanmin(stats.normalised[idx], axis=0)
-        key = (family, label, k)
-        per_seed.setdefault(key, []).append(
-            (
-                float(stats.normalised_point[worst]),
-                float(util_point[idx[0]]),
-                p_s,
-                stats.utility[idx[0]],
-                stats.normalised[worst],
-            )
-        )
-        meta.setdefault(
-            key,
-            {
-                "defense": f.at[idx[0], "defense"],
-                "knob": f.at[idx[0], "knob"],
-                "knob_value": f.at[idx[0], "knob_value"],
-                "n_attacks": len(idx),
-                "target_rate": f.at[idx[0], "target_rate"] if "target_rate" in f else np.nan,
-                "strongest": f.at[worst, "attack"],
-            },
-        )
+    per_seed, meta = _per_seed(stats, ok, util_point)
     for key, runs in per_seed.items():
         family, label, _ = key
         p = np.array([r[0] for r in runs])
@@ -198,6 +169,46 @@ def family_points(
             sub["privacy"].to_numpy(), sub["utility"].to_numpy()
         )
     return FamilyPoints(table, np.stack(priv_s), np.stack(util_s), np.stack(fixed_s))
+
+
+def _per_seed(
+    stats: RunStats, ok: np.ndarray, util_point: np.ndarray
+) -> tuple[dict[tuple[Any, Any, Any], list[tuple[Any, ...]]], dict[tuple[Any, Any, Any], Any]]:
+    """Per (family, label, knob value), each seed's worst case over the ``ok`` rows' attacks:
+    (privacy, utility, the privacy and utility resamples, the fixed-effect privacy
+    resamples); and the point's columns, from its first seed (the strongest attack named)."""
+    f = stats.frame
+    knob = f["knob_value"].astype(float).fillna(np.inf)  # NaN knobs (none) group together
+    seeds = f.assign(_knob=knob)[ok].groupby(["family", "label", "_knob", "seed"], sort=True)
+    per_seed: dict[tuple[Any, Any, Any], list[tuple[Any, ...]]] = {}
+    meta: dict[tuple[Any, Any, Any], dict[str, Any]] = {}
+    for (family, label, k, _seed), idx in seeds.groups.items():
+        idx = np.asarray(idx)
+        worst = int(idx[np.argmin(stats.normalised_point[idx])])
+        with np.errstate(all="ignore"), quiet_nan():
+            p_s = np.nanmin(stats.normalised[idx], axis=0)
+        key = (family, label, k)
+        per_seed.setdefault(key, []).append(
+            (
+                float(stats.normalised_point[worst]),
+                float(util_point[idx[0]]),
+                p_s,
+                stats.utility[idx[0]],
+                stats.normalised[worst],
+            )
+        )
+        meta.setdefault(
+            key,
+            {
+                "defense": f.at[idx[0], "defense"],
+                "knob": f.at[idx[0], "knob"],
+                "knob_value": f.at[idx[0], "knob_value"],
+                "n_attacks": len(idx),
+                "target_rate": f.at[idx[0], "target_rate"] if "target_rate" in f else np.nan,
+                "strongest": f.at[worst, "attack"],
+            },
+        )
+    return per_seed, meta
 
 
 def own_scale(stats: RunStats) -> RunStats:
