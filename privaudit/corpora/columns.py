@@ -282,16 +282,8 @@ def corpus_from_frame(
     if len(df) == 0:
         raise ValueError(f"{source} has a header but no rows; there is nothing to audit.")
     attr_map = _attribute_map(attributes, df, header)
-    roles: dict[str, ColumnRef | None] = {
-        "text": text,
-        "label": label,
-        "entities": entities,
-        "author": author,
-        "split_column": split_column,
-    }
-    roles.update({f"attributes[{n}]": ref for n, ref in attr_map.items()})
-    roles.update({f"where[{k}]": k for k in where or {}})
-    cols = _check_columns(df, roles, header, source)
+    roles = {"text": text, "label": label, "entities": entities, "author": author}
+    cols = _check_columns(df, _roles(roles, split_column, attr_map, where), header, source)
 
     # Each row is counted once, under the first rule that drops it: where, then an empty
     # text, a missing label, then a label that label_map does not map.
@@ -343,6 +335,20 @@ def corpus_from_frame(
         info=info,
         unit="person" if "author" in cols else "document",
     )
+
+
+def _roles(
+    named: Mapping[str, ColumnRef | None],
+    split_column: ColumnRef | None,
+    attr_map: Mapping[str, ColumnRef],
+    where: Mapping[ColumnRef, Any] | None,
+) -> dict[str, ColumnRef | None]:
+    """Every column a mapping names, by its role: ``named`` (text, label, entities, author),
+    ``split_column``, ``attributes[<name>]`` and ``where[<column>]``."""
+    roles: dict[str, ColumnRef | None] = {**named, "split_column": split_column}
+    roles.update({f"attributes[{n}]": ref for n, ref in attr_map.items()})
+    roles.update({f"where[{k}]": k for k in where or {}})
+    return roles
 
 
 def _check_label_rules(
