@@ -27,8 +27,11 @@ def main(seeds: int, backbone: str | None) -> None:
                 if r.verdict == "violated":
                     print("  FALSE ALARM:", r.line(), flush=True)
         for v, c in counts.items():
-            print(f"{name} {v:g}: violated {c['violated']}/{seeds} "
-                  f"({c['violated'] / seeds:.1%}); {dict(c)}", flush=True)  # fmt: skip
+            print(
+                f"{name} {v:g}: violated {c['violated']}/{seeds} "
+                f"({c['violated'] / seeds:.1%}); {dict(c)}",
+                flush=True,
+            )
         print(f"  {name}: {time.perf_counter() - t0:.0f} s", flush=True)
 
 

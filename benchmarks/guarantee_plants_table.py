@@ -23,12 +23,22 @@ def main(backbone: str | None) -> None:
             t0 = time.perf_counter()
             result = audit_guarantee(base.with_knob(value), seed=0)
             e = result.best
-            row = (cls.name, bug, f"{base.knob}={value:g}",
-                   result.verdict + (f" (n = {result.draws:,}, needs ≈ {result.needed:.2g})"
-                                     if result.verdict == "untestable" else ""),
-                   e.test if e else "", f"{e.lower:.3g}" if e else "",
-                   f"{e.claimed:.3g}" if e else "", f"{result.ceiling:.3g}",
-                   f"{time.perf_counter() - t0:.1f}")  # fmt: skip
+            row = (
+                cls.name,
+                bug,
+                f"{base.knob}={value:g}",
+                result.verdict
+                + (
+                    f" (n = {result.draws:,}, needs ≈ {result.needed:.2g})"
+                    if result.verdict == "untestable"
+                    else ""
+                ),
+                e.test if e else "",
+                f"{e.lower:.3g}" if e else "",
+                f"{e.claimed:.3g}" if e else "",
+                f"{result.ceiling:.3g}",
+                f"{time.perf_counter() - t0:.1f}",
+            )
             print("| " + " | ".join(row) + " |", flush=True)
 
 

@@ -39,7 +39,7 @@ from typing import Any
 from scipy.stats import binomtest
 
 from privaudit.leaderboard.board import leaderboard
-from privaudit.leaderboard.verdict import power_lines
+from privaudit.leaderboard.verdict_words import power_lines
 from tests.leaderboard.claims_boards import (
     claims_board,
     covers,
@@ -83,8 +83,10 @@ def fw(boards: int, **kw: Any) -> None:
 
 
 def beats(boards: int, nothing: int, points: int) -> None:
-    k = sum(any(false_beats(claims_board(r, defenses=0, nothing=nothing, points=points)))
-            for r in range(boards))  # fmt: skip
+    k = sum(
+        any(false_beats(claims_board(r, defenses=0, nothing=nothing, points=points)))
+        for r in range(boards)
+    )
     rate(f"  'beats the undefended release' ({nothing} defenses x {points} points)", k, boards)
 
 
@@ -100,8 +102,14 @@ def power(boards: int, shift: float = 0.04) -> None:
         print("  (this tree has no leaderboard(difference=...))")
         return
     delta = true_hv(3, shift) - true_hv(3)
-    kw = {"defenses": 2, "attacks": 1, "shift": {"d0": shift}, "true_fit_sd": 0.01,
-          "true_utility_fit_sd": 0.015, "resamples": 400}  # fmt: skip
+    kw = {
+        "defenses": 2,
+        "attacks": 1,
+        "shift": {"d0": shift},
+        "true_fit_sd": 0.01,
+        "true_utility_fit_sd": 0.015,
+        "resamples": 400,
+    }
     first = claims_board(1000, difference=delta, **kw)
     assert first.verdict is not None
     (fv,) = first.verdict.families

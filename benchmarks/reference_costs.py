@@ -24,20 +24,30 @@ from privaudit.runtime.costs import SHIPPED, write_reference
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--from", dest="costs", type=Path, required=True,
-                        help="a measured costs.json (read, never changed)")  # fmt: skip
+    parser.add_argument(
+        "--from",
+        dest="costs",
+        type=Path,
+        required=True,
+        help="a measured costs.json (read, never changed)",
+    )
     parser.add_argument("--machine", help="its section to copy (default: this machine's tag)")
     parser.add_argument("--score", type=float, help="that machine's speed score, seconds")
     parser.add_argument("--timings", type=Path, help="the inverter's timings.json")
     parser.add_argument("--out", type=Path, default=SHIPPED, help=f"default {SHIPPED}")
     args = parser.parse_args(argv)
     ref = write_reference(
-        args.costs.expanduser(), args.out, machine=args.machine, score=args.score,
+        args.costs.expanduser(),
+        args.out,
+        machine=args.machine,
+        score=args.score,
         timings=args.timings.expanduser() if args.timings else None,
-    )  # fmt: skip
+    )
     pretrain = "none" if ref.pretrain_rate is None else f"{ref.pretrain_rate:.4g} s/doc/epoch"
-    print(f"{args.out}: {len(ref.entries)} entries of {ref.machine} ({ref.device}), speed "
-          f"score {ref.score:.4g} s, inverter pre-training {pretrain}")  # fmt: skip
+    print(
+        f"{args.out}: {len(ref.entries)} entries of {ref.machine} ({ref.device}), speed "
+        f"score {ref.score:.4g} s, inverter pre-training {pretrain}"
+    )
 
 
 if __name__ == "__main__":

@@ -4,11 +4,12 @@ _inverter`) on the default backbone (all-MiniLM-L6-v2), at the tests' model size
 epoch; the corrector one epoch too). Run with ``make bench``.
 
 - ``test_decoding_victims_per_second``: victims decoded per second as the quick grid's
-  ``vec2text`` decodes them (``hypotheses: 2, steps: 1``, what ``GEIA._invert`` does): the
-  decoder's greedy decoding and one sample at the temperature, the first re-embedded by the
-  public encoder, then one correction step (the corrector's greedy decoding and one sample,
-  given that hypothesis), with the output layer widened to every piece of the backbone as a
-  run widens it (``_inverter.widen`` to ``writable_ids``).
+  ``vec2text`` decodes them (``hypotheses: 2, steps: 1``, what
+  ``_inverter.hypotheses.invert`` does): the decoder's greedy decoding and one sample at the
+  temperature, the first re-embedded by the public encoder, then one correction step (the
+  corrector's greedy decoding and one sample, given that hypothesis), with the output layer
+  widened to every piece of the backbone as a run widens it (``_inverter.widen`` to
+  ``writable_ids``).
 - ``test_pretraining_documents_per_second``: public documents per second of
   ``_inverter.pretrain`` (encoding, decoder and corrector, one epoch each).
 
@@ -111,8 +112,13 @@ def test_decoding_victims_per_second(benchmark, bb, victims_pool, widened) -> No
 
     def decode(e: np.ndarray, seed: int) -> None:
         gen = torch.Generator().manual_seed(seed)
-        opts = {"cls": cls, "sep": sep, "max_tokens": max_tokens, "generator": gen,
-                "samples": HYPOTHESES - 1}  # fmt: skip
+        opts = {
+            "cls": cls,
+            "sep": sep,
+            "max_tokens": max_tokens,
+            "generator": gen,
+            "samples": HYPOTHESES - 1,
+        }
         first = inv.generate(decoder, e, vocab, **opts)
         hyps = [first]
         for _ in range(STEPS):  # a correction step, given the current guess re-embedded

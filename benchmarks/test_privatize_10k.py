@@ -67,8 +67,12 @@ def test_pct2t_10k_words_in_process(benchmark, texts, slowdown) -> None:
     words = sum(len(t.split()) for t in texts)
     factor, gemm = slowdown
     target = PCT2T_SECONDS * factor
-    benchmark.extra_info |= {"words": words, "target_seconds": PCT2T_SECONDS,
-                             "gemm_gflops": gemm, "target_here": target}  # fmt: skip
+    benchmark.extra_info |= {
+        "words": words,
+        "target_seconds": PCT2T_SECONDS,
+        "gemm_gflops": gemm,
+        "target_here": target,
+    }
     log_rounds(
         "pct2t eta=50, 10k words in-process",
         times,

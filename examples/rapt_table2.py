@@ -52,13 +52,27 @@ def main() -> None:
             released = defense.privatize(train, rng=rng), defense.privatize(test, rng=rng)
             util = UTILITY.get(args.method)(progress=False, threads=args.threads)
             scores = util.evaluate_releases(
-                released[0], y_train, released[1], y_test,
-                rng=np.random.default_rng(seed), defense=defense,
-            )  # fmt: skip
+                released[0],
+                y_train,
+                released[1],
+                y_test,
+                rng=np.random.default_rng(seed),
+                defense=defense,
+            )
             info = util.last_info
-            print(json.dumps({"seed": seed, "cell": cell, **scores, "objective": info["objective"],
-                              "final_loss": info["final_loss"],
-                              "seconds": round(time.time() - t0)}), flush=True)  # fmt: skip
+            print(
+                json.dumps(
+                    {
+                        "seed": seed,
+                        "cell": cell,
+                        **scores,
+                        "objective": info["objective"],
+                        "final_loss": info["final_loss"],
+                        "seconds": round(time.time() - t0),
+                    }
+                ),
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

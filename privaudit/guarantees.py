@@ -194,8 +194,9 @@ class Guarantee:
         **fields: Any,
     ) -> Guarantee:
         """ε-LDP per ``unit``, the noise calibrated to ``sensitivity``."""
-        return cls(Kind.LDP, parameter, value, unit, metric=metric, sensitivity=sensitivity,
-                   **fields)  # fmt: skip
+        return cls(
+            Kind.LDP, parameter, value, unit, metric=metric, sensitivity=sensitivity, **fields
+        )
 
     @classmethod
     def dp(
@@ -256,9 +257,15 @@ class Guarantee:
         over = self.composes_over or Unit.DOCUMENT
         metric = self.metric and f"the largest over its {int(n)} {self.unit}s of: {self.metric}"
         return dataclasses.replace(
-            self, value=self.value * int(n), unit=over, metric=metric, composes_over=None,
-            wording="", within="", dimension=None,
-        )  # fmt: skip
+            self,
+            value=self.value * int(n),
+            unit=over,
+            metric=metric,
+            composes_over=None,
+            wording="",
+            within="",
+            dimension=None,
+        )
 
     def noting(self, note: str) -> Guarantee:
         """The same guarantee with ``note`` added to its notes (not to the symbolic text)."""
@@ -347,8 +354,10 @@ class Guarantee:
             return str(self)
         p = _greek(self.parameter)
         kind = "d_X-privacy" if self.kind is Kind.DX else str(self.kind).replace("epsilon", "ε")
-        parts = [f"{p}={shown(self.value)} · {kind} per {'selected ' if self.selected else ''}"
-                 f"{self.unit}{f', within {self.within}' if self.within else ''}"]  # fmt: skip
+        parts = [
+            f"{p}={shown(self.value)} · {kind} per {'selected ' if self.selected else ''}"
+            f"{self.unit}{f', within {self.within}' if self.within else ''}"
+        ]
         if self.per_unit:
             lo, hi = self.per_unit.low * self.value, self.per_unit.high * self.value
             parts[0] += f", {_greek(self.per_unit.name)} in ({shown(lo)}, {shown(hi)})"

@@ -185,10 +185,12 @@ def checked(func: Callable[..., Any]) -> Callable[..., Any]:
 def _required(sig: inspect.Signature) -> list[str]:
     """The parameters without a default, in order (``self`` and ``*args`` aside)."""
     return [
-        n for n, p in sig.parameters.items()
-        if p.default is p.empty and n not in ("self", "cls")
+        n
+        for n, p in sig.parameters.items()
+        if p.default is p.empty
+        and n not in ("self", "cls")
         and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-    ]  # fmt: skip
+    ]
 
 
 def declared_arguments(sig: inspect.Signature, arguments: Mapping[str, Any]) -> dict[str, Any]:

@@ -31,7 +31,7 @@ module imports nothing of privaudit, so every layer may read it):
 
 A new family registers its own fields and kind here (``register_truth_field``,
 ``register_prediction_kind``, ``register_knowledge_field``) from its own module: no edit to
-``api.py``, ``metrics/spec.py``, ``metrics/truth.py``, the runner or the leaderboard.
+``api/``, ``metrics/spec.py``, ``metrics/truth.py``, the runner or the leaderboard.
 """
 
 from __future__ import annotations
@@ -306,9 +306,12 @@ def token_layout(
         return [], []
     try:
         enc = bb.tokenizer(
-            list(texts), add_special_tokens=False, truncation=False, verbose=False,
+            list(texts),
+            add_special_tokens=False,
+            truncation=False,
+            verbose=False,
             return_offsets_mapping=True,
-        )  # fmt: skip
+        )
     except (NotImplementedError, TypeError, ValueError):  # a slow tokenizer has no offsets
         return [], []
     unk = bb.tokenizer.unk_token_id
@@ -370,27 +373,59 @@ def _attributes(source: Source) -> dict[str, list[Any]]:
 
 
 _BUILTIN_TRUTH = (
-    TruthField("tokens", "per victim, its WordPiece ids (no specials, no [UNK])", _tokens,
-               always=True),
-    TruthField("attributes", "per private attribute, each victim's value (None: unknown)",
-               _attributes, cut="victims_by_name", default=dict, always=True),
+    TruthField(
+        "tokens", "per victim, its WordPiece ids (no specials, no [UNK])", _tokens, always=True
+    ),
+    TruthField(
+        "attributes",
+        "per private attribute, each victim's value (None: unknown)",
+        _attributes,
+        cut="victims_by_name",
+        default=dict,
+        always=True,
+    ),
     TruthField("texts", "per victim, its original text", _test_texts, always=True),
-    TruthField("entities", "per victim, its annotated entities ({text, type, ...})",
-               lambda s: s.corpus.entities("test"), always=True),
-    TruthField("embeddings", "the backbone's input-embedding matrix (for MSE)",
-               lambda s: s.backbone.embeddings, cut="shared", default=lambda: None,
-               always=True),
-    TruthField("frequent_token", "the aux split's most frequent token (a baseline guess)",
-               lambda s: most_frequent_token(_aux_counts(s)), cut="shared",
-               default=lambda: None),
-    TruthField("mean_embedding", "the aux tokens' mean input embedding (the MSE baseline)",
-               lambda s: mean_embedding(s.backbone, _aux_counts(s)), cut="shared",
-               default=lambda: None),
-    TruthField("piece_positions", "per victim, each token's index among the pieces with [UNK]",
-               lambda s: _layout(s)[0], always=True),
-    TruthField("token_ends", "per victim, the character offset where each token ends",
-               lambda s: _layout(s)[1], always=True),
-)  # fmt: skip
+    TruthField(
+        "entities",
+        "per victim, its annotated entities ({text, type, ...})",
+        lambda s: s.corpus.entities("test"),
+        always=True,
+    ),
+    TruthField(
+        "embeddings",
+        "the backbone's input-embedding matrix (for MSE)",
+        lambda s: s.backbone.embeddings,
+        cut="shared",
+        default=lambda: None,
+        always=True,
+    ),
+    TruthField(
+        "frequent_token",
+        "the aux split's most frequent token (a baseline guess)",
+        lambda s: most_frequent_token(_aux_counts(s)),
+        cut="shared",
+        default=lambda: None,
+    ),
+    TruthField(
+        "mean_embedding",
+        "the aux tokens' mean input embedding (the MSE baseline)",
+        lambda s: mean_embedding(s.backbone, _aux_counts(s)),
+        cut="shared",
+        default=lambda: None,
+    ),
+    TruthField(
+        "piece_positions",
+        "per victim, each token's index among the pieces with [UNK]",
+        lambda s: _layout(s)[0],
+        always=True,
+    ),
+    TruthField(
+        "token_ends",
+        "per victim, the character offset where each token ends",
+        lambda s: _layout(s)[1],
+        always=True,
+    ),
+)
 _BUILTIN_KINDS = (
     PredictionKind("tokens", "per document, the predicted original token ids"),
     PredictionKind("attributes", "per attribute name, one predicted value per document"),

@@ -39,8 +39,13 @@ class HalfNoiseWords(Defense):
 
     @property
     def guarantee(self) -> Guarantee:
-        return Guarantee.dx("eta", self.eta, unit=Unit.WORD, mechanism="word_kernel",
-                            metric=embedding_distance(self.backbone))  # fmt: skip
+        return Guarantee.dx(
+            "eta",
+            self.eta,
+            unit=Unit.WORD,
+            mechanism="word_kernel",
+            metric=embedding_distance(self.backbone),
+        )
 
     def sample(self, n: int, eta: Any, rng: np.random.Generator) -> np.ndarray:
         dim = backbone(self.backbone).dim
@@ -69,8 +74,9 @@ class LeakyWords(T2T):
     def privatize(self, texts: Sequence[str], *, rng: np.random.Generator) -> Release:
         release = super().privatize(texts, rng=rng)
         keep = rng.random(len(texts)) < 0.05
-        release.texts = [t if k else r for t, r, k in zip(texts, release.texts or [], keep,
-                                                          strict=True)]  # fmt: skip
+        release.texts = [
+            t if k else r for t, r, k in zip(texts, release.texts or [], keep, strict=True)
+        ]
         return release
 
 

@@ -38,8 +38,10 @@ def builtin_defenses() -> list[dict]:
 def matrix_defenses() -> list[dict]:
     """The built-in defenses, plus SAP split after layer 1 (hidden states), which pins the
     hidden-state rules."""
-    return [*builtin_defenses(), {"name": "sap", "label": "sap-k1",
-                                  "params": {"eta": 60, "split_layer": 1}}]  # fmt: skip
+    return [
+        *builtin_defenses(),
+        {"name": "sap", "label": "sap-k1", "params": {"eta": 60, "split_layer": 1}},
+    ]
 
 
 def matrix_attacks() -> list[dict]:

@@ -41,9 +41,13 @@ from tests.test_attack_matrix import (
 
 #: Every check :func:`conformance` runs on a privatizer whose release is text.
 TEXT_CHECKS = [
-    "one output per input", "deterministic for a seed", CHANGES_TEXT, "empty text",
-    "non-ASCII text", "speed",
-]  # fmt: skip
+    "one output per input",
+    "deterministic for a seed",
+    CHANGES_TEXT,
+    "empty text",
+    "non-ASCII text",
+    "speed",
+]
 #: Checks a built-in fails or warns on by design: (defense label, check) → (status, reason).
 EXPECTED: dict[tuple[str, str], tuple[str, str]] = {
     ("none", CHANGES_TEXT): (

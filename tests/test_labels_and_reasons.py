@@ -30,23 +30,28 @@ QUOTED: list[str] = []
 
 
 def test_a_label_shared_by_two_entries_or_none_on_a_defense_isrefused(tmp_path) -> None:
-    none = SMOKE | {"defenses": [{"name": "none"}, {"name": "t2t", "label": "none",
-                                                     "knob_values": [10]}]}  # fmt: skip
+    none = SMOKE | {
+        "defenses": [{"name": "none"}, {"name": "t2t", "label": "none", "knob_values": [10]}]
+    }
     assert refused(none) == (
         "Invalid grid config: defenses.1 (t2t) is labelled 'none', the undefended baseline's "
         "label: give it another label"
     )
-    both_x = SMOKE | {"defenses": [
-        {"name": "none"}, {"name": "t2t", "label": "x", "knob_values": [10]},
-        {"name": "embedding-dx", "label": "x", "knob_values": [10]},
-    ]}  # fmt: skip
+    both_x = SMOKE | {
+        "defenses": [
+            {"name": "none"},
+            {"name": "t2t", "label": "x", "knob_values": [10]},
+            {"name": "embedding-dx", "label": "x", "knob_values": [10]},
+        ]
+    }
     assert refused(both_x) == (
         "Invalid grid config: defenses.1 and defenses.2 are both labelled 'x': give each a "
         "distinct label"
     )
     # Unlabelled entries are shown as name[params]: equal ones collide, different ones do not.
-    twice = SMOKE | {"defenses": [{"name": "t2t", "knob_values": [1]},
-                                  {"name": "t2t", "knob_values": [100]}]}  # fmt: skip
+    twice = SMOKE | {
+        "defenses": [{"name": "t2t", "knob_values": [1]}, {"name": "t2t", "knob_values": [100]}]
+    }
     assert "defenses.0 and defenses.1 are both labelled 't2t' (the default label" in (
         refused(twice)
     )
@@ -57,8 +62,9 @@ def test_a_label_shared_by_two_entries_or_none_on_a_defense_isrefused(tmp_path) 
     load_config("paper")
     # Refused before any work, in one line, from the command line too.
     run_dir = tmp_path / "r"
-    result = runner.invoke(app, ["run", "--config", str(write_grid(tmp_path, both_x)),
-                                 "--run-dir", str(run_dir)])  # fmt: skip
+    result = runner.invoke(
+        app, ["run", "--config", str(write_grid(tmp_path, both_x)), "--run-dir", str(run_dir)]
+    )
     assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
     assert "defenses.1 and defenses.2 are both labelled 'x'" in result.output
     assert not run_dir.exists()
@@ -68,10 +74,13 @@ def test_two_labels_stay_two_defenses_in_the_leaderboard(tmp_path) -> None:
     from privaudit.audit.runner import run_grid  # the results alone: no plots needed here
     from privaudit.leaderboard.board import leaderboard
 
-    data = SMOKE | {"defenses": [
-        {"name": "none"}, {"name": "t2t", "label": "a", "knob_values": [10]},
-        {"name": "t2t", "label": "b", "knob_values": [100]},
-    ]}  # fmt: skip
+    data = SMOKE | {
+        "defenses": [
+            {"name": "none"},
+            {"name": "t2t", "label": "a", "knob_values": [10]},
+            {"name": "t2t", "label": "b", "knob_values": [100]},
+        ]
+    }
     result = run_grid(load_config(data), run_dir=tmp_path / "r", progress=False)
     board = leaderboard(result.frame, result.chance)
     assert sorted(result.frame["label"]) == ["a", "b", "none"]
@@ -100,8 +109,9 @@ def test_a_failure_reason_holds_no_corpus_text(tmp_path) -> None:
     data = SMOKE | {"defenses": [{"name": "none"}, {"name": f"{__name__}:Quoting"}]}
     config = write_grid(tmp_path, data)
     run_dir = tmp_path / "r"
-    result = runner.invoke(app, ["run", "--config", str(config), "--run-dir", str(run_dir),
-                                 "--no-progress"])  # fmt: skip
+    result = runner.invoke(
+        app, ["run", "--config", str(config), "--run-dir", str(run_dir), "--no-progress"]
+    )
     assert result.exit_code == 3, result.output
     text = QUOTED[0]
     assert len(text) > 40
@@ -118,8 +128,7 @@ def test_a_failure_reason_holds_no_corpus_text(tmp_path) -> None:
     assert html.escape(reason) in (run_dir / "report.html").read_text(encoding="utf-8")
     assert f"cell failed: ValueError: cannot handle input: {text!r}" in result.output  # terminal
     # Asked for, the full message is kept in the cell's record (and only there).
-    kept = runner.invoke(app, ["run", "--resume", str(run_dir), "--no-progress",
-                               "--show-examples"])  # fmt: skip
+    kept = runner.invoke(app, ["run", "--resume", str(run_dir), "--no-progress", "--show-examples"])
     assert kept.exit_code == 3, kept.output
     records = [json.loads(p.read_text()) for p in run_dir.glob("cells/*.json")]
     rows = [r for record in records for r in record.get("rows", []) if r["status"] == "failed"]
@@ -142,8 +151,17 @@ class Picky:
 
 def test_audit_exits_3_when_cells_failed_unless_allowed(tmp_path) -> None:
     QUOTED.clear()
-    args = ["audit", f"{__name__}:Picky", "--preset", "smoke", "--compare", "none",
-            "--run-dir", str(tmp_path / "r"), "--no-progress"]  # fmt: skip
+    args = [
+        "audit",
+        f"{__name__}:Picky",
+        "--preset",
+        "smoke",
+        "--compare",
+        "none",
+        "--run-dir",
+        str(tmp_path / "r"),
+        "--no-progress",
+    ]
     failed = runner.invoke(app, args)
     assert failed.exit_code == 3, failed.output
     assert "1 of 2 cells failed" in failed.output and "Exit status 3" in failed.output
@@ -191,8 +209,9 @@ def test_a_plain_class_in_a_run_config_is_wrapped_or_refused_in_one_line(tmp_pat
         name = spec["name"]
         bad = SMOKE | {"defenses": [{"name": "none"}, spec]}
         run_dir = tmp_path / name.rsplit(":", 1)[1]
-        result = runner.invoke(app, ["run", "--config", str(write_grid(tmp_path, bad)),
-                                     "--run-dir", str(run_dir)])  # fmt: skip
+        result = runner.invoke(
+            app, ["run", "--config", str(write_grid(tmp_path, bad)), "--run-dir", str(run_dir)]
+        )
         assert result.exit_code == 2, result.output
         assert len(result.output.strip().splitlines()) == 1, result.output
         assert result.output.startswith("Error: defenses.1.name: ") and says in result.output
@@ -236,8 +255,9 @@ def test_knob_errors_say_things_once_and_name_the_field() -> None:
 def test_file_corpora_take_an_encoding(tmp_path) -> None:
     from privaudit.corpora.files import load_file
 
-    rows = ["text,label"] + [f'"Café Zoë {i} was {"good" if i % 2 else "bad"}",{i % 2}'
-                             for i in range(20)]  # fmt: skip
+    rows = ["text,label"] + [
+        f'"Café Zoë {i} was {"good" if i % 2 else "bad"}",{i % 2}' for i in range(20)
+    ]
     latin = tmp_path / "latin.csv"
     latin.write_bytes("\n".join(rows).encode("latin-1"))
     with pytest.raises(ValueError) as info:
@@ -256,8 +276,17 @@ def test_file_corpora_take_an_encoding(tmp_path) -> None:
 
 def test_no_progress_still_prints_the_estimate(tmp_path) -> None:
     data = SMOKE | {"defenses": [{"name": "none"}]}
-    result = runner.invoke(app, ["run", "--config", str(write_grid(tmp_path, data)),
-                                 "--run-dir", str(tmp_path / "r"), "--no-progress"])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "run",
+            "--config",
+            str(write_grid(tmp_path, data)),
+            "--run-dir",
+            str(tmp_path / "r"),
+            "--no-progress",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "Grid: 1 points, 1 cells (0 done, 1 to compute); estimated wall time" in result.output
     assert "cells:" not in result.output  # the progress bar alone is hidden

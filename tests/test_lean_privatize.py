@@ -47,8 +47,13 @@ def test_privatize_loads_no_attack_trainer_grid_or_torch(defense: str) -> None:
     text = "The hotel in Leeds lost our booking twice.\nGreat shoes, said Sarah.\n"
     _privatize_in_a_fresh_process(defense, text)  # a first run may build cached vocabularies
     probe = _privatize_in_a_fresh_process(defense, text)
-    heavy = sorted({m.split(".")[0] if not m.startswith("privaudit") else m for m in
-                    probe["modules"] if m.startswith(HEAVY)})  # fmt: skip
+    heavy = sorted(
+        {
+            m.split(".")[0] if not m.startswith("privaudit") else m
+            for m in probe["modules"]
+            if m.startswith(HEAVY)
+        }
+    )
     assert heavy == [], heavy
     assert len(probe["lines"]) == 2
     spacy_loaded = any(m == "spacy" for m in probe["modules"])

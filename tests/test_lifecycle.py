@@ -118,9 +118,12 @@ def test_no_corpus_text_with_entity_and_attribute_attacks(tmp_path) -> None:
     from privaudit.outputs import run_grid
 
     smoke = PRESETS["smoke"]
-    data = {**smoke, "corpus": {**smoke["corpus"], "limits": {"train": 60, "test": 30, "aux": 30}},
-            "defenses": [{"name": "none"}, {"name": "has"}],
-            "attacks": ["ner", "has-deanonymization", "attribute-inference"]}  # fmt: skip
+    data = {
+        **smoke,
+        "corpus": {**smoke["corpus"], "limits": {"train": 60, "test": 30, "aux": 30}},
+        "defenses": [{"name": "none"}, {"name": "has"}],
+        "attacks": ["ner", "has-deanonymization", "attribute-inference"],
+    }
     result = run_grid(load_config(data), run_dir=tmp_path / "r", progress=False)
     assert (result.frame["status"] != "failed").all(), result.frame["reason"].tolist()
     assert _hits(result.run_dir, _corpus_texts()) == {}
@@ -138,9 +141,13 @@ def _cells_done(run_dir: Path) -> int:
 
 
 def _slow_grid(tmp_path: Path) -> Path:
-    data = {**PRESETS["smoke"], "name": "slow",
-            "defenses": [{"name": "tests.test_lifecycle:Sleepy",
-                          "knob_values": list(range(1, POINTS + 1))}]}  # fmt: skip
+    data = {
+        **PRESETS["smoke"],
+        "name": "slow",
+        "defenses": [
+            {"name": "tests.test_lifecycle:Sleepy", "knob_values": list(range(1, POINTS + 1))}
+        ],
+    }
     path = tmp_path / "slow.yaml"
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     return path
@@ -149,9 +156,14 @@ def _slow_grid(tmp_path: Path) -> Path:
 def _start(args: list[str]) -> subprocess.Popen:
     env = os.environ | {"PYTHONPATH": str(REPO)}  # the workers import tests.test_lifecycle
     return subprocess.Popen(
-        [str(PRIVAUDIT), *args], cwd=REPO, env=env, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, start_new_session=True,
-    )  # fmt: skip
+        [str(PRIVAUDIT), *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def _workers_busy(driver: subprocess.Popen, run_dir: Path, timeout: float = 240) -> list:
@@ -209,17 +221,23 @@ def test_sigterm_stops_the_run_ends_its_workers_and_resume_finishes(tmp_path) ->
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)
     assert driver.returncode == EXIT_TERMINATED == 143, output
-    assert f"Interrupted (SIGTERM); finished cells are kept. Continue with: " \
-           f"privaudit run --resume {run_dir}" in output  # fmt: skip
+    assert (
+        f"Interrupted (SIGTERM); finished cells are kept. Continue with: "
+        f"privaudit run --resume {run_dir}" in output
+    )
     assert "Traceback" not in output, output
     assert _survivors(children, timeout=5) == []
     kept = _cells_done(run_dir)
     assert 0 < kept < POINTS  # stopped part-way, finished points kept
 
     resumed = subprocess.run(
-        [str(PRIVAUDIT), "run", "--resume", str(run_dir), "--no-progress"], cwd=REPO,
-        env=os.environ | {"PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [str(PRIVAUDIT), "run", "--resume", str(run_dir), "--no-progress"],
+        cwd=REPO,
+        env=os.environ | {"PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     meta = json.loads((run_dir / "run.json").read_text())
     assert meta["finished"] and meta["computed"] == POINTS - kept
@@ -286,8 +304,11 @@ def _full_disk(monkeypatch, when) -> None:
 
 
 def _no_partial_files(run_dir: Path) -> None:
-    leftovers = [p.name for p in run_dir.rglob("*") if p.is_file()
-                 and (p.stat().st_size == 0 or p.name.endswith(".tmp"))]  # fmt: skip
+    leftovers = [
+        p.name
+        for p in run_dir.rglob("*")
+        if p.is_file() and (p.stat().st_size == 0 or p.name.endswith(".tmp"))
+    ]
     assert leftovers == []
     if (run_dir / "results.csv").exists():
         pd.read_csv(run_dir / "results.csv")  # whole, if present
@@ -298,8 +319,9 @@ def test_a_full_disk_is_one_line_and_leaves_no_partial_file(target, tmp_path, mo
     run_dir = tmp_path / "run"
     with monkeypatch.context() as patch:
         _full_disk(patch, lambda path: target in path.name)
-        result = runner.invoke(app, ["run", "--preset", "smoke", "--run-dir", str(run_dir),
-                                     "--no-progress"])  # fmt: skip
+        result = runner.invoke(
+            app, ["run", "--preset", "smoke", "--run-dir", str(run_dir), "--no-progress"]
+        )
     assert result.exit_code == EXIT_DISK_FULL == 4, result.output
     lines = result.output.strip().splitlines()  # after the estimate, which --no-progress keeps
     assert lines[0].startswith("Grid: ") and lines[-1] == (
@@ -446,9 +468,14 @@ def test_a_local_ray_instance_ends_with_its_driver(tmp_path) -> None:
     run_dir = tmp_path / "run"
     script = _RAY_SLOW.format(config=str(_slow_grid(tmp_path)), run_dir=str(run_dir))
     driver = subprocess.Popen(
-        [sys.executable, "-c", script], cwd=REPO, env=os.environ | {"PYTHONPATH": str(REPO)},
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-    )  # fmt: skip
+        [sys.executable, "-c", script],
+        cwd=REPO,
+        env=os.environ | {"PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     started: list = []
     try:
         deadline = time.monotonic() + 300

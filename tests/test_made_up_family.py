@@ -1,7 +1,7 @@
 """A new attack family extends the records without touching the core: the made-up *length*
 family (``tests/made_up/length_family.py``: its own truth field, knowledge field, prediction
 kind, family, metric and attack, in one module) runs through the real runner and reaches the
-leaderboard, with no edit to ``privaudit/api.py``, ``privaudit/metrics/spec.py``,
+leaderboard, with no edit to ``privaudit/api/``, ``privaudit/metrics/spec.py``,
 ``privaudit/metrics/truth.py`` or ``privaudit/leaderboard``."""
 
 from __future__ import annotations
@@ -15,12 +15,17 @@ from tests.made_up import length_family as made_up
 
 def _grid(attacks: list[str]) -> dict:
     return {
-        "name": "length", "backbone": TINY, "utility": "probe",
-        "corpus": {"name": "synthetic-reviews", "params": {"n_docs": 60, "seed": 0},
-                   "limits": {"train": 20, "test": 8, "aux": 16}},
+        "name": "length",
+        "backbone": TINY,
+        "utility": "probe",
+        "corpus": {
+            "name": "synthetic-reviews",
+            "params": {"n_docs": 60, "seed": 0},
+            "limits": {"train": 20, "test": 8, "aux": 16},
+        },
         "defenses": [{"name": "none"}, {"name": "t2t", "knob_values": [1]}],
         "attacks": attacks,
-    }  # fmt: skip
+    }
 
 
 @pytest.fixture(scope="module")

@@ -45,19 +45,26 @@ class OneNone:
 @pytest.mark.parametrize(
     ("source", "says"),
     [
-        ("class Cls:\n    def privatize(self, texts, rng)\n        return texts\n",
-         ":2:36: SyntaxError: expected ':' (def privatize(self, texts, rng))"),
-        ("import numpy\nimport no_such_module_xyz\nclass Cls: ...\n",
-         ":2: ModuleNotFoundError: No module named 'no_such_module_xyz'"),
-        ("def f():\n    return 1 / 0\n\nf()\nclass Cls: ...\n",
-         ":2: ZeroDivisionError: division by zero (return 1 / 0)"),
+        (
+            "class Cls:\n    def privatize(self, texts, rng)\n        return texts\n",
+            ":2:36: SyntaxError: expected ':' (def privatize(self, texts, rng))",
+        ),
+        (
+            "import numpy\nimport no_such_module_xyz\nclass Cls: ...\n",
+            ":2: ModuleNotFoundError: No module named 'no_such_module_xyz'",
+        ),
+        (
+            "def f():\n    return 1 / 0\n\nf()\nclass Cls: ...\n",
+            ":2: ZeroDivisionError: division by zero (return 1 / 0)",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_broken_plugin_file_is_one_line_with_file_line_and_error(tmp_path, source, says):
     plugin = tmp_path / "broken.py"
     plugin.write_text(source, encoding="utf-8")
-    result = runner.invoke(app, ["audit", f"{plugin}:Cls", "--preset", "smoke",
-                                 "--run-dir", str(tmp_path / "r")])  # fmt: skip
+    result = runner.invoke(
+        app, ["audit", f"{plugin}:Cls", "--preset", "smoke", "--run-dir", str(tmp_path / "r")]
+    )
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.output, result.output
@@ -148,9 +155,20 @@ def test_without_replacement_rates_ties_are_shared() -> None:
 
 def test_cli_audit_of_an_identity_privatizer_warns_and_ranks_it_last(tmp_path) -> None:
     run_dir = tmp_path / "run"
-    result = runner.invoke(app, ["audit", "tests.test_plugins_and_supply:Same", "--preset",
-                                 "smoke", "--compare", "t2t", "--run-dir", str(run_dir),
-                                 "--no-progress"])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "audit",
+            "tests.test_plugins_and_supply:Same",
+            "--preset",
+            "smoke",
+            "--compare",
+            "t2t",
+            "--run-dir",
+            str(run_dir),
+            "--no-progress",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "[WARN] changes the text: IDENTITY" in result.output
     assert "WARNING: Same IDENTITY" in result.output
@@ -174,8 +192,12 @@ def test_privatize_replaces_undecodable_bytes_and_names_the_lines() -> None:
     assert len(warning) == 1 and "line(s) 2, 4 are not valid UTF-8" in warning[0]
     assert "U+FFFD" in warning[0]
     out = [line for line in result.output.splitlines() if not line.startswith("Warning:")]
-    assert out == ["The staff in Boston were kind.", "Caf\ufffd in Z\ufffdrich was great.",
-                   "Fine.", "\ufffd bad"]  # fmt: skip
+    assert out == [
+        "The staff in Boston were kind.",
+        "Caf\ufffd in Z\ufffdrich was great.",
+        "Fine.",
+        "\ufffd bad",
+    ]
     tokens = runner.invoke(
         app, ["privatize", "--defense", "t2t", "--backbone", TINY, "--knob", "1"], input=LATIN1
     )

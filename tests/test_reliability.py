@@ -30,19 +30,24 @@ def test_version() -> None:
 
 
 def test_failed_cells_exit_3_unless_allowed(tmp_path) -> None:
-    data = {**PRESETS["smoke"], "defenses": [{"name": "tests.audit.test_runner:Exploding"},
-                                             {"name": "none"}]}  # fmt: skip
+    data = {
+        **PRESETS["smoke"],
+        "defenses": [{"name": "tests.audit.test_runner:Exploding"}, {"name": "none"}],
+    }
     path = _write(tmp_path, data)
-    failed = runner.invoke(app, ["run", "--config", str(path), "--run-dir", str(tmp_path / "a"),
-                                 "--no-progress"])  # fmt: skip
+    failed = runner.invoke(
+        app, ["run", "--config", str(path), "--run-dir", str(tmp_path / "a"), "--no-progress"]
+    )
     assert failed.exit_code == EXIT_CELLS_FAILED == 3, failed.output
     assert "1 of 2 cells failed (1 distinct reason(s)" in failed.output
     assert (tmp_path / "a" / "report.html").is_file()  # everything else is still written
-    allowed = runner.invoke(app, ["run", "--resume", str(tmp_path / "a"), "--no-progress",
-                                  "--allow-failures"])  # fmt: skip
+    allowed = runner.invoke(
+        app, ["run", "--resume", str(tmp_path / "a"), "--no-progress", "--allow-failures"]
+    )
     assert allowed.exit_code == 0 and "--allow-failures" not in allowed.output.split("cells")[-1]
-    ok = runner.invoke(app, ["run", "--preset", "smoke", "--run-dir", str(tmp_path / "b"),
-                             "--no-progress"])  # fmt: skip
+    ok = runner.invoke(
+        app, ["run", "--preset", "smoke", "--run-dir", str(tmp_path / "b"), "--no-progress"]
+    )
     assert ok.exit_code == 0 and "cells failed" not in ok.output
 
 
@@ -65,22 +70,33 @@ def test_config_mistakes_name_field_value_and_fix(tmp_path) -> None:
     assert f"'{tmp_path / 'nope.yaml'}' is neither a preset" in missing.output
     smoke = PRESETS["smoke"]
     cases = [
-        ({k: v for k, v in smoke.items() if k != "defenses"} | {"defences": smoke["defenses"]},
-         "defences: unknown field. Did you mean 'defenses'?"),
-        (smoke | {"defenses": [{"name": "t2t", "lable": "x"}]},
-         "defenses.0.lable: unknown field. Did you mean 'label'?"),
+        (
+            {k: v for k, v in smoke.items() if k != "defenses"} | {"defences": smoke["defenses"]},
+            "defences: unknown field. Did you mean 'defenses'?",
+        ),
+        (
+            smoke | {"defenses": [{"name": "t2t", "lable": "x"}]},
+            "defenses.0.lable: unknown field. Did you mean 'label'?",
+        ),
         (smoke | {"seeds": [-1]}, "seeds.0: Input should be greater than or equal to 0 (got -1)"),
-        (smoke | {"attacks": [{"name": "nn-inversion", "label": "nn/white-box"}]},
-         "attacks.0.label: a label may not contain '/'"),
-        (smoke | {"defenses": [{"name": "t2t", "params": {"eta": "abc"}}]},
-         "defenses.0.params: t2t (T2T) parameter eta='abc' is not allowed"),
-        (smoke | {"corpus": {"name": "synthetic-reviews", "params": {"n_doc": 10}}},
-         "corpus.params: synthetic_reviews has no parameter 'n_doc'. Did you mean 'n_docs'?"),
-    ]  # fmt: skip
+        (
+            smoke | {"attacks": [{"name": "nn-inversion", "label": "nn/white-box"}]},
+            "attacks.0.label: a label may not contain '/'",
+        ),
+        (
+            smoke | {"defenses": [{"name": "t2t", "params": {"eta": "abc"}}]},
+            "defenses.0.params: t2t (T2T) parameter eta='abc' is not allowed",
+        ),
+        (
+            smoke | {"corpus": {"name": "synthetic-reviews", "params": {"n_doc": 10}}},
+            "corpus.params: synthetic_reviews has no parameter 'n_doc'. Did you mean 'n_docs'?",
+        ),
+    ]
     for i, (data, message) in enumerate(cases):
         run_dir = tmp_path / f"r{i}"
-        result = runner.invoke(app, ["run", "--config", str(_write(tmp_path, data)),
-                                     "--run-dir", str(run_dir)])  # fmt: skip
+        result = runner.invoke(
+            app, ["run", "--config", str(_write(tmp_path, data)), "--run-dir", str(run_dir)]
+        )
         assert result.exit_code == 2, (message, result.output)
         assert message in result.output, result.output
         assert len(result.output.strip().splitlines()) == 1, result.output
@@ -129,8 +145,9 @@ def test_a_run_directory_is_never_silently_reused_by_another_config(tmp_path) ->
     assert json.loads((tmp_path / "r" / "config.json").read_text())["defenses"][1]["name"] == "t2t"
     again = runner.invoke(app, ["run", "--preset", "smoke", "--run-dir", run_dir, "--no-progress"])
     assert again.exit_code == 0  # the same config continues its own run
-    replaced = runner.invoke(app, ["run", "--config", str(path), "--run-dir", run_dir,
-                                   "--overwrite", "--no-progress"])  # fmt: skip
+    replaced = runner.invoke(
+        app, ["run", "--config", str(path), "--run-dir", run_dir, "--overwrite", "--no-progress"]
+    )
     assert replaced.exit_code == 0
     frame = pd.read_parquet(tmp_path / "r" / "results.parquet")
     assert set(frame["defense"]) == {"none"}  # the new config's rows only
@@ -152,8 +169,17 @@ def test_knob_values_show_four_significant_digits_and_keep_the_exact_value(tmp_p
     assert shown(105.16591384263059) == "105.2" and shown(100.0) == "100" and shown(0.5) == "0.5"
     exact = 105.16591384263059
     data = {**PRESETS["smoke"], "defenses": [{"name": "t2t", "knob_values": [exact]}]}
-    result = runner.invoke(app, ["run", "--config", str(_write(tmp_path, data)), "--run-dir",
-                                 str(tmp_path / "r"), "--no-progress"])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "run",
+            "--config",
+            str(_write(tmp_path, data)),
+            "--run-dir",
+            str(tmp_path / "r"),
+            "--no-progress",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "eta=105.2" in result.output and "105.166" not in result.output
     html = (tmp_path / "r" / "report.html").read_text()
@@ -181,11 +207,22 @@ def test_a_plan_that_fails_leaves_no_empty_run_directory(tmp_path, monkeypatch) 
 def test_progress_bar_terminal_and_report_count_cells_alike(tmp_path) -> None:
     from privaudit.audit.store import cell_counts
 
-    data = {**PRESETS["smoke"], "defenses": [{"name": "none"}, {"name": "cape",
-                                                                "knob_values": [10]}],
-            "attacks": ["nn-inversion", "attribute-inference"]}  # fmt: skip
-    result = runner.invoke(app, ["run", "--config", str(_write(tmp_path, data)), "--run-dir",
-                                 str(tmp_path / "r"), "--no-progress"])  # fmt: skip
+    data = {
+        **PRESETS["smoke"],
+        "defenses": [{"name": "none"}, {"name": "cape", "knob_values": [10]}],
+        "attacks": ["nn-inversion", "attribute-inference"],
+    }
+    result = runner.invoke(
+        app,
+        [
+            "run",
+            "--config",
+            str(_write(tmp_path, data)),
+            "--run-dir",
+            str(tmp_path / "r"),
+            "--no-progress",
+        ],
+    )
     assert result.exit_code == 0, result.output
     frame = pd.read_parquet(tmp_path / "r" / "results.parquet")
     meta = json.loads((tmp_path / "r" / "run.json").read_text())
@@ -200,8 +237,9 @@ def test_progress_bar_terminal_and_report_count_cells_alike(tmp_path) -> None:
 
 def test_a_run_written_before_a_new_config_field_still_resumes(tmp_path) -> None:
     run_dir = tmp_path / "r"
-    first = runner.invoke(app, ["run", "--preset", "smoke", "--run-dir", str(run_dir),
-                                "--no-progress"])  # fmt: skip
+    first = runner.invoke(
+        app, ["run", "--preset", "smoke", "--run-dir", str(run_dir), "--no-progress"]
+    )
     assert first.exit_code == 0, first.output
     saved = json.loads((run_dir / "config.json").read_text())
     del saved["executor"]  # as an older privaudit wrote it: a field with a default missing

@@ -92,8 +92,9 @@ def test_audit_guarantee_csv_into_a_missing_folder_is_written(
 
     monkeypatch.setattr(guarantee_audit, "audit_levels", lambda *a, **k: [])
     target = tmp_path / "missing" / "sub" / "x.csv"
-    result = runner.invoke(app, ["audit-guarantee", "--defense", "dpnr", "--knob", "1",
-                                 "--csv", str(target)])  # fmt: skip
+    result = runner.invoke(
+        app, ["audit-guarantee", "--defense", "dpnr", "--knob", "1", "--csv", str(target)]
+    )
     assert result.exit_code == 0, result.output
     assert target.is_file() and f"Wrote: {target}" in result.output
 
@@ -196,8 +197,17 @@ def _killed_run(tmp_path: Path) -> Path:
 
     data = SMOKE | {"defenses": [{"name": "none"}, {"name": "t2t", "knob_values": [10, 100]}]}
     run_dir = tmp_path / "r"
-    done = runner.invoke(app, ["run", "--config", str(write_grid(tmp_path, data)),
-                               "--run-dir", str(run_dir), "--no-progress"])  # fmt: skip
+    done = runner.invoke(
+        app,
+        [
+            "run",
+            "--config",
+            str(write_grid(tmp_path, data)),
+            "--run-dir",
+            str(run_dir),
+            "--no-progress",
+        ],
+    )
     assert done.exit_code == 0, done.output
     for path in run_dir.iterdir():
         if path.is_file() and path.name not in ("config.json", "run.json"):
@@ -301,13 +311,19 @@ def test_na_cells_are_summarised_by_their_cause() -> None:
     from privaudit.leaderboard.unscored import na_summary
 
     background = "reidentification needs background: the corpus has no background split"
-    frame = pd.DataFrame([
-        {"cell_key": "a", "status": "ok", "reason": "", "na_cause": None},
-        {"cell_key": "b", "status": "n/a", "reason": background, "na_cause": "truth"},
-        {"cell_key": "c", "status": "n/a", "reason": "ner reads text releases, not pooled",
-         "na_cause": "release"},
-        {"cell_key": "d", "status": "n/a", "reason": background, "na_cause": "truth"},
-    ])  # fmt: skip
+    frame = pd.DataFrame(
+        [
+            {"cell_key": "a", "status": "ok", "reason": "", "na_cause": None},
+            {"cell_key": "b", "status": "n/a", "reason": background, "na_cause": "truth"},
+            {
+                "cell_key": "c",
+                "status": "n/a",
+                "reason": "ner reads text releases, not pooled",
+                "na_cause": "release",
+            },
+            {"cell_key": "d", "status": "n/a", "reason": background, "na_cause": "truth"},
+        ]
+    )
     line = na_summary(frame)
     assert line is not None and line.startswith("3 of 4 cells are n/a: ")
     assert f"2 because the corpus cannot score the attack ({background})" in line
@@ -323,8 +339,11 @@ def test_a_board_over_too_few_victims_says_it_decides_nothing() -> None:
     from privaudit.leaderboard.board import leaderboard
     from tests.leaderboard.test_leaderboard import cell
 
-    rows = [cell("none", 0, "a1", 0.1, 0.9), cell("A", 1, "a1", 0.5, 0.8),
-            cell("A", 2, "a1", 0.8, 0.6)]  # fmt: skip
+    rows = [
+        cell("none", 0, "a1", 0.1, 0.9),
+        cell("A", 1, "a1", 0.5, 0.8),
+        cell("A", 2, "a1", 0.8, 0.6),
+    ]
     few = leaderboard(pd.DataFrame([r | {"n_test": 2} for r in rows]), 0.5)
     said = [n for n in few.notes if "test document(s) (the victims)" in n]
     assert len(said) == 1 and said[0].startswith("WARNING: only 2 test document(s)")

@@ -79,8 +79,9 @@ def test_a_plugins_message_never_reaches_the_run_directory(tmp_path: Path) -> No
     plugins = [{"name": f"{__name__}:{c}"} for c in ("Joined", "OneWord", "Verbatim")]
     config = write_grid(tmp_path, SMOKE | {"defenses": [{"name": "none"}, *plugins]})
     run_dir = tmp_path / "r"
-    result = runner.invoke(app, ["run", "--config", str(config), "--run-dir", str(run_dir),
-                                 "--no-progress"])  # fmt: skip
+    result = runner.invoke(
+        app, ["run", "--config", str(config), "--run-dir", str(run_dir), "--no-progress"]
+    )
     assert result.exit_code == 3, result.output
     assert len(RAISED) == 3
     stored = [run_dir / "results.csv", run_dir / "report.html", *run_dir.glob("cells/*.json")]
@@ -100,8 +101,7 @@ def test_a_plugins_message_never_reaches_the_run_directory(tmp_path: Path) -> No
         .all()
     ), failed["reason"].tolist()
     # Asked for, the full message is kept in the cells' records.
-    kept = runner.invoke(app, ["run", "--resume", str(run_dir), "--no-progress",
-                               "--show-examples"])  # fmt: skip
+    kept = runner.invoke(app, ["run", "--resume", str(run_dir), "--no-progress", "--show-examples"])
     assert kept.exit_code == 3, kept.output
     records = "".join(p.read_text(encoding="utf-8") for p in run_dir.glob("cells/*.json"))
     assert all(json.dumps(m)[1:-1] in records for m in RAISED)
@@ -147,8 +147,11 @@ def _geia_grid(**strength: object) -> dict:
     from privaudit.attacks.geia import GEIA
 
     params = dict(GEIA.test_params) | {"public_docs": 200}
-    return SMOKE | {"defenses": [{"name": "none"}], "attacks": [{"name": "geia", "params": params}],
-                    "strength": strength}  # fmt: skip
+    return SMOKE | {
+        "defenses": [{"name": "none"}],
+        "attacks": [{"name": "geia", "params": params}],
+        "strength": strength,
+    }
 
 
 @pytest.mark.parametrize(
@@ -180,8 +183,17 @@ def test_aux_shares_that_draw_one_document_or_the_same_count_arerefused(tmp_path
         "defenses": [{"name": "none"}],
         "strength": {"fractions": [0.001, 0.04]},
     }
-    result = runner.invoke(app, ["run", "--config", str(write_grid(tmp_path, data)), "--run-dir",
-                                 str(tmp_path / "r"), "--no-progress"])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "run",
+            "--config",
+            str(write_grid(tmp_path, data)),
+            "--run-dir",
+            str(tmp_path / "r"),
+            "--no-progress",
+        ],
+    )
     assert result.exit_code == 2, result.output
     assert "strength.fractions: 0.001 of the aux documents" in result.output
     assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
@@ -234,8 +246,9 @@ def test_output_paths_are_checked_before_any_work(tmp_path: Path, monkeypatch) -
     monkeypatch.setattr(guarantee_audit, "audit_levels", never)
     (tmp_path / "a-file").write_text("x")
     for bad in ("/proc/x.csv", str(tmp_path / "a-file" / "x.csv"), str(tmp_path)):
-        result = runner.invoke(app, ["audit-guarantee", "--defense", "t2t", "--knob", "10",
-                                     "--csv", bad])  # fmt: skip
+        result = runner.invoke(
+            app, ["audit-guarantee", "--defense", "t2t", "--knob", "10", "--csv", bad]
+        )
         assert result.exit_code == 2, result.output
         lines = result.output.strip().splitlines()
         assert len(lines) == 1 and "--csv" in lines[0], result.output
@@ -252,8 +265,17 @@ def test_a_two_row_corpus_is_one_clear_line(tmp_path: Path) -> None:
             {"text": "The room was dirty.", "label": 0}]  # fmt: skip
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     data = SMOKE | {"corpus": {"name": "file", "params": {"path": str(path)}}}
-    result = runner.invoke(app, ["run", "--config", str(write_grid(tmp_path, data)), "--run-dir",
-                                 str(tmp_path / "r"), "--no-progress"])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "run",
+            "--config",
+            str(write_grid(tmp_path, data)),
+            "--run-dir",
+            str(tmp_path / "r"),
+            "--no-progress",
+        ],
+    )
     assert result.exit_code == 2, result.output
     assert "Keys mismatch" not in result.output and "split" in result.output
     assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
@@ -262,18 +284,23 @@ def test_a_two_row_corpus_is_one_clear_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("defense", "says"),
     [
-        ({"name": "clean", "params": {"release": "hidden_states", "layer": 99}},
-         "defenses.0.params.layer: 99 is outside 1..2"),
-        ({"name": "sap", "params": {"split_layer": 99}, "knob_values": [10]},
-         "defenses.0.params.split_layer: 99 is outside 0..2"),
+        (
+            {"name": "clean", "params": {"release": "hidden_states", "layer": 99}},
+            "defenses.0.params.layer: 99 is outside 1..2",
+        ),
+        (
+            {"name": "sap", "params": {"split_layer": 99}, "knob_values": [10]},
+            "defenses.0.params.split_layer: 99 is outside 0..2",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_layer_beyond_the_backbone_is_refused_before_work(
     tmp_path: Path, defense: dict, says: str
 ) -> None:
     config = write_grid(tmp_path, SMOKE | {"defenses": [defense]})
-    result = runner.invoke(app, ["run", "--config", str(config), "--run-dir",
-                                 str(tmp_path / "r"), "--no-progress"])  # fmt: skip
+    result = runner.invoke(
+        app, ["run", "--config", str(config), "--run-dir", str(tmp_path / "r"), "--no-progress"]
+    )
     assert result.exit_code == 2 and says in result.output, result.output
     assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
 
@@ -306,10 +333,13 @@ def test_mixed_type_labels_and_attributes_are_one_class_each(tmp_path: Path) -> 
     labels = [0, "0", 0.0, 1, "1", 1.0, "0.0", "1.0"] * 6
     ages = [30, "30", 30.0, 40, "40", 40.0, "30.0", "40"] * 6
     path = tmp_path / "mixed.jsonl"
-    path.write_text("".join(
-        json.dumps({"text": f"Review number {i} of the hotel was fine.", "label": y, "age": a})
-        + "\n" for i, (y, a) in enumerate(zip(labels, ages, strict=True))
-    ))  # fmt: skip
+    path.write_text(
+        "".join(
+            json.dumps({"text": f"Review number {i} of the hotel was fine.", "label": y, "age": a})
+            + "\n"
+            for i, (y, a) in enumerate(zip(labels, ages, strict=True))
+        )
+    )
     corpus = load_file(str(path), attributes=["age"])
     assert corpus.label_names == ["0", "1"]
     values = {v for split in corpus.splits for v in corpus.attribute(split, "age")}
@@ -322,16 +352,20 @@ GEIA_TINY = {"n_layer": 1, "n_memory": 2, "public_docs": 40, "pretrain_epochs": 
 
 
 def _geia_smoke() -> dict:
-    return SMOKE | {"defenses": [{"name": "none"}],
-                    "attacks": [{"name": "geia", "params": GEIA_TINY}]}  # fmt: skip
+    return SMOKE | {
+        "defenses": [{"name": "none"}],
+        "attacks": [{"name": "geia", "params": GEIA_TINY}],
+    }
 
 
 def test_a_cache_that_is_a_file_is_one_line_before_work(tmp_path: Path, monkeypatch) -> None:
     (tmp_path / "afile").write_text("x")
     monkeypatch.setenv("PRIVAUDIT_CACHE", str(tmp_path / "afile"))
     config = write_grid(tmp_path, _geia_smoke())
-    for args in (["run", "--preset", "smoke", "--run-dir", str(tmp_path / "r")],
-                 ["pretrain", "--config", str(config)]):  # fmt: skip
+    for args in (
+        ["run", "--preset", "smoke", "--run-dir", str(tmp_path / "r")],
+        ["pretrain", "--config", str(config)],
+    ):
         result = runner.invoke(app, [*args, "--no-progress"])
         assert result.exit_code == 2, result.output
         lines = result.output.strip().splitlines()
@@ -361,15 +395,19 @@ def test_a_read_only_cache_that_holds_the_model_is_used_without_a_lock(
     again = runner.invoke(app, ["pretrain", "--config", str(config), "--no-progress"])
     assert again.exit_code == 0 and "found in the cache" in again.output, again.output
     assert again.output.count("is read-only") == 1
-    result = runner.invoke(app, ["run", "--config", str(config), "--run-dir",
-                                 str(tmp_path / "r"), "--no-progress"])  # fmt: skip
+    result = runner.invoke(
+        app, ["run", "--config", str(config), "--run-dir", str(tmp_path / "r"), "--no-progress"]
+    )
     assert result.exit_code == 0, result.output
     assert result.output.count("is read-only") == 1  # said once
     frame = pd.read_csv(tmp_path / "r" / "results.csv")
     assert (frame["status"] == "ok").all(), frame["reason"].tolist()
     # A model the read-only cache lacks: pretrain refuses rather than train and drop it.
-    other = write_grid(tmp_path, _geia_smoke() | {"attacks": [
-        {"name": "geia", "params": GEIA_TINY | {"public_docs": 30}}]}, "other.yaml")  # fmt: skip
+    other = write_grid(
+        tmp_path,
+        _geia_smoke() | {"attacks": [{"name": "geia", "params": GEIA_TINY | {"public_docs": 30}}]},
+        "other.yaml",
+    )
     refused = runner.invoke(app, ["pretrain", "--config", str(other), "--no-progress"])
     assert refused.exit_code == 2 and "not in the read-only cache" in refused.output
 
@@ -385,12 +423,15 @@ def test_a_process_waiting_for_a_lock_says_whom_it_waits_for(tmp_path: Path) -> 
     from privaudit.runtime.cache import locked
 
     lock = tmp_path / "abc.lock"
-    code = ("import sys; from pathlib import Path; from privaudit.runtime.cache import locked\n"
-            f"with locked(Path({str(lock)!r})): print('got it')")  # fmt: skip
+    code = (
+        "import sys; from pathlib import Path; from privaudit.runtime.cache import locked\n"
+        f"with locked(Path({str(lock)!r})): print('got it')"
+    )
     with locked(lock):
         assert f"process {os.getpid()}" in lock.read_text()
-        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         import time
 
         time.sleep(3)
@@ -427,11 +468,16 @@ def _corpus_run(root: Path, name: str, digest: str, none_utility: float, none_pr
 
     rows = []
     for attack in ("a1", "a2"):
-        for row in (cell("none", 0, attack, none_privacy, none_utility),
-                    cell("A", 1, attack, 0.5, none_utility - 0.05),
-                    cell("A", 2, attack, 0.8, none_utility - 0.15)):  # fmt: skip
-            row |= {"corpus": name, "corpus_fingerprint": digest,
-                    "cell_key": f"{row['cell_key']}|{digest}"}  # fmt: skip
+        for row in (
+            cell("none", 0, attack, none_privacy, none_utility),
+            cell("A", 1, attack, 0.5, none_utility - 0.05),
+            cell("A", 2, attack, 0.8, none_utility - 0.15),
+        ):
+            row |= {
+                "corpus": name,
+                "corpus_fingerprint": digest,
+                "cell_key": f"{row['cell_key']}|{digest}",
+            }
             rows.append(row)
     return make_run(root / name, rows)
 
@@ -477,8 +523,9 @@ def test_mixed_corpora_keep_each_corpus_undefended_row_apart(tmp_path: Path) -> 
     assert points.loc["A @ synthpai"].min() == pytest.approx(0.375)
     assert any("2 different corpora (--mixed-corpora)" in n for n in board.notes)
     assert not any(n.startswith("none @") for n in board.notes)  # not "changed no word"
-    result = runner.invoke(app, ["leaderboard", str(one), str(two), "--mixed-corpora",
-                                 "--out", str(tmp_path / "o")])  # fmt: skip
+    result = runner.invoke(
+        app, ["leaderboard", str(one), str(two), "--mixed-corpora", "--out", str(tmp_path / "o")]
+    )
     assert result.exit_code == 0, result.output
     assert "none @ synthetic" in result.output and "0.762" not in result.output
 
@@ -506,7 +553,8 @@ def test_privaudit_list_imports_no_heavy_library(tmp_path: Path) -> None:
         "assert not loaded, loaded\n"
     )
     env = {**__import__("os").environ, "PRIVAUDIT_CACHE": str(tmp_path / "cache")}
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            env=env, timeout=120)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "synthpai" in result.stdout and "bayes-inversion" in result.stdout

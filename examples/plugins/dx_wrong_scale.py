@@ -31,8 +31,9 @@ class NoisyWords:
 
     @property
     def guarantee(self) -> Guarantee:
-        return Guarantee.dx("eta", self.eta, unit=Unit.WORD,
-                            metric=embedding_distance(self.backbone))  # fmt: skip
+        return Guarantee.dx(
+            "eta", self.eta, unit=Unit.WORD, metric=embedding_distance(self.backbone)
+        )
 
     def privatize(self, texts: list[str], rng: np.random.Generator) -> list[str]:
         bb = backbone(self.backbone)

@@ -315,8 +315,14 @@ class SentenceInversion(Attack):
 
     # -- the training skeleton ---------------------------------------------------------------
 
-    def _train(self, bb: Backbone, aux: AuxSplit, x: np.ndarray, state: Any | None,
-               rng: np.random.Generator) -> Any:  # fmt: skip
+    def _train(
+        self,
+        bb: Backbone,
+        aux: AuxSplit,
+        x: np.ndarray,
+        state: Any | None,
+        rng: np.random.Generator,
+    ) -> Any:
         """Train on features ``x`` of every aux text in the clean pooled space (``aux.fit``
         rows train, ``aux.val`` rows are held out): pre-train when ``state`` is None, else
         fine-tune it for ``epochs``. Returns the new state."""
@@ -337,13 +343,19 @@ class SentenceInversion(Attack):
             return self._new_model(state, dim) if fresh else copy.deepcopy(pretrained)
 
         model, info = train(
-            build, loss, len(aux.fit),
+            build,
+            loss,
+            len(aux.fit),
             epochs=int(self.pretrain_epochs if pretraining else self.epochs),
-            batch_size=self.batch_size, lr=self._stage_lr(pretraining),
-            weight_decay=self.weight_decay, rng=rng,
-            desc=self.name, progress=self.progress, validate=validate,
+            batch_size=self.batch_size,
+            lr=self._stage_lr(pretraining),
+            weight_decay=self.weight_decay,
+            rng=rng,
+            desc=self.name,
+            progress=self.progress,
+            validate=validate,
             lengths=self._lengths(bb, aux),
-        )  # fmt: skip
+        )
         stage = "pretrain" if pretraining else "finetune"
         return self._trained(bb, aux, xs, state, scaler=scaler, model=model, info=info, stage=stage)
 
@@ -372,9 +384,18 @@ class SentenceInversion(Attack):
         ``idx`` of ``aux.fit``, and the score on ``aux.val`` (higher is better)."""
         raise NotImplementedError
 
-    def _trained(self, bb: Backbone, aux: AuxSplit, xs: np.ndarray, state: Any, *,
-                 scaler: Scaler, model: torch.nn.Module, info: dict[str, Any],
-                 stage: str) -> Any:  # fmt: skip
+    def _trained(
+        self,
+        bb: Backbone,
+        aux: AuxSplit,
+        xs: np.ndarray,
+        state: Any,
+        *,
+        scaler: Scaler,
+        model: torch.nn.Module,
+        info: dict[str, Any],
+        stage: str,
+    ) -> Any:
         """The state of the trained ``model`` (``stage``: pretrain or finetune)."""
         raise NotImplementedError
 
@@ -468,8 +489,9 @@ class SentenceInversion(Attack):
                 f"this {fmt.space} release (dimension {fmt.dim}, layer {fmt.layer}) is not in a "
                 "space it can reproduce; use adaptive=True."
             )
-        return base.state, fit_adapter(standardise_rows(clean), base.clean, aux,
-                                       identity_prior=False)  # fmt: skip
+        return base.state, fit_adapter(
+            standardise_rows(clean), base.clean, aux, identity_prior=False
+        )
 
     def _pretrained(self, bb: Backbone) -> Pretrained:
         """The model pre-trained on clean pooled aux embeddings (cached, see the module
@@ -483,9 +505,16 @@ class SentenceInversion(Attack):
         }
 
         key = digest(  # the device too: a GPU's numbers may differ from the CPU's
-            [self.name, self.version, sorted(params.items()), bb.name, bb.fingerprint, aux.key,
-             current_device()]
-        )  # fmt: skip
+            [
+                self.name,
+                self.version,
+                sorted(params.items()),
+                bb.name,
+                bb.fingerprint,
+                aux.key,
+                current_device(),
+            ]
+        )
 
         def compute() -> Pretrained:
             clean = standardise_rows(

@@ -140,9 +140,12 @@ def fit_kernel(bb: Any, originals: np.ndarray, released: np.ndarray, *, max_word
 
     # float32 blocks: a relative tolerance near their precision ends the search in ~15 steps
     res = optimize.minimize(
-        loss, np.array([1.0, 0.0]), jac=True, method="L-BFGS-B",
+        loss,
+        np.array([1.0, 0.0]),
+        jac=True,
+        method="L-BFGS-B",
         options={"maxiter": 50, "ftol": 1e-6, "gtol": 1e-4},
-    )  # fmt: skip
+    )
     a, b = (float(v) for v in res.x)
     return Kernel(a=a, b=b, mu=mu)
 

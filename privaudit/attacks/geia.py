@@ -4,7 +4,6 @@ vector; the shared engine of ``geia`` and ``vec2text`` (:mod:`privaudit.attacks.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self
 
 import numpy as np
@@ -12,6 +11,7 @@ from annotated_types import Ge, Gt, Le, Lt
 
 from privaudit.api import MIN_VICTIMS, Knowledge, Predictions, Release
 from privaudit.attacks import _inverter as inv
+from privaudit.attacks._inverter.hypotheses import Decoding, State, invert
 from privaudit.attacks._inverter.public_text import (
     by_seed,
     checked_public,
@@ -31,7 +31,6 @@ from privaudit.attacks._sentence import (
     SentenceInversion,
 )
 from privaudit.guarantees import Kind
-from privaudit.mechanisms.laplace import minmax_normalise
 from privaudit.models.backbone import backbone
 from privaudit.params import Fraction, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 from privaudit.registry import CORPORA
@@ -42,21 +41,6 @@ if TYPE_CHECKING:
     import torch
 
     from privaudit.models.backbone import Backbone
-
-
-@dataclass
-class _State:
-    """The pre-trained inverter, the decoder in use (fine-tuned per point, or the pre-trained
-    one) and the scaling of its conditioning (the public embeddings')."""
-
-    inverter: inv.Inverter
-    model: Any  # the decoder that writes the first hypotheses
-    scaler: Scaler
-    info: dict[str, Any] = field(default_factory=dict)
-    prior: str = ""  # what the pre-trained decoder writes with no conditioning
-    key: str = ""  # names the decoder's weights (its greedy decodings are memoised by it)
-    vocab_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    corrector: Any = None  # the corrector, writing the same vocabulary as ``model``
 
 
 class GEIA(SentenceInversion):
@@ -221,13 +205,18 @@ class GEIA(SentenceInversion):
         under ``plan`` (what :meth:`plan` resolved for the run's corpus; None: as configured)."""
         return inv.InverterSpec(
             public=self.public_text(plan),
-            n_layer=int(self.n_layer), n_memory=int(self.n_memory),
-            max_tokens=int(self.max_tokens), epochs=int(self.pretrain_epochs),
-            correction_epochs=int(self.correction_epochs), lr=float(self.lr),
-            weight_decay=float(self.weight_decay), batch_size=int(self.batch_size),
-            dropout=float(self.dropout), word_dropout=float(self.word_dropout),
+            n_layer=int(self.n_layer),
+            n_memory=int(self.n_memory),
+            max_tokens=int(self.max_tokens),
+            epochs=int(self.pretrain_epochs),
+            correction_epochs=int(self.correction_epochs),
+            lr=float(self.lr),
+            weight_decay=float(self.weight_decay),
+            batch_size=int(self.batch_size),
+            dropout=float(self.dropout),
+            word_dropout=float(self.word_dropout),
             sentences=bool(self.sentences),
-        )  # fmt: skip
+        )
 
     def public_text(self, plan: Mapping[str, Any] | None = None) -> inv.PublicText:
         """The public pre-training text ``public_corpus`` names, as :meth:`plan` resolved it
@@ -310,9 +299,19 @@ class GEIA(SentenceInversion):
         )
         scaler = Scaler(inverter.mean, inverter.std)
         ids, decoder, corrector = self._writable(bb, inverter, aux.texts)
-        state = _State(inverter, decoder, scaler, dict(inverter.info) | {
-            "pretrain_cache": note["cache"], "vocabulary": self.vocabulary,
-            "output_pieces": len(ids)}, vocab_ids=ids, corrector=corrector)  # fmt: skip
+        state = State(
+            inverter,
+            decoder,
+            scaler,
+            dict(inverter.info)
+            | {
+                "pretrain_cache": note["cache"],
+                "vocabulary": self.vocabulary,
+                "output_pieces": len(ids),
+            },
+            vocab_ids=ids,
+            corrector=corrector,
+        )
         nothing = np.zeros((1, bb.dim), np.float32)  # the public embeddings' mean, scaled
         state.prior = bb.detokenize(
             inv.greedy(bb, state.model, ids, nothing, int(self.max_tokens))
@@ -339,8 +338,11 @@ class GEIA(SentenceInversion):
 
         def compute() -> tuple[np.ndarray, Any, Any]:
             emb = bb.embeddings
-            return (np.concatenate([ids, new]), inv.widen(inverter.decoder, ids, new, emb),
-                    inv.widen(inverter.corrector, ids, new, emb))  # fmt: skip
+            return (
+                np.concatenate([ids, new]),
+                inv.widen(inverter.decoder, ids, new, emb),
+                inv.widen(inverter.corrector, ids, new, emb),
+            )
 
         return _WIDENED.get(key, compute)
 
@@ -359,22 +361,37 @@ class GEIA(SentenceInversion):
         super().fit(knowledge, rng=rng)
         return self
 
-    def _train(self, bb: Backbone, aux: AuxSplit, x: np.ndarray, state: Any | None,
-               rng: np.random.Generator) -> Any:  # fmt: skip
+    def _train(
+        self,
+        bb: Backbone,
+        aux: AuxSplit,
+        x: np.ndarray,
+        state: Any | None,
+        rng: np.random.Generator,
+    ) -> Any:
         """The per-point fine-tuning, shared by every attack on this inverter at this point
         (``geia`` and ``vec2text``): a pure function of the pre-trained model, the mapped aux
         release and the fine-tuning parameters, so it is seeded from their digest, not from
         the cell's stream, and memoised in this process."""
         if state is None or not self.epochs:
             return super()._train(bb, aux, x, state, rng)
-        key = digest([self.spec(self._plan).key(bb), x, aux.key, int(self.epochs), self.vocabulary,
-                      float(self.finetune_lr), int(self.batch_size)])  # fmt: skip
+        key = digest(
+            [
+                self.spec(self._plan).key(bb),
+                x,
+                aux.key,
+                int(self.epochs),
+                self.vocabulary,
+                float(self.finetune_lr),
+                int(self.batch_size),
+            ]
+        )
         seeded = np.random.default_rng(int(key[:12], 16))
         tuned = _FINETUNED.get(key, lambda: super(GEIA, self)._train(bb, aux, x, state, seeded))
         tuned.key = key
         return tuned
 
-    def _objective(self, bb: Backbone, aux: AuxSplit, xs: np.ndarray, state: _State) -> Objective:
+    def _objective(self, bb: Backbone, aux: AuxSplit, xs: np.ndarray, state: State) -> Objective:
         """Teacher-forced cross-entropy on the aux documents; held out: minus the loss."""
         cls, sep = inv.specials(bb)
         rows = [r[: int(self.max_tokens)] for r in bb.token_ids(aux.texts)]
@@ -400,15 +417,31 @@ class GEIA(SentenceInversion):
         rows = bb.token_ids([aux.texts[i] for i in aux.fit])
         return np.asarray([min(len(r), int(self.max_tokens)) for r in rows])
 
-    def _trained(self, bb: Backbone, aux: AuxSplit, xs: np.ndarray, state: _State, *,
-                 scaler: Scaler, model: torch.nn.Module, info: dict[str, Any],
-                 stage: str) -> _State:  # fmt: skip
-        return _State(
-            state.inverter, model, scaler,
-            state.info | {"finetune_best_epoch": info["best_epoch"],
-                          "finetune_val_loss": round(-float(info["val_score"]), 4)},
-            state.prior, vocab_ids=state.vocab_ids, corrector=state.corrector,
-        )  # fmt: skip
+    def _trained(
+        self,
+        bb: Backbone,
+        aux: AuxSplit,
+        xs: np.ndarray,
+        state: State,
+        *,
+        scaler: Scaler,
+        model: torch.nn.Module,
+        info: dict[str, Any],
+        stage: str,
+    ) -> State:
+        return State(
+            state.inverter,
+            model,
+            scaler,
+            state.info
+            | {
+                "finetune_best_epoch": info["best_epoch"],
+                "finetune_val_loss": round(-float(info["val_score"]), 4),
+            },
+            state.prior,
+            vocab_ids=state.vocab_ids,
+            corrector=state.corrector,
+        )
 
     # ---------------------------------------------------------------------------------------
     # Attacking
@@ -417,8 +450,7 @@ class GEIA(SentenceInversion):
     def attack(self, release: Release) -> Predictions:
         self._laplace_release = None
         if self._laplace and release.kind == "pooled_vectors":  # ranked by its noise model
-            self._laplace_release = release_features(self._load_backbone(), release,
-                                                     name=self.name)  # fmt: skip
+            self._laplace_release = release_features(self._load_backbone(), release, name=self.name)
         predictions = super().attack(release)
         if self.adaptive and self.reports_non_adaptive:  # the non-adaptive attacker beside it
             bb = self._load_backbone()
@@ -426,7 +458,7 @@ class GEIA(SentenceInversion):
             x = standardise_rows(release_features(bb, release, name=self.name))
             adapter = self._non_adaptive_adapter(bb, x.shape[1])
             with torch_threads(self.threads):
-                texts, _ = self._invert(bb, base.state, adapter(x), steps=0, k=1)
+                texts, _ = invert(bb, base.state, adapter(x), self._decoding(), steps=0, k=1)
             predictions.meta.setdefault("variants", {})["non_adaptive"] = texts
         return predictions
 
@@ -435,8 +467,18 @@ class GEIA(SentenceInversion):
         fmt = Format(self._format.kind, self._format.space, self._format.layer, dim)
         return self._clean_adapted(bb, fmt)[1]
 
-    def _predict(self, bb: Backbone, state: _State, x: np.ndarray) -> Predictions:
-        texts, variants = self._invert(bb, state, x, steps=int(self.steps), k=int(self.hypotheses))
+    def _decoding(self) -> Decoding:
+        """How this attack decodes: its settings, the point's seed, the release's noise model."""
+        return Decoding(
+            max_tokens=int(self.max_tokens),
+            temperature=float(self.temperature),
+            seed=self._decode_seed,
+            laplace_release=self._laplace_release,
+        )
+
+    def _predict(self, bb: Backbone, state: State, x: np.ndarray) -> Predictions:
+        decoding, steps, k = self._decoding(), int(self.steps), int(self.hypotheses)
+        texts, variants = invert(bb, state, x, decoding, steps=steps, k=k)
         return Predictions(
             "texts",
             texts=texts,
@@ -452,98 +494,11 @@ class GEIA(SentenceInversion):
                     "hypotheses": int(self.hypotheses),
                     "steps": int(self.steps),
                     "mean_decoded_words": round(float(np.mean([len(t.split()) for t in texts])), 2)
-                    if texts else 0.0,
+                    if texts
+                    else 0.0,
                 },
             },
-        )  # fmt: skip
-
-    def _invert(
-        self, bb: Backbone, state: _State, x: np.ndarray, *, steps: int, k: int
-    ) -> tuple[list[str], dict[str, list[str]]]:
-        """Decode mapped features ``x``: ``k`` hypotheses, re-ranked by re-embedding, then
-        ``steps`` correction steps (each keeps a victim's guess unless a new one is closer).
-        Returns the texts and, with steps, the texts after 0 steps."""
-        import torch
-
-        e = state.scaler(x)
-        gen = torch.Generator().manual_seed(self._decode_seed)
-        cls, sep = inv.specials(bb)
-        opts = {
-            "cls": cls, "sep": sep, "max_tokens": int(self.max_tokens), "samples": k - 1,
-            "temperature": float(self.temperature), "generator": gen,
-        }  # fmt: skip
-        greedy = self._greedy(state, e, cls, sep)
-        if k == 1 and not steps:
-            return bb.detokenize(greedy), {}
-        ids = [[g] for g in greedy]
-        if k > 1:
-            drawn = inv.generate(state.model, e, state.vocab_ids, with_greedy=False,
-                                 **(opts | {"samples": k - 1}))  # fmt: skip
-            ids = [g + d for g, d in zip(ids, drawn, strict=True)]
-        seen: dict[str, np.ndarray] = {}  # re-embedded hypotheses, by text
-        best, emb, dist = self._closest(bb, state, e, ids, seen)
-        variants: dict[str, list[str]] = {}
-        for step in range(int(steps)):
-            if step == 0:
-                variants["steps_0"] = bb.detokenize(best)
-            hyp = inv.hypothesis(best, emb, int(self.max_tokens))
-            new = inv.generate(state.corrector, e, state.vocab_ids, hyp=hyp,
-                               **opts)  # fmt: skip
-            cand, cemb, cdist = self._closest(bb, state, e, new, seen)
-            better = cdist < dist
-            for i in np.flatnonzero(better):
-                best[i] = cand[i]
-            emb[better], dist[better] = cemb[better], cdist[better]
-        return bb.detokenize(best), variants
-
-    def _greedy(self, state: _State, e: np.ndarray, cls: int, sep: int) -> list[np.ndarray]:
-        """The decoder's greedy decoding of each row of ``e``: a pure function of the
-        decoder's weights (``state.key``) and ``e``, so ``geia`` and ``vec2text`` at one point
-        decode it once."""
-
-        def decode() -> list[np.ndarray]:
-            out = inv.generate(state.model, e, state.vocab_ids, cls=cls, sep=sep,
-                               max_tokens=int(self.max_tokens))  # fmt: skip
-            return [h[0] for h in out]
-
-        if not state.key:
-            return decode()
-        return _GREEDY.get(digest([state.key, e, int(self.max_tokens)]), decode)
-
-    def _closest(
-        self,
-        bb: Backbone,
-        state: _State,
-        e: np.ndarray,
-        ids: list[list[np.ndarray]],
-        seen: dict[str, np.ndarray],
-    ) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
-        """Each victim's most likely hypothesis given its release: re-embedded by the public
-        encoder (one pass for all of them); under the defense's public noise model where it
-        has one (Laplace noise on min-max normalised pooled vectors, CAPE and DPNR: the L1
-        distance between the release and the hypothesis's normalised embedding is its
-        negative log-likelihood), else the squared distance to the mapped target ``e`` in the
-        scaled clean space. Each distinct text is encoded once: ``seen`` keeps the pooled
-        embeddings of the texts already encoded (a correction often rewrites a guess as it
-        was). Returns the choice, its scaled embedding and its distance."""
-        k = len(ids[0]) if ids else 1
-        flat = [h for hs in ids for h in hs]
-        texts = bb.detokenize(flat)
-        new = sorted({t for t in texts if t.strip() and t not in seen})
-        if new:
-            seen.update(zip(new, bb.own_pooled(new), strict=True))
-        zero = np.zeros(bb.dim, np.float32)
-        pooled = np.stack([seen.get(t, zero) if t.strip() else zero for t in texts])
-        emb = state.scaler(standardise_rows(pooled)).reshape(len(ids), k, -1)
-        raw = self._laplace_release
-        if raw is not None and raw.shape == (len(ids), bb.dim):
-            normed = minmax_normalise(pooled).reshape(len(ids), k, -1)
-            dist = np.abs(normed - raw[:, None, :]).sum(-1)
-        else:
-            dist = ((emb - e[:, None, :]) ** 2).sum(-1)
-        pick = dist.argmin(1)
-        rows = np.arange(len(ids))
-        return [ids[i][pick[i]] for i in rows], emb[rows, pick].copy(), dist[rows, pick].copy()
+        )
 
 
 class _Inverters:
@@ -557,8 +512,9 @@ class _Inverters:
     ) -> tuple[inv.Inverter, dict[str, Any]]:
         key = spec.key(bb)
         if key not in self._entries:
-            self._entries = {key: inv.load_or_pretrain(bb, spec, threads=threads,
-                                                       progress=progress)}  # fmt: skip
+            self._entries = {
+                key: inv.load_or_pretrain(bb, spec, threads=threads, progress=progress)
+            }
             return self._entries[key]
         return self._entries[key][0], {"cache": "hit", "seconds": 0.0}
 
@@ -568,5 +524,3 @@ _INVERTERS = _Inverters()
 _FINETUNED = ObjectMemo(size=2)
 #: The pre-trained decoder and corrector widened to the attacker's vocabulary.
 _WIDENED = ObjectMemo(size=2)
-#: Their greedy decodings (geia's whole guess; vec2text's first hypothesis).
-_GREEDY = ObjectMemo(size=4)

@@ -271,9 +271,14 @@ class OptimizationInversion(Attack):
                 else:
                     for batch in groups:
                         best = self._invert_batch(
-                            bb, [vectors[i] for i in batch], [inner[i] for i in batch], k,
-                            cand, cand_t, generator,
-                        )  # fmt: skip
+                            bb,
+                            [vectors[i] for i in batch],
+                            [inner[i] for i in batch],
+                            k,
+                            cand,
+                            cand_t,
+                            generator,
+                        )
                         for i, row in zip(batch, best, strict=True):
                             tokens[i] = self._candidate_ids[row].tolist()
         finally:

@@ -126,8 +126,9 @@ def _build_defense(config: GridConfig, i: int) -> Defense:
     spec = config.defenses[i]
     cls = DEFENSES.get(spec.name)
     if isinstance(cls, type) and issubclass(cls, Defense):
-        return build_component(DEFENSES, spec.name, spec.params, config.backbone,
-                               f"defenses.{i}.params")  # fmt: skip
+        return build_component(
+            DEFENSES, spec.name, spec.params, config.backbone, f"defenses.{i}.params"
+        )
     if ":" not in spec.name:  # a registered name: the wrapper re-imports by module:Class
         raise ValueError(
             f"defenses.{i}.name: {spec.name!r} is not a privaudit Defense; derive it from "
@@ -265,9 +266,13 @@ def compute(
 
     query = _memoized_query(defense, rng_query)
     knowledge = Knowledge(
-        white_box=True, backbone=ctx.config.backbone, query_mechanism=query, aux=ctx.aux,
-        guarantee=defense.guarantee, extra=getattr(ctx, "knowledge_extra", {}),
-    )  # fmt: skip
+        white_box=True,
+        backbone=ctx.config.backbone,
+        query_mechanism=query,
+        aux=ctx.aux,
+        guarantee=defense.guarantee,
+        extra=getattr(ctx, "knowledge_extra", {}),
+    )
     public = rel_test.public()
     for label, key in task.attack_keys.items():
         granted = dataclasses.replace(knowledge, plan=ctx.plans[label])  # one query memo
@@ -298,9 +303,14 @@ def _release_and_utility(
         start(ev.name)
         t0 = time.perf_counter()
         util = ev.evaluate_releases(
-            rel_train, ctx.y_train, rel_test, ctx.y_test, rng=rng_utility, defense=defense,
+            rel_train,
+            ctx.y_train,
+            rel_test,
+            ctx.y_test,
+            rng=rng_utility,
+            defense=defense,
             train_attributes=ctx.train_attributes,
-        )  # fmt: skip
+        )
         utility = {
             "kind": "point",
             "status": "ok",
@@ -335,8 +345,11 @@ def _attack_cell(
     corpus cannot provide; else fitted, run and scored (n/a when the truth cannot judge it,
     failed with its reason on an error)."""
     attack = ctx.attacks[label]
-    base = {"attack": label, "attack_metric": attack.metric,
-            "attack_params": attack_params(ctx, label)}  # fmt: skip
+    base = {
+        "attack": label,
+        "attack_metric": attack.metric,
+        "attack_params": attack_params(ctx, label),
+    }
     start(label)
     # A knowledge field the corpus cannot provide says its own cause (background: truth).
     missing = attack.missing_knowledge(knowledge)
@@ -354,10 +367,16 @@ def _attack_cell(
         try:
             scored = score_predictions(predictions, ctx.truth, attack.metric, public)
         except NotScorable as exc:  # the attack ran; the truth cannot judge it
-            row = base | _family(attack) | {
-                "status": "n/a", "reason": str(exc), "na_cause": "truth",
-                "attack_seconds": time.perf_counter() - t0,
-            }  # fmt: skip
+            row = (
+                base
+                | _family(attack)
+                | {
+                    "status": "n/a",
+                    "reason": str(exc),
+                    "na_cause": "truth",
+                    "attack_seconds": time.perf_counter() - t0,
+                }
+            )
             emit(key, {"kind": "cell", "status": "n/a", "rows": [row]})
             return
         attack_s = time.perf_counter() - t0
@@ -384,11 +403,18 @@ def _scored_row(
         baseline = result.pop("baseline_outcome", None)
         result["outcome"] = outcome.to_record()
         result["baseline_outcome"] = None if baseline is None else baseline.to_record()
-    return base | result | {
-        "attack": f"{label}[{target}]" if target else label,
-        "status": status, "reason": result.get("reason", ""), "attack_seconds": attack_s,
-        "target": target, "na_cause": "truth" if status == "n/a" else None,  # a scorer's n/a
-    }  # fmt: skip
+    return (
+        base
+        | result
+        | {
+            "attack": f"{label}[{target}]" if target else label,
+            "status": status,
+            "reason": result.get("reason", ""),
+            "attack_seconds": attack_s,
+            "target": target,
+            "na_cause": "truth" if status == "n/a" else None,  # a scorer's n/a
+        }
+    )
 
 
 def _family(attack: Attack) -> dict[str, str]:
@@ -414,9 +440,11 @@ def utility_fields(util: dict[str, Any], metric: str, y_test: Any) -> dict[str, 
                 "per test document, or test_indices naming the ones scored."
             )
         outcome = Outcome.classes(
-            [int(y_test[i]) for i in indices], [int(p) for p in predictions],
-            "balanced_accuracy", docs=indices,
-        )  # fmt: skip
+            [int(y_test[i]) for i in indices],
+            [int(p) for p in predictions],
+            "balanced_accuracy",
+            docs=indices,
+        )
     if "balanced_accuracy" in util or outcome is not None:
         used = "balanced_accuracy"
         value = float(util.get("balanced_accuracy", math.nan))
@@ -497,10 +525,14 @@ def knowledge(ctx: Context, point: Point, aux: Any, label: str) -> Knowledge:
     defense = ctx.defense(point)
     query = _memoized_query(defense, point_streams(point, defense)[3])
     return Knowledge(
-        white_box=True, backbone=ctx.config.backbone, query_mechanism=query, aux=aux,
-        guarantee=defense.guarantee, plan=ctx.plans[label],
+        white_box=True,
+        backbone=ctx.config.backbone,
+        query_mechanism=query,
+        aux=aux,
+        guarantee=defense.guarantee,
+        plan=ctx.plans[label],
         extra=getattr(ctx, "knowledge_extra", {}),
-    )  # fmt: skip
+    )
 
 
 def attack_params(ctx: Context, label: str) -> str:

@@ -30,12 +30,12 @@ predicts this run's wall clock, where the memo's savings are real. The driver's 
 (results tables, plots, leaderboard, report) is one more entry, per cell. A section's running
 average weighs at most ``MAX_WEIGHT`` (20) samples.
 
-One-time work: when an attack's disk-cached model is missing, :func:`one_time_work` prices it
-from the attack's ``pretrain_cost`` (the strength curve's public shares included) and the
-forecast adds it to the wall time; the run's banner and ``--estimate`` both show it. The run
-then builds those models before its first cell, with their own progress, so the cells' bar
-never stands still on one cell for the pre-training's minutes; a pre-training that fails is
-left to its cells, which record why.
+One-time work: when an attack's disk-cached model is missing,
+:func:`privaudit.audit.forecast.one_time_work` prices it from the attack's ``pretrain_cost``
+(the strength curve's public shares included) and the forecast adds it to the wall time;
+the run's banner and ``--estimate`` both show it. The run then builds those models before its
+first cell, with their own progress, so the cells' bar never stands still on one cell for the
+pre-training's minutes; a pre-training that fails is left to its cells, which record why.
 """
 
 from __future__ import annotations
@@ -44,22 +44,14 @@ import hashlib
 import json
 import math
 import os
-import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from privaudit.audit.cells import build_components, point_keys
-from privaudit.audit.plan import calibration_key, check_levels, identity
-from privaudit.audit.reuse import Reuse
-from privaudit.audit.store import RunDir, write_json
-from privaudit.audit.strength import public_variants
-from privaudit.models.backbone import backbone as load_backbone
-from privaudit.registry import CORPORA, build_component
+from privaudit.audit.store import write_json
 from privaudit.runtime.cache import cache_dir, cache_writable, locked
-from privaudit.runtime.cell_store import CellStore, is_fresh
 from privaudit.runtime.costs import (
     RunScore,
     ScaledReference,
@@ -70,7 +62,7 @@ from privaudit.runtime.costs import (
 )
 
 if TYPE_CHECKING:
-    from privaudit.audit.config import GridConfig
+    pass
 
 COSTS_FILE = "costs.json"
 FORMAT = 1
@@ -283,8 +275,9 @@ class CostBook:
             self.add(privatize_keys(defense), float(wall), sizes.point_kwords)
             self.add(
                 utility_keys(ctx.evaluator, defense.name),
-                float(point.get("utility_seconds", math.nan)), sizes.point_kwords,
-            )  # fmt: skip
+                float(point.get("utility_seconds", math.nan)),
+                sizes.point_kwords,
+            )
         for label, key in task.attack_keys.items():
             record = by_key.get(key)
             if record is None or record.get("status") == "failed" or not record.get("rows"):
@@ -360,7 +353,7 @@ class Estimate:
         out = self._grid_lines()
         for what, seconds in self.one_time:
             out.append(
-                f"One-time, first run only: {what} ≈ {_duration(seconds)} (cached on disk "
+                f"One-time, first run only: {what} ≈ {duration(seconds)} (cached on disk "
                 "after; `privaudit pretrain` builds it ahead)."
             )
         return out
@@ -368,7 +361,8 @@ class Estimate:
     def _grid_lines(self) -> list[str]:
         todo = self.cells - self.done
         done = f"{self.done} done" + (
-            f", {self.reused} of them from the cell store" if self.reused else "")  # fmt: skip
+            f", {self.reused} of them from the cell store" if self.reused else ""
+        )
         size = f"Grid: {self.points} points, {self.cells} cells ({done}, {todo} to compute)"
         if todo == 0:
             return [size + "; nothing to compute but the tables and report."]
@@ -381,21 +375,31 @@ class Estimate:
         if self.priors:
             shown = ", ".join(self.priors[:6]) + (" …" if len(self.priors) > 6 else "")
             source += f", priors for {len(self.priors)}: {shown}"
-        jobs = f" with {self.jobs} workers ({_duration(self.seconds)} of work)" if (
-            self.jobs > 1) else ""  # fmt: skip
-        return [f"{size}; estimated wall time ≈ {_duration(self.wall)}{jobs}", f"({source})"]
+        jobs = (
+            f" with {self.jobs} workers ({duration(self.seconds)} of work)"
+            if (self.jobs > 1)
+            else ""
+        )
+        return [f"{size}; estimated wall time ≈ {duration(self.wall)}{jobs}", f"({source})"]
 
     def record(self) -> dict[str, Any]:
         """For run.json: what was predicted, beside the run's measured elapsed time."""
         return {
-            "seconds": round(self.wall, 1), "work_seconds": round(self.seconds, 1),
-            "jobs": self.jobs, "cells_done": self.done, "measured": self.measured,
-            "components": self.components, "priors": self.priors, "machine": machine_tag(),
-            "referenced": self.referenced, "speed_ratio": self.ratio, "reused": self.reused,
-        }  # fmt: skip
+            "seconds": round(self.wall, 1),
+            "work_seconds": round(self.seconds, 1),
+            "jobs": self.jobs,
+            "cells_done": self.done,
+            "measured": self.measured,
+            "components": self.components,
+            "priors": self.priors,
+            "machine": machine_tag(),
+            "referenced": self.referenced,
+            "speed_ratio": self.ratio,
+            "reused": self.reused,
+        }
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
     if seconds < 90:
         return f"{seconds:.0f} s"
     if seconds < 90 * 60:
@@ -435,8 +439,14 @@ def price_work(
     label = item.label or d.name
     parts = [part(f"defense {label}", privatize_keys(d), d, sizes.point_kwords)]
     if item.utility:
-        parts.append(part(f"utility {evaluator.name}", utility_keys(evaluator, d.name),
-                          evaluator, sizes.point_kwords))  # fmt: skip
+        parts.append(
+            part(
+                f"utility {evaluator.name}",
+                utility_keys(evaluator, d.name),
+                evaluator,
+                sizes.point_kwords,
+            )
+        )
     for name in item.attacks:
         attack = attacks[name]
         victims = victims_of(attack, sizes)
@@ -448,15 +458,23 @@ def price_work(
     return parts
 
 
-def _speedup(jobs: int) -> float:
+def speedup(jobs: int) -> float:
     """What ``jobs`` workers gain (see :func:`estimate`)."""
     return min(float(jobs), max(1.0, (os.cpu_count() or 1) / SERIAL_CORES))
 
 
 def estimate(
-    work: Sequence[Work], attacks: dict[str, Any], evaluator: Any, sizes: Sizes,
-    book: CostBook, *, points: int, cells: int, done: int, jobs: int = 1,
-) -> Estimate:  # fmt: skip
+    work: Sequence[Work],
+    attacks: dict[str, Any],
+    evaluator: Any,
+    sizes: Sizes,
+    book: CostBook,
+    *,
+    points: int,
+    cells: int,
+    done: int,
+    jobs: int = 1,
+) -> Estimate:
     """The predicted cost of ``work`` (see the module docstring). With ``jobs`` workers the
     points' work is shared out, bounded below by the costliest point; the driver's outputs
     are not shared, and the workers' start-up is added once. One process already keeps
@@ -473,235 +491,20 @@ def estimate(
     outputs_s = (outputs if outputs is not None else OUTPUTS_PRIOR) * cells
     work_s = sum(per_point)
     jobs = max(1, min(jobs, len(per_point) or 1))
-    wall = max(work_s / _speedup(jobs), max(per_point, default=0.0)) + outputs_s
+    wall = max(work_s / speedup(jobs), max(per_point, default=0.0)) + outputs_s
     if jobs > 1:  # the workers start (in parallel) before their first point
         startup, _ = book.lookup([STARTUP])
         wall += startup if startup is not None else STARTUP_PRIOR
     return Estimate(
-        points=points, cells=cells, done=done, seconds=work_s + outputs_s, wall=wall,
-        jobs=jobs, measured=sum(s == MEASURED for s in known.values()), components=len(known),
+        points=points,
+        cells=cells,
+        done=done,
+        seconds=work_s + outputs_s,
+        wall=wall,
+        jobs=jobs,
+        measured=sum(s == MEASURED for s in known.values()),
+        components=len(known),
         priors=sorted(c for c, s in known.items() if s == PRIOR),
         referenced=sum(s == REFERENCE for s in known.values()),
         ratio=book.reference.ratio if REFERENCE in known.values() and book.reference else None,
-    )  # fmt: skip
-
-
-def measured_parts(
-    ctx: Any, task: Any, records: list[tuple[str, dict[str, Any]]]
-) -> dict[str, float]:
-    """What a finished point's records say each of its parts took (seconds, by
-    :attr:`Part.component`); a failed record says nothing."""
-    defense = ctx.defense(task.point)
-    by_key = dict(records)
-    out: dict[str, float] = {}
-    point = by_key.get(task.point_key)
-    if point is not None and point.get("status") == "ok":
-        wall = point.get("privatize_wall_seconds", point.get("privatize_seconds"))
-        out[f"defense {task.point.label or defense.name}"] = float(wall)
-        out[f"utility {ctx.evaluator.name}"] = float(point.get("utility_seconds", math.nan))
-    for label, key in task.attack_keys.items():
-        record = by_key.get(key)
-        if record is None or record.get("status") == "failed" or not record.get("rows"):
-            continue
-        out[label] = float(record["rows"][0].get("attack_seconds", 0.0))
-    return {k: v for k, v in out.items() if math.isfinite(v) and v >= 0}
-
-
-class Tracker:
-    """The estimate as the grid runs: after each finished point the remaining work is priced
-    again from the cells just measured. A part this run has measured (the same book key) is
-    priced at this run's own rate; any other at its first price × the run's **drift**, the
-    ratio of measured to predicted seconds over the parts finished so far (within
-    :data:`DRIFT_BOUNDS`), so a machine that got busier (or quieter) since the run started
-    moves the ETA at the next point. ``line()`` is one ``--no-progress`` line per point;
-    ``eta()`` is what the progress bar shows."""
-
-    def __init__(
-        self, tasks: Sequence[Any], work: Sequence[Work], attacks: dict[str, Any],
-        evaluator: Any, sizes: Sizes, book: CostBook, *, cells: int, done: int, jobs: int,
-    ) -> None:  # fmt: skip
-        self.parts = {
-            id(task): price_work(item, attacks, evaluator, sizes, book)
-            for task, item in zip(tasks, work, strict=True)
-        }
-        self.pending = [id(t) for t in tasks]
-        self.points_total = len(tasks)
-        self.cells, self.done, self.jobs = cells, done, max(1, jobs)
-        outputs, _ = book.lookup([OUTPUTS])
-        self.outputs_s = (outputs if outputs is not None else OUTPUTS_PRIOR) * cells
-        self.started = time.perf_counter()
-        self._rates: dict[str, list[float]] = {}  # book key -> [seconds, units] this run
-        self._measured = self._predicted = 0.0
-
-    def finished(self, task: Any, measured: dict[str, float], cells: int) -> None:
-        """A point finished: ``measured`` seconds by part, ``cells`` attack cells done."""
-        self.done += cells
-        if id(task) in self.pending:
-            self.pending.remove(id(task))
-        for part in self.parts.get(id(task), []):
-            seconds = measured.get(part.component)
-            if seconds is None:
-                continue
-            slot = self._rates.setdefault(part.key, [0.0, 0.0])
-            slot[0] += seconds
-            slot[1] += part.units
-            self._measured += seconds
-            self._predicted += part.seconds
-
-    @property
-    def drift(self) -> float:
-        if self._predicted <= 0 or self._measured <= 0:
-            return 1.0
-        low, high = DRIFT_BOUNDS
-        return min(high, max(low, self._measured / self._predicted))
-
-    def remaining(self) -> float:
-        """Seconds of wall time left: the pending points re-priced, shared by the workers,
-        and the outputs."""
-        drift, per_point = self.drift, []
-        for ident in self.pending:
-            total = 0.0
-            for part in self.parts[ident]:
-                seconds, units = self._rates.get(part.key, (0.0, 0.0))
-                total += seconds / units * part.units if units > 0 else part.seconds * drift
-            per_point.append(total)
-        work = sum(per_point)
-        jobs = max(1, min(self.jobs, len(per_point) or 1))
-        return max(work / _speedup(jobs), max(per_point, default=0.0)) + self.outputs_s
-
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.started
-
-    def eta(self) -> str:
-        """``ETA 12 min`` for the bar."""
-        return f"ETA {_duration(self.remaining())}"
-
-    def line(self, what: str) -> str:
-        """One line for a finished point: which, elapsed time, cells done of all, the ETA."""
-        finished = self.points_total - len(self.pending)
-        return (
-            f"privaudit: point {finished}/{self.points_total} done ({what}) · elapsed "
-            f"{_clock(self.elapsed())} · cells {self.done}/{self.cells} · ETA "
-            f"{_duration(self.remaining())}"
-        )
-
-
-def _clock(seconds: float) -> str:
-    hours, rest = divmod(round(seconds), 3600)
-    minutes = f"{rest // 60:02d}" if hours else f"{rest // 60}"
-    return f"{hours}:" * bool(hours) + f"{minutes}:{rest % 60:02d}"
-
-
-def estimate_config(
-    config: GridConfig, *, run_dir: str | Path | None = None, jobs: int | None = None,
-    book: CostBook | None = None,
-) -> Estimate:  # fmt: skip
-    """The estimate of ``config`` from the config alone: components built (every name and
-    value checked), the corpus loaded for its size; no defense fitted, nothing calibrated,
-    nothing written. With ``run_dir`` (a run to resume), its finished cells count as done,
-    and so do the cells the machine's cell store holds (unless ``--fresh``): that needs the
-    backbone's fingerprint (the model is loaded, not run)."""
-    import numpy as np
-
-    config.check_names()
-    defenses, attacks, evaluator, plans = build_components(config)
-    check_levels(config, defenses)
-    corpus = build_component(
-        CORPORA, config.corpus.name, config.corpus.params, None, "corpus.params"
-    ).subset(config.corpus.limits, np.random.default_rng(config.seeds[0]))
-    store = None
-    if run_dir is not None and RunDir(run_dir).config_json.is_file():  # a run: read its cells
-        store = RunDir(run_dir).store()
-    cell_store = CellStore()
-    reuse = None
-    if not cell_store.empty() and not is_fresh():  # what another run computed is free too
-        reuse = Reuse(corpus, evaluator, attacks, cell_store)
-    fps: tuple[str, str] | None = None
-    if store is not None or reuse is not None:
-        fps = corpus.fingerprint(), load_backbone(config.backbone).fingerprint
-
-    def finished(key: str) -> bool:
-        if store is not None and store.finished(key) is not None:
-            return True
-        return reuse is not None and reuse.has(key)
-
-    work, points, cells, done, reused = [], 0, 0, 0, 0
-    for i, spec in enumerate(config.defenses):
-        base = defenses[i]
-        levels: list[float | None] = list(spec.knob_values or [None])
-        if spec.target_rates:  # calibrated levels: known only if a run cached them
-            cached = None
-            if store is not None and fps is not None:
-                cached = store.get(calibration_key(config, i, base, fps))
-            levels = [lv[0] for lv in cached["levels"]] if cached else [None] * len(
-                spec.target_rates)  # fmt: skip
-        for value in levels:
-            defense = base if value is None else base.with_knob(value)
-            for seed in config.seeds:
-                points += 1
-                cells += len(attacks)
-                todo, utility = list(attacks), True
-                # an uncalibrated level's key is unknown: its cells count as to compute
-                if fps is not None and (value is not None or not spec.target_rates):
-                    ident = identity(defense, *fps, seed)
-                    pkey, ckeys = point_keys(ident, evaluator, attacks)
-                    if reuse is not None:
-                        reuse.add(pkey, ckeys, defense, spec.display, value)
-                    utility = not finished(pkey)
-                    todo = [label for label, k in ckeys.items() if not finished(k)]
-                    reused += sum(
-                        1 for label, k in ckeys.items()
-                        if label not in todo and (store is None or store.finished(k) is None)
-                    )  # fmt: skip
-                done += len(attacks) - len(todo)
-                if utility or todo:
-                    work.append(Work(defense, utility, todo, spec.display))
-    spec_jobs = jobs if jobs is not None else config.executor.jobs
-    forecast = estimate(
-        work, attacks, evaluator, Sizes.of(corpus), book or CostBook(), points=points,
-        cells=cells, done=done, jobs=spec_jobs,
-    )  # fmt: skip
-    forecast.one_time = one_time_work(config, attacks, plans)
-    forecast.wall += sum(s for _, s in forecast.one_time)
-    forecast.reused = reused
-    return forecast
-
-
-def one_time_work(
-    config: GridConfig, attacks: dict[str, Any], plans: Mapping[str, Mapping[str, Any]]
-) -> list[tuple[str, float]]:
-    """The pre-trainings the grid's attacks would do before their first cell (a model not in
-    the disk cache yet), and those of the strength curve's public-data shares, each once:
-    (which attacks, estimated seconds)."""
-    pending: dict[Any, tuple[list[str], float]] = {}
-    bb = None
-    for label, (attack, plan) in prepared_attacks(config, attacks, plans).items():
-        cost = getattr(attack, "pretrain_cost", None)
-        if not callable(cost):
-            continue
-        bb = bb or load_backbone(config.backbone)  # lean: its fingerprint, no model
-        seconds = cost(bb, plan)
-        if seconds is None:  # cached
-            continue
-        key = attack.spec(plan)
-        names, _ = pending.get(key, ([], seconds))
-        pending[key] = ([*names, label], seconds)
-    return [
-        (f"pre-training the inverter of {', '.join(names)}", seconds)
-        for names, seconds in pending.values()
-    ]
-
-
-def prepared_attacks(
-    config: GridConfig, attacks: dict[str, Any], plans: Mapping[str, Mapping[str, Any]]
-) -> dict[str, tuple[Any, Mapping[str, Any]]]:
-    """The grid's attacks with their plans (:meth:`~privaudit.api.Attack.plan`), and for the
-    strength curve's public-data shares each attack rebuilt on that share of its public
-    documents (``"geia (strength: 2000 public documents)"``, under its original's plan):
-    every model a run pre-trains."""
-    out = {label: (attack, plans[label]) for label, attack in attacks.items()}
-    levels = config.strength.public_levels() if config.strength is not None else []
-    for label, attack in attacks.items():
-        for _, n, variant in public_variants(attack, levels, plans[label]):
-            out[f"{label} (strength: {n} public documents)"] = (variant, plans[label])
-    return out
+    )

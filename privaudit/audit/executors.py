@@ -140,9 +140,13 @@ class LocalExecutor:
         self._futures: list[Any] = []
 
     def run(
-        self, config: GridConfig, ctx: Context, tasks: list[Task], put: Put,
+        self,
+        config: GridConfig,
+        ctx: Context,
+        tasks: list[Task],
+        put: Put,
         on_start: Started | None = None,
-    ) -> Iterator[tuple[Task, Records]]:  # fmt: skip
+    ) -> Iterator[tuple[Task, Records]]:
         """Compute ``tasks``, yielding each with its records. In this process (``jobs`` 1),
         ``on_start(task, component)`` is told each component as it starts; a pool runs the
         tasks in the order given, ``jobs`` at a time (nothing is told)."""
@@ -156,9 +160,11 @@ class LocalExecutor:
 
         threads = max(1, (os.cpu_count() or 1) // self.jobs)
         self._pool = ProcessPoolExecutor(
-            max_workers=self.jobs, mp_context=multiprocessing.get_context("spawn"),
-            initializer=_init_worker, initargs=(threads, os.getpid()),
-        )  # fmt: skip
+            max_workers=self.jobs,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_init_worker,
+            initargs=(threads, os.getpid()),
+        )
         payload = config.model_dump_json()
         futures = {self._pool.submit(work, payload, task): task for task in tasks}
         self._futures = list(futures)
@@ -204,9 +210,13 @@ class RayExecutor:
         self._watchdog: Any = None
 
     def run(
-        self, config: GridConfig, ctx: Context, tasks: list[Task], put: Put,
+        self,
+        config: GridConfig,
+        ctx: Context,
+        tasks: list[Task],
+        put: Put,
         on_start: Started | None = None,
-    ) -> Iterator[tuple[Task, Records]]:  # fmt: skip
+    ) -> Iterator[tuple[Task, Records]]:
         ray = self.ray
         if not ray.is_initialized():
             if self.address:

@@ -90,12 +90,14 @@ def identity_check(levels: dict[str, Defense], texts: list[str] | None = None) -
     where = f" at {', '.join(u for u in unchanged if u)}" if any(unchanged) else ""
     every = len(unchanged) == len(levels)
     return Check(
-        CHANGES_TEXT, True, warn=True,
+        CHANGES_TEXT,
+        True,
+        warn=True,
         detail=f"IDENTITY: every word of the {len(texts)} check texts came back unchanged"
         f"{where}{' (every knob value)' if every and where else ''}; those releases are the "
         "original texts and protect nothing. Check that privatize() returns the privatized "
         "texts; the leaderboard ranks it below any defense it ties with.",
-    )  # fmt: skip
+    )
 
 
 def conformance(
@@ -112,18 +114,28 @@ def conformance(
             checks.append(Check(name, False, f"raised {type(exc).__name__}: {exc}"))
             return None
 
-    first = attempt("one output per input",
-                    lambda: defense.privatize(texts, rng=np.random.default_rng(0)))  # fmt: skip
+    first = attempt(
+        "one output per input", lambda: defense.privatize(texts, rng=np.random.default_rng(0))
+    )
     if first is not None:
         checks.append(Check("one output per input", True, f"{len(first)} for {len(texts)}"))
-        again = attempt("deterministic for a seed",
-                        lambda: defense.privatize(texts, rng=np.random.default_rng(0)))  # fmt: skip
+        again = attempt(
+            "deterministic for a seed",
+            lambda: defense.privatize(texts, rng=np.random.default_rng(0)),
+        )
         if again is not None:
             same = _same(first, again)
-            checks.append(Check("deterministic for a seed", same,
-                                "same seed, same output" if same else "two calls with "
-                                "default_rng(0) gave different outputs; draw all randomness "
-                                "from the rng argument"))  # fmt: skip
+            checks.append(
+                Check(
+                    "deterministic for a seed",
+                    same,
+                    "same seed, same output"
+                    if same
+                    else "two calls with "
+                    "default_rng(0) gave different outputs; draw all randomness "
+                    "from the rng argument",
+                )
+            )
         identity = identity_check({"": defense}, texts)
         if identity is not None:
             checks.append(identity)
@@ -138,8 +150,13 @@ def conformance(
     done = attempt("speed", lambda: defense.privatize(batch, rng=np.random.default_rng(2)))
     if done is not None:
         rate = words / max(time.perf_counter() - t0, 1e-9)
-        checks.append(Check("speed", rate >= min_speed,
-                            f"{rate:,.0f} words/s (at least {min_speed:,.0f} needed)"))  # fmt: skip
+        checks.append(
+            Check(
+                "speed",
+                rate >= min_speed,
+                f"{rate:,.0f} words/s (at least {min_speed:,.0f} needed)",
+            )
+        )
     return checks
 
 
@@ -263,8 +280,7 @@ def _tested_guarantees(
         point = probe if value is None else probe.with_knob(value)
         point.fit([])
         if point.guarantee.formal:
-            guarantees.append(audit_guarantee(
-                point, alpha=alpha, label=shown, backbone=backbone))  # fmt: skip
+            guarantees.append(audit_guarantee(point, alpha=alpha, label=shown, backbone=backbone))
     return guarantees
 
 
@@ -293,8 +309,11 @@ def _audit_config(
             continue
         spec = copy.deepcopy(from_preset.get(name) or quick.get(name) or {"name": name})
         defenses.append(spec)
-    user = {"name": USER, "label": shown, "params": {"target": target, "knob": knob_name,
-                                                       **options}}  # fmt: skip
+    user = {
+        "name": USER,
+        "label": shown,
+        "params": {"target": target, "knob": knob_name, **options},
+    }
     if knob_name is not None:
         user["knob_values"] = values
     defenses.append(user)

@@ -119,8 +119,10 @@ def start(token: str) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if k != MARKER}
     return subprocess.Popen(
         [sys.executable, "-I", str(Path(__file__).resolve()), token],  # -I: stdlib only
-        stdin=subprocess.PIPE, env=env, start_new_session=True,
-    )  # fmt: skip
+        stdin=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+    )
 
 
 def stop(watchdog: subprocess.Popen[bytes]) -> None:

@@ -137,9 +137,13 @@ class Reuse:
         return reuse
 
     def add(
-        self, point_key: str, cells: dict[str, str], defense: Any, label: str,
+        self,
+        point_key: str,
+        cells: dict[str, str],
+        defense: Any,
+        label: str,
         knob_value: float | None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """A point's run keys (its utility's, and its cells' by attack label)."""
         # one digest per class (per user's class behind the audit wrapper)
         which = getattr(defense, "target", None) or type(defense)
@@ -148,8 +152,11 @@ class Reuse:
             code = self._defense_code[which] = code_digest(defense)
         shown = label + ("" if knob_value is None else f" {knob_value:g}")
         common = {"corpus": self.corpus, "defense": shown}
-        self._add(point_key, [code, self._evaluator_code],
-                  common | {"component": f"utility:{self.evaluator.name}"})  # fmt: skip
+        self._add(
+            point_key,
+            [code, self._evaluator_code],
+            common | {"component": f"utility:{self.evaluator.name}"},
+        )
         for name, key in cells.items():
             self._add(key, [code, self._attack_code[name]], common | {"component": name})
 

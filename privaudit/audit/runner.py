@@ -20,8 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from privaudit import __version__
-from privaudit.audit.cells import Context, Task, build_components, context_for, point_examples
+from privaudit.audit.cells import Context, Task, build_components, context_for
 from privaudit.audit.config import GridConfig
 from privaudit.audit.estimate import (
     OUTPUTS,
@@ -29,28 +28,23 @@ from privaudit.audit.estimate import (
     CostBook,
     Estimate,
     Sizes,
-    Tracker,
     Work,
     estimate,
-    measured_parts,
-    one_time_work,
 )
 from privaudit.audit.executors import guard_run, make_executor
 from privaudit.audit.fit_noise import measure_fit_noise
-from privaudit.audit.plan import Point, cell_key, check_levels, fmt_params, plan
+from privaudit.audit.forecast import Tracker, measured_parts, one_time_work
+from privaudit.audit.plan import Point, check_levels, plan
 from privaudit.audit.reasons import full_reasons
 from privaudit.audit.reuse import Reuse
-from privaudit.audit.store import COLUMNS, ResultStore, RunDir
+from privaudit.audit.rows import examples, results_table
+from privaudit.audit.store import ResultStore, RunDir
 from privaudit.audit.strength import check_shares, strength_curve
-from privaudit.metrics.outcomes import Outcome
-from privaudit.metrics.stats import Bootstrap, Outcomes, annotate, measured_sds, run_stats
+from privaudit.metrics.stats import measured_sds
 from privaudit.numbers import shown
 from privaudit.runtime.cell_store import fresh_cells
 from privaudit.runtime.devices import resolve_device, use_device
 from privaudit.runtime.provenance import provenance
-
-#: Appended to the label of a defense whose service-side objective the evaluator did not train.
-NOT_APPLIED = "(objective not applied)"
 
 #: Writes a finished run's outputs (results frame, run directory, chance level) → the plots
 #: written, the problems met (one line each) and the leaderboard: the outputs layer's
@@ -66,12 +60,6 @@ class RunResult:
     chance: float = float("nan")  # the chance level of the headline utility
     board: Any = None  # the run's Leaderboard (None when it could not be computed)
     strength_failed: int = 0  # failed rows of strength.csv: they fail the run as a cell does
-
-
-def _evaluator_label(evaluator: Any) -> str:
-    """``probe``, ``lora``, ...; ``peft[method]`` when the generic peft evaluator is used."""
-    method = getattr(evaluator, "method", None)
-    return evaluator.name if method in (None, evaluator.name) else f"{evaluator.name}[{method}]"
 
 
 def run_grid(
@@ -126,9 +114,10 @@ def run_grid(
         device = "auto"
     resolve_device(device)
     runner = make_executor(
-        executor or spec.kind, jobs=jobs if jobs is not None else spec.jobs,
+        executor or spec.kind,
+        jobs=jobs if jobs is not None else spec.jobs,
         address=address if address is not None else spec.address,
-    )  # fmt: skip
+    )
     _claim(rd, config, overwrite)
     with guard_run(rd.path) as checkpoint, use_device(device), fresh_cells(fresh):
         return _execute(config, rd, runner, progress, checkpoint, outputs)
@@ -165,16 +154,30 @@ def _execute(
     print("\n".join(forecast.lines()), file=sys.stderr, flush=True)
     _pretrain_first(ctx, tasks, progress)
     tracker.started = started
-    _compute_cells(config, ctx, rd, store, points, tasks, runner, progress, checkpoint,
-                   done, total, book, sizes, reuse=reuse, tracker=tracker)  # fmt: skip
+    _compute_cells(
+        config,
+        ctx,
+        rd,
+        store,
+        points,
+        tasks,
+        runner,
+        progress,
+        checkpoint,
+        done,
+        total,
+        book,
+        sizes,
+        reuse=reuse,
+        tracker=tracker,
+    )
     print(reuse.line(total, len(points)), file=sys.stderr, flush=True)
     reuse.store.prune()  # bounded: the least recently used entries go first
 
     outputs_start = time.perf_counter()
     frame, strength_failed, strength_s = _write_tables(config, ctx, rd, store, points, progress)
     outputs_start += strength_s  # attacks fitted, not outputs: not costed so
-    end = {"finished": True, "cells": total, "computed": total - done,
-           "reused": meta["reused"]}  # fmt: skip
+    end = {"finished": True, "cells": total, "computed": total - done, "reused": meta["reused"]}
     rd.write_meta(meta | end)
     level = chance_level(ctx)
     plots, problems, board = outputs(frame, rd, level) if outputs is not None else ([], [], None)
@@ -185,8 +188,14 @@ def _execute(
     if problems:  # the results are on disk; say what could not be drawn or written
         end["output_problems"] = problems
     rd.write_meta(meta | end)
-    return RunResult(run_dir=rd.path, frame=frame, plots=plots, chance=level, board=board,
-                     strength_failed=strength_failed)  # fmt: skip
+    return RunResult(
+        run_dir=rd.path,
+        frame=frame,
+        plots=plots,
+        chance=level,
+        board=board,
+        strength_failed=strength_failed,
+    )
 
 
 def _plan_in(
@@ -197,14 +206,18 @@ def _plan_in(
     fresh = not rd.path.exists()
     rd.create().write_config(config.model_dump_json(indent=2))
     store = rd.store()
-    meta = {"chance_accuracy": ctx.chance, "chance_level": chance_level(ctx),
-            "utility_metric": ctx.evaluator.metric,
-            "bootstrap": config.bootstrap.model_dump(),
-            "unit": ctx.units.to_meta(ctx.corpus.authors("test")),
-            "corpus_sizes": ctx.corpus.sizes(),
-            "corpus_dropped": ctx.corpus.dropped(),
-            "backbone": ctx.bb.name, "finished": False,
-            "provenance": provenance()}  # fmt: skip
+    meta = {
+        "chance_accuracy": ctx.chance,
+        "chance_level": chance_level(ctx),
+        "utility_metric": ctx.evaluator.metric,
+        "bootstrap": config.bootstrap.model_dump(),
+        "unit": ctx.units.to_meta(ctx.corpus.authors("test")),
+        "corpus_sizes": ctx.corpus.sizes(),
+        "corpus_dropped": ctx.corpus.dropped(),
+        "backbone": ctx.bb.name,
+        "finished": False,
+        "provenance": provenance(),
+    }
     try:
         rd.write_meta(meta)  # leaderboards can read a run that is cut short
         points = plan(config, ctx, store)  # fits defenses, calibrates rates: can still fail
@@ -261,8 +274,14 @@ def _compute_cells(
     from tqdm.auto import tqdm
 
     # tqdm's own remaining time assumes every cell costs alike: the tracker's replaces it
-    bar = tqdm(total=total, initial=done, desc=_bar_desc(tracker), unit="cell",
-               disable=not progress, bar_format=BAR_FORMAT)  # fmt: skip
+    bar = tqdm(
+        total=total,
+        initial=done,
+        desc=_bar_desc(tracker),
+        unit="cell",
+        disable=not progress,
+        bar_format=BAR_FORMAT,
+    )
     in_flight = _InFlight(bar, tasks, runner)
     told: set[str] = set()  # full failure messages printed (a failed point fails every cell)
     try:
@@ -356,11 +375,19 @@ def _pretrain_first(ctx: Context, tasks: list[Task], progress: bool) -> None:
         attack.progress = progress
         try:
             note = attack.prepare(ctx.bb, plan)
-            print(f"privaudit: pre-trained the inverter of {label} in {note['seconds']:.0f} s "
-                  "(kept in the cache for later runs)", file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"privaudit: pre-trained the inverter of {label} in {note['seconds']:.0f} s "
+                "(kept in the cache for later runs)",
+                file=sys.stderr,
+                flush=True,
+            )
         except Exception as exc:  # the cells will fail and say why
-            print(f"privaudit: pre-training the inverter of {label} failed ({exc}); its cells "
-                  "will try again and record why", file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"privaudit: pre-training the inverter of {label} failed ({exc}); its cells "
+                "will try again and record why",
+                file=sys.stderr,
+                flush=True,
+            )
         finally:
             attack.progress = shown_progress
 
@@ -416,9 +443,14 @@ def _describe(point: Point) -> str:
 
 
 def _forecast(
-    ctx: Context, points: list[Point], tasks: list[Task], total: int, done: int, runner: Any,
+    ctx: Context,
+    points: list[Point],
+    tasks: list[Task],
+    total: int,
+    done: int,
+    runner: Any,
     sizes: Sizes,
-) -> tuple[CostBook | None, Estimate, Tracker]:  # fmt: skip
+) -> tuple[CostBook | None, Estimate, Tracker]:
     """This machine's cost book (None when the cache cannot be read), the estimate of
     ``tasks`` and the tracker that re-prices it as points finish
     (:mod:`privaudit.audit.estimate`)."""
@@ -426,16 +458,26 @@ def _forecast(
         book: CostBook | None = CostBook()
     except OSError:  # no cache directory: priors, and nothing is kept
         book = None
-    work = [Work(ctx.defense(t.point), t.cached_utility is None, list(t.attack_keys),
-                 t.point.label) for t in tasks]  # fmt: skip
+    work = [
+        Work(ctx.defense(t.point), t.cached_utility is None, list(t.attack_keys), t.point.label)
+        for t in tasks
+    ]
     priced = book if book is not None else CostBook.empty()
     jobs = int(getattr(runner, "jobs", 1) or 1)
     forecast = estimate(
-        work, ctx.attacks, ctx.evaluator, sizes, priced, points=len(points), cells=total,
-        done=done, jobs=jobs,
-    )  # fmt: skip
-    tracker = Tracker(tasks, work, ctx.attacks, ctx.evaluator, sizes, priced, cells=total,
-                      done=done, jobs=jobs)  # fmt: skip
+        work,
+        ctx.attacks,
+        ctx.evaluator,
+        sizes,
+        priced,
+        points=len(points),
+        cells=total,
+        done=done,
+        jobs=jobs,
+    )
+    tracker = Tracker(
+        tasks, work, ctx.attacks, ctx.evaluator, sizes, priced, cells=total, done=done, jobs=jobs
+    )
     # A model pre-trained before the first cell (and the strength curve's) is waited for too.
     forecast.one_time = one_time_work(ctx.config, ctx.attacks, ctx.plans)
     forecast.wall += sum(s for _, s in forecast.one_time)
@@ -478,125 +520,3 @@ class _InFlight:
             return  # one at a time: ``started`` says what runs
         now = [_describe(t.point) for t in self.pending[: self.jobs]]
         self.bar.set_postfix_str("in flight: " + ", ".join(now), refresh=True)
-
-
-def results_table(
-    ctx: Context,
-    points: list[Point],
-    store: ResultStore,
-    *,
-    intervals: bool = True,
-    measured: tuple[dict[str, float], float | None] = ({}, None),
-) -> tuple[Any, Any]:
-    """The results table (rows of :func:`assemble` with intervals and normalised privacy,
-    :func:`privaudit.metrics.stats.annotate`, unless ``intervals`` is false: the tables
-    written while the grid runs) and the outcomes table behind it."""
-    import pandas as pd
-
-    rows, outcomes = assemble(ctx, points, store)
-    frame = pd.DataFrame(rows).reindex(columns=COLUMNS)
-    if frame.empty or not intervals:
-        return frame, outcomes.to_frame()
-    spec = ctx.config.bootstrap
-    boot = Bootstrap(resamples=spec.resamples, level=spec.level, seed=spec.seed, units=ctx.units)
-    # Attacker randomness: each attack's declared between-fit sd (Attack.fit_sd), by label.
-    fit_sd = {str(label): float(getattr(ctx.attacks.get(str(label).split("[", 1)[0]), "fit_sd",
-                                        0.0) or 0.0)
-              for label in frame["attack"].dropna().unique()}  # fmt: skip
-    # Utility-evaluator randomness: its declared between-fit sd (UtilityEvaluator.fit_sd).
-    u_sd = float(getattr(ctx.evaluator, "fit_sd", 0.0) or 0.0)
-    # The larger of the declared and the measured spreads (privaudit.audit.fit_noise).
-    fit_sd = {k: max(v, measured[0].get(k, 0.0)) for k, v in fit_sd.items()}
-    u_sd = max(u_sd, measured[1] or 0.0)
-    stats = run_stats(frame, outcomes, boot, n_test=len(ctx.test_texts), fit_sd=fit_sd,
-                      utility_fit_sd=u_sd)  # fmt: skip
-    return annotate(stats).reindex(columns=COLUMNS), outcomes.to_frame()
-
-
-def assemble(
-    ctx: Context, points: list[Point], store: ResultStore
-) -> tuple[list[dict[str, Any]], Any]:
-    """The result rows of ``points`` from the store, in grid order (unfinished cells are
-    absent), and their per-document outcomes (:class:`privaudit.metrics.stats.Outcomes`:
-    each row's attack and baseline outcome by ``cell_key``, each point's utility outcome by
-    its key, the ``point`` column)."""
-    rows = []
-    found: dict[tuple[str, str], Outcome] = {}
-    for point in points:
-        defense = ctx.defense(point)
-        point_key, cells = ctx.keys(point)
-        utility = store.get(point_key) or {}
-        knob_value = point.knob_value  # planned (and checked) once: the point's level
-        objective = str(utility.get("objective") or "")
-        label = point.label
-        if objective.startswith("not applied"):
-            # The evaluator measured the noise alone: never present it under the method's name.
-            label = f"{label} {NOT_APPLIED}"
-        common = {
-            "defense": defense.name,
-            "label": label,
-            "knob": defense.knob,
-            "knob_value": float(knob_value) if knob_value is not None else math.nan,
-            "seed": point.seed,
-            "target_rate": point.target_rate if point.target_rate is not None else math.nan,
-            "guarantee": str(defense.guarantee),  # the symbolic text; the object is on defense
-            "defense_params": fmt_params(defense.params()),
-            "utility_evaluator": _evaluator_label(ctx.evaluator),
-            "utility_metric": ctx.evaluator.metric,
-            "corpus": ctx.corpus.name,
-            "corpus_fingerprint": ctx.fingerprint,
-            "backbone": ctx.bb.name,
-            "n_train": len(ctx.train_texts),
-            "n_test": len(ctx.test_texts),
-            "n_words": ctx.n_words,
-            "privaudit_version": __version__,
-            "point": point_key,
-        }
-        for field_ in ("utility", "utility_macro_f1", "utility_accuracy", "replacement_rate",
-                       "privatize_seconds", "utility_seconds"):  # fmt: skip
-            common[field_] = utility.get(field_, math.nan)
-        common["utility_metric"] = utility.get("utility_metric", common["utility_metric"])
-        common["objective"] = objective or None
-        common["release"] = utility.get("release") or None
-        details = utility.get("utility_details") or {}
-        # The frozen probe's score at the same point: the lower bound the service starts from.
-        common["utility_lower_bound"] = details.get("probe_balanced_accuracy", math.nan)
-        for what in ("attribute_readout", "attribute_readout_no_objective"):
-            common[what] = details.get(what, math.nan)
-        if utility.get("utility_outcome"):
-            found[(point_key, "utility")] = Outcome.from_record(utility["utility_outcome"])
-        for key in cells.values():
-            record = store.get(key)
-            if record is None:
-                continue
-            for row in record["rows"]:
-                row = dict(row)
-                target = row.pop("target", "")
-                row_key = cell_key(key, target) if target else key
-                for what in ("attack", "baseline"):
-                    kept = row.pop("outcome" if what == "attack" else "baseline_outcome", None)
-                    if kept:
-                        found[(row_key, what)] = Outcome.from_record(kept)
-                seconds = (common["privatize_seconds"] + common["utility_seconds"]
-                           + row.get("attack_seconds", math.nan))  # fmt: skip
-                rows.append(common | row | {
-                    "seconds": seconds if row["status"] == "ok" else math.nan,
-                    "cell_key": row_key,
-                    "cell": key,  # one (point, attack) cell may hold a row per target
-                })  # fmt: skip
-    return rows, Outcomes(found)
-
-
-def examples(ctx: Context, points: list[Point], store: ResultStore) -> list[dict[str, Any]]:
-    """A few original/released pairs per point, for ``report --show-examples`` (the report
-    hides them by default); a point computed before examples were asked for draws its test
-    release again (a point that failed has none)."""
-    out = []
-    for point in points:
-        record = store.get(ctx.keys(point)[0])
-        if record is None:
-            continue
-        pairs = record["examples"] if "examples" in record else point_examples(ctx, point)
-        for ex in pairs:
-            out.append({"defense": point.label, "knob_value": point.knob_value, **ex})
-    return out

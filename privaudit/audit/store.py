@@ -287,11 +287,22 @@ class RunDir:
             attacks = sorted({str(a) for a in self.read_results()["attack"].dropna()})
         except (OSError, ValueError, KeyError):  # no table yet: no plot was drawn from it
             attacks = []
-        names = [self.results_csv, self.results_parquet, self.outcomes_parquet,
-                 self.examples_json, self.report_html, self.frontiers_png, self.families_png,
-                 *(self.leaderboard(ext) for ext in ("md", "csv", "html")), self.worst_case_csv,
-                 self.guarantees_csv, self.strength_csv, self.strength_png,
-                 self.fit_noise_csv, *(self.pareto_png(a) for a in attacks)]  # fmt: skip
+        names = [
+            self.results_csv,
+            self.results_parquet,
+            self.outcomes_parquet,
+            self.examples_json,
+            self.report_html,
+            self.frontiers_png,
+            self.families_png,
+            *(self.leaderboard(ext) for ext in ("md", "csv", "html")),
+            self.worst_case_csv,
+            self.guarantees_csv,
+            self.strength_csv,
+            self.strength_png,
+            self.fit_noise_csv,
+            *(self.pareto_png(a) for a in attacks),
+        ]
         return [p for p in names if p.is_file()]
 
     def is_run(self) -> bool:

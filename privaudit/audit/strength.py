@@ -190,9 +190,16 @@ def strength_curve(
 
 
 def _refit(
-    ctx: Context, point: Point, label: str, attack: Attack, aux: Any, public: Any,
-    weights: np.ndarray, level: float, row: dict[str, Any],
-) -> list[dict[str, Any]]:  # fmt: skip
+    ctx: Context,
+    point: Point,
+    label: str,
+    attack: Attack,
+    aux: Any,
+    public: Any,
+    weights: np.ndarray,
+    level: float,
+    row: dict[str, Any],
+) -> list[dict[str, Any]]:
     """``attack`` (cell (point, label)'s, or its public-data variant) fitted on ``aux`` and
     scored on the cell's victims: one row per scored target, or one ``failed`` row. ``row``
     says which data varied and by how much (data, fraction, n_aux, n_public)."""
@@ -206,8 +213,7 @@ def _refit(
     except Exception as exc:  # a small share may be too little to learn from: say so, go on
         stored, full = failure_reason(exc)
         n = row.get("n_public", row["n_aux"])
-        print(f"strength: {label} on {n} {row['data']} documents failed: {full}",
-              file=sys.stderr)  # fmt: skip
+        print(f"strength: {label} on {n} {row['data']} documents failed: {full}", file=sys.stderr)
         return [base | {"attack": label, "status": "failed", "reason": stored}]
     seconds = time.perf_counter() - t0
     rows = []
@@ -218,13 +224,19 @@ def _refit(
             rows.append(base | {"attack": name, "status": "n/a", "reason": result.get("reason")})
             continue
         lo, hi = interval(result["outcome"].resample(weights), level)
-        rows.append(base | {
-            "attack": name, "status": "ok", "reason": "",
-            "attack_score": float(result["attack_score"]),
-            "attack_score_ci_low": float(lo), "attack_score_ci_high": float(hi),
-            "attack_baseline": float(result.get("attack_baseline", math.nan)),
-            "attack_seconds": seconds,
-        })  # fmt: skip
+        rows.append(
+            base
+            | {
+                "attack": name,
+                "status": "ok",
+                "reason": "",
+                "attack_score": float(result["attack_score"]),
+                "attack_score_ci_low": float(lo),
+                "attack_score_ci_high": float(hi),
+                "attack_baseline": float(result.get("attack_baseline", math.nan)),
+                "attack_seconds": seconds,
+            }
+        )
     return rows
 
 
@@ -234,10 +246,24 @@ def _reused(
     """The grid's own cell as the curve's last point (all of the aux, all of the public
     documents)."""
     return {
-        "seed": point.seed, "attack": row["attack"], "attack_metric": row["attack_metric"],
-        "data": data, "fraction": 1.0, "n_aux": n_aux, "n_public": n_public, "status": "ok",
-        "reason": "", "reused": True,
-        **{c: float(row.get(c, math.nan)) for c in (
-            "attack_score", "attack_score_ci_low", "attack_score_ci_high", "attack_baseline",
-            "attack_seconds")},
-    }  # fmt: skip
+        "seed": point.seed,
+        "attack": row["attack"],
+        "attack_metric": row["attack_metric"],
+        "data": data,
+        "fraction": 1.0,
+        "n_aux": n_aux,
+        "n_public": n_public,
+        "status": "ok",
+        "reason": "",
+        "reused": True,
+        **{
+            c: float(row.get(c, math.nan))
+            for c in (
+                "attack_score",
+                "attack_score_ci_low",
+                "attack_score_ci_high",
+                "attack_baseline",
+                "attack_seconds",
+            )
+        },
+    }

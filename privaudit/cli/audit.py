@@ -4,7 +4,7 @@ then benchmarked) and ``privaudit audit-guarantee`` (each stated guarantee, test
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -81,12 +81,29 @@ def audit(
     check_cache_dir()
     with warnings_as_lines(), fresh_cells(fresh):
         result = run_audit(
-            target, knob=knob, params=parse_params(param),
+            target,
+            knob=knob,
+            params=parse_params(param),
             preset=config if config is not None else preset,
-            compare=[c.strip() for c in compare.split(",") if c.strip()], label=label,
-            run_dir=run_dir, reports_root=out, progress=progress,
-            corpus_params=corpus_params(map_), device=device, strict=strict,
-        )  # fmt: skip
+            compare=[c.strip() for c in compare.split(",") if c.strip()],
+            label=label,
+            run_dir=run_dir,
+            reports_root=out,
+            progress=progress,
+            corpus_params=corpus_params(map_),
+            device=device,
+            strict=strict,
+        )
+    _print_checks(result)
+    if result.run is None:  # --strict and a violated guarantee: nothing was benchmarked
+        raise typer.Exit(EXIT_GUARANTEE_VIOLATED)
+    print_summary(result.run)
+    exit_for_failures(result.run.frame, allow_failures, result.run.strength_failed)
+
+
+def _print_checks(result: Any) -> None:
+    """What the audit says of the privatizer before its grid: the test of its guarantee, the
+    conformance checks and their warnings; a failed check is the command's error."""
     for g in result.guarantees:  # the verdict on its own claim comes first
         bad = g.verdict == "violated"
         typer.secho(g.line(), fg=typer.colors.RED if bad else None, bold=bad)
@@ -94,17 +111,14 @@ def audit(
     for check in result.checks:
         typer.echo(f"  {check.line()}")
     for check in result.warnings:  # e.g. an identity privatizer: the grid ran, but look
-        typer.secho(f"WARNING: {result.label} {check.detail}", fg=typer.colors.YELLOW,
-                    bold=True, err=True)  # fmt: skip
+        typer.secho(
+            f"WARNING: {result.label} {check.detail}", fg=typer.colors.YELLOW, bold=True, err=True
+        )
     if result.failed:
         raise ValueError(
             f"{len(result.failed)} conformance check(s) failed; fix the privatizer and rerun "
             "(nothing was benchmarked)."
         )
-    if result.run is None:  # --strict and a violated guarantee: nothing was benchmarked
-        raise typer.Exit(EXIT_GUARANTEE_VIOLATED)
-    print_summary(result.run)
-    exit_for_failures(result.run.frame, allow_failures, result.run.strength_failed)
 
 
 @app.command("audit-guarantee")
@@ -161,8 +175,15 @@ def audit_guarantee_cmd(
         audits = audit_builtins(backbone=backbone, alpha=alpha, seed=seed)
     else:
         DEFENSES.get(defense)  # an unknown name: one line with the known ones, before work
-        audits = audit_levels(defense, knob, params=parse_params(param), backbone=backbone,
-                              alpha=alpha, seed=seed, tests=test or None)  # fmt: skip
+        audits = audit_levels(
+            defense,
+            knob,
+            params=parse_params(param),
+            backbone=backbone,
+            alpha=alpha,
+            seed=seed,
+            tests=test or None,
+        )
     print_guarantees(
         audits,
         f"guarantee audit (confidence {1 - alpha:.0%} per level, seed {seed}; {len(audits)} "

@@ -159,8 +159,9 @@ def exit_for_failures(frame: Any, allow: bool, strength_failed: int = 0) -> None
         typer.secho(
             f"{strength_failed} row(s) of strength.csv failed (their reasons are above)."
             + ("" if allow or not failed.empty else " Exit status 3; --allow-failures exits 0."),
-            fg=typer.colors.RED, err=True,
-        )  # fmt: skip
+            fg=typer.colors.RED,
+            err=True,
+        )
         if failed.empty and not allow:
             raise typer.Exit(EXIT_CELLS_FAILED)
     if failed.empty:
@@ -171,8 +172,9 @@ def exit_for_failures(frame: Any, allow: bool, strength_failed: int = 0) -> None
         f"{counts['failed']} of {counts['all']} cells failed ({reasons} distinct reason(s); see "
         "above and the report's Failures section)."
         + ("" if allow else " Exit status 3; --allow-failures exits 0."),
-        fg=typer.colors.RED, err=True,
-    )  # fmt: skip
+        fg=typer.colors.RED,
+        err=True,
+    )
     if not allow:
         raise typer.Exit(EXIT_CELLS_FAILED)
 

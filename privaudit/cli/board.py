@@ -73,8 +73,9 @@ def leaderboard_cmd(
     print_board(board, f"privaudit leaderboard ({len(run_dirs)} run(s))")
     typer.echo("Wrote:")
     target = out if out is not None else run_dirs[0]
-    for path in write_leaderboard(board, target, runs.guarantees, frame=runs.frame,
-                                  strength=runs.strength):  # fmt: skip
+    for path in write_leaderboard(
+        board, target, runs.guarantees, frame=runs.frame, strength=runs.strength
+    ):
         typer.echo(f"  {path}")
     if any(partial):
         raise typer.Exit(EXIT_UNFINISHED)
@@ -100,9 +101,12 @@ def _say_unfinished(run_dir: Path) -> str | None:
     if note is not None:
         typer.secho(f"Warning: {note}", fg=typer.colors.YELLOW, bold=True, err=True)
     if rows:
-        typer.secho(f"Its results table was built from the finished cells ({rows} rows, in "
-                    f"{rd.results_csv}); the board below shows only those.",
-                    fg=typer.colors.YELLOW, err=True)  # fmt: skip
+        typer.secho(
+            f"Its results table was built from the finished cells ({rows} rows, in "
+            f"{rd.results_csv}); the board below shows only those.",
+            fg=typer.colors.YELLOW,
+            err=True,
+        )
     return note
 
 

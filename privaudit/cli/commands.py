@@ -32,8 +32,19 @@ from privaudit.cli.tab import tab_score
 from privaudit.cli.cache import cache_show
 # isort: on
 
-COMMANDS = (list_cmd, run, pretrain, privatize, calibrate, audit, audit_guarantee_cmd,
-            leaderboard_cmd, report, tab_score, cache_show)  # fmt: skip
+COMMANDS = (
+    list_cmd,
+    run,
+    pretrain,
+    privatize,
+    calibrate,
+    audit,
+    audit_guarantee_cmd,
+    leaderboard_cmd,
+    report,
+    tab_score,
+    cache_show,
+)
 
 
 def main() -> None:  # pragma: no cover

@@ -28,8 +28,11 @@ def list_cmd(
 ) -> None:
     """List the registered defenses, attacks, metrics, corpora and utility evaluators."""
     registries = {
-        "defenses": DEFENSES, "attacks": ATTACKS, "corpora": CORPORA, "utility": UTILITY,
-    }  # fmt: skip
+        "defenses": DEFENSES,
+        "attacks": ATTACKS,
+        "corpora": CORPORA,
+        "utility": UTILITY,
+    }
     chosen = [w for w in Listing if w is not Listing.all] if what is Listing.all else [what]
     for title in (w.value for w in chosen):
         typer.secho(title, bold=True)

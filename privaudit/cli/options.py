@@ -115,6 +115,7 @@ def read_stdin_lines() -> list[str]:
         typer.secho(
             f"Warning: stdin line(s) {shown} are not valid UTF-8; their undecodable bytes were "
             "replaced with U+FFFD (\ufffd). Convert the file to UTF-8 (e.g. iconv) to keep them.",
-            fg=typer.colors.YELLOW, err=True,
-        )  # fmt: skip
+            fg=typer.colors.YELLOW,
+            err=True,
+        )
     return lines

@@ -18,7 +18,7 @@ from rich.text import Text
 from privaudit.audit.store import RunDir
 from privaudit.leaderboard.render import tables as board_tables
 from privaudit.leaderboard.unscored import na_summary
-from privaudit.leaderboard.verdict import terminal_lines
+from privaudit.leaderboard.verdict_words import terminal_lines
 from privaudit.numbers import shown
 
 
@@ -33,8 +33,7 @@ def print_summary(result: Any) -> None:
         print_verdict(board, console)
     if len(frame) <= 60:  # a big grid's cells belong in the report, not the terminal
         table = Table(title=f"privaudit run: {result.run_dir.name}")
-        for col in ("defense", "knob", "attack", "status", "privacy", "utility", "repl. rate",
-                    "s"):  # fmt: skip
+        for col in ("defense", "knob", "attack", "status", "privacy", "utility", "repl. rate", "s"):
             left = col in ("defense", "attack", "status")
             table.add_column(col, justify="left" if left else "right", no_wrap=True)
 
@@ -49,16 +48,23 @@ def print_summary(result: Any) -> None:
                 f"{row['knob']}={shown(row['knob_value'])}" if isinstance(row["knob"], str) else "-"
             )
             table.add_row(
-                Text(row["label"]), knob, Text(row["attack"]), row["status"],
-                fmt(row["empirical_privacy"]), fmt(row["utility"]),
-                fmt(row["replacement_rate"]), fmt(row["seconds"], ".1f"),
-            )  # fmt: skip
+                Text(row["label"]),
+                knob,
+                Text(row["attack"]),
+                row["status"],
+                fmt(row["empirical_privacy"]),
+                fmt(row["utility"]),
+                fmt(row["replacement_rate"]),
+                fmt(row["seconds"], ".1f"),
+            )
         console.print(table)
     for _, row in frame[frame["status"] == "failed"].iterrows():
         console.print(
             f"failed: {row['label']} × {row['attack']}: {row['reason']}",
-            soft_wrap=True, markup=False, style="yellow",
-        )  # fmt: skip
+            soft_wrap=True,
+            markup=False,
+            style="yellow",
+        )
     na_line = na_summary(frame)  # by cause: the corpus's reasons are not the release's
     if na_line is not None:
         typer.echo(na_line)
@@ -69,8 +75,9 @@ def print_summary(result: Any) -> None:
             typer.secho(
                 f"Warning: {label}: the utility evaluator did not train its service-side "
                 "objective, so its rows measure the noise alone (see the leaderboard notes).",
-                fg=typer.colors.YELLOW, err=True,
-            )  # fmt: skip
+                fg=typer.colors.YELLOW,
+                err=True,
+            )
     if board is not None:
         print_board(board, "leaderboard (this run)", verdict=False)  # printed first, above
     typer.echo("Wrote:")  # plain echo: paths must stay whole and copyable
@@ -104,8 +111,9 @@ def print_board(board: Any, title: str, *, verdict: bool = True) -> None:
     # The rank with its interval in one column ("2 (1–4)"); ties and holding shares are in
     # leaderboard.md. The long prose goes last.
     r, ci = headers.index("rank"), headers.index("rank interval")
-    rows = [[f"{row[r]} ({row[ci]})" if row[ci] != "—" else row[r], *row[1:]]
-            for row in overall.rows]  # fmt: skip
+    rows = [
+        [f"{row[r]} ({row[ci]})" if row[ci] != "—" else row[r], *row[1:]] for row in overall.rows
+    ]
     drop = {ci, headers.index("tied with"), headers.index("holds rank"), g}
     order = [k for k in range(len(headers)) if k not in drop] + [g]
     widths = [max([len(headers[k])] + [len(row[k]) for row in rows]) for k in order]
@@ -113,9 +121,12 @@ def print_board(board: Any, title: str, *, verdict: bool = True) -> None:
     room = max(12, console.width - sum(widths[:-1]) - 3 * len(order) - 1)
     for k, width in zip(order, widths, strict=True):
         table.add_column(
-            headers[k], justify="left" if k in (d, g) else "right", no_wrap=True,
-            overflow="ellipsis", width=min(width, room) if k == g else width,
-        )  # fmt: skip
+            headers[k],
+            justify="left" if k in (d, g) else "right",
+            no_wrap=True,
+            overflow="ellipsis",
+            width=min(width, room) if k == g else width,
+        )
     for row in rows:
         table.add_row(*(Text(row[k]) for k in order))  # Text: has[mode=x] is not markup
     console.print(table)
@@ -164,11 +175,27 @@ def print_guarantees(audits: Any, title: str = "guarantee audit") -> None:
     with the pair and the event that showed it."""
     console = Console(width=max(190, Console().width))  # one line per point
     table = Table(title=title)
-    for col in ("defense", "level", "claim", "verdict", "test", "lower bound", "claimed",
-                "ratio", "release ratio", "ceiling", "draws needed", "s"):  # fmt: skip
+    for col in (
+        "defense",
+        "level",
+        "claim",
+        "verdict",
+        "test",
+        "lower bound",
+        "claimed",
+        "ratio",
+        "release ratio",
+        "ceiling",
+        "draws needed",
+        "s",
+    ):
         left = col in ("defense", "level", "claim", "verdict", "test")
-        table.add_column(col, justify="left" if left else "right", no_wrap=True,
-                         min_width=24 if col == "claim" else None)  # fmt: skip
+        table.add_column(
+            col,
+            justify="left" if left else "right",
+            no_wrap=True,
+            min_width=24 if col == "claim" else None,
+        )
 
     def num(x: float, spec: str = ".3g") -> str:
         return "-" if x != x else format(x, spec)
@@ -180,17 +207,26 @@ def print_guarantees(audits: Any, title: str = "guarantee audit") -> None:
         # above it is "untestable", and "draws needed" would test it
         verdict = a.verdict + (f" at n = {a.draws:,}" if a.verdict == "untestable" else "")
         table.add_row(
-            Text(a.defense), a.level, Text(row["claim"]), Text(verdict, style=style),
-            Text(row["test"]), num(row["lower_bound"]), num(row["claimed_loss"]),
-            num(row["ratio"], ".2f"), num(row["release_ratio"], ".2f"), num(row["ceiling"]),
-            num(row["draws_needed"], ".2g"), f"{a.seconds:.1f}",
-        )  # fmt: skip
+            Text(a.defense),
+            a.level,
+            Text(row["claim"]),
+            Text(verdict, style=style),
+            Text(row["test"]),
+            num(row["lower_bound"]),
+            num(row["claimed_loss"]),
+            num(row["ratio"], ".2f"),
+            num(row["release_ratio"], ".2f"),
+            num(row["ceiling"]),
+            num(row["draws_needed"], ".2g"),
+            f"{a.seconds:.1f}",
+        )
     console.print(table)
     console.print(
         f"{len(audits)} levels; each level's tests share its α (Bonferroni), and the levels are "
         "not corrected across: with L correct levels, up to L·α false alarms are expected.",
-        soft_wrap=True, markup=False,
-    )  # fmt: skip
+        soft_wrap=True,
+        markup=False,
+    )
     for a in audits:
         if a.verdict in ("violated", "untestable"):
             style = "bold red" if a.verdict == "violated" else "yellow"

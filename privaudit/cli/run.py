@@ -33,17 +33,45 @@ FreshOption = Annotated[
     ),
 ]
 
+#: ``--preset``: the built-in grid run.
+PresetOption = Annotated[
+    str,
+    typer.Option(
+        help="Built-in grid: 'quick' (default), 'real' (the quick grid on SynthPAI), 'paper' "
+        "(RAPT's; big machine) or 'smoke'."
+    ),
+]
+#: ``--resume``: the run directory of an interrupted run.
+ResumeOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="Finish an interrupted run: its config, its directory; finished cells are skipped."
+    ),
+]
+#: ``--show-examples``: keep a few released texts per point.
+ShowExamplesOption = Annotated[
+    bool,
+    typer.Option(
+        "--show-examples",
+        help="Keep a few original/released texts per point in the run directory "
+        "(examples.json, for `report --show-examples`); by default it holds no corpus text.",
+    ),
+]
+#: ``--estimate``: print the grid's size and wall time, run nothing.
+EstimateOption = Annotated[
+    bool,
+    typer.Option(
+        "--estimate",
+        help="Print the grid's size and its estimated wall time on this machine, then exit "
+        "(nothing is run or written; with --resume or --run-dir, finished cells are free).",
+    ),
+]
+
 
 @app.command()
 @user_errors
 def run(
-    preset: Annotated[
-        str,
-        typer.Option(
-            help="Built-in grid: 'quick' (default), 'real' (the quick grid on SynthPAI), 'paper' "
-            "(RAPT's; big machine) or 'smoke'."
-        ),
-    ] = "quick",
+    preset: PresetOption = "quick",
     config: Annotated[
         Path | None, typer.Option(help="A YAML or JSON grid config (overrides --preset).")
     ] = None,
@@ -52,12 +80,7 @@ def run(
         Path | None, typer.Option(help="Write into this directory instead of a new one.")
     ] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
-    resume: Annotated[
-        Path | None,
-        typer.Option(
-            help="Finish an interrupted run: its config, its directory; finished cells are skipped."
-        ),
-    ] = None,
+    resume: ResumeOption = None,
     executor: Annotated[
         str | None, typer.Option(help="'local' or 'ray' (default: the config's, else local).")
     ] = None,
@@ -74,22 +97,8 @@ def run(
         bool, typer.Option(help="Let this config take over --run-dir from a run of another config.")
     ] = False,
     map_: Annotated[str | None, typer.Option("--map", help=MAP_HELP)] = None,
-    show_examples: Annotated[
-        bool,
-        typer.Option(
-            "--show-examples",
-            help="Keep a few original/released texts per point in the run directory "
-            "(examples.json, for `report --show-examples`); by default it holds no corpus text.",
-        ),
-    ] = False,
-    estimate: Annotated[
-        bool,
-        typer.Option(
-            "--estimate",
-            help="Print the grid's size and its estimated wall time on this machine, then exit "
-            "(nothing is run or written; with --resume or --run-dir, finished cells are free).",
-        ),
-    ] = False,
+    show_examples: ShowExamplesOption = False,
+    estimate: EstimateOption = False,
     device: DeviceOption = None,
     fresh: FreshOption = False,
 ) -> None:
@@ -113,9 +122,17 @@ def run(
             _print_estimate(cfg, executor, run_dir, jobs)
         return
     with warnings_as_lines():
-        result = run_grid(cfg, reports_root=out, run_dir=run_dir, progress=progress,
-                          executor=executor, jobs=jobs, address=address,
-                          overwrite=overwrite, fresh=fresh)  # fmt: skip
+        result = run_grid(
+            cfg,
+            reports_root=out,
+            run_dir=run_dir,
+            progress=progress,
+            executor=executor,
+            jobs=jobs,
+            address=address,
+            overwrite=overwrite,
+            fresh=fresh,
+        )
     print_summary(result)
     exit_for_failures(result.frame, allow_failures, result.strength_failed)
 
@@ -163,7 +180,7 @@ def _print_estimate(
 ) -> None:
     """``run --estimate``: the grid's size and its estimated wall time here; nothing is run."""
     # lazy: the estimate brings numpy and privaudit.audit, which --help does not load
-    from privaudit.audit.estimate import estimate_config
+    from privaudit.audit.forecast import estimate_config
 
     if (executor or cfg.executor.kind) != "ray":  # a run would refuse a missing GPU too
         resolve_device(cfg.device)
@@ -192,15 +209,17 @@ def pretrain(
     # lazy: the config and the components bring pydantic, numpy and the registry
     from privaudit.audit.cells import build_components
     from privaudit.audit.config import load_config
-    from privaudit.audit.estimate import prepared_attacks
+    from privaudit.audit.forecast import prepared_attacks
     from privaudit.models.backbone import backbone as load_backbone
 
     writable = check_cache_dir()
     cfg = load_config(config if config is not None else preset)
     built = build_components(cfg)
-    ready = {label: (a, plan) for label, (a, plan)
-             in prepared_attacks(cfg, built.attacks, built.plans).items()
-             if callable(getattr(a, "prepare", None))}  # fmt: skip
+    ready = {
+        label: (a, plan)
+        for label, (a, plan) in prepared_attacks(cfg, built.attacks, built.plans).items()
+        if callable(getattr(a, "prepare", None))
+    }
     if not ready:
         typer.echo("No attack of this grid keeps a pre-trained model on disk; nothing to do.")
         return

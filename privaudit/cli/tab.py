@@ -143,7 +143,7 @@ def tab_score(
     evaluation: entity recall on direct and quasi identifiers, mention and token recall (also
     per entity type), token and mention precision (uniform weights). A defense that reports
     what it replaced (has, presidio, a Release with audit["masked_spans"]) is scored on those
-    spans; otherwise its output text is aligned to the original (privaudit.metrics.tab.align).
+    spans; otherwise its output text is aligned to the original (privaudit.metrics.tab_align.align).
     Several anonymizers (repeated --defense, --masks, --preset tab) give one table."""
     # lazy: the corpus, the metric and the defenses bring numpy, datasets and spaCy, which
     # --help does not load
@@ -247,10 +247,16 @@ def _report(
         json_out.parent.mkdir(parents=True, exist_ok=True)
         run: dict[str, Any] = {"data": str(data), "split": split, "seed": seed}
         items = [
-            {"label": e.label, "defense": e.defense, "level": e.level, "params": e.params,
-             "masks": None if e.masks is None else str(e.masks), "scores": s}
+            {
+                "label": e.label,
+                "defense": e.defense,
+                "level": e.level,
+                "params": e.params,
+                "masks": None if e.masks is None else str(e.masks),
+                "scores": s,
+            }
             for e, s in results
-        ]  # fmt: skip
+        ]
         if len(items) == 1:  # one anonymizer: its fields at the top, as before
             body = {**run, **{k: v for k, v in items[0].items() if k != "label"}}
         else:

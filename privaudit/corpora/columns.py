@@ -223,9 +223,12 @@ def _derive_labels(
 
 
 def hold_out_background(
-    rows: list[dict[str, Any]], split_of: np.ndarray, share: float, seed: int,
+    rows: list[dict[str, Any]],
+    split_of: np.ndarray,
+    share: float,
+    seed: int,
     info: dict[str, Any],
-) -> np.ndarray:  # fmt: skip
+) -> np.ndarray:
     """``split_of`` with ``share`` of each test author's documents moved to ``background``
     (at least one, and at least one left as a victim): the known-author documents of
     re-identification, as synthpai's. An author with a single document keeps it as a victim
@@ -246,8 +249,10 @@ def hold_out_background(
         for i in rng.choice(docs, size=k, replace=False):
             out[int(i)] = "background"
     info["background"] = {
-        "share": share, "candidates": len(by_author) - single, "single_document_authors": single,
-    }  # fmt: skip
+        "share": share,
+        "candidates": len(by_author) - single,
+        "single_document_authors": single,
+    }
     return out.astype(str)
 
 
@@ -277,16 +282,8 @@ def corpus_from_frame(
     if len(df) == 0:
         raise ValueError(f"{source} has a header but no rows; there is nothing to audit.")
     attr_map = _attribute_map(attributes, df, header)
-    roles: dict[str, ColumnRef | None] = {
-        "text": text,
-        "label": label,
-        "entities": entities,
-        "author": author,
-        "split_column": split_column,
-    }
-    roles.update({f"attributes[{n}]": ref for n, ref in attr_map.items()})
-    roles.update({f"where[{k}]": k for k in where or {}})
-    cols = _check_columns(df, roles, header, source)
+    roles = {"text": text, "label": label, "entities": entities, "author": author}
+    cols = _check_columns(df, _roles(roles, split_column, attr_map, where), header, source)
 
     # Each row is counted once, under the first rule that drops it: where, then an empty
     # text, a missing label, then a label that label_map does not map.
@@ -297,9 +294,15 @@ def corpus_from_frame(
     keep, n_empty, n_no_label = _usable_rows(selected, texts_raw, labels_raw, label_order, dropped)
     if label_map is not None or label_threshold is not None:
         keep, labels_raw = _derived_rows(
-            keep, labels_raw, label_map, label_threshold, label_order, source, cols["label"],
+            keep,
+            labels_raw,
+            label_map,
+            label_threshold,
+            label_order,
+            source,
+            cols["label"],
             dropped,
-        )  # fmt: skip
+        )
         label_order = None  # the derived values are the classes now
     if not keep:
         raise ValueError(
@@ -332,6 +335,20 @@ def corpus_from_frame(
         info=info,
         unit="person" if "author" in cols else "document",
     )
+
+
+def _roles(
+    named: Mapping[str, ColumnRef | None],
+    split_column: ColumnRef | None,
+    attr_map: Mapping[str, ColumnRef],
+    where: Mapping[ColumnRef, Any] | None,
+) -> dict[str, ColumnRef | None]:
+    """Every column a mapping names, by its role: ``named`` (text, label, entities, author),
+    ``split_column``, ``attributes[<name>]`` and ``where[<column>]``."""
+    roles: dict[str, ColumnRef | None] = {**named, "split_column": split_column}
+    roles.update({f"attributes[{n}]": ref for n, ref in attr_map.items()})
+    roles.update({f"where[{k}]": k for k in where or {}})
+    return roles
 
 
 def _check_label_rules(

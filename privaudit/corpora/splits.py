@@ -102,8 +102,12 @@ def corpus_features(attribute_names: Sequence[str]) -> datasets.Features:
     if attribute_names:
         feats["attributes"] = {name: string for name in attribute_names}
     feats["entities"] = datasets.List(
-        {"start": datasets.Value("int64"), "end": datasets.Value("int64"), "type": string,
-         "text": string}
-    )  # fmt: skip
+        {
+            "start": datasets.Value("int64"),
+            "end": datasets.Value("int64"),
+            "type": string,
+            "text": string,
+        }
+    )
     feats["author"] = string
     return datasets.Features(feats)

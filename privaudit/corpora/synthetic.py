@@ -490,8 +490,11 @@ def synthetic_reviews(
     doc_author = np.repeat(np.arange(len(counts)), counts)
     split_of = split_of_author[doc_author]
     info: dict[str, Any] = {
-        "seed": seed, "n_docs": n_docs, "leak_rate": leak_rate, "generator": GENERATOR,
-    }  # fmt: skip
+        "seed": seed,
+        "n_docs": n_docs,
+        "leak_rate": leak_rate,
+        "generator": GENERATOR,
+    }
     if persona or background_share:  # their own stream: the default corpus is untouched
         extra = np.random.default_rng([seed, 36])
         if persona:

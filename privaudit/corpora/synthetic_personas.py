@@ -36,10 +36,12 @@ def add_personas(
     """Append each author's pet phrase and sign-off to their reviews, each with probability
     ``rate`` (entity offsets stay valid: text is only added at the end)."""
     habits = [
-        (PERSONA_PHRASES[int(rng.integers(len(PERSONA_PHRASES)))],
-         PERSONA_SIGNOFFS[int(rng.integers(len(PERSONA_SIGNOFFS)))])
+        (
+            PERSONA_PHRASES[int(rng.integers(len(PERSONA_PHRASES)))],
+            PERSONA_SIGNOFFS[int(rng.integers(len(PERSONA_SIGNOFFS)))],
+        )
         for _ in range(n_authors)
-    ]  # fmt: skip
+    ]
     for row in rows:
         phrase, signoff = habits[int(row["author"].split("-")[1])]
         tail = [t for t in (phrase, signoff) if rng.random() < rate]

@@ -168,8 +168,10 @@ def region_of(city_country: pd.Series) -> pd.Series:
     region = country.map(REGION_OF_COUNTRY)
     unknown = sorted(set(country[region.isna()]))
     if unknown:
-        raise ValueError(f"SynthPAI: no region for the countries {unknown}; add them to "
-                         "privaudit.corpora.synthpai._M49.")  # fmt: skip
+        raise ValueError(
+            f"SynthPAI: no region for the countries {unknown}; add them to "
+            "privaudit.corpora.synthpai._M49."
+        )
     return region
 
 
@@ -319,8 +321,9 @@ def _datasets(
         sizes[split] = {"people": int(part["author"].nunique()), "comments": len(part)}
     # Background rows of test people (the re-identification targets) vs distractors.
     targets = out["background"].to_pandas()["author"].isin(set(docs.loc[test, "author"]))
-    sizes["background"]["test_people"] = int(out["background"].to_pandas()["author"][targets]
-                                             .nunique())  # fmt: skip
+    sizes["background"]["test_people"] = int(
+        out["background"].to_pandas()["author"][targets].nunique()
+    )
     sizes["background"]["test_people_comments"] = int(targets.sum())
     return out, sizes
 

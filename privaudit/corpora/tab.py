@@ -79,8 +79,14 @@ def tab_features() -> datasets.Features:
 
     string, int64 = datasets.Value("string"), datasets.Value("int64")
     feats = corpus_features([])
-    mention = {"start": int64, "end": int64, "type": string, "identifier_type": string,
-               "entity_id": string, "mention_id": string}  # fmt: skip
+    mention = {
+        "start": int64,
+        "end": int64,
+        "type": string,
+        "identifier_type": string,
+        "entity_id": string,
+        "mention_id": string,
+    }
     feats["entities"] = datasets.List({**mention, "text": string})
     feats["tab_gold"] = datasets.List({**mention, "annotator": string})
     return feats
@@ -97,8 +103,6 @@ def load_tab(
     name: str = "tab",
 ) -> Corpus:
     """Load TAB from its JSON file(s) (see the module docstring for what the corpus holds)."""
-    import datasets
-
     docs, source = _read(path)
     if not docs:
         raise ValueError(
@@ -138,24 +142,7 @@ def load_tab(
             f"({', '.join(map(repr, values))}); a utility label needs at least two: choose "
             f"another label ({', '.join(x for x in LABELS if x != label)})."
         )
-    index = {v: k for k, v in enumerate(values)}
-    features = tab_features()
-    splits = {}
-    for split, split_rows in rows.items():
-        if not split_rows and split == "aux":
-            continue
-        if not split_rows and label is not None:  # scoring alone needs no train split
-            warn_once(
-                f"{source}: no TAB document maps to the {split} split (split_map {split_map}); "
-                "it is empty: enough for tab-score, but an audit needs train and test "
-                f"(give the folder with {', '.join(_FILES)})."
-            )
-        data = [{**r, "label": index[r["label"]]} for r in split_rows]
-        splits[split] = (
-            datasets.Dataset.from_list(data, features=features)
-            if data  # from_list cannot type an empty list
-            else datasets.Dataset.from_dict({k: [] for k in features}, features=features)
-        )
+    splits = _datasets(rows, values, source, split_map, scoring_only=label is None)
     info = {
         "source": source,
         "label": None if label is None else f"meta.{label}",
@@ -169,6 +156,39 @@ def load_tab(
     if empty:
         warn_once(f"{source}: {describe_dropped(info)}.")
     return Corpus(name=name, splits=splits, label_names=values, info=info)
+
+
+def _datasets(
+    rows: dict[str, list[dict[str, Any]]],
+    values: list[Any],
+    source: str,
+    split_map: Mapping[str, str],
+    *,
+    scoring_only: bool,
+) -> dict[str, Any]:
+    """The splits as datasets, each row's label as its index in ``values``; an empty aux is
+    left out, an empty train or test kept (empty) with a warning unless ``scoring_only``."""
+    import datasets
+
+    index = {v: k for k, v in enumerate(values)}
+    features = tab_features()
+    splits = {}
+    for split, split_rows in rows.items():
+        if not split_rows and split == "aux":
+            continue
+        if not split_rows and not scoring_only:  # scoring alone needs no train split
+            warn_once(
+                f"{source}: no TAB document maps to the {split} split (split_map {split_map}); "
+                "it is empty: enough for tab-score, but an audit needs train and test "
+                f"(give the folder with {', '.join(_FILES)})."
+            )
+        data = [{**r, "label": index[r["label"]]} for r in split_rows]
+        splits[split] = (
+            datasets.Dataset.from_list(data, features=features)
+            if data  # from_list cannot type an empty list
+            else datasets.Dataset.from_dict({k: [] for k in features}, features=features)
+        )
+    return splits
 
 
 # --------------------------------------------------------------------------------------------
@@ -274,8 +294,13 @@ def _document(
         for g in gold
         if g["annotator"] == chosen and g["identifier_type"] in TO_MASK
     ]
-    row = {"text": text, "label": str(value), "entities": entities, "author": doc_id,
-           "tab_gold": gold}  # fmt: skip
+    row = {
+        "text": text,
+        "label": str(value),
+        "entities": entities,
+        "author": doc_id,
+        "tab_gold": gold,
+    }
     return row, split, mismatched
 
 
@@ -313,11 +338,17 @@ def _gold_mentions(
             span = m.get("span_text")
             if span is not None and span != text[start:end]:
                 mismatched.append(f"{doc_id} [{start}, {end}) {span!r} vs {text[start:end]!r}")
-            gold.append({
-                "start": start, "end": end, "type": str(m["entity_type"]),
-                "identifier_type": kind, "entity_id": str(m["entity_id"]),
-                "mention_id": str(m.get("entity_mention_id", "")), "annotator": str(who),
-            })  # fmt: skip
+            gold.append(
+                {
+                    "start": start,
+                    "end": end,
+                    "type": str(m["entity_type"]),
+                    "identifier_type": kind,
+                    "entity_id": str(m["entity_id"]),
+                    "mention_id": str(m.get("entity_mention_id", "")),
+                    "annotator": str(who),
+                }
+            )
     if out_of_range:
         raise ValueError(
             f"{where}: {len(out_of_range)} mention(s) with offsets outside its "

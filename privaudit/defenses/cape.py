@@ -225,13 +225,16 @@ class CAPE(Defense):
     def guarantee(self) -> Guarantee:
         """epsilon-LDP per coordinate (Δ = ``sensitivity``); d·ε/Δ for the whole vector."""
         return pooled_ldp(
-            self.epsilon, self.sensitivity, self.backbone, source="Plant et al. 2021",
+            self.epsilon,
+            self.sensitivity,
+            self.backbone,
+            source="Plant et al. 2021",
             notes="The adversarial training adds no formal guarantee",
             wording="Laplace noise: epsilon-LDP per coordinate of the [0,1]-normalised pooled "
             "representation (Δ=1, as in CAPE's code); d·epsilon for the whole d-dim vector "
             "unless sensitivity=d. The adversarial training adds no formal guarantee",
             mechanism="laplace_step",
-        )  # fmt: skip
+        )
 
     def laplace_step(self) -> PooledLaplace:
         """For the guarantee audit: the Laplace step (``pooled_release``) the claim rests on."""

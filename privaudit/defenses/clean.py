@@ -92,8 +92,9 @@ class CleanRelease(Defense):
         meta: dict[str, Any] = {"defense": self.name, "release": self.release, "backbone": bb.name}
         if self.release == "token_embeddings":
             ids = [row[: self.max_length - 2] for row in bb.token_ids(texts)]
-            return Release("token_vectors", vectors=[bb.embeddings[r] for r in ids], layer=0,
-                           meta=meta)  # fmt: skip
+            return Release(
+                "token_vectors", vectors=[bb.embeddings[r] for r in ids], layer=0, meta=meta
+            )
         if self.release == "hidden_states":
             k = int(self.layer or 0)
             bb._check_layer(k, lowest=1)

@@ -41,17 +41,23 @@ def pooled_ldp(
     (DPNR's and CAPE's guarantee): one coordinate moves by at most 1 in L1, the whole
     d-dimensional vector by at most d, so the vector is d·ε/Δ-LDP."""
     return Guarantee.ldp(
-        "epsilon", epsilon, unit=Unit.COORDINATE,
-        sensitivity=Sensitivity(resolve_sensitivity(sensitivity), "L1",
-                                "the [0,1]-normalised pooled vector"),
-        metric=embedding_distance(backbone, pooled="L1 distance between [0,1]-normalised "
-                                  "mean-pooled last hidden states"),
-        composes_over=Unit.VECTOR, **fields,
-    )  # fmt: skip
+        "epsilon",
+        epsilon,
+        unit=Unit.COORDINATE,
+        sensitivity=Sensitivity(
+            resolve_sensitivity(sensitivity), "L1", "the [0,1]-normalised pooled vector"
+        ),
+        metric=embedding_distance(
+            backbone, pooled="L1 distance between [0,1]-normalised mean-pooled last hidden states"
+        ),
+        composes_over=Unit.VECTOR,
+        **fields,
+    )
 
 
-def laplace_step(release: Callable[..., Any], epsilon: float, sensitivity: float | None,
-                 dim: int) -> PooledLaplace:  # fmt: skip
+def laplace_step(
+    release: Callable[..., Any], epsilon: float, sensitivity: float | None, dim: int
+) -> PooledLaplace:
     """The Laplace step of DPNR and CAPE declared for the guarantee audit: ``release`` is
     ``pooled_release`` as the defense's module reaches it when the audit runs."""
     eps, delta = float(epsilon), resolve_sensitivity(sensitivity)
@@ -132,12 +138,15 @@ class DPNR(Defense):
     def guarantee(self) -> Guarantee:
         """epsilon-LDP per coordinate (Δ = ``sensitivity``); d·ε/Δ for the whole vector."""
         return pooled_ldp(
-            self.epsilon, self.sensitivity, self.backbone, source="Lyu et al. 2020",
+            self.epsilon,
+            self.sensitivity,
+            self.backbone,
+            source="Lyu et al. 2020",
             notes="Word dropout's amplification is not counted",
             wording="epsilon-LDP per coordinate of the [0,1]-normalised pooled representation "
             "(Lyu et al. 2020, Δ=1); d·epsilon for the whole d-dim vector unless sensitivity=d",
             mechanism="laplace_step",
-        )  # fmt: skip
+        )
 
     def laplace_step(self) -> PooledLaplace:
         """For the guarantee audit: the Laplace step (``pooled_release``) the claim rests on

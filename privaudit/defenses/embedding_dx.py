@@ -51,9 +51,14 @@ class EmbeddingDX(Defense):
     def guarantee(self) -> Guarantee:
         """eta·d_X-privacy per token embedding; n tokens compose."""
         return Guarantee.dx(
-            "eta", self.eta, unit=Unit.TOKEN_EMBEDDING, metric=embedding_distance(self.backbone),
-            composes_over=Unit.DOCUMENT, source="Qu et al. 2021", mechanism="token_kernel",
-        )  # fmt: skip
+            "eta",
+            self.eta,
+            unit=Unit.TOKEN_EMBEDDING,
+            metric=embedding_distance(self.backbone),
+            composes_over=Unit.DOCUMENT,
+            source="Qu et al. 2021",
+            mechanism="token_kernel",
+        )
 
     def token_kernel(self) -> UnitMechanism:
         """For the guarantee audit: ``privatize`` on one-token texts (the noisy vector is the

@@ -334,13 +334,19 @@ class PCT2T(Defense):
         """eta·d_X-privacy per selected word, within its POS category."""
         cats = ", ".join(resolve_categories(self.categories))
         return Guarantee.dx(
-            "eta", self.eta, unit=Unit.WORD, selected=True, within="its POS category",
-            metric=embedding_distance(self.backbone, pooled="Euclidean distance between "
-                                      "mean WordPiece input embeddings"),
+            "eta",
+            self.eta,
+            unit=Unit.WORD,
+            selected=True,
+            within="its POS category",
+            metric=embedding_distance(
+                self.backbone, pooled="Euclidean distance between mean WordPiece input embeddings"
+            ),
             composes_over=Unit.DOCUMENT,
             notes=f"Words of the categories {cats} are perturbed; the other words and the "
-            "category sequence are released (Li et al., RAPT §III-A2)", mechanism="word_kernel",
-        )  # fmt: skip
+            "category sequence are released (Li et al., RAPT §III-A2)",
+            mechanism="word_kernel",
+        )
 
     def word_kernel(self) -> UnitMechanism:
         """For the guarantee audit: :meth:`perturb_words` (what ``privatize`` calls on every
@@ -353,15 +359,19 @@ class PCT2T(Defense):
 
         def draw(units: Sequence[int], rng: np.random.Generator) -> list[Hashable]:
             words = [vocab.words[int(u)] for u in units]
-            return [w.lower() for w in self.perturb_words(words, [category] * len(words), eta,
-                                                          rng)]  # fmt: skip
+            return [w.lower() for w in self.perturb_words(words, [category] * len(words), eta, rng)]
 
         # sample_dx_noise as this module sees it when the audit runs (a patched one included)
         noise = DXNoise(lambda n, e, rng: sample_dx_noise(n, dim, e, rng), dim, eta)
         return UnitMechanism(
-            draw, vocab.vectors, vocab.members(category), lambda u: vocab.words[int(u)],
-            noise=noise, document=draw, category=category,
-        )  # fmt: skip
+            draw,
+            vocab.vectors,
+            vocab.members(category),
+            lambda u: vocab.words[int(u)],
+            noise=noise,
+            document=draw,
+            category=category,
+        )
 
     # -- shared machinery (RAPT reuses it) ----------------------------------------------------
     def _setup(self) -> tuple[Any, PosVocabulary, tuple[str, ...], dict[str, str], dict[str, Any]]:

@@ -67,10 +67,14 @@ class SAP(Defense):
     def guarantee(self) -> Guarantee:
         """eta0·d_X-privacy per token representation, in the space of the split layer."""
         return Guarantee.dx(
-            "eta0", self.eta, unit=Unit.TOKEN_REPRESENTATION,
+            "eta0",
+            self.eta,
+            unit=Unit.TOKEN_REPRESENTATION,
             metric=embedding_distance(self.backbone, int(self.split_layer)),
-            composes_over=Unit.DOCUMENT, source="Shen et al.", mechanism="token_kernel",
-        )  # fmt: skip
+            composes_over=Unit.DOCUMENT,
+            source="Shen et al.",
+            mechanism="token_kernel",
+        )
 
     def token_kernel(self) -> UnitMechanism | DXNoise:
         """For the guarantee audit: at split layer 0, ``privatize`` on one-token texts and its
@@ -86,9 +90,14 @@ class SAP(Defense):
                 return np.broadcast_to(self.token_etas(np.asarray(ids), eta), np.shape(ids))
 
         # sample_dx_noise as this module sees it when the audit runs (a patched one included)
-        noise = DXNoise(lambda n, e, rng: sample_dx_noise(n, bb.dim, e, rng), bb.dim, eta,
-                        unit_eta=per_unit, released=int(self.split_layer) > 0,
-                        units=bb.candidate_ids)  # fmt: skip
+        noise = DXNoise(
+            lambda n, e, rng: sample_dx_noise(n, bb.dim, e, rng),
+            bb.dim,
+            eta,
+            unit_eta=per_unit,
+            released=int(self.split_layer) > 0,
+            units=bb.candidate_ids,
+        )
         if int(self.split_layer) > 0:
             return noise
         return text_units(self.privatize, bb, bb.candidate_ids, noise=noise)
@@ -181,12 +190,17 @@ class SAPCTI(SAP):
     def guarantee(self) -> Guarantee:
         """eta_m·d_X-privacy per token, each token's eta_m in (0, 2·eta0)."""
         return Guarantee.dx(
-            "eta0", self.eta, unit=Unit.TOKEN, per_unit=PerUnit("eta_m", 0.0, 2.0),
+            "eta0",
+            self.eta,
+            unit=Unit.TOKEN,
+            per_unit=PerUnit("eta_m", 0.0, 2.0),
             metric=embedding_distance(self.backbone, int(self.split_layer)),
-            composes_over=Unit.DOCUMENT, source="SAP-CTI",
+            composes_over=Unit.DOCUMENT,
+            source="SAP-CTI",
             notes="η_m per token from the training split's token importances (the largest "
-            "over classes); special tokens get η0", mechanism="token_kernel",
-        )  # fmt: skip
+            "over classes); special tokens get η0",
+            mechanism="token_kernel",
+        )
 
     def fit(self, train: Any) -> Self:
         """Learn token importances from a labelled split (a Dataset with text and label)."""

@@ -67,11 +67,16 @@ class T2T(Defense):
     def guarantee(self) -> Guarantee:
         """eta·d_X-privacy per token, within its word class; n tokens compose."""
         return Guarantee.dx(
-            "eta", self.eta, unit=Unit.TOKEN, within="its word class",
-            metric=embedding_distance(self.backbone), composes_over=Unit.DOCUMENT,
+            "eta",
+            self.eta,
+            unit=Unit.TOKEN,
+            within="its word class",
+            metric=embedding_distance(self.backbone),
+            composes_over=Unit.DOCUMENT,
             source="Feyisetan et al. 2020",
-            notes="The word-class sequence is released", mechanism="token_kernel",
-        )  # fmt: skip
+            notes="The word-class sequence is released",
+            mechanism="token_kernel",
+        )
 
     def token_kernel(self) -> UnitMechanism:
         """What the guarantee is proved for, for the guarantee audit: ``privatize`` on

@@ -197,8 +197,9 @@ def leaderboard(
     boot = bootstrap or Bootstrap()
     declared = _fit_sds(frame, fit_sd, utility_fit_sd)
     sds, utility_fit_sd, u_sds = _with_measured(declared, measured_fit_sd, measured_utility_fit_sd)
-    stats = run_stats(frame, outcomes or Outcomes(), boot, fit_sd=sds,
-                      utility_fit_sd=utility_fit_sd)  # fmt: skip
+    stats = run_stats(
+        frame, outcomes or Outcomes(), boot, fit_sd=sds, utility_fit_sd=utility_fit_sd
+    )
     notes = [
         unit_note(boot, frame),
         *(n for n in (subset, reach) if n),
@@ -214,8 +215,9 @@ def leaderboard(
     points = family_points(stats)
     hv_samples: dict[tuple[str, str], np.ndarray] = {}  # kept for the verdict's paired pairs
     rank_samples: dict[str, dict[str, np.ndarray]] = {}  # kept for the overall intervals
-    families = family_table(stats, ranking, chance, identity, hv_samples, rank_samples,
-                             all_points=points)  # fmt: skip
+    families = family_table(
+        stats, ranking, chance, identity, hv_samples, rank_samples, all_points=points
+    )
     notes.extend(attack_set_notes(sets))
     matched = matched_table(points, chance)
     per_attack = _per_attack(frame, chance, identity, notes)
@@ -224,30 +226,60 @@ def leaderboard(
     _add_reference_notes(notes, frame, stats, families, per_attack, chance, identity, unscorable)
     strengths = family_strengths(stats, sets.common)  # a weak attacker decides nothing
     weak = {f: s.why() for f, s in strengths.items() if s.weak and f not in unscorable}
-    overall = overall_table(frame, families, notes, identity, rank_samples, boot.level,
-                            unscorable=set(unscorable), weak=weak)  # fmt: skip
+    overall = overall_table(
+        frame,
+        families,
+        notes,
+        identity,
+        rank_samples,
+        boot.level,
+        unscorable=set(unscorable),
+        weak=weak,
+    )
     rates = rates_table(frame, points)
     notes.extend(calibrated_notes(rates))
     notes.append(f"Chance level of the utility metric: {chance:.4g}.")
     with_fits = stats.available and (any(v > 0 for v in sds.values()) or bool(u_sds))
-    verdict = decide(Evidence(
-        families, hv_samples, matched, points.table, n_test=_victims(stats), level=boot.level,
-        chance=chance, available=stats.available, ranked_on=sets.common,
-        format_only=formats.format_only(), cautions=tuple(cautions),
-        doc_samples=_doc_samples(frame, outcomes, boot, sets, chance) if with_fits else None,
-        seeds=ranked_seeds(ranking), own_points=_own_points(stats, sets, chance),
-        unscorable=unscorable, strengths=strengths, units=boot.units,
-        difference=MATTERS if difference is None else float(difference),
-        difference_named=difference is not None,
-    ))  # fmt: skip
+    verdict = decide(
+        Evidence(
+            families,
+            hv_samples,
+            matched,
+            points.table,
+            n_test=_victims(stats),
+            level=boot.level,
+            chance=chance,
+            available=stats.available,
+            ranked_on=sets.common,
+            format_only=formats.format_only(),
+            cautions=tuple(cautions),
+            doc_samples=_doc_samples(frame, outcomes, boot, sets, chance) if with_fits else None,
+            seeds=ranked_seeds(ranking),
+            own_points=_own_points(stats, sets, chance),
+            unscorable=unscorable,
+            strengths=strengths,
+            units=boot.units,
+            difference=MATTERS if difference is None else float(difference),
+            difference_named=difference is not None,
+        )
+    )
     notes.extend(beats_none_notes(verdict))
     weak = probe_warning(frame)  # first: every utility below may be the service's, not the text's
     return Leaderboard(
-        overall=overall, families=families, matched=matched, per_attack=per_attack,
-        points=points.table, chance=chance, notes=(*([weak] if weak else []), *notes),
-        level=boot.level, rates=rates, verdict=verdict, ranked_on=dict(sets.common),
-        service=service_view(stats), formats=formats,
-    )  # fmt: skip
+        overall=overall,
+        families=families,
+        matched=matched,
+        per_attack=per_attack,
+        points=points.table,
+        chance=chance,
+        notes=(*([weak] if weak else []), *notes),
+        level=boot.level,
+        rates=rates,
+        verdict=verdict,
+        ranked_on=dict(sets.common),
+        service=service_view(stats),
+        formats=formats,
+    )
 
 
 def unit_note(boot: Bootstrap, frame: pd.DataFrame) -> str:
@@ -358,8 +390,9 @@ def _add_reference_notes(
 
 def _nonzero_sds(utility_fit_sd: float | Mapping[str, float]) -> dict[str, float]:
     """The utility evaluators' non-zero between-fit sds, by evaluator (one number: ``utility``)."""
-    u_sds = (dict(utility_fit_sd) if isinstance(utility_fit_sd, Mapping)
-             else {"utility": utility_fit_sd})  # fmt: skip
+    u_sds = (
+        dict(utility_fit_sd) if isinstance(utility_fit_sd, Mapping) else {"utility": utility_fit_sd}
+    )
     return {e: sd for e, sd in u_sds.items() if sd}
 
 
@@ -414,8 +447,9 @@ def check_difference(difference: float | None) -> None:
     """A difference to give the power lines for: a hypervolume difference in (0, 1]."""
     if difference is None:
         return
-    if not (isinstance(difference, int | float) and math.isfinite(difference)
-            and 0 < difference <= 1):  # fmt: skip
+    if not (
+        isinstance(difference, int | float) and math.isfinite(difference) and 0 < difference <= 1
+    ):
         raise ValueError(
             f"difference must be a hypervolume difference in (0, 1], got {difference!r}; "
             "e.g. 0.05 (5 % of the privacy-utility box)."
@@ -457,13 +491,23 @@ def _per_attack(
             )
         for label, group in sub.groupby("label", sort=True):
             front = group[group["on_frontier"]]
-            rows.append({
-                "attack": attack, "attack_metric": metric, "label": label,
-                "defense": group["defense"].iloc[0],
-                "hypervolume": hypervolume(front["empirical_privacy"], front["utility"],
-                                           chance=chance, privacy_scale=scale),
-                "n_points": len(group), "n_frontier": len(front), "privacy_scale": scale,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "attack": attack,
+                    "attack_metric": metric,
+                    "label": label,
+                    "defense": group["defense"].iloc[0],
+                    "hypervolume": hypervolume(
+                        front["empirical_privacy"],
+                        front["utility"],
+                        chance=chance,
+                        privacy_scale=scale,
+                    ),
+                    "n_points": len(group),
+                    "n_frontier": len(front),
+                    "privacy_scale": scale,
+                }
+            )
     per_attack = pd.DataFrame(rows)
     ranked = ~per_attack["defense"].isin(REFERENCES)
     score = per_attack["hypervolume"].round(12).where(ranked)

@@ -144,12 +144,21 @@ def _family_entry(
     if len(idx):
         strongest = str(table["strongest"].iloc[idx].value_counts().index[0])
     return {
-        "family": family, "label": label, "defense": g["defense"].iloc[0],
-        "hypervolume": point_hv, "samples": samples, "hv_ci": hv_ci, "complete": not reason,
-        "reason": reason, "strongest": strongest, "n_points": len(idx),
+        "family": family,
+        "label": label,
+        "defense": g["defense"].iloc[0],
+        "hypervolume": point_hv,
+        "samples": samples,
+        "hv_ci": hv_ci,
+        "complete": not reason,
+        "reason": reason,
+        "strongest": strongest,
+        "n_points": len(idx),
         "failed": bool(len(failed)),
-        "hv_all": hv_all, "hv_all_ci_low": float(all_lo), "hv_all_ci_high": float(all_hi),
-    }  # fmt: skip
+        "hv_all": hv_all,
+        "hv_all_ci_low": float(all_lo),
+        "hv_all_ci_high": float(all_hi),
+    }
 
 
 def _rank_entries(
@@ -174,9 +183,12 @@ def _rank_entries(
         if ranks_out is not None:
             ranks_out[family] = {e["label"]: rank_s[i] for i, e in enumerate(ranked)}
         labels = [str(e["label"]) for e in ranked]
-        found = pairs({lb: e["hypervolume"] for lb, e in zip(labels, ranked, strict=True)},
-                      {lb: e["samples"] for lb, e in zip(labels, ranked, strict=True)},
-                      0, stats.level)  # fmt: skip
+        found = pairs(
+            {lb: e["hypervolume"] for lb, e in zip(labels, ranked, strict=True)},
+            {lb: e["samples"] for lb, e in zip(labels, ranked, strict=True)},
+            0,
+            stats.level,
+        )
         beaten_by: dict[str, set[str]] = {}
         for p in found:
             if p.separated:
@@ -187,8 +199,13 @@ def _rank_entries(
         lo = hi = hold = np.full(len(ranked), np.nan)
         tied = [""] * len(ranked)
     for i, e in enumerate(ranked):
-        e |= {"rank": int(point_rank[i]), "rank_ci_low": lo[i], "rank_ci_high": hi[i],
-              "stability": hold[i], "tied_with": tied[i]}  # fmt: skip
+        e |= {
+            "rank": int(point_rank[i]),
+            "rank_ci_low": lo[i],
+            "rank_ci_high": hi[i],
+            "stability": hold[i],
+            "tied_with": tied[i],
+        }
 
 
 def _with_intervals(
@@ -223,12 +240,31 @@ def _family_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
     out = pd.DataFrame(rows)
     if out.empty:
-        return pd.DataFrame(columns=[
-            "family", "label", "defense", "hypervolume", "hv_ci_low", "hv_ci_high", "rank",
-            "rank_ci_low", "rank_ci_high", "stability", "tied_with", "complete", "reason",
-            "strongest", "n_points", "hv_all", "hv_all_ci_low", "hv_all_ci_high", "is_none",
-            "ranked_order", "failed",
-        ])  # fmt: skip
+        return pd.DataFrame(
+            columns=[
+                "family",
+                "label",
+                "defense",
+                "hypervolume",
+                "hv_ci_low",
+                "hv_ci_high",
+                "rank",
+                "rank_ci_low",
+                "rank_ci_high",
+                "stability",
+                "tied_with",
+                "complete",
+                "reason",
+                "strongest",
+                "n_points",
+                "hv_all",
+                "hv_all_ci_low",
+                "hv_all_ci_high",
+                "is_none",
+                "ranked_order",
+                "failed",
+            ]
+        )
     out["rank"] = out["rank"].astype("Int64")
     out["is_none"] = out["defense"].isin(REFERENCES)  # the references, listed last
     out["ranked_order"] = out["rank"].astype(float).fillna(np.inf)
@@ -278,8 +314,10 @@ def hv_by_label(
     if t.empty:
         return {}
     groups = t.groupby(["family", "label"]).indices
-    return {(str(f), str(lb)): _label_hypervolume(points, np.asarray(idx), chance, stats)
-            for (f, lb), idx in groups.items()}  # fmt: skip
+    return {
+        (str(f), str(lb)): _label_hypervolume(points, np.asarray(idx), chance, stats)
+        for (f, lb), idx in groups.items()
+    }
 
 
 def ranked_seeds(points: FamilyPoints) -> dict[str, int]:

@@ -133,9 +133,14 @@ def _family_panel(
             continue
         dominated = group[~group["on_frontier"]]
         ax.scatter(
-            dominated["privacy"], dominated["utility"], color=colour, marker=marker, s=18,
-            alpha=0.25, linewidths=0,
-        )  # fmt: skip
+            dominated["privacy"],
+            dominated["utility"],
+            color=colour,
+            marker=marker,
+            s=18,
+            alpha=0.25,
+            linewidths=0,
+        )
         error_bars(ax, dominated, x="privacy", y="utility", colour=colour, alpha=0.2)
         markers.extend(zip(dominated["privacy"], dominated["utility"], strict=True))
         front = group[group["on_frontier"]]

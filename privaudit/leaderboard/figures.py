@@ -150,9 +150,17 @@ def error_bars(
             [np.clip(centre[keep] - lo[keep], 0, None), np.clip(hi[keep] - centre[keep], 0, None)]
         )
         ax.errorbar(
-            xs[keep], ys[keep], **{f"{axis}err": err}, fmt="none", ecolor=colour,
-            elinewidth=0.8, capsize=0, alpha=alpha, zorder=zorder, label="_nolegend_",
-        )  # fmt: skip
+            xs[keep],
+            ys[keep],
+            **{f"{axis}err": err},
+            fmt="none",
+            ecolor=colour,
+            elinewidth=0.8,
+            capsize=0,
+            alpha=alpha,
+            zorder=zorder,
+            label="_nolegend_",
+        )
 
 
 def _baseline_privacy(rows: pd.DataFrame, metric: str) -> float | None:
@@ -185,8 +193,9 @@ def attack_limits(
     xs = values(["empirical_privacy", "empirical_privacy_ci_low", "empirical_privacy_ci_high"])
     if "attack_baseline" in rows.columns:
         xs = np.concatenate([xs, values([], _privacy_of(metric, rows["attack_baseline"]))])
-    ys = values(["utility", "utility_ci_low", "utility_ci_high"],
-                [chance] if chance is not None else [])  # fmt: skip
+    ys = values(
+        ["utility", "utility_ci_low", "utility_ci_high"], [chance] if chance is not None else []
+    )
     if not len(xs) or not len(ys):
         return None
 
@@ -236,8 +245,9 @@ def pareto_figure(
     values += ["target_rate"] if "target_rate" in frame.columns else []
     knob_labels, markers = _pareto_curves(ax, frame, by, styles, values)
     markers.extend(_pareto_baseline(ax, frame, metric, by))
-    _pareto_axes(ax, frame, attack=attack, metric=metric, utility_metric=utility_metric,
-                 chance=chance)  # fmt: skip
+    _pareto_axes(
+        ax, frame, attack=attack, metric=metric, utility_metric=utility_metric, chance=chance
+    )
     fig.tight_layout()
     legend_box = freeze(ax, figure_renderer(fig))
     place_labels(ax, knob_labels, markers=markers, obstacles=legend_box)
@@ -275,9 +285,14 @@ def _pareto_curves(
             markers.append((float(x), float(y)))
             continue
         ax.plot(
-            agg["empirical_privacy"], agg["utility"], marker=marker, color=colour,
-            lw=1.6, ms=6, label=name,
-        )  # fmt: skip
+            agg["empirical_privacy"],
+            agg["utility"],
+            marker=marker,
+            color=colour,
+            lw=1.6,
+            ms=6,
+            label=name,
+        )
         error_bars(ax, agg, x="empirical_privacy", y="utility", colour=colour)
         knob = group["knob"].iloc[0] if "knob" in group.columns else None
         for _, row in agg.iterrows():
@@ -312,9 +327,14 @@ def _pareto_baseline(
         as_is = _privacy_of(metric, base["attack_baseline"])
         label = declared.label if declared is not None else "the release as is (no attack)"
         ax.scatter(
-            as_is, base["utility"], s=30, facecolors="none", edgecolors="0.55", label=label,
+            as_is,
+            base["utility"],
+            s=30,
+            facecolors="none",
+            edgecolors="0.55",
+            label=label,
             zorder=1,
-        )  # fmt: skip
+        )
         markers.extend(zip(as_is, base["utility"], strict=True))
     return markers
 
@@ -457,15 +477,24 @@ def _frontier_panel(
         colour, marker = styles[str(label)]
         dominated = group[~group["on_frontier"]]
         ax.scatter(
-            dominated["empirical_privacy"], dominated["utility"], color=colour, marker=marker,
-            s=18, alpha=0.25, linewidths=0,
-        )  # fmt: skip
+            dominated["empirical_privacy"],
+            dominated["utility"],
+            color=colour,
+            marker=marker,
+            s=18,
+            alpha=0.25,
+            linewidths=0,
+        )
         error_bars(ax, dominated, x="empirical_privacy", y="utility", colour=colour, alpha=0.2)
         front = group[group["on_frontier"]].sort_values("empirical_privacy")
         (line,) = ax.plot(
-            front["empirical_privacy"], front["utility"], color=colour, marker=marker,
-            lw=1.6, ms=5,
-        )  # fmt: skip
+            front["empirical_privacy"],
+            front["utility"],
+            color=colour,
+            marker=marker,
+            lw=1.6,
+            ms=5,
+        )
         error_bars(ax, front, x="empirical_privacy", y="utility", colour=colour)
         handles.setdefault(str(label), line)
     # The undefended utility: this attack's none point, else none's utility from any row.

@@ -119,10 +119,11 @@ def format_view(stats: RunStats) -> FormatView:
         if defense_of.get(label) in REFERENCES or release == Space.TEXT:
             continue
         refs = [
-            c for c in clean
+            c
+            for c in clean
             if formats[c] == release
             and (release != Space.HIDDEN_STATES or layer_of.get(c) == layer_of.get(label))
-        ]  # fmt: skip
+        ]
         if not refs:
             notes.append(_missing(label, release, layer_of.get(label)))
             continue
@@ -189,18 +190,27 @@ def _split(
         lo, hi = interval(diff, stats.level) if stats.available else (math.nan, math.nan)
         point = float(t["privacy"].iloc[i] - t["privacy"].iloc[r])
         format_only = bool(lo <= 0.0) if np.isfinite(lo) else point <= FORMAT_SLACK
-        rows.append({
-            "family": family, "label": label, "release": release, "knob": t["knob"].iloc[i],
-            "knob_value": t["knob_value"].iloc[i], "reference": ref, "attacks": ", ".join(common),
-            "privacy": float(t["privacy"].iloc[i]),
-            "privacy_ci_low": float(t["privacy_ci_low"].iloc[i]),
-            "privacy_ci_high": float(t["privacy_ci_high"].iloc[i]),
-            "format": float(t["privacy"].iloc[r]),
-            "format_ci_low": float(t["privacy_ci_low"].iloc[r]),
-            "format_ci_high": float(t["privacy_ci_high"].iloc[r]),
-            "mechanism": point, "mechanism_ci_low": float(lo), "mechanism_ci_high": float(hi),
-            "format_only": format_only,
-        })  # fmt: skip
+        rows.append(
+            {
+                "family": family,
+                "label": label,
+                "release": release,
+                "knob": t["knob"].iloc[i],
+                "knob_value": t["knob_value"].iloc[i],
+                "reference": ref,
+                "attacks": ", ".join(common),
+                "privacy": float(t["privacy"].iloc[i]),
+                "privacy_ci_low": float(t["privacy_ci_low"].iloc[i]),
+                "privacy_ci_high": float(t["privacy_ci_high"].iloc[i]),
+                "format": float(t["privacy"].iloc[r]),
+                "format_ci_low": float(t["privacy_ci_low"].iloc[r]),
+                "format_ci_high": float(t["privacy_ci_high"].iloc[r]),
+                "mechanism": point,
+                "mechanism_ci_low": float(lo),
+                "mechanism_ci_high": float(hi),
+                "format_only": format_only,
+            }
+        )
     return rows
 
 

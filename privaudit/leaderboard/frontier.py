@@ -77,9 +77,13 @@ def seed_means(frame: pd.DataFrame) -> pd.DataFrame:
             "the failed / n/a rows."
         )
     for col, default in (
-        ("knob", None), ("knob_value", math.nan), ("attack_metric", "attack"),
-        ("utility_metric", "utility"), ("guarantee", ""), ("defense", None),
-    ):  # fmt: skip
+        ("knob", None),
+        ("knob_value", math.nan),
+        ("attack_metric", "attack"),
+        ("utility_metric", "utility"),
+        ("guarantee", ""),
+        ("defense", None),
+    ):
         if col not in ok.columns:
             ok[col] = ok["label"] if col == "defense" else default
     for col in CI_COLUMNS:

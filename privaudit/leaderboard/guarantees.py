@@ -27,17 +27,19 @@ def guarantee_table(table: pd.DataFrame) -> Table:
                "lower bound", "claimed", "ratio", "confidence"]  # fmt: skip
     rows = [
         [
-            str(r["defense"]), str(r["knob"]) if isinstance(r["knob"], str) else "—",
+            str(r["defense"]),
+            str(r["knob"]) if isinstance(r["knob"], str) else "—",
             fmt_number(r["knob_value"], ".4g"),
             str(r["claim"]) if r["claim"] != "-" else str(r["guarantee"]),
-            str(r["verdict"]), *(str(r[c]) if isinstance(r[c], str) else "" for c in
-                                 ("test", "pair", "event")),
-            fmt_number(r["lower_bound"]), fmt_number(r["claimed_loss"]),
+            str(r["verdict"]),
+            *(str(r[c]) if isinstance(r[c], str) else "" for c in ("test", "pair", "event")),
+            fmt_number(r["lower_bound"]),
+            fmt_number(r["claimed_loss"]),
             fmt_number(r["ratio"], ".2f"),
             fmt_number(r["confidence"], ".0%"),
         ]
         for _, r in table.iterrows()
-    ]  # fmt: skip
+    ]
     return Table(headers, rows)
 
 

@@ -131,9 +131,15 @@ def place_labels(
         if not frame.contains(px, py):
             continue
         ann = ax.annotate(
-            lab.text, (lab.x, lab.y), xytext=_OFFSETS[0][:2], textcoords="offset points",
-            fontsize=fontsize, color=lab.colour, ha=_OFFSETS[0][2], va=_OFFSETS[0][3],
-        )  # fmt: skip
+            lab.text,
+            (lab.x, lab.y),
+            xytext=_OFFSETS[0][:2],
+            textcoords="offset points",
+            fontsize=fontsize,
+            color=lab.colour,
+            ha=_OFFSETS[0][2],
+            va=_OFFSETS[0][3],
+        )
         chosen: Bbox | None = None
         for avoid in ([*taken, *marker_boxes], taken):
             for dx, dy, ha, va in _OFFSETS:

@@ -43,9 +43,18 @@ def matched_table(points: FamilyPoints, chance: float) -> pd.DataFrame:
             continue
         for level in MATCHED_LEVELS:
             reach = g[(g["privacy"] >= level) & ~useless[g.index]]
-            row = {"family": family, "label": label, "level": level, "utility": np.nan,
-                   "utility_ci_low": np.nan, "utility_ci_high": np.nan, "privacy": np.nan,
-                   "knob": None, "knob_value": np.nan, "at_chance": ""}  # fmt: skip
+            row = {
+                "family": family,
+                "label": label,
+                "level": level,
+                "utility": np.nan,
+                "utility_ci_low": np.nan,
+                "utility_ci_high": np.nan,
+                "privacy": np.nan,
+                "knob": None,
+                "knob_value": np.nan,
+                "at_chance": "",
+            }
             if len(reach):
                 best = reach.loc[reach["utility"].idxmax()]
                 row |= {k: best[k] for k in keys}
@@ -70,10 +79,15 @@ def rates_table(frame: pd.DataFrame, points: FamilyPoints) -> pd.DataFrame | Non
     if "target_rate" not in f.columns:
         f = f.assign(target_rate=np.nan)
     keys = ["label", "knob", "knob_value"]
-    by = f.groupby(keys, dropna=False, sort=False).agg(
-        replacement_rate=("replacement_rate", "mean"), target_rate=("target_rate", "first"),
-        defense=("defense", "first"),
-    ).reset_index()  # fmt: skip
+    by = (
+        f.groupby(keys, dropna=False, sort=False)
+        .agg(
+            replacement_rate=("replacement_rate", "mean"),
+            target_rate=("target_rate", "first"),
+            defense=("defense", "first"),
+        )
+        .reset_index()
+    )
     by = by[by.groupby("label")["replacement_rate"].transform("max") > 0]
     if by.empty:
         return None

@@ -44,14 +44,18 @@ def fit_effect_notes(
     if sds:
         shown = ", ".join(f"{a} {sd:.3g}" for a, sd in sorted(sds.items()))
         sources.append("attacker randomness")
-        effects.append("each learned attack cell an independent fit effect with the "
-                       f"attack's declared between-fit sd ({shown}; the others are "
-                       "deterministic)")  # fmt: skip
+        effects.append(
+            "each learned attack cell an independent fit effect with the "
+            f"attack's declared between-fit sd ({shown}; the others are "
+            "deterministic)"
+        )
     if u_sds:
         shown = ", ".join(f"{e} {sd:.3g}" for e, sd in sorted(u_sds.items()))
         sources.append("the utility evaluator's training randomness")
-        effects.append("each point's utility an independent fit effect with the "
-                       f"evaluator's declared between-fit sd ({shown})")  # fmt: skip
+        effects.append(
+            "each point's utility an independent fit effect with the "
+            f"evaluator's declared between-fit sd ({shown})"
+        )
     return [
         f"Intervals include {' and '.join(sources)} as well as the test documents: each "
         f"resample adds to {', and to '.join(effects)}."
@@ -312,8 +316,10 @@ def _unranked_family_notes(stats: RunStats, families: pd.DataFrame) -> list[str]
             if family in unscorable:
                 continue  # its own note says why (leaderboard)
             if ranked.empty:
-                notes.append(f"{family}: no defense is ranked ({_common_reason(sub)}); it is "
-                             "left out of the overall ranking.")  # fmt: skip
+                notes.append(
+                    f"{family}: no defense is ranked ({_common_reason(sub)}); it is "
+                    "left out of the overall ranking."
+                )
             elif float(ranked["hypervolume"].max()) == 0.0:
                 notes.append(
                     f"{family}: every defense's worst-case hypervolume is 0 (no point above "

@@ -92,14 +92,7 @@ def overall_table(
     import pandas as pd
 
     labelled = with_labels(frame)
-    if unscorable and len(families):
-        families = families[~families["family"].isin(unscorable)]
-    if len(families):  # a family that ranks no defense cannot order them: left out (noted)
-        ranks_any = families.groupby("family")["rank"].transform(lambda r: r.notna().any())
-        families = families[ranks_any.astype(bool)]
-    families, left_out = deciding_families(families, weak or {})
-    if left_out:
-        notes.append(left_out_note(left_out, nothing_left=families.empty))
+    families = _deciding_rows(families, notes, unscorable, weak)
     deciding = set(families["family"]) if len(families) else set()
     rank_samples = {f: r for f, r in (rank_samples or {}).items() if f in deciding}
     labels = sorted(set(labelled["label"]))
@@ -123,8 +116,9 @@ def overall_table(
     partial = [lb for lb in labels if not refs[lb] and overall.at[lb, "n_ranked"] < n_fam]
     if partial:
         reasons = families[(families["label"].isin(partial)) & (families["reason"] != "")]
-        detail = "; ".join(f"{r['label']} in {r['family']}: {r['reason']}"
-                           for _, r in reasons.iterrows())  # fmt: skip
+        detail = "; ".join(
+            f"{r['label']} in {r['family']}: {r['reason']}" for _, r in reasons.iterrows()
+        )
         notes.append(
             "Not ranked overall (not ranked in every family, so a mean over families would "
             f"compare unlike sets): {', '.join(partial)}" + (f" ({detail})" if detail else "") + "."
@@ -155,6 +149,25 @@ def overall_table(
     return overall[columns].reset_index(drop=True)
 
 
+def _deciding_rows(
+    families: pd.DataFrame,
+    notes: list[str],
+    unscorable: set[str] | None,
+    weak: Mapping[str, str] | None,
+) -> pd.DataFrame:
+    """The rows of the families that decide the overall rank: scorable, ranking some defense,
+    and deciding (:func:`deciding_families`); the note on those left out goes to ``notes``."""
+    if unscorable and len(families):
+        families = families[~families["family"].isin(unscorable)]
+    if len(families):  # a family that ranks no defense cannot order them: left out (noted)
+        ranks_any = families.groupby("family")["rank"].transform(lambda r: r.notna().any())
+        families = families[ranks_any.astype(bool)]
+    families, left_out = deciding_families(families, weak or {})
+    if left_out:
+        notes.append(left_out_note(left_out, nothing_left=families.empty))
+    return families
+
+
 def deciding_families(
     families: pd.DataFrame, weak: Mapping[str, str]
 ) -> tuple[pd.DataFrame, dict[str, str]]:
@@ -165,19 +178,24 @@ def deciding_families(
         return families, {}
     left = {str(f): why for f, why in weak.items() if f in set(families["family"])}
     rest = families[~families["family"].isin(left) & ~families["defense"].isin(REFERENCES)]
-    ranked = {str(f): set(g.loc[g["rank"].notna(), "label"].astype(str))
-              for f, g in rest.groupby("family", sort=True)}  # fmt: skip
+    ranked = {
+        str(f): set(g.loc[g["rank"].notna(), "label"].astype(str))
+        for f, g in rest.groupby("family", sort=True)
+    }
     failed = rest[rest["failed"].astype(bool)] if "failed" in rest.columns else rest.iloc[:0]
-    faced = {f: ranked[f] | set(failed.loc[failed["family"] == f, "label"].astype(str))
-             for f in ranked}  # fmt: skip
+    faced = {
+        f: ranked[f] | set(failed.loc[failed["family"] == f, "label"].astype(str)) for f in ranked
+    }
     most = max((len(v) for v in faced.values()), default=0)
     every = set().union(*faced.values()) if faced else set()
     for f in sorted(faced):
         if len(faced[f]) < most:
             unread = sorted(every - faced[f])
-            left[f] = (f"faced by only some defenses by design: its attacks with a measurable "
-                       f"advantage read {', '.join(sorted(faced[f]))}'s releases, not "
-                       f"{', '.join(unread)}'s")  # fmt: skip
+            left[f] = (
+                f"faced by only some defenses by design: its attacks with a measurable "
+                f"advantage read {', '.join(sorted(faced[f]))}'s releases, not "
+                f"{', '.join(unread)}'s"
+            )
     kept = [f for f in ranked if f not in left]
     if len(set().union(*(ranked[f] for f in kept)) if kept else set()) >= 2:
         for f in kept:
@@ -190,8 +208,9 @@ def deciding_families(
 def left_out_note(left_out: Mapping[str, str], nothing_left: bool) -> str:
     """The one note naming the families left out of the overall mean, with why."""
     shown = "; ".join(f"{f} ({why})" for f, why in sorted(left_out.items()))
-    tail = (" No family is left to decide it, so no defense is ranked overall."
-            if nothing_left else "")  # fmt: skip
+    tail = (
+        " No family is left to decide it, so no defense is ranked overall." if nothing_left else ""
+    )
     return (
         f"Left out of the overall ranking (they do not decide which defenses are ranked "
         f"overall, nor their mean family rank): {shown}.{tail}"

@@ -127,10 +127,23 @@ def pairs(
     ]
     rejected = holm(p_values, 1 - level)
     return [
-        Pair(a, b, diff, lo, hi, se, n, se_fit=se_fit, adj_low=diff - crit * se,
-             adj_high=diff + crit * se, crit=crit, seeds=seeds, holm=fw)
+        Pair(
+            a,
+            b,
+            diff,
+            lo,
+            hi,
+            se,
+            n,
+            se_fit=se_fit,
+            adj_low=diff - crit * se,
+            adj_high=diff + crit * se,
+            crit=crit,
+            seeds=seeds,
+            holm=fw,
+        )
         for (a, b, diff, lo, hi, se, se_fit, _), fw in zip(found, rejected, strict=True)
-    ]  # fmt: skip
+    ]
 
 
 def _sd(d: np.ndarray) -> float:
@@ -219,7 +232,12 @@ def family_power(found: Sequence[Pair]) -> FamilyPower | None:
     mid = int(np.argsort(se)[len(se) // 2])  # the median pair (its own fit share with it)
     crit = ok[0].crit if np.isfinite(ok[0].crit) else _z(0.95)
     return FamilyPower(
-        n=ok[0].n, seeds=ok[0].seeds, crit=crit, se=float(se[mid]),
-        se_fit=float(min(ok[mid].se_fit, se[mid])), se_low=float(se.min()),
-        se_high=float(se.max()), n_pairs=len(found),
-    )  # fmt: skip
+        n=ok[0].n,
+        seeds=ok[0].seeds,
+        crit=crit,
+        se=float(se[mid]),
+        se_fit=float(min(ok[mid].se_fit, se[mid])),
+        se_low=float(se.min()),
+        se_high=float(se.max()),
+        n_pairs=len(found),
+    )

@@ -64,8 +64,11 @@ def reach_text(reach: dict[str, float]) -> str:
 def reach_cautions(frame: pd.DataFrame) -> list[str]:
     """The headline's first lines: each generative inversion whose output vocabulary holds
     less than :data:`REACH_FLOOR` of the victims' tokens."""
-    low = {a: r["reach_tokens"] for a, r in attack_reach(frame).items()
-           if r.get("reach_tokens", 1.0) < REACH_FLOOR}  # fmt: skip
+    low = {
+        a: r["reach_tokens"]
+        for a, r in attack_reach(frame).items()
+        if r.get("reach_tokens", 1.0) < REACH_FLOOR
+    }
     if not low:
         return []
     shown = ", ".join(f"{a} {100 * v:.1f} %" for a, v in sorted(low.items()))

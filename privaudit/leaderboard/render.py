@@ -84,37 +84,81 @@ def tables(board: Leaderboard) -> dict[str, Table]:
         sub = sub.sort_values(["is_none", "ranked_order", "label"])
         rows = []
         for _, r in sub.iterrows():
-            rows.append([
-                "ref" if r["defense"] in REFERENCES else fmt(r["rank"]),
-                span(r["rank_ci_low"], r["rank_ci_high"], "d"),
-                str(r["label"]),
-                fmt(r["hypervolume"]),
-                span(r["hv_ci_low"], r["hv_ci_high"]),
-                fmt(r.get("hv_all")) + with_span(r.get("hv_all_ci_low"), r.get("hv_all_ci_high")),
-                "—" if pd_isna(r["stability"]) else f"{100 * r['stability']:.0f} %",
-                _tied_cell(r),
-                str(r["strongest"] or "—"),
-                str(int(r["n_points"])),
-            ])  # fmt: skip
+            rows.append(
+                [
+                    "ref" if r["defense"] in REFERENCES else fmt(r["rank"]),
+                    span(r["rank_ci_low"], r["rank_ci_high"], "d"),
+                    str(r["label"]),
+                    fmt(r["hypervolume"]),
+                    span(r["hv_ci_low"], r["hv_ci_high"]),
+                    fmt(r.get("hv_all"))
+                    + with_span(r.get("hv_all_ci_low"), r.get("hv_all_ci_high")),
+                    "—" if pd_isna(r["stability"]) else f"{100 * r['stability']:.0f} %",
+                    _tied_cell(r),
+                    str(r["strongest"] or "—"),
+                    str(int(r["n_points"])),
+                ]
+            )
         out[f"family {family}"] = Table(list(FAMILY_HEADERS.values()), rows)
     for family, sub in board.matched.groupby("family", sort=True):
-        levels = sorted(sub["level"].unique())
-        rows = []
-        for label, g in sub.groupby("label", sort=False):
-            g = g.set_index("level")
-            row = [str(label)]
-            for lv in levels:
-                r = g.loc[lv]
-                if pd_isna(r["utility"]) and r.get("at_chance"):
-                    row.append(f"not reached (only at chance utility: {r['at_chance']})")
-                elif pd_isna(r["utility"]):
-                    row.append("not reached")
-                else:
-                    ci = span(r["utility_ci_low"], r["utility_ci_high"])
-                    at = knob_text_of(r)
-                    row.append(f"{r['utility']:.3f} {ci} at {at}")
-            rows.append(row)
-        out[f"matched {family}"] = Table(["defense", *[f"privacy ≥ {lv:g}" for lv in levels]], rows)
+        out[f"matched {family}"] = _matched_table(sub)
+    out["per attack"] = _per_attack_table(board)
+    if board.rates is not None and len(board.rates):
+        # The target rate only where a grid calibrated by rate; a column of dashes says nothing.
+        calibrated = bool(board.rates["target_rate"].notna().any())
+        out["rates"] = Table(
+            [
+                "replacement rate",
+                "defense",
+                "knob",
+                *(["target rate"] if calibrated else []),
+                "utility",
+                "text privacy (worst case)",
+            ],
+            [
+                [
+                    f"{r['replacement_rate']:.3f}",
+                    str(r["label"]),
+                    knob_text_of(r),
+                    *(
+                        ["—" if pd_isna(r["target_rate"]) else f"{r['target_rate']:.3g}"]
+                        if calibrated
+                        else []
+                    ),
+                    f"{r['utility']:.3f} {span(r['utility_ci_low'], r['utility_ci_high'])}",
+                    "—"
+                    if pd_isna(r["privacy"])
+                    else f"{r['privacy']:.3f} {span(r['privacy_ci_low'], r['privacy_ci_high'])}",
+                ]
+                for _, r in board.rates.iterrows()
+            ],
+        )
+    return out
+
+
+def _matched_table(sub: Any) -> Table:
+    """One family's matched-privacy table: per defense, its best utility at each level."""
+    levels = sorted(sub["level"].unique())
+    rows = []
+    for label, g in sub.groupby("label", sort=False):
+        g = g.set_index("level")
+        row = [str(label)]
+        for lv in levels:
+            r = g.loc[lv]
+            if pd_isna(r["utility"]) and r.get("at_chance"):
+                row.append(f"not reached (only at chance utility: {r['at_chance']})")
+            elif pd_isna(r["utility"]):
+                row.append("not reached")
+            else:
+                ci = span(r["utility_ci_low"], r["utility_ci_high"])
+                at = knob_text_of(r)
+                row.append(f"{r['utility']:.3f} {ci} at {at}")
+        rows.append(row)
+    return Table(["defense", *[f"privacy ≥ {lv:g}" for lv in levels]], rows)
+
+
+def _per_attack_table(board: Leaderboard) -> Table:
+    """Per defense, its hypervolume and rank against each attack."""
     attacks = sorted(board.per_attack["attack"].unique()) if len(board.per_attack) else []
     cells = board.per_attack.set_index(["label", "attack"]) if attacks else None
     rows = []
@@ -129,22 +173,7 @@ def tables(board: Leaderboard) -> dict[str, Table]:
             rank = "ref" if cell["defense"] in REFERENCES else fmt(cell["rank"])
             row.append(f"{cell['hypervolume']:.3f} ({rank})")
         rows.append(row)
-    out["per attack"] = Table(headers=["defense", *attacks], rows=rows)
-    if board.rates is not None and len(board.rates):
-        # The target rate only where a grid calibrated by rate; a column of dashes says nothing.
-        calibrated = bool(board.rates["target_rate"].notna().any())
-        out["rates"] = Table(
-            ["replacement rate", "defense", "knob", *(["target rate"] if calibrated else []),
-             "utility", "text privacy (worst case)"],
-            [[f"{r['replacement_rate']:.3f}", str(r["label"]), knob_text_of(r),
-              *(["—" if pd_isna(r["target_rate"]) else f"{r['target_rate']:.3g}"]
-                if calibrated else []),
-              f"{r['utility']:.3f} {span(r['utility_ci_low'], r['utility_ci_high'])}",
-              "—" if pd_isna(r["privacy"])
-              else f"{r['privacy']:.3f} {span(r['privacy_ci_low'], r['privacy_ci_high'])}"]
-             for _, r in board.rates.iterrows()],
-        )  # fmt: skip
-    return out
+    return Table(headers=["defense", *attacks], rows=rows)
 
 
 def _tied_cell(row: Any) -> str:
@@ -174,46 +203,66 @@ def sections(board: Leaderboard) -> list[tuple[str, Table, str]]:
     table, then the per-attack view."""
     by_name = tables(board)
     level = f"{100 * board.level:.0f} %"
-    out = [("Overall", by_name["overall"], (
-        f"Rank intervals: {level} bootstrap, the overall rank recomputed on every resample "
-        "from the family ranks; defenses whose intervals overlap are tied."
-    ))]  # fmt: skip
+    out = [
+        (
+            "Overall",
+            by_name["overall"],
+            (
+                f"Rank intervals: {level} bootstrap, the overall rank recomputed on every resample "
+                "from the family ranks; defenses whose intervals overlap are tied."
+            ),
+        )
+    ]
     for name, table in by_name.items():
         if name.startswith("family "):
             family = name[len("family ") :]
-            out.append((
-                f"Family: {family} (worst-case privacy)", table,
-                f"Intervals: {level} bootstrap over the victims (people where the corpus has "
-                "them) and attacker fits; 'holds "
-                "rank' = share of resamples in which the defense keeps this rank. "
-                f"{_ranked_on(board, family)}; "
-                "'all attacks' is the worst case over every attack a defense faced (the notes "
-                "name who faced more).",
-            ))  # fmt: skip
+            out.append(
+                (
+                    f"Family: {family} (worst-case privacy)",
+                    table,
+                    f"Intervals: {level} bootstrap over the victims (people where the corpus has "
+                    "them) and attacker fits; 'holds "
+                    "rank' = share of resamples in which the defense keeps this rank. "
+                    f"{_ranked_on(board, family)}; "
+                    "'all attacks' is the worst case over every attack a defense faced (the notes "
+                    "name who faced more).",
+                )
+            )
             matched = by_name.get(f"matched {family}")
             if matched is not None:
-                out.append((
-                    f"Utility at matched privacy: {family}", matched,
-                    "Best measured utility among a defense's points whose worst-case "
-                    "normalised privacy over all the attacks it faced (not only those the "
-                    "ranking compares on) reaches the level (measured points only). A point "
-                    "at chance utility (its point, or its interval's upper end, at or "
-                    f"below chance {board.chance:.3g}) does not reach a level: it bought its "
-                    "privacy with all of its utility.",
-                ))  # fmt: skip
+                out.append(
+                    (
+                        f"Utility at matched privacy: {family}",
+                        matched,
+                        "Best measured utility among a defense's points whose worst-case "
+                        "normalised privacy over all the attacks it faced (not only those the "
+                        "ranking compares on) reaches the level (measured points only). A point "
+                        "at chance utility (its point, or its interval's upper end, at or "
+                        f"below chance {board.chance:.3g}) does not reach a level: it bought its "
+                        "privacy with all of its utility.",
+                    )
+                )
             formats = board.formats.tables.get(family) if board.formats is not None else None
             if formats is not None:
-                out.append((f"Format and mechanism: {family}", formats,
-                            board.formats.caption if board.formats else ""))  # fmt: skip
+                out.append(
+                    (
+                        f"Format and mechanism: {family}",
+                        formats,
+                        board.formats.caption if board.formats else "",
+                    )
+                )
     if "rates" in by_name:
-        out.append((
-            "Text defenses at equal replacement rate", by_name["rates"],
-            "Every point of the defenses that replace words, ordered by the measured share of "
-            "tokens changed, so T2T, PCT2T and RAPT can be compared at equal rate (RAPT Table "
-            "II) as well as at equal η; 'target rate' (shown when the grid gave knob values "
-            "as target replacement rates, η calibrated per rate) is the rate asked for; text "
-            "privacy is the worst case over every text attack the defense faced.",
-        ))  # fmt: skip
+        out.append(
+            (
+                "Text defenses at equal replacement rate",
+                by_name["rates"],
+                "Every point of the defenses that replace words, ordered by the measured share of "
+                "tokens changed, so T2T, PCT2T and RAPT can be compared at equal rate (RAPT Table "
+                "II) as well as at equal η; 'target rate' (shown when the grid gave knob values "
+                "as target replacement rates, η calibrated per rate) is the rate asked for; text "
+                "privacy is the worst case over every text attack the defense faced.",
+            )
+        )
     out.append(("Per attack: raw-privacy hypervolume (rank)", by_name["per attack"], ""))
     return out
 

@@ -84,15 +84,21 @@ class ServiceView:
         """(title, table, caption) in reading order; the finding sentence leads the caption."""
         level = f"{100 * self.level:.0f} %"
         out = [
-            (f"RAPT's comparison at equal {c.by} (RAPT Table II)", c.table,
-             f"{c.sentence} {RAPT_CAPTION.format(level=level)}")
+            (
+                f"RAPT's comparison at equal {c.by} (RAPT Table II)",
+                c.table,
+                f"{c.sentence} {RAPT_CAPTION.format(level=level)}",
+            )
             for c in self.rapt
-        ]  # fmt: skip
+        ]
         if self.adversary is not None:
-            out.append((
-                "CAPE's adversary, measured (service representation)", self.adversary,
-                ADVERSARY_CAPTION + PRIVACY_REFERS_TO,
-            ))  # fmt: skip
+            out.append(
+                (
+                    "CAPE's adversary, measured (service representation)",
+                    self.adversary,
+                    ADVERSARY_CAPTION + PRIVACY_REFERS_TO,
+                )
+            )
         return out
 
 
@@ -139,8 +145,9 @@ def probe_warning(frame: pd.DataFrame) -> str | None:
 
 def service_view(stats: RunStats) -> ServiceView:
     """RAPT's comparisons and the adversary table from the board's run statistics."""
-    return ServiceView(rapt=rapt_comparisons(stats), adversary=adversary_table(stats),
-                       level=stats.level)  # fmt: skip
+    return ServiceView(
+        rapt=rapt_comparisons(stats), adversary=adversary_table(stats), level=stats.level
+    )
 
 
 # --- RAPT's comparison ------------------------------------------------------------------------
@@ -181,10 +188,11 @@ def _levels(stats: RunStats, label: str, by: str) -> dict[float, _Level]:
             mean_samples = np.nanmean(samples, axis=0)
         rate = g["replacement_rate"].astype(float) if "replacement_rate" in g else None
         out[float(value)] = _Level(
-            utility=float(g["utility"].astype(float).mean()), samples=mean_samples,
+            utility=float(g["utility"].astype(float).mean()),
+            samples=mean_samples,
             rate=float(rate.mean()) if rate is not None and rate.notna().any() else math.nan,
             knob=knob_text_of(g.iloc[0]),
-        )  # fmt: skip
+        )
     return out
 
 
@@ -222,9 +230,12 @@ def _comparison(
     names = (*reversed(RAPT_RIVALS), RAPT)  # t2t, pct2t, rapt: the paper's column order
     knob = "η" if by == "knob_value" else "target rate"
     rated = by == "target_rate"
-    headers = [knob, *([f"measured rate ({' / '.join(names)})"] if rated else []),
-               *(chosen[n] for n in names),
-               *(f"{chosen[RAPT]} − {chosen[r]}" for r in RAPT_RIVALS)]  # fmt: skip
+    headers = [
+        knob,
+        *([f"measured rate ({' / '.join(names)})"] if rated else []),
+        *(chosen[n] for n in names),
+        *(f"{chosen[RAPT]} − {chosen[r]}" for r in RAPT_RIVALS),
+    ]
     rows, above, below = [], dict.fromkeys(RAPT_RIVALS, 0), dict.fromkeys(RAPT_RIVALS, 0)
     for value in common:
         at = {n: levels[n][value] for n in names}
@@ -259,11 +270,15 @@ def _sentence(
     """What the table finds, whichever way it goes."""
     rapt = chosen[RAPT]
     if n == 0:
-        return (f"No {knob} was run for all of {', '.join(chosen.values())}: nothing to compare "
-                f"at equal {knob}.")  # fmt: skip
+        return (
+            f"No {knob} was run for all of {', '.join(chosen.values())}: nothing to compare "
+            f"at equal {knob}."
+        )
     if not available:
-        return (f"No per-document outcomes: the differences at {n} {knob} are point estimates "
-                f"and none of them is said with confidence.")  # fmt: skip
+        return (
+            f"No per-document outcomes: the differences at {n} {knob} are point estimates "
+            f"and none of them is said with confidence."
+        )
 
     def count(k: int) -> str:
         return "none" if k == 0 else f"{k} of {n}"
@@ -319,8 +334,13 @@ def adversary_table(stats: RunStats) -> Table | None:
         one = g.drop_duplicates(_point_keys(g))
         with_obj = float(one[cols[0]].astype(float).mean())
         without = float(one[cols[1]].astype(float).mean())
-        head = [str(label), knob_text_of(g.iloc[0]), fmt_number(with_obj), fmt_number(without),
-                fmt_number(with_obj - without, "+.3f")]  # fmt: skip
+        head = [
+            str(label),
+            knob_text_of(g.iloc[0]),
+            fmt_number(with_obj),
+            fmt_number(without),
+            fmt_number(with_obj - without, "+.3f"),
+        ]
         attribute = _attribute(g["defense_params"].iloc[0]) if "defense_params" in g else None
         same = attacks["knob_value"].astype(float)
         here = attacks[
@@ -336,8 +356,9 @@ def adversary_table(stats: RunStats) -> Table | None:
                 lo, hi = stats.ci(np.nanmean(stats.score[a.index.to_numpy()], axis=0))
             score = float(a["attack_score"].astype(float).mean())
             base = float(a["attack_baseline"].astype(float).mean())
-            rows.append([*head, str(attack), _with_interval(score, lo, hi, ".3f"),
-                         fmt_number(base)])  # fmt: skip
+            rows.append(
+                [*head, str(attack), _with_interval(score, lo, hi, ".3f"), fmt_number(base)]
+            )
     return Table(headers, rows)
 
 

@@ -128,27 +128,8 @@ def family_points(
         ok &= np.asarray(kept, dtype=bool)
     util_point = f["utility"].astype(float).to_numpy()
     ok &= np.isfinite(util_point)
-    knob = f["knob_value"].astype(float).fillna(np.inf)  # NaN knobs (none) group together
     rows, priv_s, util_s, fixed_s = [], [], [], []
-    seeds = f.assign(_knob=knob)[ok].groupby(["family", "label", "_knob", "seed"], sort=True)
-    per_seed: dict[tuple[Any, Any, Any], list[tuple[Any, ...]]] = {}
-    meta: dict[tuple[Any, Any, Any], dict[str, Any]] = {}
-    for (family, label, k, _seed), idx in seeds.groups.items():
-        idx = np.asarray(idx)
-        worst = int(idx[np.argmin(stats.normalised_point[idx])])
-        with np.errstate(all="ignore"), quiet_nan():
-            p_s = np.nanmin(stats.normalised[idx], axis=0)
-        key = (family, label, k)
-        per_seed.setdefault(key, []).append(
-            (float(stats.normalised_point[worst]), float(util_point[idx[0]]), p_s,
-             stats.utility[idx[0]], stats.normalised[worst])
-        )  # fmt: skip
-        meta.setdefault(key, {
-            "defense": f.at[idx[0], "defense"], "knob": f.at[idx[0], "knob"],
-            "knob_value": f.at[idx[0], "knob_value"], "n_attacks": len(idx),
-            "target_rate": f.at[idx[0], "target_rate"] if "target_rate" in f else np.nan,
-            "strongest": f.at[worst, "attack"],
-        })  # fmt: skip
+    per_seed, meta = _per_seed(stats, ok, util_point)
     for key, runs in per_seed.items():
         family, label, _ = key
         p = np.array([r[0] for r in runs])
@@ -159,14 +140,22 @@ def family_points(
             fixed_s.append(np.nanmean(np.stack([r[4] for r in runs]), axis=0))
         p_lo, p_hi = interval(ps, stats.level)
         u_lo, u_hi = interval(us, stats.level)
-        rows.append(meta[key] | {
-            "family": family, "label": label,
-            "privacy": float(p.mean()), "privacy_ci_low": p_lo, "privacy_ci_high": p_hi,
-            "privacy_sd": float(p.std(ddof=1)) if len(p) > 1 else np.nan,
-            "utility": float(u.mean()), "utility_ci_low": u_lo, "utility_ci_high": u_hi,
-            "utility_sd": float(u.std(ddof=1)) if len(u) > 1 else np.nan,
-            "n_seeds": len(runs),
-        })  # fmt: skip
+        rows.append(
+            meta[key]
+            | {
+                "family": family,
+                "label": label,
+                "privacy": float(p.mean()),
+                "privacy_ci_low": p_lo,
+                "privacy_ci_high": p_hi,
+                "privacy_sd": float(p.std(ddof=1)) if len(p) > 1 else np.nan,
+                "utility": float(u.mean()),
+                "utility_ci_low": u_lo,
+                "utility_ci_high": u_hi,
+                "utility_sd": float(u.std(ddof=1)) if len(u) > 1 else np.nan,
+                "n_seeds": len(runs),
+            }
+        )
         priv_s.append(ps)
         util_s.append(us)
     table = pd.DataFrame(rows)
@@ -176,9 +165,50 @@ def family_points(
     table["on_frontier"] = False
     for _, idx in table.groupby(["family", "label"]).groups.items():
         sub = table.loc[idx]
-        table.loc[idx, "on_frontier"] = pareto_mask(sub["privacy"].to_numpy(),
-                                                    sub["utility"].to_numpy())  # fmt: skip
+        table.loc[idx, "on_frontier"] = pareto_mask(
+            sub["privacy"].to_numpy(), sub["utility"].to_numpy()
+        )
     return FamilyPoints(table, np.stack(priv_s), np.stack(util_s), np.stack(fixed_s))
+
+
+def _per_seed(
+    stats: RunStats, ok: np.ndarray, util_point: np.ndarray
+) -> tuple[dict[tuple[Any, Any, Any], list[tuple[Any, ...]]], dict[tuple[Any, Any, Any], Any]]:
+    """Per (family, label, knob value), each seed's worst case over the ``ok`` rows' attacks:
+    (privacy, utility, the privacy and utility resamples, the fixed-effect privacy
+    resamples); and the point's columns, from its first seed (the strongest attack named)."""
+    f = stats.frame
+    knob = f["knob_value"].astype(float).fillna(np.inf)  # NaN knobs (none) group together
+    seeds = f.assign(_knob=knob)[ok].groupby(["family", "label", "_knob", "seed"], sort=True)
+    per_seed: dict[tuple[Any, Any, Any], list[tuple[Any, ...]]] = {}
+    meta: dict[tuple[Any, Any, Any], dict[str, Any]] = {}
+    for (family, label, k, _seed), idx in seeds.groups.items():
+        idx = np.asarray(idx)
+        worst = int(idx[np.argmin(stats.normalised_point[idx])])
+        with np.errstate(all="ignore"), quiet_nan():
+            p_s = np.nanmin(stats.normalised[idx], axis=0)
+        key = (family, label, k)
+        per_seed.setdefault(key, []).append(
+            (
+                float(stats.normalised_point[worst]),
+                float(util_point[idx[0]]),
+                p_s,
+                stats.utility[idx[0]],
+                stats.normalised[worst],
+            )
+        )
+        meta.setdefault(
+            key,
+            {
+                "defense": f.at[idx[0], "defense"],
+                "knob": f.at[idx[0], "knob"],
+                "knob_value": f.at[idx[0], "knob_value"],
+                "n_attacks": len(idx),
+                "target_rate": f.at[idx[0], "target_rate"] if "target_rate" in f else np.nan,
+                "strongest": f.at[worst, "attack"],
+            },
+        )
+    return per_seed, meta
 
 
 def own_scale(stats: RunStats) -> RunStats:
@@ -262,10 +292,13 @@ def separation_ranks(
     lo = np.array([1 + len(beaten_by.get(lb, set())) for lb in labels], float)
     hi = np.array([n - len(beats[lb]) for lb in labels], float)
     tied = [
-        ", ".join(o for o in labels
-                  if o != lb and o not in beats[lb] and o not in beaten_by.get(lb, set()))
+        ", ".join(
+            o
+            for o in labels
+            if o != lb and o not in beats[lb] and o not in beaten_by.get(lb, set())
+        )
         for lb in labels
-    ]  # fmt: skip
+    ]
     return lo, hi, tied
 
 

@@ -83,15 +83,19 @@ def undefended_table(frame: pd.DataFrame) -> Table:
         papers = published(str(r["attack"])) if "[" not in str(r["attack"]) else ()
         figures = "; ".join(p.figure or "not comparable / not reported" for p in papers)
         settings = "; ".join(f"{p.setting} — {p.source}" for p in papers)
-        out.append([
-            str(r["attack"]) + (f" (seed {int(r['seed'])})" if several else ""),
-            _scored(spec, str(r["attack_metric"])),
-            with_ci(r["attack_score"], r.get("attack_score_ci_low"),
-                     r.get("attack_score_ci_high")),
-            fmt_number(r.get("attack_baseline")) + (f" ({label})" if label else ""),
-            figures or "—", settings or "—",
-            reach_text(reach.get(_base_name(str(r["attack"])), {})),
-        ])  # fmt: skip
+        out.append(
+            [
+                str(r["attack"]) + (f" (seed {int(r['seed'])})" if several else ""),
+                _scored(spec, str(r["attack_metric"])),
+                with_ci(
+                    r["attack_score"], r.get("attack_score_ci_low"), r.get("attack_score_ci_high")
+                ),
+                fmt_number(r.get("attack_baseline")) + (f" ({label})" if label else ""),
+                figures or "—",
+                settings or "—",
+                reach_text(reach.get(_base_name(str(r["attack"])), {})),
+            ]
+        )
     headers = ["attack", "metric", "score [interval]", "no-information baseline",
                "published figure", "published setting (source)",
                "reach: victims' tokens it can write; its public text's"]  # fmt: skip
@@ -114,8 +118,9 @@ def _curves(curve: pd.DataFrame) -> list[tuple[Any, str, str, pd.DataFrame]]:
         ok.loc[public, "x"] = ok.loc[public, "n_public"]
     ok["x"] = ok["x"].astype(int)
     groups = ok.groupby(["seed", "attack", "data"], sort=True)
-    return [(seed, str(attack), str(data), sub.sort_values("x"))
-            for (seed, attack, data), sub in groups]  # fmt: skip
+    return [
+        (seed, str(attack), str(data), sub.sort_values("x")) for (seed, attack, data), sub in groups
+    ]
 
 
 def saturation(curve: pd.DataFrame | None) -> list[str]:
@@ -125,8 +130,10 @@ def saturation(curve: pd.DataFrame | None) -> list[str]:
     if curve is None:
         return [NOT_COMPUTED]
     if curve.empty:
-        return ["No attack that learns from the aux split was ok at the undefended point; the "
-                "curve is empty."]  # fmt: skip
+        return [
+            "No attack that learns from the aux split was ok at the undefended point; the "
+            "curve is empty."
+        ]
     seeds = curve["seed"].nunique() > 1
     lines = []
     for seed, attack, data, sub in _curves(curve):
@@ -134,34 +141,46 @@ def saturation(curve: pd.DataFrame | None) -> list[str]:
         who += "" if data == "aux" else f", over its {DATA[data]}"
         docs = DATA.get(data, data)
         if len(sub) < 2:
-            lines.append(f"{who}: one point only ({int(sub['x'].iloc[-1])} {docs});"
-                         " the smaller shares failed.")  # fmt: skip
+            lines.append(
+                f"{who}: one point only ({int(sub['x'].iloc[-1])} {docs});"
+                " the smaller shares failed."
+            )
             continue
         prev, last = sub.iloc[-2], sub.iloc[-1]
         spec = find_metric(str(last["attack_metric"]))
         sign = 1.0 if spec is None or spec.higher_is_stronger else -1.0
         gain = sign * (float(last["attack_score"]) - float(prev["attack_score"]))
         half = (float(last["attack_score_ci_high"]) - float(last["attack_score_ci_low"])) / 2
-        step = (f"{fmt_number(prev['attack_score'])} with {int(prev['x'])} {docs}, "
-                f"{fmt_number(last['attack_score'])} with {int(last['x'])}")  # fmt: skip
+        step = (
+            f"{fmt_number(prev['attack_score'])} with {int(prev['x'])} {docs}, "
+            f"{fmt_number(last['attack_score'])} with {int(last['x'])}"
+        )
         if not math.isfinite(half):
             verdict = "no interval to judge saturation by"
         elif abs(gain) <= half:  # a zero-width interval (a perfect score) with no change
-            verdict = (f"the last step changes it by {abs(gain):.3f}, within its interval "
-                       f"half-width {half:.3f}: saturated")  # fmt: skip
+            verdict = (
+                f"the last step changes it by {abs(gain):.3f}, within its interval "
+                f"half-width {half:.3f}: saturated"
+            )
         elif gain > 0:
-            verdict = (f"the last step makes it stronger by {gain:.3f}, more than its interval "
-                       f"half-width {half:.3f}: still growing with more data")  # fmt: skip
+            verdict = (
+                f"the last step makes it stronger by {gain:.3f}, more than its interval "
+                f"half-width {half:.3f}: still growing with more data"
+            )
         else:
-            verdict = (f"the last step makes it weaker by {-gain:.3f}, more than its interval "
-                       f"half-width {half:.3f}: not saturated (unstable in the data)")  # fmt: skip
+            verdict = (
+                f"the last step makes it weaker by {-gain:.3f}, more than its interval "
+                f"half-width {half:.3f}: not saturated (unstable in the data)"
+            )
         lines.append(f"{who}: {step}; {verdict}.")
     failed = curve[curve["status"] == "failed"]
     for _, r in failed.iterrows():
         public = str(r.get("data", "aux")) == "public"
         n = int(r["n_public"] if public else r["n_aux"])
-        lines.append(f"{r['attack']} could not be fitted on {n} "
-                     f"{DATA['public' if public else 'aux']}: {r['reason']}.")  # fmt: skip
+        lines.append(
+            f"{r['attack']} could not be fitted on {n} "
+            f"{DATA['public' if public else 'aux']}: {r['reason']}."
+        )
     return lines
 
 
@@ -203,8 +222,17 @@ def strength_figure(curve: pd.DataFrame) -> Figure:
             hi = sub["attack_score_ci_high"].to_numpy(float)
             err = np.vstack([np.clip(y - lo, 0, None), np.clip(hi - y, 0, None)])
             name = f"{attack} (seed {seed})" if seeds else attack
-            ax.errorbar(x, y, yerr=np.nan_to_num(err), color=colour[attack], marker="o",
-                        ms=4, lw=1.6, capsize=3, label=name)  # fmt: skip
+            ax.errorbar(
+                x,
+                y,
+                yerr=np.nan_to_num(err),
+                color=colour[attack],
+                marker="o",
+                ms=4,
+                lw=1.6,
+                capsize=3,
+                label=name,
+            )
             base = sub["attack_baseline"].to_numpy(float)
             if np.isfinite(base).any():
                 ax.plot(x, base, color=colour[attack], ls="--", lw=1.0, alpha=0.8)
@@ -219,8 +247,11 @@ def strength_figure(curve: pd.DataFrame) -> Figure:
         ax.grid(alpha=0.3)
         ax.tick_params(labelsize=7)
         ax.legend(fontsize=7, loc="best")
-    fig.suptitle("Attack strength against the attacker's data at the undefended point "
-                 "(dashed: each attack's no-information baseline)", fontsize=10)  # fmt: skip
+    fig.suptitle(
+        "Attack strength against the attacker's data at the undefended point "
+        "(dashed: each attack's no-information baseline)",
+        fontsize=10,
+    )
     fig.tight_layout()
     return fig
 
@@ -279,29 +310,37 @@ class FamilyStrength:
         """Why the family is undecided, in one clause (the overall note's)."""
         if not self.informative:
             return "undecided because of the attacker: no attack has a measurable advantage"
-        return (f"undecided because of the attacker: its strongest attack ({self.attack}) "
-                f"covers {100 * self.share:.0f} % of the way to a perfect attacker, below "
-                f"{100 * WEAK_SHARE:.0f} %")  # fmt: skip
+        return (
+            f"undecided because of the attacker: its strongest attack ({self.attack}) "
+            f"covers {100 * self.share:.0f} % of the way to a perfect attacker, below "
+            f"{100 * WEAK_SHARE:.0f} %"
+        )
 
     def headline(self) -> str:
         """The family's headline line: the attacker's strength beside the published figure,
         what it shows and what would make it stronger."""
         spec = find_metric(self.metric)
-        got = (f"{self.attack} scores {self.score:.3f} ({_scored(spec, self.metric)}) against "
-               f"the undefended release and {self.baseline:.3f} without it")  # fmt: skip
+        got = (
+            f"{self.attack} scores {self.score:.3f} ({_scored(spec, self.metric)}) against "
+            f"the undefended release and {self.baseline:.3f} without it"
+        )
         if self.informative:
-            got += (f": {100 * self.share:.0f} % of the way to a perfect attacker, below the "
-                    f"{100 * WEAK_SHARE:.0f} % a verdict needs")  # fmt: skip
+            got += (
+                f": {100 * self.share:.0f} % of the way to a perfect attacker, below the "
+                f"{100 * WEAK_SHARE:.0f} % a verdict needs"
+            )
             which = "the strongest attack every defense faces, "
         else:
             got += ", no measurable advantage"
             which = "no attack learns anything measurable from the undefended release ("
             got += ")"
         paper = f"published: {self.published}" if self.published else "no published figure"
-        return (f"undecided because of the attacker: {which}{got}; {paper}. Its attacks "
-                "cannot tell the defenses apart here, which is no evidence that privatizing "
-                f"buys nothing; a stronger attacker would decide it: {STRONGER}. It is left "
-                "out of the overall ranking.")  # fmt: skip
+        return (
+            f"undecided because of the attacker: {which}{got}; {paper}. Its attacks "
+            "cannot tell the defenses apart here, which is no evidence that privatizing "
+            f"buys nothing; a stronger attacker would decide it: {STRONGER}. It is left "
+            "out of the overall ranking."
+        )
 
 
 def family_strengths(
@@ -343,5 +382,6 @@ def _attack_strength(
     shown = f"{papers[0].figure} ({papers[0].source})" if papers else ""
     if not papers and published(_base_name(attack)):
         shown = f"none comparable ({published(_base_name(attack))[0].source})"
-    return FamilyStrength(family, attack, metric, score, base, share if informative else 0.0,
-                          informative, shown)  # fmt: skip
+    return FamilyStrength(
+        family, attack, metric, score, base, share if informative else 0.0, informative, shown
+    )

@@ -19,8 +19,11 @@ def na_causes(frame: pd.DataFrame) -> pd.Series:
     import pandas as pd
 
     cause = frame["na_cause"] if "na_cause" in frame else pd.Series(None, index=frame.index)
-    ran = (frame["attack_seconds"].astype(float).notna() if "attack_seconds" in frame
-           else pd.Series(False, index=frame.index))  # fmt: skip
+    ran = (
+        frame["attack_seconds"].astype(float).notna()
+        if "attack_seconds" in frame
+        else pd.Series(False, index=frame.index)
+    )
     out = cause.where(cause.isin(["truth", "release"]), np.where(ran, "truth", "release"))
     return out.where(frame["status"] == "n/a", "")
 
@@ -36,8 +39,9 @@ def unscorable_families(frame: pd.DataFrame) -> dict[str, str]:
         truth = causes[g.index] == "truth"
         if (g["status"] != "n/a").any() or not truth.groupby(g["attack"]).any().all():
             continue
-        reasons = sorted({f"{a}: {r}" for a, r in zip(g["attack"][truth], g["reason"][truth],
-                                                     strict=True)})  # fmt: skip
+        reasons = sorted(
+            {f"{a}: {r}" for a, r in zip(g["attack"][truth], g["reason"][truth], strict=True)}
+        )
         out[str(family)] = "; ".join(reasons)
     return out
 
@@ -50,8 +54,10 @@ def na_reason(rows: pd.DataFrame) -> str:
         return f"all n/a: the corpus has no truth to score this family's attacks ({shown})"
     if causes == {"release"}:
         return "no attack of this family could read its releases (all n/a)"
-    return ("all n/a: some attacks of this family could not read its releases, the corpus has "
-            "no truth to score the others")  # fmt: skip
+    return (
+        "all n/a: some attacks of this family could not read its releases, the corpus has "
+        "no truth to score the others"
+    )
 
 
 def na_summary(frame: pd.DataFrame) -> str | None:
@@ -80,5 +86,7 @@ def na_summary(frame: pd.DataFrame) -> str | None:
         parts.append(f"{truth} because the corpus cannot score the attack ({shown})")
     if release:
         parts.append(f"{release} because the attack cannot read the release")
-    return (f"{len(na)} of {cell.nunique()} cells are n/a: {', '.join(parts)}; the report "
-            "lists the reasons.")  # fmt: skip
+    return (
+        f"{len(na)} of {cell.nunique()} cells are n/a: {', '.join(parts)}; the report "
+        "lists the reasons."
+    )

@@ -68,7 +68,6 @@ subset would over-credit it), with its rule for what reaches a level.
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -88,7 +87,7 @@ from privaudit.leaderboard.paired import (
     pairs,
 )
 from privaudit.leaderboard.strength import FamilyStrength
-from privaudit.leaderboard.tables import Table, html_table, knob_text_of, markdown_table
+from privaudit.leaderboard.tables import knob_text_of
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -212,7 +211,7 @@ class Verdict:
         return sum(f.separated_raw for f in self.families)
 
 
-def _unit_count(units: Units | None, n_docs: int) -> int:
+def unit_count(units: Units | None, n_docs: int) -> int:
     """The units ``n_docs`` test documents stand for: people where the unit is the person
     (the people of a subset in proportion, when an attack scored fewer documents)."""
     if units is None or not units.grouped or not units.n_documents or n_docs <= 0:
@@ -282,37 +281,62 @@ def decide(ev: Evidence) -> Verdict:
         family = str(family)
         ranked = sub[sub["rank"].notna() & ~sub["defense"].isin(REFERENCES)]
         scored = {
-            str(r["label"]): Scored(str(r["label"]), float(r["hypervolume"]),
-                                    float(r["hv_ci_low"]), float(r["hv_ci_high"]))
+            str(r["label"]): Scored(
+                str(r["label"]),
+                float(r["hypervolume"]),
+                float(r["hv_ci_low"]),
+                float(r["hv_ci_high"]),
+            )
             for _, r in ranked.iterrows()
-        }  # fmt: skip
+        }
         n_docs = int(ev.n_test.get(family, 0))
-        n = _unit_count(ev.units, n_docs)
+        n = unit_count(ev.units, n_docs)
         b = len(next(iter(ev.samples.values()))) if ev.samples else 0
         own = {lb: ev.samples.get((family, lb), np.full(b, np.nan)) for lb in scored}
         docs = None
         if ev.doc_samples is not None:
-            docs = {lb: ev.doc_samples[(family, lb)] for lb in scored
-                    if (family, lb) in ev.doc_samples}  # fmt: skip
-        found = pairs({lb: s.hypervolume for lb, s in scored.items()}, own, n, ev.level,
-                      doc_samples=docs, seeds=int((ev.seeds or {}).get(family, 1)))  # fmt: skip
+            docs = {
+                lb: ev.doc_samples[(family, lb)] for lb in scored if (family, lb) in ev.doc_samples
+            }
+        found = pairs(
+            {lb: s.hypervolume for lb, s in scored.items()},
+            own,
+            n,
+            ev.level,
+            doc_samples=docs,
+            seeds=int((ev.seeds or {}).get(family, 1)),
+        )
         order = sorted(scored.values(), key=lambda s: (-s.hypervolume, s.label))
         undominated = tuple(_undominated(order, found, raw=False))
         beats, not_beats = beats_none(family, list(order), own, ev.own_points, ev.level)
         found_power = None if strength_weak(ev.strengths, family) else family_power(found)
-        out.append(FamilyVerdict(
-            family=family, n=n_docs, pairs=tuple(found), undominated=undominated,
-            beats_none=tuple(beats), not_beats_none=tuple(not_beats),
-            best=_best(family, ev.matched, ev.points),
-            ranked_on=None if ev.ranked_on is None else tuple(ev.ranked_on.get(family, ())),
-            format_only=tuple(sorted((ev.format_only or {}).get(family, set()))),
-            unscorable=(ev.unscorable or {}).get(family, ""),
-            n_undominated_raw=len(_undominated(order, found, raw=True)),
-            strength=(ev.strengths or {}).get(family), power=found_power,
-        ))  # fmt: skip
-    return Verdict(tuple(out), level=ev.level, chance=ev.chance, available=ev.available,
-                   cautions=tuple(ev.cautions), difference=ev.difference,
-                   difference_named=ev.difference_named, units=ev.units)  # fmt: skip
+        out.append(
+            FamilyVerdict(
+                family=family,
+                n=n_docs,
+                pairs=tuple(found),
+                undominated=undominated,
+                beats_none=tuple(beats),
+                not_beats_none=tuple(not_beats),
+                best=_best(family, ev.matched, ev.points),
+                ranked_on=None if ev.ranked_on is None else tuple(ev.ranked_on.get(family, ())),
+                format_only=tuple(sorted((ev.format_only or {}).get(family, set()))),
+                unscorable=(ev.unscorable or {}).get(family, ""),
+                n_undominated_raw=len(_undominated(order, found, raw=True)),
+                strength=(ev.strengths or {}).get(family),
+                power=found_power,
+            )
+        )
+    return Verdict(
+        tuple(out),
+        level=ev.level,
+        chance=ev.chance,
+        available=ev.available,
+        cautions=tuple(ev.cautions),
+        difference=ev.difference,
+        difference_named=ev.difference_named,
+        units=ev.units,
+    )
 
 
 def strength_weak(strengths: Mapping[str, FamilyStrength] | None, family: str) -> bool:
@@ -390,329 +414,34 @@ def _best(family: str, matched: pd.DataFrame, points: pd.DataFrame) -> Best | No
             "knob_value")  # fmt: skip
     rows = matched[(matched["family"] == family) & np.isclose(matched["level"], HEADLINE_PRIVACY)]
     if rows.empty and len(points):
-        rows = points[(points["family"] == family) & ~points["defense"].isin(REFERENCES)
-                      & (points["privacy"] >= HEADLINE_PRIVACY)]  # fmt: skip
+        rows = points[
+            (points["family"] == family)
+            & ~points["defense"].isin(REFERENCES)
+            & (points["privacy"] >= HEADLINE_PRIVACY)
+        ]
     rows = rows[np.isfinite(rows["utility"].astype(float))] if len(rows) else rows
     if rows.empty:
         return None
     top = rows.loc[rows["utility"].astype(float).idxmax(), list(cols)]
     p_lo = p_hi = math.nan
     if len(points):
-        at = points[(points["family"] == family) & (points["label"] == top["label"])
-                    & np.isclose(points["knob_value"].astype(float).fillna(np.inf),
-                                 float(top["knob_value"]) if top["knob_value"] == top["knob_value"]
-                                 else np.inf)]  # fmt: skip
+        at = points[
+            (points["family"] == family)
+            & (points["label"] == top["label"])
+            & np.isclose(
+                points["knob_value"].astype(float).fillna(np.inf),
+                float(top["knob_value"]) if top["knob_value"] == top["knob_value"] else np.inf,
+            )
+        ]
         if len(at):
             p_lo, p_hi = float(at["privacy_ci_low"].iloc[0]), float(at["privacy_ci_high"].iloc[0])
     return Best(
-        label=str(top["label"]), point=knob_text_of(top), utility=float(top["utility"]),
-        ci_low=float(top["utility_ci_low"]), ci_high=float(top["utility_ci_high"]),
-        privacy=float(top["privacy"]), privacy_ci_low=p_lo, privacy_ci_high=p_hi,
-    )  # fmt: skip
-
-
-# ---- words ---------------------------------------------------------------------------------
-
-
-def _ci(lo: float, hi: float) -> str:
-    if not (np.isfinite(lo) and np.isfinite(hi)):
-        return "[no interval]"
-    return f"[{lo:.3f}, {hi:.3f}]"
-
-
-def _victims(n: float) -> str:
-    """A count rounded up to two significant figures: 1,234 -> 1,300, 302 -> 310."""
-    step = 10 ** max(0, math.floor(math.log10(n)) - 1) if n >= 1 else 1
-    return f"{math.ceil(n / step) * step:,}"
-
-
-def _ranked_on(attacks: tuple[str, ...] | None) -> str:
-    """Which attacks a ranking hypervolume is over, for the headline ("" when not known)."""
-    if attacks is None:
-        return ""
-    if not attacks:
-        return ", each defense on its own attacks: they share none"
-    return f", ranked on the attacks every defense faced: {', '.join(attacks)}"
-
-
-def _share(k: int, n: int, raw: int | None = None) -> str:
-    """The separated share ("k of n pairs ..."), with the unadjusted count where it differs."""
-    if not n:
-        return "no pair to compare"
-    more = f"; {raw} by unadjusted per-pair intervals" if raw is not None and raw != k else ""
-    return f"{k} of {n} pairs separated family-wise ({100 * k / n:.0f} %{more})"
-
-
-def headline(verdict: Verdict) -> list[tuple[str, list[str]]]:
-    """Per family, (family, lines); then ("overall", [the separated share]). The lines a
-    reader acts on: the non-dominated set, the best utility at the privacy level, the
-    defenses that do and do not beat the undefended release, the decisiveness."""
-    first = [("read first", list(verdict.cautions))] if verdict.cautions else []
-    return first + _headline(verdict)
-
-
-def _headline(verdict: Verdict) -> list[tuple[str, list[str]]]:
-    pct = f"{100 * verdict.level:.0f} %"
-    if not verdict.available:
-        return [("overall", [
-            "No per-document outcomes (an older run, or merged runs without them): no "
-            "comparison has an interval, so nothing is concluded with confidence; the tables "
-            "below are point estimates."
-        ])]  # fmt: skip
-    out = []
-    for fv in verdict.families:
-        lines = []
-        if fv.unscorable:
-            why = f"({fv.unscorable}); left out of the overall ranking."
-            out.append((fv.family, [f"not scored: this corpus has no truth for its attacks {why}"]))
-            continue
-        if fv.undecided and fv.strength is not None:  # no verdict on defenses from it
-            share = _share(fv.separated, len(fv.pairs), fv.separated_raw)
-            at = _at(verdict, fv.n)
-            out.append((fv.family, [fv.strength.headline(), f"decisiveness: {share} at {at}."]))
-            continue
-        if not fv.undominated:
-            out.append((fv.family, ["no defense is ranked in this family (see its table); "
-                                    "it is left out of the overall ranking."]))  # fmt: skip
-            continue
-        names = ", ".join(f"{s.label} {s.hypervolume:.3f} {_ci(s.ci_low, s.ci_high)}"
-                          for s in fv.undominated)  # fmt: skip
-        hv = f"worst-case hypervolume{_ranked_on(fv.ranked_on)}"
-        raw = fv.n_undominated_raw
-        if fv.n_ranked < 2:  # nothing to compare with: no comparative claim
-            lines.append(f"only {names} is ranked ({hv}): no other defense to compare it with.")
-        elif len(fv.undominated) == 1:
-            lines.append(f"best: {names} ({hv}); it beats every other defense with {pct} "
-                         f"family-wise confidence ({len(fv.pairs)} pairs at once).")  # fmt: skip
-        else:
-            unadj = ""
-            if raw is not None and raw != len(fv.undominated):
-                unadj = f"; unadjusted per-pair intervals would leave {raw} of {fv.n_ranked}"
-            lines.append(f"not beaten with {pct} family-wise confidence by any other defense "
-                         f"({len(fv.undominated)} of {fv.n_ranked}, {hv}{unadj}): "
-                         f"{names}.")  # fmt: skip
-        level = f"worst-case privacy ≥ {verdict.privacy_level:g}"
-        if fv.best is None:
-            lines.append(f"best utility at {level}: no defense point reaches it (worst case "
-                         "over every attack a defense faced).")  # fmt: skip
-        else:
-            b = fv.best
-            edge = ""
-            if np.isfinite(b.ci_low) and b.ci_low <= verdict.chance:
-                edge = f"; its interval reaches chance ({verdict.chance:.3g})"
-            lines.append(
-                f"best utility at {level}: {b.utility:.3f} {_ci(b.ci_low, b.ci_high)}, "
-                f"{b.label} at {b.point} (privacy {b.privacy:.3f} "
-                f"{_ci(b.privacy_ci_low, b.privacy_ci_high)}, the worst case over every "
-                f"attack it faced){edge}."
-            )
-        if fv.beats_none:
-            same = ", on those attacks" if fv.ranked_on else ""
-            shown = ", ".join(
-                f"{lb} (format only: no more private than the clean release in its format)"
-                if lb in fv.format_only else lb
-                for lb in fv.beats_none
-            )  # fmt: skip
-            lines.append(f"beat the undefended release (a point's box, privacy × utility above "
-                         f"chance on the attacks' own scale{same}, above the undefended "
-                         f"point's; Holm over every point of the family's defenses, {pct}): "
-                         f"{shown}.")  # fmt: skip
-        else:
-            lines.append("no defense beats the undefended release with confidence.")
-        if fv.not_beats_none:
-            rest = ", ".join(_not_beating(s) for s in fv.not_beats_none)
-            lines.append(f"do not beat it (best point's box minus the undefended point's, "
-                         f"family-wise interval): {rest}.")  # fmt: skip
-        share = _share(fv.separated, len(fv.pairs), fv.separated_raw)
-        lines.append(f"decisiveness: {share} at {_at(verdict, fv.n)}.")
-        out.append((fv.family, lines))
-    share = _share(verdict.n_separated, verdict.n_pairs, verdict.n_separated_raw)
-    out.append(("overall", [f"{share} over {len(verdict.families)} families.",
-                            board_error_line(verdict)]))  # fmt: skip
-    return out
-
-
-def _not_beating(s: Scored) -> str:
-    at = f"{s.point}: " if s.point else ""
-    return f"{s.label} ({at}{s.hypervolume:+.3f} {_ci(s.ci_low, s.ci_high)})"
-
-
-def deciding(verdict: Verdict) -> list[FamilyVerdict]:
-    """The families that make comparative claims: scored, decided by their attacker, with a
-    ranked defense."""
-    return [fv for fv in verdict.families
-            if not (fv.unscorable or fv.undecided) and fv.n_ranked]  # fmt: skip
-
-
-def board_error_line(verdict: Verdict) -> str:
-    """The board's error rate, said: each family controls its claims; the board does not
-    control them across families, so it states the Bonferroni bound over them."""
-    alpha = 1 - verdict.level
-    pct = f"{100 * alpha:.0f} %"
-    k = len(deciding(verdict))
-    rule = (f"each family holds the chance of any false separation at {pct} or less "
-            f"(Holm over its pairs), and, separately, of any false 'beats the undefended "
-            f"release' (Holm over its defenses' points)")  # fmt: skip
-    if k <= 1:
-        return f"Error rates: {rule}; this board has one such family, so its rates are the board's."
-    bound = min(1.0, k * alpha)
-    return (f"Error rates: {rule}; not across families: over this board's {k} families, the "
-            f"chance of some false separation is at most {100 * bound:.0f} % ({k} × {pct}, "
-            f"Bonferroni), and so is that of some false 'beats'.")  # fmt: skip
-
-
-def _at(verdict: Verdict, n_docs: int) -> str:
-    """``1,000 victims`` or ``62 people (1,000 documents)``: the count in the board's unit."""
-    n = _unit_count(verdict.units, n_docs)
-    if verdict.units is not None and verdict.units.grouped:
-        return f"{n:,} {verdict.units.unit_name(n)} ({n_docs:,} documents)"
-    return f"{n_docs:,} victims"
-
-
-def power_lines(verdict: Verdict) -> list[str]:
-    """Per family that compares defenses: the minimum detectable difference at the run's
-    units and seeds, and the units and seeds a difference needs (the user's, else
-    :data:`privaudit.leaderboard.paired.MATTERS`). From the resampling spread only: no line
-    names a tied pair or says that more data would separate it."""
-    if not verdict.available:
-        return []
-    out = []
-    for fv in deciding(verdict):
-        p = fv.power
-        if p is None or fv.n_ranked < 2:
-            continue
-        pw = f"{100 * p.power:.0f} % power"
-        seeds = f"{p.seeds} seed{'s' if p.seeds != 1 else ''} per point"
-        lo, hi = p.mdd_range
-        spread = f" ({lo:.3f}–{hi:.3f} over the pairs)" if hi - lo >= 0.0005 else ""
-        out.append(
-            f"{fv.family}: the smallest hypervolume difference this run separates with {pw}, "
-            f"family-wise over its {p.n_pairs} pair{'s' if p.n_pairs != 1 else ''}: "
-            f"{p.mdd:.3f}{spread}, at {_at(verdict, fv.n)} and {seeds}."
-        )
-        out.append(f"{fv.family}: {_needed(verdict, fv, p, pw)}")
-    return out
-
-
-def _needed(verdict: Verdict, fv: FamilyVerdict, p: FamilyPower, pw: str) -> str:
-    """The units and seeds a difference needs, in words."""
-    d = verdict.difference
-    unit = "victims" if verdict.units is None else verdict.units.unit_name(2)
-    what = (f"the difference you named ({d:.3f})" if verdict.difference_named
-            else f"a difference of {d:.3f} (one that matters on this board's scale: "
-                 f"{d:g} of the hypervolume box)")  # fmt: skip
-    need = p.needed_for(d)
-    if not need.feasible:
-        return (f"{what} would take no realistic number of {unit} or seeds per point to "
-                f"separate with {pw}.")  # fmt: skip
-    n_units = max(math.ceil(need.units), 1)
-    docs = ""
-    if verdict.units is not None and verdict.units.grouped and p.n:
-        per = fv.n / p.n
-        one = verdict.units.unit_name(1)
-        docs = f" (about {_victims(n_units * per)} documents at {per:.1f} per {one})"
-    seeds = f"{need.seeds} seed{'s' if need.seeds != 1 else ''} per point"
-    if n_units <= p.n and need.seeds <= p.seeds:
-        return (f"{what}: this run separates it with {pw} or more (about "
-                f"{_victims(n_units)} {unit} at {seeds} would; it has {p.n:,}).")  # fmt: skip
-    return (f"{what} needs about {_victims(n_units)} {unit}{docs} at {seeds} to separate "
-            f"with {pw} (now {p.n:,} at {p.seeds}).")  # fmt: skip
-
-
-def decisiveness_table(verdict: Verdict) -> Table:
-    """Per family and overall: defenses ranked, pairs, pairs separated, the share."""
-    rows = []
-    for fv in verdict.families:
-        rows.append([fv.family, str(fv.n_ranked), str(len(fv.pairs)), str(fv.separated),
-                     str(fv.separated_raw), _pct(fv.separated, len(fv.pairs)),
-                     _victims_cell(verdict, fv)])  # fmt: skip
-    rows.append(["overall", "—", str(verdict.n_pairs), str(verdict.n_separated),
-                 str(verdict.n_separated_raw), _pct(verdict.n_separated, verdict.n_pairs),
-                 "—"])  # fmt: skip
-    headers = ["family", "defenses", "pairs", "separated", "unadjusted", "share", "victims"]
-    return Table(headers, rows)
-
-
-def _victims_cell(verdict: Verdict, fv: FamilyVerdict) -> str:
-    """The family's victims: documents, and the people they are by where people are the unit
-    (the power's count: the units the family's resampling draws)."""
-    units = verdict.units
-    if units is None or not units.grouped:
-        return f"{fv.n:,}"
-    n = fv.power.n if fv.power is not None else units.n_units if fv.n == units.n_documents else 0
-    return f"{fv.n:,} by {n:,} {units.unit_name(n)}" if n else f"{fv.n:,}"
-
-
-def _pct(k: int, n: int) -> str:
-    return f"{100 * k / n:.0f} %" if n else "—"
-
-
-DECISIVENESS_CAPTION = (
-    "A pair of defenses is separated when the paired bootstrap interval of the difference of "
-    "their worst-case hypervolumes (the same resamples for both) excludes 0 and "
-    "the family's pairs pass Holm's step-down test at 1 − the level (Holm 1979; p-values "
-    "from the bootstrap standard error): the chance of any false separation in a family is "
-    "at most 1 − the level. 'unadjusted': pairs whose own interval alone excludes 0. "
-    f"Beating the undefended release: {BEATS_NONE}."
-)
-POWER_CAPTION = (
-    "What this run's data can decide, from the resampling spread of the family's paired "
-    "differences, never from an observed difference (a tied pair's observed difference is "
-    "mostly noise: a figure computed from it would predict separations that are not there). "
-    "The minimum detectable difference is (c + z(power)) × se, se the paired standard error "
-    "of a typical pair (the median over the family's pairs) and c the family-wise "
-    "(Bonferroni) critical value: a pair that truly differs by it is separated with that "
-    "power. The units and seeds for a difference solve the same equation: the units' share "
-    "of the variance shrinks as 1/N with N units (people where the corpus knows them, each "
-    "with as many documents as now), the share of the attackers' and the service's refits "
-    "(their between-fit sds) as 1/K with K seeds per point; where no number of units can "
-    "reach it, the line gives the seeds."
-)
-
-
-def markdown(verdict: Verdict) -> str:
-    """The headline, the power lines and the decisiveness table as Markdown (first in
-    leaderboard.md)."""
-    parts = [f"## Verdict ({100 * verdict.level:.0f} % paired bootstrap intervals)\n\n"]
-    for family, lines in headline(verdict):
-        parts.append(f"**{family}**\n\n" + "".join(f"- {line}\n" for line in lines) + "\n")
-    power = power_lines(verdict)
-    if power:
-        parts.append("### What this run's data can decide\n\n" + f"{POWER_CAPTION}\n\n"
-                     + "".join(f"- {line}\n" for line in power) + "\n")  # fmt: skip
-    if verdict.available:
-        parts.append(f"### Decisiveness\n\n{DECISIVENESS_CAPTION}\n\n"
-                     f"{markdown_table(decisiveness_table(verdict))}\n\n")  # fmt: skip
-    return "".join(parts)
-
-
-def html_fragment(verdict: Verdict) -> str:
-    """The headline, the power lines and the decisiveness table as HTML (first in the
-    report and leaderboard.html)."""
-    e = html.escape
-    parts = [f'<p class="note">{100 * verdict.level:.0f} % paired bootstrap intervals.</p>\n']
-    for family, lines in headline(verdict):
-        items = "".join(f"<li>{e(line)}</li>" for line in lines)
-        parts.append(f"<p><strong>{e(family)}</strong></p>\n<ul>{items}</ul>\n")
-    power = power_lines(verdict)
-    if power:
-        items = "".join(f"<li>{e(line)}</li>" for line in power)
-        parts.append(f"<h3>What this run's data can decide</h3>\n<p class=\"note\">"
-                     f"{e(POWER_CAPTION)}</p>\n<ul>{items}</ul>\n")  # fmt: skip
-    if verdict.available:
-        parts.append(f'<h3>Decisiveness</h3>\n<p class="note">{e(DECISIVENESS_CAPTION)}</p>\n'
-                     + html_table(decisiveness_table(verdict)) + "\n")  # fmt: skip
-    return "".join(parts)
-
-
-def terminal_lines(verdict: Verdict) -> list[str]:
-    """The headline and the power lines as plain lines (the terminal's first output)."""
-    out = [f"Verdict ({100 * verdict.level:.0f} % paired bootstrap intervals)"]
-    for family, lines in headline(verdict):
-        out.append(f"{family}:")
-        out.extend(f"  - {line}" for line in lines)
-    power = power_lines(verdict)
-    if power:
-        out.append("What this run's data can decide:")
-        out.extend(f"  - {line}" for line in power)
-    return out
+        label=str(top["label"]),
+        point=knob_text_of(top),
+        utility=float(top["utility"]),
+        ci_low=float(top["utility_ci_low"]),
+        ci_high=float(top["utility_ci_high"]),
+        privacy=float(top["privacy"]),
+        privacy_ci_low=p_lo,
+        privacy_ci_high=p_hi,
+    )

@@ -86,8 +86,11 @@ def one_token_words(bb: Any, ids: np.ndarray) -> tuple[np.ndarray, list[str]]:
     keep = [k for k, t in enumerate(tokens) if t.isascii() and t.isalpha()]
     words = [tokens[k] for k in keep]
     back = bb.token_ids(words)
-    ok = [m for m, (k, p) in enumerate(zip(keep, back, strict=True))
-          if len(p) == 1 and int(p[0]) == int(ids[k])]  # fmt: skip
+    ok = [
+        m
+        for m, (k, p) in enumerate(zip(keep, back, strict=True))
+        if len(p) == 1 and int(p[0]) == int(ids[k])
+    ]
     return np.asarray([ids[keep[m]] for m in ok], dtype=np.int64), [words[m] for m in ok]
 
 
@@ -130,6 +133,12 @@ def text_units(
         return [str(t) for t in bb.subwords.id_to_token(bb.index.query(vecs).tolist())]
 
     return UnitMechanism(
-        draw, bb.embeddings, ids, lambda u: word_of[int(u)], noise=noise, continuous=vectors,
-        show=None if vectors else show, document=document,
-    )  # fmt: skip
+        draw,
+        bb.embeddings,
+        ids,
+        lambda u: word_of[int(u)],
+        noise=noise,
+        continuous=vectors,
+        show=None if vectors else show,
+        document=document,
+    )

@@ -34,9 +34,13 @@ def score_attributes(
         if s is None:
             nan = float("nan")
             scores[name] = dict(
-                balanced_accuracy=nan, accuracy=nan, macro_f1=nan,
-                majority_balanced_accuracy=nan, majority_accuracy=nan, advantage=nan,
-            )  # fmt: skip
+                balanced_accuracy=nan,
+                accuracy=nan,
+                macro_f1=nan,
+                majority_balanced_accuracy=nan,
+                majority_accuracy=nan,
+                advantage=nan,
+            )
             continue
         scores[name] = {
             "balanced_accuracy": s["outcome"].value(),
@@ -141,11 +145,16 @@ def _attribute_rows(
 
 
 ATTRIBUTE_ACCURACY = MetricSpec(
-    name="attribute_accuracy", family="attribute", higher_is_stronger=True,
-    prediction_kind="attributes", needs=("attributes",), reducer="balanced_accuracy",
-    scorer=_score_attribute_accuracy, baseline=Baseline("majority-guess attacker"),
+    name="attribute_accuracy",
+    family="attribute",
+    higher_is_stronger=True,
+    prediction_kind="attributes",
+    needs=("attributes",),
+    reducer="balanced_accuracy",
+    scorer=_score_attribute_accuracy,
+    baseline=Baseline("majority-guess attacker"),
     description="balanced accuracy of the inferred private attribute (chance 1/K)",
-)  # fmt: skip
+)
 
 
 def _score_person_attribute_accuracy(

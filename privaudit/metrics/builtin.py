@@ -17,7 +17,15 @@ ATTRIBUTE = register_family(
 IDENTITY = register_family(FamilySpec("identity", "re-identification of the victims' authors"))
 
 for _spec in (
-    TOKEN_RECOVERY, TOKEN_F1, EMBEDDING_MSE, ENTITY_F1, TEXT_SIMILARITY, ATTRIBUTE_ACCURACY,
-    WORD_SET_F1, GENERATION_F1, REIDENTIFICATION_ACCURACY, PERSON_ATTRIBUTE_ACCURACY,
-):  # fmt: skip
+    TOKEN_RECOVERY,
+    TOKEN_F1,
+    EMBEDDING_MSE,
+    ENTITY_F1,
+    TEXT_SIMILARITY,
+    ATTRIBUTE_ACCURACY,
+    WORD_SET_F1,
+    GENERATION_F1,
+    REIDENTIFICATION_ACCURACY,
+    PERSON_ATTRIBUTE_ACCURACY,
+):
     register_metric(_spec)

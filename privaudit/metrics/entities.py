@@ -139,13 +139,23 @@ def _score_text_similarity(
 
 
 ENTITY_F1 = MetricSpec(
-    name="entity_f1", family="entity", higher_is_stronger=True, prediction_kind="entities",
-    needs=("entities",), reducer="f1", scorer=_score_entity_f1,
+    name="entity_f1",
+    family="entity",
+    higher_is_stronger=True,
+    prediction_kind="entities",
+    needs=("entities",),
+    reducer="f1",
+    scorer=_score_entity_f1,
     description="micro F1 of the victims' (entity text, type) pairs recovered",
-)  # fmt: skip
+)
 TEXT_SIMILARITY = MetricSpec(
-    name="text_similarity", family="entity", higher_is_stronger=True, prediction_kind="texts",
-    needs=("texts", "entities"), reducer="ratio", scorer=_score_text_similarity,
+    name="text_similarity",
+    family="entity",
+    higher_is_stronger=True,
+    prediction_kind="texts",
+    needs=("texts", "entities"),
+    reducer="ratio",
+    scorer=_score_text_similarity,
     baseline=Baseline("the release as is (no attack)", per_point=True),
     description="mean difflib ratio between each original and its recovery (HaS §3.3)",
-)  # fmt: skip
+)

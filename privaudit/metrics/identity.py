@@ -85,19 +85,25 @@ AUTHOR = register_truth_field(
 )
 CANDIDATES = register_truth_field(
     TruthField(
-        "candidates", "the background's authors, with their document counts, most first",
-        _candidates, cut="shared", default=dict,
+        "candidates",
+        "the background's authors, with their document counts, most first",
+        _candidates,
+        cut="shared",
+        default=dict,
     )
-)  # fmt: skip
+)
 RANKING = register_prediction_kind(
     PredictionKind("ranking", "per document, candidate authors best first")
 )
 BACKGROUND = register_knowledge_field(
     KnowledgeField(
-        "background", "documents of known authors (text, author), never a victim's",
-        _background, missing=NO_BACKGROUND, na_cause="truth",
+        "background",
+        "documents of known authors (text, author), never a victim's",
+        _background,
+        missing=NO_BACKGROUND,
+        na_cause="truth",
     )
-)  # fmt: skip
+)
 
 
 def rank_of(author: str, ranking: Sequence[Any]) -> int | None:
@@ -116,8 +122,14 @@ def ranking_scores(authors: Sequence[str], rankings: Sequence[Sequence[Any]]) ->
     hit5 = np.asarray([r is not None and r <= 5 for r in ranks], dtype=np.float64)
     rr = np.asarray([0.0 if r is None else 1.0 / r for r in ranks], dtype=np.float64)
     mean = (lambda a: float(a.mean())) if len(ranks) else (lambda a: float("nan"))
-    return {"hit1": hit1, "hit5": hit5, "rr": rr,
-            "top1": mean(hit1), "top5": mean(hit5), "mrr": mean(rr)}  # fmt: skip
+    return {
+        "hit1": hit1,
+        "hit5": hit5,
+        "rr": rr,
+        "top1": mean(hit1),
+        "top5": mean(hit5),
+        "mrr": mean(rr),
+    }
 
 
 def _score_reidentification(
@@ -151,10 +163,14 @@ def _score_reidentification(
     prior = list(candidates)  # most background documents first
     guess = ranking_scores(who, [prior] * len(who))
     extra: dict[str, Any] = {
-        "top5": mine["top5"], "mrr": mine["mrr"], "baseline_top5": guess["top5"],
-        "baseline_mrr": guess["mrr"], "n_candidates": len(candidates), "n_scored": len(who),
+        "top5": mine["top5"],
+        "mrr": mine["mrr"],
+        "baseline_top5": guess["top5"],
+        "baseline_mrr": guess["mrr"],
+        "n_candidates": len(candidates),
+        "n_scored": len(who),
         "n_not_candidates": len(authors) - len(scored),
-    }  # fmt: skip
+    }
     for name, variant in dict(predictions.meta.get("variants", {})).items():
         v = ranking_scores(who, [list(variant)[d] for d in scored])
         extra |= {f"{name}_top1": v["top1"], f"{name}_mrr": v["mrr"]}
@@ -168,9 +184,14 @@ def _score_reidentification(
 
 
 REIDENTIFICATION_ACCURACY = MetricSpec(
-    name="reidentification_accuracy", family="identity", higher_is_stronger=True,
-    prediction_kind="ranking", needs=("author", "candidates"), reducer="ratio",
-    scorer=_score_reidentification, baseline=Baseline("prior-guess attacker"),
+    name="reidentification_accuracy",
+    family="identity",
+    higher_is_stronger=True,
+    prediction_kind="ranking",
+    needs=("author", "candidates"),
+    reducer="ratio",
+    scorer=_score_reidentification,
+    baseline=Baseline("prior-guess attacker"),
     display="top-1 re-identification accuracy",
     description="share of victims whose author the attack ranks first among the candidates",
-)  # fmt: skip
+)

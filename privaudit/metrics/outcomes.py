@@ -99,9 +99,11 @@ class Outcome:
 
     @classmethod
     def ratio(
-        cls, numerator: Sequence[float], denominator: Sequence[float] | float = 1.0,
+        cls,
+        numerator: Sequence[float],
+        denominator: Sequence[float] | float = 1.0,
         docs: Sequence[int] | None = None,
-    ) -> Outcome:  # fmt: skip
+    ) -> Outcome:
         """Sum of ``numerator`` over sum of ``denominator`` (a mean when it is 1)."""
         num = np.asarray(numerator, dtype=np.float64).reshape(-1)
         den = np.broadcast_to(np.asarray(denominator, dtype=np.float64), num.shape)
@@ -109,9 +111,12 @@ class Outcome:
 
     @classmethod
     def f1(
-        cls, hit: Sequence[float], n_pred: Sequence[float], n_true: Sequence[float],
+        cls,
+        hit: Sequence[float],
+        n_pred: Sequence[float],
+        n_true: Sequence[float],
         docs: Sequence[int] | None = None,
-    ) -> Outcome:  # fmt: skip
+    ) -> Outcome:
         """Micro F1 from per-document hits, predicted and true counts."""
         stats = np.stack([np.asarray(a, np.float64).reshape(-1) for a in (hit, n_pred, n_true)], 1)
         return cls("f1", stats, _docs(docs, len(stats)))

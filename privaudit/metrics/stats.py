@@ -163,8 +163,12 @@ class Outcomes:
         for key, what, reducer, k, docs, stats in frame[
             ["key", "what", "reducer", "k", "docs", "stats"]
         ].itertuples(index=False):
-            record = {"reducer": reducer, "k": int(k), "stats": np.asarray(stats, np.float64),
-                      "docs": None if docs is None else np.asarray(docs, np.int64)}  # fmt: skip
+            record = {
+                "reducer": reducer,
+                "k": int(k),
+                "stats": np.asarray(stats, np.float64),
+                "docs": None if docs is None else np.asarray(docs, np.int64),
+            }
             entries[(str(key), str(what))] = Outcome.from_record(record)
         return cls(entries)
 
@@ -343,9 +347,10 @@ def _prepared(frame: pd.DataFrame) -> pd.DataFrame:
     if missing.any():
         frame.loc[missing, "family"] = [
             legacy_family(str(a), str(m))
-            for a, m in zip(frame.loc[missing, "attack"], frame.loc[missing, "attack_metric"],
-                            strict=True)
-        ]  # fmt: skip
+            for a, m in zip(
+                frame.loc[missing, "attack"], frame.loc[missing, "attack_metric"], strict=True
+            )
+        ]
     return frame
 
 
@@ -469,8 +474,9 @@ def measured_sds(table: pd.DataFrame | None) -> tuple[dict[str, float], float | 
     if table is None or table.empty:
         return {}, None
     ok = table[(table["status"] == "ok") & table["measured_sd"].notna()].copy()
-    ok["measured_sd"] = [sd_upper_bound(sd, k) for sd, k in zip(ok["measured_sd"], ok["fits"],
-                                                                  strict=True)]  # fmt: skip
+    ok["measured_sd"] = [
+        sd_upper_bound(sd, k) for sd, k in zip(ok["measured_sd"], ok["fits"], strict=True)
+    ]
     attacks = ok[ok["what"] == "attack"].groupby("label")["measured_sd"].max()
     utility = ok[ok["what"] == "utility"]["measured_sd"]
     return {str(k): float(v) for k, v in attacks.items()}, (

@@ -87,9 +87,7 @@ def replacement_rate(audits: Sequence[dict]) -> float:
     return changed / total if total else float("nan")
 
 
-def _token_counts(
-    truth: Sequence[Sequence[int]], guess: Sequence[Sequence[int]]
-) -> np.ndarray:  # fmt: skip
+def _token_counts(truth: Sequence[Sequence[int]], guess: Sequence[Sequence[int]]) -> np.ndarray:
     if len(guess) != len(truth):
         raise ValueError(f"The attack returned {len(guess)} documents for {len(truth)} victims.")
     return multiset_counts(
@@ -235,21 +233,37 @@ def _score_embedding_mse(
 
 
 TOKEN_RECOVERY = MetricSpec(
-    name="token_recovery", family="text", higher_is_stronger=True, prediction_kind="tokens",
-    needs=("tokens", "frequent_token"), reducer="ratio", scorer=_score_token_recovery,
+    name="token_recovery",
+    family="text",
+    higher_is_stronger=True,
+    prediction_kind="tokens",
+    needs=("tokens", "frequent_token"),
+    reducer="ratio",
+    scorer=_score_token_recovery,
     baseline=Baseline("frequent-token guess"),
     description="fraction of the victims' tokens recovered, position by position",
-)  # fmt: skip
+)
 TOKEN_F1 = MetricSpec(
-    name="token_f1", family="text", higher_is_stronger=True, prediction_kind="tokens",
-    needs=("tokens", "frequent_token"), reducer="f1", scorer=_score_token_f1,
+    name="token_f1",
+    family="text",
+    higher_is_stronger=True,
+    prediction_kind="tokens",
+    needs=("tokens", "frequent_token"),
+    reducer="f1",
+    scorer=_score_token_f1,
     baseline=Baseline("frequent-token guess"),
     description="micro F1 of the bags of predicted and original tokens",
-)  # fmt: skip
+)
 EMBEDDING_MSE = MetricSpec(
-    name="embedding_mse", family="text", higher_is_stronger=False, bounded=False,
-    prediction_kind="tokens", needs=("tokens", "embeddings", "mean_embedding"), reducer="ratio",
-    scorer=_score_embedding_mse, baseline=Baseline("mean-embedding guess"),
+    name="embedding_mse",
+    family="text",
+    higher_is_stronger=False,
+    bounded=False,
+    prediction_kind="tokens",
+    needs=("tokens", "embeddings", "mean_embedding"),
+    reducer="ratio",
+    scorer=_score_embedding_mse,
+    baseline=Baseline("mean-embedding guess"),
     display="embedding MSE",
     description="mean squared error per coordinate of the reconstructed input embeddings",
-)  # fmt: skip
+)

@@ -164,9 +164,13 @@ class Truth:
                 if len(entities) == n:
                     entities[d] = [e for e in entities[d] if _entity_within(e, texts[d], end)]
         truth = replace(
-            self, tokens=tokens, texts=texts, entities=entities, piece_positions=pieces,
+            self,
+            tokens=tokens,
+            texts=texts,
+            entities=entities,
+            piece_positions=pieces,
             token_ends=ends,
-        )  # fmt: skip
+        )
         return truth, cut_tokens, cut_docs
 
 

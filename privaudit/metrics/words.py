@@ -283,14 +283,26 @@ def _text_rows(
 
 
 WORD_SET_F1 = MetricSpec(
-    name="word_set_f1", family="text", higher_is_stronger=True, prediction_kind="tokens",
-    needs=("texts", "entities"), reducer="f1", scorer=_score_word_set_f1,
-    baseline=Baseline("frequent-words guess"), target_families={"entities": "entity"},
+    name="word_set_f1",
+    family="text",
+    higher_is_stronger=True,
+    prediction_kind="tokens",
+    needs=("texts", "entities"),
+    reducer="f1",
+    scorer=_score_word_set_f1,
+    baseline=Baseline("frequent-words guess"),
+    target_families={"entities": "entity"},
     description="F1 of the recovered word set, stop words excluded (Song & Raghunathan 2020)",
-)  # fmt: skip
+)
 GENERATION_F1 = MetricSpec(
-    name="generation_f1", family="text", higher_is_stronger=True, prediction_kind="texts",
-    needs=("texts", "entities"), reducer="f1", scorer=_score_generation,
-    baseline=Baseline("unconditioned decoder"), target_families={"entities": "entity"},
+    name="generation_f1",
+    family="text",
+    higher_is_stronger=True,
+    prediction_kind="texts",
+    needs=("texts", "entities"),
+    reducer="f1",
+    scorer=_score_generation,
+    baseline=Baseline("unconditioned decoder"),
+    target_families={"entities": "entity"},
     description="word F1 of the decoded text, stop words excluded (GEIA, Li et al. 2023)",
-)  # fmt: skip
+)

@@ -294,9 +294,13 @@ class Backbone:
             yield idx, enc.to(device)
 
     def _pooled(
-        self, texts: list[str], max_length: int, batch_size: int, progress: bool,
+        self,
+        texts: list[str],
+        max_length: int,
+        batch_size: int,
+        progress: bool,
         model: Any = None,
-    ) -> np.ndarray:  # fmt: skip
+    ) -> np.ndarray:
         import torch
 
         out = np.zeros((len(texts), self.dim), dtype=np.float32)

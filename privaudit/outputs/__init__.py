@@ -75,26 +75,37 @@ def write_outputs(frame: Any, rd: RunDir, chance: float) -> tuple[list[Path], li
     styles = run_styles(frame)  # one colour and marker per defense in every figure
     for attack_name in sorted(ok["attack"].unique()):
         sub, path = ok[ok["attack"] == attack_name], rd.pareto_png(attack_name)
-        attempt(path.name, lambda s=sub, p=path, a=attack_name: plot_pareto(
-            s, p, attack=a, chance=chance, styles=styles) or p)  # fmt: skip
+        attempt(
+            path.name,
+            lambda s=sub, p=path, a=attack_name: (
+                plot_pareto(s, p, attack=a, chance=chance, styles=styles) or p
+            ),
+        )
     boards: list[Any] = []
 
     def board() -> list[Path]:
         runs = load_runs([rd.path], chance=chance)
         boards.append(runs.board())
-        return write_leaderboard(boards[0], rd.path, runs.guarantees, frame=runs.frame,
-                                 strength=runs.strength)  # fmt: skip
+        return write_leaderboard(
+            boards[0], rd.path, runs.guarantees, frame=runs.frame, strength=runs.strength
+        )
 
     if len(frame):  # before the leaderboard, which shows it
         # a table, not a plot: nothing to list
         attempt(rd.guarantees_csv.name, lambda: write_guarantees(frame, rd) and [])
     if len(ok):
-        attempt(rd.frontiers_png.name, lambda: plot_frontiers(
-            frame, rd.frontiers_png, chance=chance, styles=styles))  # fmt: skip
+        attempt(
+            rd.frontiers_png.name,
+            lambda: plot_frontiers(frame, rd.frontiers_png, chance=chance, styles=styles),
+        )
         attempt("leaderboard", board)
         if boards and not boards[0].points.empty:
-            attempt(rd.families_png.name, lambda: plot_families(
-                boards[0].points, rd.families_png, chance=chance, styles=styles))  # fmt: skip
+            attempt(
+                rd.families_png.name,
+                lambda: plot_families(
+                    boards[0].points, rd.families_png, chance=chance, styles=styles
+                ),
+            )
     curve = rd.read_strength()
     if curve is not None and (curve["status"] == "ok").any():
         attempt(rd.strength_png.name, lambda: save_figure(strength_figure(curve), rd.strength_png))

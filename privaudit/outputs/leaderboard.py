@@ -24,8 +24,8 @@ from privaudit.leaderboard.service import html_fragment as service_html
 from privaudit.leaderboard.service import markdown as service_markdown
 from privaudit.leaderboard.strength import markdown as strength_markdown
 from privaudit.leaderboard.tables import TABLE_CSS, html_table, markdown_table
-from privaudit.leaderboard.verdict import html_fragment as verdict_html
-from privaudit.leaderboard.verdict import markdown as verdict_markdown
+from privaudit.leaderboard.verdict_words import html_fragment as verdict_html
+from privaudit.leaderboard.verdict_words import markdown as verdict_markdown
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -95,7 +95,9 @@ def _guarantees_html(guarantees: pd.DataFrame) -> str:
         for line in guarantee_violations(guarantees)
     )
     return (
-        "<h3>Guarantee audit</h3>\n" + violated
+        "<h3>Guarantee audit</h3>\n"
+        + violated
         + f'<p class="note">{html.escape(GUARANTEE_NOTE)}</p>\n'
-        + html_table(guarantee_table(guarantees), numeric_from=8) + "\n"
-    )  # fmt: skip
+        + html_table(guarantee_table(guarantees), numeric_from=8)
+        + "\n"
+    )

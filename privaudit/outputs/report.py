@@ -36,7 +36,7 @@ from privaudit.leaderboard.strength import (
     undefended_table,
 )
 from privaudit.leaderboard.tables import TABLE_CSS, Table, fmt_number, html_table
-from privaudit.leaderboard.verdict import html_fragment as verdict_html
+from privaudit.leaderboard.verdict_words import html_fragment as verdict_html
 from privaudit.metrics.spec import find_metric
 from privaudit.metrics.stats import with_labels
 from privaudit.outputs.runs import load_runs, read_run, run_chance, unfinished
@@ -81,12 +81,17 @@ def environment(meta: dict[str, Any]) -> list[list[str]]:
     prov = meta.get("provenance")
     if not isinstance(prov, dict):
         return [["provenance", "not recorded (a run from an older privaudit)"]]
-    rows = [["started", str(prov.get("started", "—"))],
-            ["git commit", str(prov.get("git_commit") or "not a checkout")]]  # fmt: skip
+    rows = [
+        ["started", str(prov.get("started", "—"))],
+        ["git commit", str(prov.get("git_commit") or "not a checkout")],
+    ]
     rows += [[k, str(v)] for k, v in (prov.get("packages") or {}).items()]
-    rows += [["python", str(prov.get("python", "—"))], ["platform", str(prov.get("platform"))],
-             ["cpu count", str(prov.get("cpu_count"))],
-             ["device", str(prov.get("device", "not recorded"))]]  # fmt: skip
+    rows += [
+        ["python", str(prov.get("python", "—"))],
+        ["platform", str(prov.get("platform"))],
+        ["cpu count", str(prov.get("cpu_count"))],
+        ["device", str(prov.get("device", "not recorded"))],
+    ]
     return rows
 
 
@@ -124,9 +129,12 @@ def _summary(run_dir: Path, frame: pd.DataFrame, meta: dict[str, Any]) -> str:
         status = "unfinished" + (f": {planned} cells planned" if isinstance(planned, int) else "")
         facts = {"run status": status} | facts
     for col, name in (
-        ("corpus", "corpus"), ("backbone", "backbone"), ("utility_evaluator", "utility"),
-        ("privaudit_version", "privaudit version of the run"), ("seed", "seeds"),
-    ):  # fmt: skip
+        ("corpus", "corpus"),
+        ("backbone", "backbone"),
+        ("utility_evaluator", "utility"),
+        ("privaudit_version", "privaudit version of the run"),
+        ("seed", "seeds"),
+    ):
         if col in frame.columns:
             facts[name] = ", ".join(str(v) for v in sorted(frame[col].dropna().unique(), key=str))
     if "corpus_sizes" in meta:
@@ -224,8 +232,19 @@ def _cells_section(frame: pd.DataFrame) -> str:
     parts = []
     # The rate asked for, where the grid calibrated knob values by replacement rate.
     rated = "target_rate" in frame.columns and bool(frame["target_rate"].notna().any())
-    headers = ["defense", "knob", "value", *(["target rate"] if rated else []), "seed",
-               "attack", "status", "privacy", "normalised privacy", "utility", "s"]  # fmt: skip
+    headers = [
+        "defense",
+        "knob",
+        "value",
+        *(["target rate"] if rated else []),
+        "seed",
+        "attack",
+        "status",
+        "privacy",
+        "normalised privacy",
+        "utility",
+        "s",
+    ]
     for attack, sub in frame.groupby("attack", sort=True):
         sub = sub.sort_values(["label", "knob_value", "seed"], na_position="first")
         rows = [

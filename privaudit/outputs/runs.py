@@ -68,7 +68,7 @@ def results_from_cells(run_dir: str | Path) -> int:
     from privaudit.audit.cells import context_for
     from privaudit.audit.config import load_config
     from privaudit.audit.plan import plan
-    from privaudit.audit.runner import results_table
+    from privaudit.audit.rows import results_table
 
     cfg = load_config(config)
     with warnings.catch_warnings():  # the corpus's and defenses' notes were said by the run
@@ -113,8 +113,12 @@ class Runs:
         """The keyword arguments :func:`privaudit.leaderboard.board.leaderboard` takes from
         the runs: outcomes, bootstrap (with the runs' units) and the measured fit noise."""
         measured, utility = measured_sds(self.fit_noise)
-        return {"outcomes": self.outcomes, "bootstrap": self.bootstrap,
-                "measured_fit_sd": measured, "measured_utility_fit_sd": utility}  # fmt: skip
+        return {
+            "outcomes": self.outcomes,
+            "bootstrap": self.bootstrap,
+            "measured_fit_sd": measured,
+            "measured_utility_fit_sd": utility,
+        }
 
 
 def load_runs(

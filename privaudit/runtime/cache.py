@@ -113,9 +113,12 @@ def locked(path: Path) -> Iterator[None]:
         except BlockingIOError:
             handle.seek(0)
             holder = handle.read().strip() or "another process"
-            print(f"privaudit: waiting for {holder}, which holds {path} (it is building "
-                  f"{path.stem}; this process reads it when done)",
-                  file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"privaudit: waiting for {holder}, which holds {path} (it is building "
+                f"{path.stem}; this process reads it when done)",
+                file=sys.stderr,
+                flush=True,
+            )
             fcntl.flock(handle, fcntl.LOCK_EX)
         with contextlib.suppress(OSError):  # the note is for the waiters: never a failure
             handle.seek(0)

@@ -51,8 +51,18 @@ SWITCH_ENV = "PRIVAUDIT_CELL_STORE"
 #: After pruning, the store is at most this share of its bound, so every run does not prune.
 PRUNE_TO = 0.9
 
-_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "M": 1 << 20, "MB": 1 << 20,
-          "G": 1 << 30, "GB": 1 << 30, "T": 1 << 40, "TB": 1 << 40}  # fmt: skip
+_UNITS = {
+    "": 1,
+    "B": 1,
+    "K": 1 << 10,
+    "KB": 1 << 10,
+    "M": 1 << 20,
+    "MB": 1 << 20,
+    "G": 1 << 30,
+    "GB": 1 << 30,
+    "T": 1 << 40,
+    "TB": 1 << 40,
+}
 
 _FRESH: contextvars.ContextVar[bool] = contextvars.ContextVar("fresh_cells", default=False)
 

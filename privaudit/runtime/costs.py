@@ -113,9 +113,13 @@ class Reference:
         pretrain = data.get("pretrain_seconds_per_doc_epoch")
         stamp = digest([json.dumps(entries, sort_keys=True), score])[:12]
         return cls(
-            entries, score, _device_kind(str(data["device"])),
-            None if pretrain is None else float(pretrain), str(data.get("machine", "")), stamp,
-        )  # fmt: skip
+            entries,
+            score,
+            _device_kind(str(data["device"])),
+            None if pretrain is None else float(pretrain),
+            str(data.get("machine", "")),
+            stamp,
+        )
 
 
 def load_reference(path: Path | None = None) -> Reference | None:
@@ -275,8 +279,14 @@ def speed_score(*, fresh: bool = False) -> float:
         with contextlib.suppress(OSError, AttributeError):  # no load average on Windows
             load = round(os.getloadavg()[0], 2)
         with contextlib.suppress(OSError, ValueError):  # a record: never a run's failure
-            _write_atomic(path, {"format": FORMAT, "machines": _read_scores(path) | {
-                machine: score}, "load": {machine: load}})  # fmt: skip
+            _write_atomic(
+                path,
+                {
+                    "format": FORMAT,
+                    "machines": _read_scores(path) | {machine: score},
+                    "load": {machine: load},
+                },
+            )
     return score
 
 
@@ -301,9 +311,13 @@ def pretrain_rate(timings: Path, prior: float) -> float:
 
 
 def write_reference(
-    costs: Path, out: Path = SHIPPED, *, machine: str | None = None, score: float | None = None,
+    costs: Path,
+    out: Path = SHIPPED,
+    *,
+    machine: str | None = None,
+    score: float | None = None,
     timings: Path | None = None,
-) -> Reference:  # fmt: skip
+) -> Reference:
     """Write the reference book ``out`` from ``machine``'s section (default: this machine's)
     of the measured ``costs`` file, with this machine's speed score (default: measured now,
     :func:`speed_score` ``fresh``) and the pre-training rate of ``timings`` (default:

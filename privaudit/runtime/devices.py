@@ -267,8 +267,9 @@ def fast_precision() -> Any:
 
     if not bf16():
         return contextlib.nullcontext()
-    return torch.autocast("cuda" if current_device().startswith("cuda") else "cpu",
-                          dtype=torch.bfloat16)  # fmt: skip
+    return torch.autocast(
+        "cuda" if current_device().startswith("cuda") else "cpu", dtype=torch.bfloat16
+    )
 
 
 @contextmanager

@@ -84,16 +84,25 @@ class Inputs:
             texts = [(release.texts or [])[i] for i in idx]
             n_words = release.plain_prefix
             if not n_words:
-                enc = bb.tokenizer(texts, padding=True, truncation=True, max_length=max_length,
-                                   return_tensors="pt")  # fmt: skip
+                enc = bb.tokenizer(
+                    texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt"
+                )
                 return cls(enc["input_ids"], None, enc["attention_mask"], [[] for _ in texts])
             # RAPT's public plain prefix: ``max_length`` budgets the user's text alone, and the
             # classifier pools over the user's text only (the service knows where the prefix is).
             prefixes = [" ".join(t.split()[:n_words]) for t in texts]
-            room = max((len(p) for p in bb.tokenizer(prefixes, add_special_tokens=False)
-                        ["input_ids"]), default=0)  # fmt: skip
-            enc = bb.tokenizer(texts, padding=True, truncation=True, max_length=max_length + room,
-                               return_tensors="pt", return_offsets_mapping=True)  # fmt: skip
+            room = max(
+                (len(p) for p in bb.tokenizer(prefixes, add_special_tokens=False)["input_ids"]),
+                default=0,
+            )
+            enc = bb.tokenizer(
+                texts,
+                padding=True,
+                truncation=True,
+                max_length=max_length + room,
+                return_tensors="pt",
+                return_offsets_mapping=True,
+            )
             offsets = enc.pop("offset_mapping").tolist()
             pool = enc["attention_mask"].clone()
             plain: list[list[int]] = []

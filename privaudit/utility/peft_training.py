@@ -203,8 +203,12 @@ def _loop(
     n, bs = len(target), cfg["batch_size"]
     device = module_device(model)  # the data stays on the CPU; each batch moves there
     steps = cfg["epochs"] * math.ceil(n / bs)
-    bar = tqdm(total=steps, desc=f"train {cfg['method']}", leave=False,
-               disable=None if progress is None else not progress)  # fmt: skip
+    bar = tqdm(
+        total=steps,
+        desc=f"train {cfg['method']}",
+        leave=False,
+        disable=None if progress is None else not progress,
+    )
     t0, seen, running = time.perf_counter(), 0, None
     model.train()
     for _ in range(cfg["epochs"]):
@@ -228,8 +232,11 @@ def _loop(
             bar.update()
     bar.close()
     seconds = time.perf_counter() - t0
-    return {"train_seconds": seconds, "examples_per_second": seen / seconds if seconds else 0.0,
-            "final_loss": running}  # fmt: skip
+    return {
+        "train_seconds": seconds,
+        "examples_per_second": seen / seconds if seconds else 0.0,
+        "final_loss": running,
+    }
 
 
 def predict_encoder(model: Any, inputs: Inputs, batch_size: int) -> np.ndarray:
@@ -286,8 +293,16 @@ def train_head(
         # The objective reads the trunk's output (256 wide), what the task head reads.
         extra = _objective_term(objective, targets, [[] for _ in range(len(xs))], 256, params)
         opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=cfg["weight_decay"])
-        info = _loop(model, xs, target, cfg | {"epochs": max(cfg["epochs"], 10)}, generator,
-                     progress, opt, extra=extra)  # fmt: skip
+        info = _loop(
+            model,
+            xs,
+            target,
+            cfg | {"epochs": max(cfg["epochs"], 10)},
+            generator,
+            progress,
+            opt,
+            extra=extra,
+        )
     model.eval()
     return model, info | {"trainable_params": int(trainable)}
 

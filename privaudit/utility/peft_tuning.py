@@ -249,15 +249,7 @@ class PeftUtility(UtilityEvaluator):
         ``test``: balanced accuracy, accuracy, macro-F1, predictions, test_indices, objective
         (see the class docstring)."""
         cfg = self.settings()
-        if not isinstance(train, Release) or not isinstance(test, Release):
-            raise TypeError("evaluate_releases takes two Release objects (train, test).")
-        if not isinstance(rng, np.random.Generator):
-            raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}.")
-        y_train, y_test = np.asarray(train_labels), np.asarray(test_labels)
-        if len(y_train) != len(train) or len(y_test) != len(test):
-            raise ValueError("Each released document needs exactly one label.")
-        if train.kind != test.kind:
-            raise ValueError(f"train is a {train.kind!r} release but test a {test.kind!r} one.")
+        y_train, y_test = _checked_labels(train, train_labels, test, test_labels, rng)
         layer = split_layer(train, test)
         train_idx = subset(len(train), cfg["max_train"])
         test_idx = subset(len(test), cfg["max_test"])
@@ -291,14 +283,31 @@ class PeftUtility(UtilityEvaluator):
                     if self.lr is None and cfg["method"] != "fine-tuning":
                         cfg = cfg | {"lr": PROFILES[self.profile].lr["lora"]}  # LoRA on the top
                     model, info = train_top(
-                        bb, layer, inputs_fit, y_fit, classes, cfg, seed, self.progress,
-                        objective, targets, self._lora_config(range(layer, bb.n_layers)),
-                    )  # fmt: skip
+                        bb,
+                        layer,
+                        inputs_fit,
+                        y_fit,
+                        classes,
+                        cfg,
+                        seed,
+                        self.progress,
+                        objective,
+                        targets,
+                        self._lora_config(range(layer, bb.n_layers)),
+                    )
                 else:
                     model, info = train_encoder(
-                        bb, inputs_fit, y_fit, classes, cfg, seed, self.progress, objective,
-                        targets, self._peft_config(cfg),
-                    )  # fmt: skip
+                        bb,
+                        inputs_fit,
+                        y_fit,
+                        classes,
+                        cfg,
+                        seed,
+                        self.progress,
+                        objective,
+                        targets,
+                        self._peft_config(cfg),
+                    )
                 pred = classes[predict_encoder(model, inputs_eval, cfg["batch_size"])]
         trained = type(objective).__name__ if objective else None
         self.last_info = cfg | info | {"objective": trained, "objective_status": status}
@@ -342,9 +351,11 @@ class PeftUtility(UtilityEvaluator):
 
         if self.method == "fine-tuning" or (layers is not None and len(layers) == 0):
             return None
-        extra = {} if layers is None else {
-            "layers_to_transform": list(layers), "layers_pattern": "layer"
-        }  # fmt: skip
+        extra = (
+            {}
+            if layers is None
+            else {"layers_to_transform": list(layers), "layers_pattern": "layer"}
+        )
         return LoraConfig(
             task_type=TaskType.FEATURE_EXTRACTION,
             r=int(self.lora_r),
@@ -377,3 +388,24 @@ class FineTuning(PeftUtility):
     """Full fine-tuning on the release (every weight): peft, method=fine-tuning."""
 
     name: ClassVar[str] = "fine-tuning"
+
+
+def _checked_labels(
+    train: Release,
+    train_labels: Sequence[int],
+    test: Release,
+    test_labels: Sequence[int],
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The train and test labels as arrays, after checking what ``evaluate_releases`` was
+    given: two releases of one kind, one label per document, a numpy generator."""
+    if not isinstance(train, Release) or not isinstance(test, Release):
+        raise TypeError("evaluate_releases takes two Release objects (train, test).")
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}.")
+    y_train, y_test = np.asarray(train_labels), np.asarray(test_labels)
+    if len(y_train) != len(train) or len(y_test) != len(test):
+        raise ValueError("Each released document needs exactly one label.")
+    if train.kind != test.kind:
+        raise ValueError(f"train is a {train.kind!r} release but test a {test.kind!r} one.")
+    return y_train, y_test

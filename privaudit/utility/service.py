@@ -161,8 +161,11 @@ class Service(UtilityEvaluator):
         seed = draw_seed(rng)
         objective = self._objective(defense, train)
         why_not = (lambda _: None) if objective is not None else self._not_trained
-        status = objective_status(defense, why_not) if self.use_objective else (
-            objective_status(defense, lambda _: "use_objective=False"))  # fmt: skip
+        status = (
+            objective_status(defense, why_not)
+            if self.use_objective
+            else (objective_status(defense, lambda _: "use_objective=False"))
+        )
         bb = backbone(self.backbone)
         with torch_threads(self.threads):
             feats_train = Features.of(bb, train, int(self.max_length), int(self.max_plain))
@@ -174,8 +177,9 @@ class Service(UtilityEvaluator):
                 targets = objective.targets(train, range(len(train)), train_attributes or {})
             model, info = self._fit(feats_train, y_idx, len(classes), objective, targets, seed)
             pred_idx = _predict(model, feats_test)
-            details: dict[str, Any] = info | {"probe_balanced_accuracy": _probe_score(
-                model, feats_test, y_test, classes)}  # fmt: skip
+            details: dict[str, Any] = info | {
+                "probe_balanced_accuracy": _probe_score(model, feats_test, y_test, classes)
+            }
             attribute = getattr(objective, "attribute", None)
             if objective is not None and isinstance(attribute, str) and train_attributes:
                 values = train_attributes.get(attribute)
@@ -266,9 +270,12 @@ class Service(UtilityEvaluator):
                     break
         model.load_state_dict(best_state)
         model.eval()
-        return model, {"epoch_kept": best[1], "epochs_run": epoch,
-                       "val_loss": round(float(best[0]), 4),
-                       "trained": model.kind}  # fmt: skip
+        return model, {
+            "epoch_kept": best[1],
+            "epochs_run": epoch,
+            "val_loss": round(float(best[0]), 4),
+            "trained": model.kind,
+        }
 
 
 # -------------------------------------------------------------------------------------------
@@ -323,8 +330,12 @@ def _model_class() -> type:
             idx = torch.from_numpy(np.asarray(rows))
             mask = feats.mask[idx]
             width = int(mask.sum(1).max())
-            hq, k, v, mask = (feats.queries[idx], feats.keys[idx, :width],
-                              feats.values[idx, :width], mask[:, :width])  # fmt: skip
+            hq, k, v, mask = (
+                feats.queries[idx],
+                feats.keys[idx, :width],
+                feats.values[idx, :width],
+                mask[:, :width],
+            )
             b, q, h = hq.shape
             p = self.pk.shape[0]
             heads = self.heads

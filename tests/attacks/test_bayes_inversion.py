@@ -9,7 +9,7 @@ import pytest
 
 from privaudit.api import Knowledge, Release
 from privaudit.attacks.bayes_inversion import BayesInversion, Kernel, fit_kernel, replacement_logits
-from privaudit.audit.config import quick_preset
+from privaudit.audit.presets import quick_preset
 from privaudit.corpora.synthetic import synthetic_reviews
 from privaudit.defenses.has import HideAndSeek
 from privaudit.defenses.none import NoDefense

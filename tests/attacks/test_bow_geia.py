@@ -30,7 +30,7 @@ from tests.conftest import TINY
 FAST: dict[type, dict] = {
     BowInversion: {"hidden": 64, "pretrain_epochs": 30, "epochs": 3},
     GEIA: dict(GEIA.test_params) | {"epochs": 1},
-}  # fmt: skip
+}
 CLASSES = [BowInversion, GEIA]
 
 
@@ -353,6 +353,7 @@ def test_generation_scores() -> None:
 
 
 def test_vec2text_ranks_hypotheses_under_a_laplace_release_s_noise_model() -> None:
+    from privaudit.attacks._inverter.hypotheses import closest
     from privaudit.attacks.vec2text import Vec2Text
     from privaudit.mechanisms.laplace import minmax_normalise
 
@@ -364,10 +365,11 @@ def test_vec2text_ranks_hypotheses_under_a_laplace_release_s_noise_model() -> No
     texts = ["the room was clean and quiet", "the staff were rude to us"]
     ids = [list(bb.token_ids(texts))] * 2  # two victims, the same two hypotheses
     noise = np.random.default_rng(0).laplace(0, 0.01, (2, bb.dim))
-    attack._laplace_release = (minmax_normalise(bb.pooled(texts)) + noise).astype(np.float32)
+    release = (minmax_normalise(bb.pooled(texts)) + noise).astype(np.float32)
     base = attack._pretrained(bb).state
     seen: dict[str, np.ndarray] = {}
-    chosen, _, dist = attack._closest(bb, base, np.zeros((2, bb.dim), np.float32), ids, seen)
+    e = np.zeros((2, bb.dim), np.float32)
+    chosen, _, dist = closest(bb, base, e, ids, seen, release)
     assert sorted(seen) == sorted(bb.detokenize(ids[0]))  # each distinct text encoded once
     # Each victim's release was made from its own text: that hypothesis is the likelier.
     assert [list(c) for c in chosen] == [list(i) for i in ids[0]]
@@ -378,15 +380,15 @@ def test_vec2text_ranks_hypotheses_under_a_laplace_release_s_noise_model() -> No
 
 
 def test_geia_and_vec2text_at_one_point_decode_the_greedy_guess_once() -> None:
-    from privaudit.attacks import geia
+    from privaudit.attacks._inverter.hypotheses import GREEDY
     from privaudit.attacks.vec2text import Vec2Text
 
     defense = NoDefense()
-    geia._GREEDY.clear()
+    GREEDY.clear()
     first = run(GEIA, defense)
-    assert geia._GREEDY.misses >= 1 and geia._GREEDY.hits == 0
+    assert GREEDY.misses >= 1 and GREEDY.hits == 0
     # vec2text's first hypothesis is that guess: taken from the memo, not decoded again.
     attack = Vec2Text(backbone=TINY, **(FAST[GEIA] | {"hypotheses": 2, "steps": 0}))
     later = attack.fit(knowledge(defense), rng=np.random.default_rng(1)).attack(victims(defense))
-    assert geia._GREEDY.hits == 1
+    assert GREEDY.hits == 1
     assert len(later.texts) == len(first.texts)

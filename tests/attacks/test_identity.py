@@ -88,9 +88,11 @@ def _background() -> Any:
 def _knowledge(background: Any) -> Knowledge:
     # The undefended mechanism: the attacker's queries come back as they went in.
     return Knowledge(
-        white_box=False, backbone=TINY, query_mechanism=lambda t: Release("text", texts=list(t)),
+        white_box=False,
+        backbone=TINY,
+        query_mechanism=lambda t: Release("text", texts=list(t)),
         extra={"background": background},
-    )  # fmt: skip
+    )
 
 
 def test_the_attack_ranks_the_author_of_a_released_text_first() -> None:
@@ -121,12 +123,19 @@ def test_a_corpus_without_background_is_n_a_with_a_truth_cause(tmp_path) -> None
     from privaudit.audit.config import load_config
     from privaudit.outputs import run_grid
 
-    config = load_config({
-        "name": "no-background", "backbone": TINY,
-        "corpus": {"name": "synthetic-reviews", "params": {"n_docs": 60, "seed": 0},
-                   "limits": {"train": 20, "test": 8, "aux": 16}},
-        "defenses": [{"name": "none"}], "attacks": ["reidentification"],
-    })  # fmt: skip
+    config = load_config(
+        {
+            "name": "no-background",
+            "backbone": TINY,
+            "corpus": {
+                "name": "synthetic-reviews",
+                "params": {"n_docs": 60, "seed": 0},
+                "limits": {"train": 20, "test": 8, "aux": 16},
+            },
+            "defenses": [{"name": "none"}],
+            "attacks": ["reidentification"],
+        }
+    )
     frame = run_grid(config, run_dir=tmp_path / "run", progress=False).frame
     (row,) = frame[frame["attack"] == "reidentification"].to_dict("records")
     assert row["status"] == "n/a" and row["na_cause"] == "truth"
@@ -139,12 +148,16 @@ def synthpai_run(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
 
     tmp = tmp_path_factory.mktemp("reid")
     grid = {
-        "name": "reid", "backbone": TINY, "utility": "probe",
-        "corpus": {"name": "synthpai",
-                   "limits": {"train": 150, "test": 120, "aux": 40, "public": 10}},
+        "name": "reid",
+        "backbone": TINY,
+        "utility": "probe",
+        "corpus": {
+            "name": "synthpai",
+            "limits": {"train": 150, "test": 120, "aux": 40, "public": 10},
+        },
         "defenses": [{"name": "none"}, {"name": "t2t", "knob_values": [100]}],
         "attacks": ["reidentification"],
-    }  # fmt: skip
+    }
     path = write_grid(tmp, grid)
     result = CliRunner().invoke(
         app, ["run", "--config", str(path), "--run-dir", str(tmp / "run"), "--no-progress"]
@@ -224,8 +237,11 @@ def test_a_file_corpus_holds_out_its_victims_other_documents_as_background(tmp_p
     from privaudit.corpora.files import load_file
     from privaudit.records import Source, build_knowledge, truth_fields
 
-    rows = [(f"{a} writes about topic {i} {'good' if i % 2 else 'bad'}", i % 2, a)
-            for a in "abcdefghijkl" for i in range(4)]  # fmt: skip
+    rows = [
+        (f"{a} writes about topic {i} {'good' if i % 2 else 'bad'}", i % 2, a)
+        for a in "abcdefghijkl"
+        for i in range(4)
+    ]
     rows += [(f"a lone post by {a}", 1, a) for a in ("solo1", "solo2", "solo3", "solo4")]
     path = tmp_path / "c.csv"
     pd.DataFrame(rows, columns=["text", "label", "author"]).to_csv(path, index=False)
@@ -278,15 +294,29 @@ def test_a_file_corpus_with_an_author_column_is_re_identified_from_the_cli(tmp_p
 
     corpus = synthetic_reviews(400, seed=3, persona=1.0)
     rows = [r for split in ("train", "test", "aux") for r in corpus.split(split)]
-    frame = pd.DataFrame({"text": [r["text"] for r in rows], "label": [r["label"] for r in rows],
-                          "author": [r["author"] for r in rows]})  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "text": [r["text"] for r in rows],
+            "label": [r["label"] for r in rows],
+            "author": [r["author"] for r in rows],
+        }
+    )
     frame.to_csv(tmp_path / "reviews.csv", index=False)
     grid = {
-        "name": "reid-file", "backbone": TINY, "utility": "probe",
-        "corpus": {"name": "file", "params": {"path": str(tmp_path / "reviews.csv"),
-                                              "author": "author", "background_share": 0.5}},
-        "defenses": [{"name": "none"}], "attacks": ["reidentification"],
-    }  # fmt: skip
+        "name": "reid-file",
+        "backbone": TINY,
+        "utility": "probe",
+        "corpus": {
+            "name": "file",
+            "params": {
+                "path": str(tmp_path / "reviews.csv"),
+                "author": "author",
+                "background_share": 0.5,
+            },
+        },
+        "defenses": [{"name": "none"}],
+        "attacks": ["reidentification"],
+    }
     path = write_grid(tmp_path, grid)
     result = CliRunner().invoke(
         app, ["run", "--config", str(path), "--run-dir", str(tmp_path / "run"), "--no-progress"]
@@ -307,8 +337,9 @@ def test_a_grid_with_the_default_backbone_reads_vector_releases() -> None:
         vecs = [np.asarray([t.split().count(w) for w in words], np.float32) for t in texts]
         return Release("pooled_vectors", vectors=vecs)
 
-    knowledge = Knowledge(backbone=None, query_mechanism=pooled,
-                          extra={"background": _background()})  # fmt: skip
+    knowledge = Knowledge(
+        backbone=None, query_mechanism=pooled, extra={"background": _background()}
+    )
     cls = ATTACKS.get("reidentification")
     attack = cls(**cls.test_params).fit(knowledge, rng=np.random.default_rng(0))
     p = attack.attack(pooled(["roses compost soil", "engine oil garage", "violin music"]))

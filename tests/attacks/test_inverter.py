@@ -18,7 +18,7 @@ from privaudit.attacks._inverter import model as inv_model
 from privaudit.attacks._inverter import progress as inv_progress
 from privaudit.attacks.geia import GEIA
 from privaudit.audit.config import GridConfig
-from privaudit.audit.estimate import estimate_config
+from privaudit.audit.forecast import estimate_config
 from privaudit.audit.store import RunDir
 from privaudit.cli import app
 from privaudit.models.backbone import backbone
@@ -34,10 +34,12 @@ def grid(**attack: Any) -> dict[str, Any]:
         "backbone": TINY,
         "corpus": {"name": "synthetic-reviews", "params": {"n_docs": 60, "seed": 0}},
         "defenses": [{"name": "none"}],
-        "attacks": [{"name": "geia", "params": PARAMS | attack},
-                    {"name": "vec2text", "params": PARAMS | attack}],
+        "attacks": [
+            {"name": "geia", "params": PARAMS | attack},
+            {"name": "vec2text", "params": PARAMS | attack},
+        ],
         "utility": "probe",
-    }  # fmt: skip
+    }
 
 
 @pytest.fixture()
@@ -76,8 +78,10 @@ def test_a_run_on_the_public_text_itself_is_refused_before_any_work() -> None:
 def test_the_public_corpus_can_be_a_file(tmp_path: Path) -> None:
     path = tmp_path / "public.txt"
     path.write_text("The room was clean.\n\nStaff were kind.\n", encoding="utf-8")
-    assert inv.PublicText(str(path), n_docs=5, seed=0).texts() == ["The room was clean.",
-                                                          "Staff were kind."]  # fmt: skip
+    assert inv.PublicText(str(path), n_docs=5, seed=0).texts() == [
+        "The room was clean.",
+        "Staff were kind.",
+    ]
     with pytest.raises(ValueError, match="does not exist"):
         inv.PublicText(str(tmp_path / "missing.txt"), n_docs=5, seed=0).texts()
     (tmp_path / "p.csv").write_text("body\nx\n", encoding="utf-8")
@@ -94,8 +98,16 @@ def test_generation_keeps_each_victims_hypotheses_together() -> None:
     vocab = np.unique(np.r_[np.arange(5, 60), sep]).astype(np.int64)
     model = inv.build_model(bb, spec, vocab)
     e = np.random.default_rng(0).standard_normal((3, bb.dim)).astype(np.float32)
-    out = inv.generate(model, e, vocab, cls=cls, sep=sep, max_tokens=6, samples=2,
-                       generator=torch.Generator().manual_seed(0))  # fmt: skip
+    out = inv.generate(
+        model,
+        e,
+        vocab,
+        cls=cls,
+        sep=sep,
+        max_tokens=6,
+        samples=2,
+        generator=torch.Generator().manual_seed(0),
+    )
     assert [len(h) for h in out] == [3, 3, 3]
     greedy = inv.generate(model, e, vocab, cls=cls, sep=sep, max_tokens=6)
     # The first hypothesis of each victim is its greedy decoding.
@@ -126,8 +138,10 @@ def test_a_finished_hypothesis_leaves_the_batch_without_changing_the_others() ->
         gap = logits.max(dim=1).values - logits[:, at]
         model["out"].bias[at] += float(gap.quantile(0.3))
     together = [h[0] for h in inv.generate(model, e, vocab, cls=cls, sep=sep, max_tokens=8)]
-    alone = [inv.generate(model, e[i : i + 1], vocab, cls=cls, sep=sep, max_tokens=8)[0][0]
-             for i in range(len(e))]  # fmt: skip
+    alone = [
+        inv.generate(model, e[i : i + 1], vocab, cls=cls, sep=sep, max_tokens=8)[0][0]
+        for i in range(len(e))
+    ]
     assert len({len(h) for h in together}) > 1  # some left the batch, the others went on
     assert all(np.array_equal(a, b) for a, b in zip(together, alone, strict=True))
     with pytest.raises(ValueError, match="greedy decoding or at least one sample"):
@@ -212,9 +226,11 @@ def test_a_run_forecasts_the_pretraining_it_is_about_to_do(
 
 
 def test_a_run_pretrains_before_its_first_cell_and_says_so(
-    own_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    own_cache: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     """Issue 38: the one-time pre-training is its own stage, between the estimate and the
     first cell (the cells' bar no longer stands still on ``none · geia``), logged with its
     stages when there is no progress bar; done once for geia and vec2text."""
@@ -242,8 +258,11 @@ def test_the_pretraining_progress_logs_its_stage_documents_and_time_left(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(inv_progress, "LOG_EVERY", 0.0)
-    stages = [inv.Stage("encoding", 80, unit="texts"), inv.Stage("decoder", 100, 3),
-              inv.Stage("corrector", 50, 2)]  # fmt: skip
+    stages = [
+        inv.Stage("encoding", 80, unit="texts"),
+        inv.Stage("decoder", 100, 3),
+        inv.Stage("corrector", 50, 2),
+    ]
     report = inv.PretrainProgress(stages, False)
     report.stage("encoding")(80)
     assert "encoding 80/80 texts" in capsys.readouterr().err

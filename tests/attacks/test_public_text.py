@@ -146,15 +146,28 @@ def test_reach_counts_tokens_and_distinct_pieces() -> None:
 def test_low_reach_is_said_first_and_shown_beside_the_attacks_strength() -> None:
     from privaudit.leaderboard.board import leaderboard
     from privaudit.leaderboard.strength import undefended_table
-    from privaudit.leaderboard.verdict import headline
+    from privaudit.leaderboard.verdict_words import headline
     from tests.leaderboard.test_leaderboard import cell, ranked_rows, table
 
     def with_reach(rows: list[dict[str, Any]], writes: float) -> Any:
-        details = {"reach_tokens": writes, "reach_pieces": writes - 0.1,
-                   "public_reach_tokens": 0.49, "public_reach_pieces": 0.13}  # fmt: skip
-        extra = [cell(r["label"], r["knob_value"] if r["label"] != "none" else 0, "geia",
-                      r["empirical_privacy"], r["utility"], metric="generation_f1")
-                 for r in rows if r["attack"] == "a1"]  # fmt: skip
+        details = {
+            "reach_tokens": writes,
+            "reach_pieces": writes - 0.1,
+            "public_reach_tokens": 0.49,
+            "public_reach_pieces": 0.13,
+        }
+        extra = [
+            cell(
+                r["label"],
+                r["knob_value"] if r["label"] != "none" else 0,
+                "geia",
+                r["empirical_privacy"],
+                r["utility"],
+                metric="generation_f1",
+            )
+            for r in rows
+            if r["attack"] == "a1"
+        ]
         frame = table(rows + extra)
         frame["attack_details"] = [
             json.dumps(details) if a == "geia" else "{}" for a in frame["attack"]

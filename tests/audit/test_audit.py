@@ -96,9 +96,16 @@ def test_a_slow_privatizer_fails_the_speed_check() -> None:
 
 def test_cli_audit_stops_on_failed_checks(tmp_path) -> None:
     result = CliRunner().invoke(
-        app, ["audit", "tests.audit.test_audit:Unseeded", "--preset", "smoke",
-              "--run-dir", str(tmp_path / "r")],
-    )  # fmt: skip
+        app,
+        [
+            "audit",
+            "tests.audit.test_audit:Unseeded",
+            "--preset",
+            "smoke",
+            "--run-dir",
+            str(tmp_path / "r"),
+        ],
+    )
     assert result.exit_code == 2
     assert "[FAIL] deterministic for a seed" in result.output
     assert "nothing was benchmarked" in result.output

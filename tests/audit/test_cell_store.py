@@ -104,7 +104,7 @@ def test_the_store_holds_no_corpus_text(two_runs: Any) -> None:
 
 
 def test_the_estimate_counts_stored_cells_as_done(two_runs: Any) -> None:
-    from privaudit.audit.estimate import estimate_config
+    from privaudit.audit.forecast import estimate_config
 
     config = two_runs[0]
     stored = estimate_config(config)
@@ -124,8 +124,14 @@ def test_a_changed_plugin_recomputes_only_its_own_points(
     target = f"{plugin}:MaskWords"
 
     def run(name: str) -> dict[str, Any]:
-        result = audit(target, knob="p=0.2,0.8", preset="smoke", compare=["t2t"],
-                       run_dir=tmp_path / name, progress=False)  # fmt: skip
+        result = audit(
+            target,
+            knob="p=0.2,0.8",
+            preset="smoke",
+            compare=["t2t"],
+            run_dir=tmp_path / name,
+            progress=False,
+        )
         assert result.run is not None
         return json.loads((tmp_path / name / "run.json").read_text())
 

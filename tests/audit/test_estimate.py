@@ -19,9 +19,9 @@ from privaudit.audit.estimate import (
     Sizes,
     Work,
     estimate,
-    estimate_config,
     machine_tag,
 )
+from privaudit.audit.forecast import estimate_config
 from privaudit.runtime.cell_store import fresh_cells
 
 cli = CliRunner()
@@ -136,8 +136,9 @@ def test_workers_share_the_points_but_not_the_costliest_one(
     work = [Work(_Fake(f"d{i}", 0.0), True, ["a"]) for i in range(4)]  # 10 s each
 
     def wall(jobs: int, items: list[Work]) -> float:
-        return estimate(items, attacks, evaluator, sizes, book, points=len(items),
-                        cells=0, done=0, jobs=jobs).wall  # fmt: skip
+        return estimate(
+            items, attacks, evaluator, sizes, book, points=len(items), cells=0, done=0, jobs=jobs
+        ).wall
 
     assert wall(1, work) == pytest.approx(40.0)
     # a pool: the points shared out, plus the workers' start-up (a prior before measured)
@@ -147,8 +148,9 @@ def test_workers_share_the_points_but_not_the_costliest_one(
     book.add([STARTUP], 5.0, 1.0)
     book.save()
     assert wall(2, work) == pytest.approx(25.0)
-    lines = estimate(work, attacks, evaluator, sizes, book, points=4, cells=4, done=0,
-                     jobs=2).lines()  # fmt: skip
+    lines = estimate(
+        work, attacks, evaluator, sizes, book, points=4, cells=4, done=0, jobs=2
+    ).lines()
     assert "with 2 workers" in lines[0] and "of work" in lines[0]
     monkeypatch.setattr("os.cpu_count", lambda: 2)  # one process keeps 1.6 of them busy
     assert wall(2, work) == pytest.approx(40.0 / 1.25 + 5.0)
@@ -205,12 +207,17 @@ def test_progress_reports_each_component_as_it_starts(fresh_cache: Path) -> None
     point = plan(config, ctx)[1]
     point_key, cells = ctx.keys(point)
     seen: list[tuple[str, str]] = []
-    records = list(LocalExecutor(1).run(
-        config, ctx, [Task(point, point_key, cells)], lambda k, r: None,
-        on_start=lambda task, what: seen.append((task.point.label, what)),
-    ))  # fmt: skip
+    records = list(
+        LocalExecutor(1).run(
+            config,
+            ctx,
+            [Task(point, point_key, cells)],
+            lambda k, r: None,
+            on_start=lambda task, what: seen.append((task.point.label, what)),
+        )
+    )
     assert seen == [("t2t", "privatize"), ("t2t", "probe"), ("t2t", "nn-inversion")]
-    (_, done), = records  # fmt: skip
+    ((_, done),) = records
     point_record = dict(done)[point_key]
     assert 0 <= point_record["privatize_wall_seconds"] <= point_record["privatize_seconds"]
     cached = Task(point, point_key, cells, cached_utility=point_record)
@@ -226,8 +233,9 @@ def test_cli_estimate_prints_and_writes_nothing(fresh_cache: Path, tmp_path: Pat
 
     out, run_dir = tmp_path / "reports", tmp_path / "run"
     # --fresh: what the cell store holds (the module's smoke run) is not free
-    result = cli.invoke(app, ["run", "--preset", "smoke", "--estimate", "--fresh", "--out",
-                              str(out)])  # fmt: skip
+    result = cli.invoke(
+        app, ["run", "--preset", "smoke", "--estimate", "--fresh", "--out", str(out)]
+    )
     assert result.exit_code == 0, result.output
     assert "Grid: 4 points, 4 cells (0 done, 4 to compute); estimated wall time" in result.output
     listed = cli.invoke(app, ["run", "--preset", "smoke", "--estimate", "--run-dir", str(run_dir)])
@@ -256,15 +264,23 @@ def test_measurements_of_older_code_stop_counting(tmp_path: Path) -> None:
     the next save starts it anew under the current reference's stamp."""
     path = tmp_path / COSTS_FILE
     old = {"k": {"seconds": 90.0, "units": 1.0, "n": 5.0}}
-    path.write_text(json.dumps({"format": 1, "machines": {machine_tag(): old, "other": old},
-                                "reference": {"other": "whatever"}}))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "format": 1,
+                "machines": {machine_tag(): old, "other": old},
+                "reference": {"other": "whatever"},
+            }
+        )
+    )
     book = CostBook(path)
     assert book.rate(["k"]) is None  # no stamp: the old code's measurement
     book.add(["j"], 2.0, 1.0)
     book.save()
     data = json.loads(path.read_text())
-    assert data["machines"][machine_tag()] == {"j": {"seconds": 2.0, "units": 1.0, "n": 1.0,
-                                                     "score": 0.2}}  # fmt: skip
+    assert data["machines"][machine_tag()] == {
+        "j": {"seconds": 2.0, "units": 1.0, "n": 1.0, "score": 0.2}
+    }
     assert data["reference"][machine_tag()] == book.stamp != ""
     assert data["machines"]["other"] == old  # another machine's section is its own
     assert CostBook(path).rate(["j"]) == 2.0  # the same code reads its own measurements
@@ -318,7 +334,7 @@ def test_the_tracker_reprices_the_remaining_points_from_what_was_measured(
 ) -> None:
     """Four points priced 10 s each; the first took 40 s (the machine got busier): the
     remaining three are priced at this run's own rate, 120 s, not the 30 s first thought."""
-    from privaudit.audit.estimate import Tracker
+    from privaudit.audit.forecast import Tracker
 
     book = CostBook(tmp_path / COSTS_FILE)
     attack, defense = _Fake("nn", 0.5), _Fake("t2t", 0.5)
@@ -326,8 +342,9 @@ def test_the_tracker_reprices_the_remaining_points_from_what_was_measured(
     sizes = Sizes(point_kwords=10.0, attack_kwords=10.0)
     tasks = [object() for _ in range(4)]
     work = [Work(defense, False, ["nn"], "t2t") for _ in tasks]
-    tracker = Tracker(tasks, work, attacks, _Fake("probe", 0.0), sizes, book, cells=4, done=0,
-                      jobs=1)  # fmt: skip
+    tracker = Tracker(
+        tasks, work, attacks, _Fake("probe", 0.0), sizes, book, cells=4, done=0, jobs=1
+    )
     outputs = tracker.outputs_s
     assert tracker.remaining() - outputs == pytest.approx(40.0)
     tracker.finished(tasks[0], {"defense t2t": 20.0, "nn": 20.0}, 1)
@@ -338,7 +355,8 @@ def test_the_tracker_reprices_the_remaining_points_from_what_was_measured(
     assert " · cells 1/4 · ETA 2 min" in line
     # an unmeasured part is priced at its first price × the run's drift
     other = Work(_Fake("pct2t", 0.5), False, ["nn"], "pct2t")
-    t2 = Tracker([tasks[0], tasks[1]], [work[0], other], attacks, None, sizes, book, cells=2,
-                 done=0, jobs=1)  # fmt: skip
+    t2 = Tracker(
+        [tasks[0], tasks[1]], [work[0], other], attacks, None, sizes, book, cells=2, done=0, jobs=1
+    )
     t2.finished(tasks[0], {"defense t2t": 10.0, "nn": 10.0}, 1)  # 2× slower than priced
     assert t2.remaining() - t2.outputs_s == pytest.approx(5.0 * 2 + 10.0)

@@ -49,8 +49,9 @@ def test_clopper_pearson_matches_scipy() -> None:
 def test_threshold_event_is_chosen_on_held_out_draws() -> None:
     rng = np.random.default_rng(0)
     a, b = rng.laplace(0, 1, 4000), rng.laplace(1, 1, 4000)  # 1-D Laplace, loss at most 1
-    e = threshold_evidence(a, b, a=0.025, names=("0", "1"), distance=1, claimed=1.0,
-                           test="t", statistic="y")  # fmt: skip
+    e = threshold_evidence(
+        a, b, a=0.025, names=("0", "1"), distance=1, claimed=1.0, test="t", statistic="y"
+    )
     assert e.n == e.n2 == 2800  # the other 30 % chose the event
     assert 0.5 < e.lower <= 1.0 and not e.violated
 
@@ -61,12 +62,16 @@ def test_t2t_noise_at_half_scale_is_flagged(monkeypatch: pytest.MonkeyPatch) -> 
     against the declared density sees it (its η lower bound is about 2η)."""
 
     def half_scale(n: int, dim: int, eta: Any, rng: np.random.Generator, **kw: Any) -> Any:
-        return sample_dx_noise(n, dim, 2 * np.asarray(eta, dtype=float) if np.ndim(eta)
-                               else 2 * float(eta), rng, **kw)  # fmt: skip
+        return sample_dx_noise(
+            n, dim, 2 * np.asarray(eta, dtype=float) if np.ndim(eta) else 2 * float(eta), rng, **kw
+        )
 
     monkeypatch.setattr(tokens_module, "sample_dx_noise", half_scale)
-    result = audit_guarantee(T2T(eta=100, backbone=TINY), seed=1,
-                             sizes=Sizes(release=200, noise=20_000, release_cap=2000))  # fmt: skip
+    result = audit_guarantee(
+        T2T(eta=100, backbone=TINY),
+        seed=1,
+        sizes=Sizes(release=200, noise=20_000, release_cap=2000),
+    )
     assert result.verdict == VIOLATED, result.line()
     bad = result.best
     assert bad is not None and bad.test == "noise scale" and bad.lower > 1.5 * bad.claimed
@@ -93,14 +98,14 @@ class SometimesOriginal(T2T):
     def privatize(self, texts: Any, *, rng: np.random.Generator) -> Any:
         release = super().privatize(texts, rng=rng)
         keep = rng.random(len(texts)) < 0.05
-        release.texts = [t if k else r for t, r, k in zip(texts, release.texts, keep,
-                                                          strict=True)]  # fmt: skip
+        release.texts = [t if k else r for t, r, k in zip(texts, release.texts, keep, strict=True)]
         return release
 
 
 def test_word_replacement_returning_the_original_is_flagged() -> None:
-    result = audit_guarantee(SometimesOriginal(eta=5, backbone=TINY),
-                             sizes=Sizes(release=1000, noise=2000))  # fmt: skip
+    result = audit_guarantee(
+        SometimesOriginal(eta=5, backbone=TINY), sizes=Sizes(release=1000, noise=2000)
+    )
     assert result.verdict == VIOLATED, result.line()
     bad = max(result.violations, key=lambda e: e.lower)
     assert bad.test == "release"
@@ -109,8 +114,14 @@ def test_word_replacement_returning_the_original_is_flagged() -> None:
 
 
 def test_laplace_reusing_one_noise_draw_is_flagged(monkeypatch: pytest.MonkeyPatch) -> None:
-    def shared_noise(pooled: Any, epsilon: float, sensitivity: float,
-                     rng: np.random.Generator, meta: dict, audit: Any = None) -> Any:  # fmt: skip
+    def shared_noise(
+        pooled: Any,
+        epsilon: float,
+        sensitivity: float,
+        rng: np.random.Generator,
+        meta: dict,
+        audit: Any = None,
+    ) -> Any:
         clean = minmax_normalise(pooled)
         noise = sample_laplace((1, clean.shape[1]), sensitivity / epsilon, rng)
         return [row for row in clean + noise]  # one draw for every document of the batch
@@ -133,8 +144,7 @@ def test_correct_builtins_are_not_flagged(name: str) -> None:
 
 
 def test_table_rows_and_no_claim() -> None:
-    frame = to_frame(audit_levels("none") + audit_levels("dpnr", [3.0], backbone=TINY,
-                                                         sizes=SMALL))  # fmt: skip
+    frame = to_frame(audit_levels("none") + audit_levels("dpnr", [3.0], backbone=TINY, sizes=SMALL))
     none, dpnr = frame.iloc[0], frame.iloc[1]
     assert none["verdict"] == NO_CLAIM and math.isnan(none["ratio"])
     assert dpnr["verdict"] == HOLDS and dpnr["knob_value"] == 3.0
@@ -160,8 +170,9 @@ def test_cli_audit_guarantee_table_and_strict(monkeypatch: pytest.MonkeyPatch) -
     assert ok.exit_code == 0, ok.output
     assert "dpnr" in ok.output and "holds" in ok.output and "95%" in ok.output
     real = dpnr_module.pooled_release
-    monkeypatch.setattr(dpnr_module, "pooled_release",
-                        lambda p, e, s, *rest: real(p, e, s / 2, *rest))  # fmt: skip
+    monkeypatch.setattr(
+        dpnr_module, "pooled_release", lambda p, e, s, *rest: real(p, e, s / 2, *rest)
+    )
     bad = CliRunner().invoke(app, args)
     assert bad.exit_code == EXIT_GUARANTEE_VIOLATED, bad.output
     assert "GUARANTEE VIOLATED: dpnr epsilon=3" in bad.output
@@ -195,12 +206,18 @@ def test_run_outputs_carry_the_guarantee_table(tmp_path: Any) -> None:
     from tests.leaderboard.test_leaderboard import make_run, ranked_rows
 
     run = make_run(tmp_path / "run", ranked_rows(), config={"name": "g", "seeds": [0]})
-    points = pd.DataFrame({
-        "defense": ["dpnr", "none", "gone"], "label": ["dpnr", "none", "gone"],
-        "defense_params": [json.dumps({"epsilon": 3.0, "backbone": TINY}), json.dumps({}),
-                           json.dumps({})],
-        "guarantee": ["epsilon-LDP ...", "none", "eta·d_X-privacy per token"],
-    })  # fmt: skip
+    points = pd.DataFrame(
+        {
+            "defense": ["dpnr", "none", "gone"],
+            "label": ["dpnr", "none", "gone"],
+            "defense_params": [
+                json.dumps({"epsilon": 3.0, "backbone": TINY}),
+                json.dumps({}),
+                json.dumps({}),
+            ],
+            "guarantee": ["epsilon-LDP ...", "none", "eta·d_X-privacy per token"],
+        }
+    )
     write_guarantees(points, RunDir(run))
     table = RunDir(run).read_guarantees()
     assert table is not None
@@ -245,8 +262,9 @@ def test_ceiling_is_what_a_perfect_event_shows_and_draws_needed_reach_it() -> No
 
 
 def test_a_claim_above_the_ceiling_is_untestable_never_holds() -> None:
-    result = audit_guarantee(T2T(eta=100, backbone=TINY), sizes=Sizes(
-        release=300, noise=20_000, release_cap=1000))  # fmt: skip
+    result = audit_guarantee(
+        T2T(eta=100, backbone=TINY), sizes=Sizes(release=300, noise=20_000, release_cap=1000)
+    )
     assert result.verdict == UNTESTABLE, result.line()
     assert (
         "untestable at n = " in result.line() and "draws per input would test it" in result.line()
@@ -293,13 +311,24 @@ def test_audit_guarantee_cli_on_the_example_plugins() -> None:
 
     from privaudit.cli import EXIT_GUARANTEE_VIOLATED, app
 
-    mask = CliRunner().invoke(app, ["audit-guarantee", "--defense",
-                                    "examples/plugins/mask_words.py:MaskWords"])  # fmt: skip
+    mask = CliRunner().invoke(
+        app, ["audit-guarantee", "--defense", "examples/plugins/mask_words.py:MaskWords"]
+    )
     assert mask.exit_code == 0, mask.output
     assert "no formal claim" in mask.output
-    noisy = CliRunner().invoke(app, [
-        "audit-guarantee", "--defense", "examples/plugins/dx_wrong_scale.py:NoisyWords",
-        "--knob", "5", "--backbone", TINY, "--strict"])  # fmt: skip
+    noisy = CliRunner().invoke(
+        app,
+        [
+            "audit-guarantee",
+            "--defense",
+            "examples/plugins/dx_wrong_scale.py:NoisyWords",
+            "--knob",
+            "5",
+            "--backbone",
+            TINY,
+            "--strict",
+        ],
+    )
     assert noisy.exit_code == EXIT_GUARANTEE_VIOLATED, noisy.output
     assert "GUARANTEE VIOLATED: noisy-words eta=5" in noisy.output
 

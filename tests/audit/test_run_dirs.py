@@ -52,8 +52,9 @@ def test_a_users_own_folder_is_refused_before_any_work(tmp_path, monkeypatch) ->
     (mine / "report.html").write_text("<p>mine</p>")
     _no_work(monkeypatch)
     for extra in ([], ["--overwrite"]):  # --overwrite is for privaudit runs only
-        result = runner.invoke(app, ["run", "--preset", "smoke", "--run-dir", str(mine),
-                                     "--no-progress", *extra])  # fmt: skip
+        result = runner.invoke(
+            app, ["run", "--preset", "smoke", "--run-dir", str(mine), "--no-progress", *extra]
+        )
         assert result.exit_code == 2, result.output
         assert result.output.strip().splitlines() == [
             f"Error: {mine} is not empty and is not a privaudit run; "
@@ -77,8 +78,9 @@ def test_overwrite_removes_the_previous_configs_outputs_and_only_those(tmp_path)
     second = _write(tmp_path, {**small, "name": "second"}, "b.yaml")
     run_dir = tmp_path / "run"
     run_dir.mkdir()  # an empty folder is taken
-    done = runner.invoke(app, ["run", "--config", str(first), "--run-dir", str(run_dir),
-                               "--no-progress"])  # fmt: skip
+    done = runner.invoke(
+        app, ["run", "--config", str(first), "--run-dir", str(run_dir), "--no-progress"]
+    )
     assert done.exit_code == 0, done.output
     stale = sorted(p.name for p in run_dir.glob("pareto_attribute-inference-*.png"))
     assert len(stale) == 2  # one per target
@@ -88,13 +90,22 @@ def test_overwrite_removes_the_previous_configs_outputs_and_only_those(tmp_path)
     (run_dir / "notes.txt").write_text("the user's own note")  # privaudit never wrote it
     cells = sorted(p.name for p in (run_dir / "cells").iterdir())
 
-    replaced = runner.invoke(app, ["run", "--config", str(second), "--run-dir", str(run_dir),
-                                   "--overwrite", "--no-progress"])  # fmt: skip
+    replaced = runner.invoke(
+        app,
+        ["run", "--config", str(second), "--run-dir", str(run_dir), "--overwrite", "--no-progress"],
+    )
     assert replaced.exit_code == 0, replaced.output
     names = {p.name for p in run_dir.iterdir()}
     assert not names & set(stale)
-    assert {"pareto_nn-inversion.png", "frontiers.png", "families.png", "report.html",
-            "results.csv", "leaderboard.md", "notes.txt"} <= names  # fmt: skip
+    assert {
+        "pareto_nn-inversion.png",
+        "frontiers.png",
+        "families.png",
+        "report.html",
+        "results.csv",
+        "leaderboard.md",
+        "notes.txt",
+    } <= names
     assert (run_dir / "notes.txt").read_text() == "the user's own note"
     assert sorted(p.name for p in (run_dir / "cells").iterdir()) == cells  # the store is kept
     assert json.loads((run_dir / "run.json").read_text())["computed"] == 0  # its cells reused
@@ -115,7 +126,7 @@ def test_an_output_location_that_cannot_be_written_is_one_line_before_any_work(
         "--run-dir.",
         ("--run-dir", str(a_file / "run")): f"{a_file / 'run'} cannot be created: {a_file} is "
         "a file, not a directory; choose another --run-dir.",
-    }  # fmt: skip
+    }
     for (option, value), line in cases.items():
         result = runner.invoke(app, ["run", "--preset", "smoke", option, value, "--no-progress"])
         assert result.exit_code == 2, result.output
@@ -160,8 +171,9 @@ class Killed(Defense):
     name: ClassVar[str] = "killed"
     knob: ClassVar[str | None] = "eta"
 
-    def __init__(self, eta: PositiveFloat = 1.0, die_at: PositiveFloat = 10.0,
-                 backbone: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, eta: PositiveFloat = 1.0, die_at: PositiveFloat = 10.0, backbone: str | None = None
+    ) -> None:
         self.eta, self.die_at, self.backbone = eta, die_at, backbone
 
     def privatize(self, texts, *, rng) -> Release:
@@ -183,11 +195,23 @@ def killed_run(tmp_path_factory) -> Path:
     }
     run_dir = tmp / "run"
     done = subprocess.run(
-        [sys.executable, "-m", "privaudit.cli", "run", "--config", str(_write(tmp, data, "g.yaml")),
-         "--run-dir", str(run_dir), "--no-progress"],
-        cwd=REPO, env=os.environ | {"PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "privaudit.cli",
+            "run",
+            "--config",
+            str(_write(tmp, data, "g.yaml")),
+            "--run-dir",
+            str(run_dir),
+            "--no-progress",
+        ],
+        cwd=REPO,
+        env=os.environ | {"PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
         timeout=300,
-    )  # fmt: skip
+    )
     assert done.returncode == -signal.SIGKILL, done.stdout + done.stderr
     assert json.loads((run_dir / "run.json").read_text())["finished"] is False
     return run_dir

@@ -160,13 +160,17 @@ def _frame(metric: str, privacy: list[float], baseline: list[float] | None) -> p
     n = len(privacy)
     return pd.DataFrame(
         {
-            "label": ["d"] * n, "defense": ["d"] * n, "knob": ["eta"] * n,
-            "knob_value": [float(i) for i in range(n)], "empirical_privacy": privacy,
-            "utility": [0.8 - 0.01 * i for i in range(n)], "attack_metric": [metric] * n,
+            "label": ["d"] * n,
+            "defense": ["d"] * n,
+            "knob": ["eta"] * n,
+            "knob_value": [float(i) for i in range(n)],
+            "empirical_privacy": privacy,
+            "utility": [0.8 - 0.01 * i for i in range(n)],
+            "attack_metric": [metric] * n,
             "utility_metric": ["accuracy"] * n,
             "attack_baseline": baseline if baseline is not None else [np.nan] * n,
         }
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.parametrize(

@@ -201,14 +201,20 @@ def test_grid_with_every_issue3_defense_and_target_rates(tmp_path) -> None:
 @pytest.mark.parametrize(
     ("grid", "says"),
     [
-        ("defenses: [{name: t2tt, knob_values: [50]}]\nattacks: [nn-inversion]\n",
-         "defenses.0.name: Unknown defense 't2tt'. Did you mean 't2t'"),
-        ("defenses: [{name: t2t, knob_values: [fifty]}]\nattacks: [nn-inversion]\n",
-         "defenses.0.knob_values.0: Input should be a valid number"),
-        ("defenses: [{name: t2t, knob_values: [50]}]\nattacks: [nn-invertion]\n",
-         "attacks.0: Unknown attack 'nn-invertion'. Did you mean 'nn-inversion'"),
+        (
+            "defenses: [{name: t2tt, knob_values: [50]}]\nattacks: [nn-inversion]\n",
+            "defenses.0.name: Unknown defense 't2tt'. Did you mean 't2t'",
+        ),
+        (
+            "defenses: [{name: t2t, knob_values: [fifty]}]\nattacks: [nn-inversion]\n",
+            "defenses.0.knob_values.0: Input should be a valid number",
+        ),
+        (
+            "defenses: [{name: t2t, knob_values: [50]}]\nattacks: [nn-invertion]\n",
+            "attacks.0: Unknown attack 'nn-invertion'. Did you mean 'nn-inversion'",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_grid_configs_fail_in_one_line(grid, says, tmp_path) -> None:
     path = tmp_path / "grid.yaml"
     path.write_text(grid)

@@ -83,9 +83,12 @@ def test_label_map_threshold_and_where_drop_and_count(tmp_path: Path) -> None:
     stars = {1: "negative", 2: "negative", 4: "positive", 5: "positive"}
     with pytest.warns(UserWarning, match=r"reviews.csv: dropped \d+ of 60 rows: \d+ not matching"):
         corpus = load_file(
-            path, text="review", label="stars", label_map=stars,
+            path,
+            text="review",
+            label="stars",
+            label_map=stars,
             where={"location": "united_kingdom"},
-        )  # fmt: skip
+        )
     uk = df[df["location"] == "united_kingdom"]
     kept = uk[uk["stars"] != 3]
     assert corpus.label_names == ["negative", "positive"]
@@ -97,8 +100,13 @@ def test_label_map_threshold_and_where_drop_and_count(tmp_path: Path) -> None:
     assert corpus.info["rows_read"] == 60 and corpus.info["dropped_rows"] == 60 - len(kept)
     assert corpus.dropped()["dropped_rows"] == 60 - len(kept)
     # A list of values; string keys (from --map) match an integer column.
-    both = load_file(path, text="review", label="stars", label_map={"5": "top", "1": "bottom"},
-                     where={"location": ["united_kingdom", "united_states"]})  # fmt: skip
+    both = load_file(
+        path,
+        text="review",
+        label="stars",
+        label_map={"5": "top", "1": "bottom"},
+        where={"location": ["united_kingdom", "united_states"]},
+    )
     assert both.label_names == ["bottom", "top"]
     assert sum(both.sizes().values()) == int(df["stars"].isin([1, 5]).sum())
     binary = load_file(path, text="review", label="stars", label_threshold=4)
@@ -131,26 +139,32 @@ def test_parse_mapping_label_map_and_where() -> None:
 
 
 def test_load_hf_label_map_by_class_name_and_where(monkeypatch: pytest.MonkeyPatch) -> None:
-    features = datasets.Features({
-        "text": datasets.Value("string"),
-        "label": datasets.ClassLabel(names=["1 star", "2 stars", "3 stars"]),
-        "region": datasets.Value("string"),
-    })  # fmt: skip
+    features = datasets.Features(
+        {
+            "text": datasets.Value("string"),
+            "label": datasets.ClassLabel(names=["1 star", "2 stars", "3 stars"]),
+            "region": datasets.Value("string"),
+        }
+    )
 
     def fake_load(name: str, config: str | None = None, **kwargs: Any) -> datasets.DatasetDict:
         def split(n: int) -> datasets.Dataset:
             return datasets.Dataset.from_dict(
-                {"text": [f"doc {i}" for i in range(n)], "label": [i % 3 for i in range(n)],
-                 "region": ["uk" if i % 2 else "us" for i in range(n)]},
+                {
+                    "text": [f"doc {i}" for i in range(n)],
+                    "label": [i % 3 for i in range(n)],
+                    "region": ["uk" if i % 2 else "us" for i in range(n)],
+                },
                 features=features,
-            )  # fmt: skip
+            )
 
         return datasets.DatasetDict({"train": split(60), "test": split(30)})
 
     monkeypatch.setattr(datasets, "load_dataset", fake_load)
     with pytest.warns(UserWarning, match="dropped"):
-        corpus = load_hf("someone/stars", label_map={"1 star": "neg", 2: "pos"},
-                         where={"region": "uk"})  # fmt: skip
+        corpus = load_hf(
+            "someone/stars", label_map={"1 star": "neg", 2: "pos"}, where={"region": "uk"}
+        )
     assert corpus.label_names == ["neg", "pos"]
     assert corpus.info["dropped"]["not matching where region"] == 45
     assert corpus.info["dropped"]["with a label not in label_map"] == 15  # "2 stars"
@@ -163,11 +177,19 @@ def test_dropped_rows_said_on_terminal_in_run_json_and_report(tmp_path: Path) ->
     df.loc[[3, 7], "review"] = ""
     path = tmp_path / "reviews.csv"
     df.to_csv(path, index=False)
-    config = grid(tmp_path, {"path": str(path), "text": "review", "label": "stars",
-                             "label_map": {1: "neg", 2: "neg", 4: "pos", 5: "pos"}})  # fmt: skip
+    config = grid(
+        tmp_path,
+        {
+            "path": str(path),
+            "text": "review",
+            "label": "stars",
+            "label_map": {1: "neg", 2: "neg", 4: "pos", 5: "pos"},
+        },
+    )
     run_dir = tmp_path / "run"
-    result = runner.invoke(app, ["run", "--config", str(config), "--run-dir", str(run_dir),
-                                 "--no-progress"])  # fmt: skip
+    result = runner.invoke(
+        app, ["run", "--config", str(config), "--run-dir", str(run_dir), "--no-progress"]
+    )
     assert result.exit_code == 0, result.output
     warning = [line for line in result.output.splitlines() if line.startswith("Warning:")]
     assert len(warning) == 1 and "reviews.csv: dropped" in warning[0], result.output
@@ -198,15 +220,19 @@ def test_one_class_labels_fail_before_any_work(tmp_path: Path) -> None:
     part = np.array(["train", "test", "aux"] * 20)
     frame = frame.assign(part=part, stars=np.where(part == "test", 5, frame["stars"]))
     frame.to_csv(split, index=False)
-    config = grid(tmp_path, {"path": str(split), "text": "review", "label": "stars",
-                             "split_column": "part"})  # fmt: skip
+    config = grid(
+        tmp_path, {"path": str(split), "text": "review", "label": "stars", "split_column": "part"}
+    )
     result = runner.invoke(app, ["run", "--config", str(config), "--run-dir", str(run_dir)])
     assert result.exit_code == 2 and not run_dir.exists(), result.output
-    assert "the test split has a single class ('5' for all 20 documents) in label column " \
-           "'stars'" in result.output  # fmt: skip
+    assert (
+        "the test split has a single class ('5' for all 20 documents) in label column "
+        "'stars'" in result.output
+    )
     # ... or the train split, after the grid's limits.
-    frame.assign(part=np.where(part == "train", "test", np.where(part == "test", "train", part))
-                 ).to_csv(split, index=False)  # fmt: skip
+    frame.assign(
+        part=np.where(part == "train", "test", np.where(part == "test", "train", part))
+    ).to_csv(split, index=False)
     result = runner.invoke(app, ["run", "--config", str(config), "--run-dir", str(run_dir)])
     assert result.exit_code == 2 and "the train split has a single class" in result.output
 
@@ -222,16 +248,27 @@ def test_calibrate_takes_a_grid_corpus_spec(tmp_path: Path) -> None:
     lines = missing.output.strip().splitlines()
     assert len(lines) == 1 and "load_file() needs the parameter 'path'" in lines[0]
     assert "--map" in lines[0] and "--config" in lines[0]
-    mapped = runner.invoke(app, [*base, "--corpus", "file", "--backbone", TINY, "--map",
-                                 f"path={path},text=review,label=stars"])  # fmt: skip
+    mapped = runner.invoke(
+        app,
+        [
+            *base,
+            "--corpus",
+            "file",
+            "--backbone",
+            TINY,
+            "--map",
+            f"path={path},text=review,label=stars",
+        ],
+    )
     assert mapped.exit_code == 0, mapped.output
     assert "(20 docs)" in mapped.output
     config = grid(tmp_path, {"path": str(path), "text": "review", "label": "stars"})
     from_grid = runner.invoke(app, [*base, "--config", str(config)])
     assert from_grid.exit_code == 0 and "(20 docs)" in from_grid.output, from_grid.output
     where = 'where={"location": "united_states"}'
-    filtered = runner.invoke(app, [*base, "--config", str(config), "--n-docs", "500",
-                                   "--corpus-param", where])  # fmt: skip
+    filtered = runner.invoke(
+        app, [*base, "--config", str(config), "--n-docs", "500", "--corpus-param", where]
+    )
     assert filtered.exit_code == 0, filtered.output
     assert "Warning:" in filtered.output and "40 not matching where location" in filtered.output
     bad = runner.invoke(app, [*base, "--corpus-param", "n_docs"])
@@ -250,14 +287,30 @@ def test_map_sets_corpus_params_on_run_and_audit(tmp_path: Path) -> None:
     mapped = runner.invoke(app, [*args, "--map", "text=review,label=stars,label_threshold=4"])
     assert mapped.exit_code == 0, mapped.output
     saved = json.loads((tmp_path / "run" / "config.json").read_text())
-    assert saved["corpus"]["params"] == {"path": str(path), "text": "review", "label": "stars",
-                                         "label_threshold": 4}  # fmt: skip
+    assert saved["corpus"]["params"] == {
+        "path": str(path),
+        "text": "review",
+        "label": "stars",
+        "label_threshold": 4,
+    }
     bad = runner.invoke(app, [*args, "--map", "text"])
     assert bad.exit_code == 2 and bad.output.startswith("Error: --map: Entry 'text'")
     resumed = runner.invoke(app, ["run", "--resume", str(tmp_path / "run"), "--map", "seed=1"])
     assert resumed.exit_code == 2 and "drop --config/--run-dir/--map" in resumed.output
-    audit = runner.invoke(app, ["audit", "examples/plugins/mask_words.py:MaskWords", "--knob",
-                                "p=0.5", "--preset", "smoke", "--map", "n_doc=90",
-                                "--run-dir", str(tmp_path / "audit")])  # fmt: skip
+    audit = runner.invoke(
+        app,
+        [
+            "audit",
+            "examples/plugins/mask_words.py:MaskWords",
+            "--knob",
+            "p=0.5",
+            "--preset",
+            "smoke",
+            "--map",
+            "n_doc=90",
+            "--run-dir",
+            str(tmp_path / "audit"),
+        ],
+    )
     assert audit.exit_code == 2, audit.output
     assert "corpus.params: synthetic_reviews has no parameter 'n_doc'" in audit.output

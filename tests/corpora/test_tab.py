@@ -29,11 +29,11 @@ from privaudit.metrics.tab import (
     excused_chars,
     format_scores,
     gold_documents,
-    masked_spans,
     mention_masked,
     score_anonymizer,
     score_spans,
 )
+from privaudit.metrics.tab_align import masked_spans
 from privaudit.registry import CORPORA
 
 A = "Mr John Smith of Oslo sued Norway on 5 May 2001. Smith won."
@@ -43,10 +43,16 @@ C = "Ms Eva Lund appealed in Malmo in 1999."
 
 def _m(eid: str, etype: str, kind: str, s: int, e: int, text: str) -> dict[str, Any]:
     return {
-        "entity_type": etype, "entity_mention_id": f"{eid}-{s}", "start_offset": s,
-        "end_offset": e, "span_text": text[s:e], "edit_type": "check", "identifier_type": kind,
-        "entity_id": eid, "confidential_status": "NOT_CONFIDENTIAL",
-    }  # fmt: skip
+        "entity_type": etype,
+        "entity_mention_id": f"{eid}-{s}",
+        "start_offset": s,
+        "end_offset": e,
+        "span_text": text[s:e],
+        "edit_type": "check",
+        "identifier_type": kind,
+        "entity_id": eid,
+        "confidential_status": "NOT_CONFIDENTIAL",
+    }
 
 
 def fixture_docs() -> list[dict[str, Any]]:
@@ -57,33 +63,58 @@ def fixture_docs() -> list[dict[str, Any]]:
     needs masking but is QUASI (the first mention decides); 1970 and Bergen QUASI, Acme NO_MASK.
     C (dev): "Ms Eva Lund" DIRECT, Malmo and 1999 QUASI."""
     ann_a1 = [
-        _m("A1e1", "PERSON", "DIRECT", 0, 13, A), _m("A1e2", "LOC", "QUASI", 17, 21, A),
-        _m("A1e3", "LOC", "NO_MASK", 27, 33, A), _m("A1e4", "DATETIME", "QUASI", 37, 47, A),
+        _m("A1e1", "PERSON", "DIRECT", 0, 13, A),
+        _m("A1e2", "LOC", "QUASI", 17, 21, A),
+        _m("A1e3", "LOC", "NO_MASK", 27, 33, A),
+        _m("A1e4", "DATETIME", "QUASI", 37, 47, A),
         _m("A1e1", "PERSON", "DIRECT", 49, 54, A),
-    ]  # fmt: skip
+    ]
     ann_a2 = [
-        _m("A2e1", "PERSON", "DIRECT", 3, 13, A), _m("A2e2", "DATETIME", "QUASI", 37, 47, A),
-        _m("A2e1", "PERSON", "NO_MASK", 49, 54, A), _m("A2e3", "LOC", "NO_MASK", 17, 21, A),
-    ]  # fmt: skip
+        _m("A2e1", "PERSON", "DIRECT", 3, 13, A),
+        _m("A2e2", "DATETIME", "QUASI", 37, 47, A),
+        _m("A2e1", "PERSON", "NO_MASK", 49, 54, A),
+        _m("A2e3", "LOC", "NO_MASK", 17, 21, A),
+    ]
     ann_b = [
-        _m("Be1", "PERSON", "NO_MASK", 0, 9, B), _m("Be2", "DATETIME", "QUASI", 19, 23, B),
-        _m("Be1", "PERSON", "DIRECT", 42, 46, B), _m("Be3", "LOC", "QUASI", 34, 40, B),
+        _m("Be1", "PERSON", "NO_MASK", 0, 9, B),
+        _m("Be2", "DATETIME", "QUASI", 19, 23, B),
+        _m("Be1", "PERSON", "DIRECT", 42, 46, B),
+        _m("Be3", "LOC", "QUASI", 34, 40, B),
         _m("Be4", "ORG", "NO_MASK", 57, 61, B),
-    ]  # fmt: skip
+    ]
     ann_c = [
-        _m("Ce1", "PERSON", "DIRECT", 0, 11, C), _m("Ce2", "LOC", "QUASI", 24, 29, C),
+        _m("Ce1", "PERSON", "DIRECT", 0, 11, C),
+        _m("Ce2", "LOC", "QUASI", 24, 29, C),
         _m("Ce3", "DATETIME", "QUASI", 33, 37, C),
-    ]  # fmt: skip
+    ]
     meta = {"year": 2001, "legal_branch": "CHAMBER", "articles": [6], "applicant": "X"}
     return [
-        {"doc_id": "001-A", "text": A, "dataset_type": "test", "task": "anonymise John Smith",
-         "meta": {**meta, "countries": "NOR"}, "quality_checked": ["a2"],
-         "annotations": {"a1": {"entity_mentions": ann_a1}, "a2": {"entity_mentions": ann_a2}}},
-        {"doc_id": "001-B", "text": B, "dataset_type": "train", "task": "anonymise Anna Berg",
-         "meta": {**meta, "countries": "NOR"}, "annotations": {"a1": {"entity_mentions": ann_b}}},
-        {"doc_id": "001-C", "text": C, "dataset_type": "dev", "task": "anonymise Eva Lund",
-         "meta": {**meta, "countries": "SWE"}, "annotations": {"a3": {"entity_mentions": ann_c}}},
-    ]  # fmt: skip
+        {
+            "doc_id": "001-A",
+            "text": A,
+            "dataset_type": "test",
+            "task": "anonymise John Smith",
+            "meta": {**meta, "countries": "NOR"},
+            "quality_checked": ["a2"],
+            "annotations": {"a1": {"entity_mentions": ann_a1}, "a2": {"entity_mentions": ann_a2}},
+        },
+        {
+            "doc_id": "001-B",
+            "text": B,
+            "dataset_type": "train",
+            "task": "anonymise Anna Berg",
+            "meta": {**meta, "countries": "NOR"},
+            "annotations": {"a1": {"entity_mentions": ann_b}},
+        },
+        {
+            "doc_id": "001-C",
+            "text": C,
+            "dataset_type": "dev",
+            "task": "anonymise Eva Lund",
+            "meta": {**meta, "countries": "SWE"},
+            "annotations": {"a3": {"entity_mentions": ann_c}},
+        },
+    ]
 
 
 #: The system's masks: A "John Smith", "Oslo", "5 May" (not the year, nor the later "Smith");
@@ -364,8 +395,19 @@ def test_tab_score_with_a_plugin_writes_json(tab_file: Path, tmp_path: Path) -> 
     plugin = tmp_path / "redact.py"
     plugin.write_text(PLUGIN)
     out = tmp_path / "scores.json"
-    args = ["tab-score", "--data", str(tab_file), "--defense", f"{plugin}:Redactor",
-            "--level", "2", "--split", "all", "--json", str(out)]  # fmt: skip
+    args = [
+        "tab-score",
+        "--data",
+        str(tab_file),
+        "--defense",
+        f"{plugin}:Redactor",
+        "--level",
+        "2",
+        "--split",
+        "all",
+        "--json",
+        str(out),
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "TAB evaluation of" in result.output and "token precision" in result.output

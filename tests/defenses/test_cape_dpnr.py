@@ -363,8 +363,9 @@ def test_adversary_through_the_objective_protocol(tiny) -> None:
     assert head(features).shape == (2, 2)
     assert objective.head(tiny.dim, [0, 0])(features).shape == (2, 2)  # at least two classes
     assert objective.head(tiny.dim, [0, 3])(features).shape == (2, 4)
-    batch = TrainingBatch(hidden=None, features=features, prefix_positions=[[], []],
-                          targets=targets)  # fmt: skip
+    batch = TrainingBatch(
+        hidden=None, features=features, prefix_positions=[[], []], targets=targets
+    )
     loss = objective.loss(batch, head)
     torch.testing.assert_close(loss, objective.adversary_loss(features, targets, head))
     # by hand: the head behind the reversal is the identity forward, so plain cross-entropy

@@ -209,8 +209,9 @@ def test_reconstruction_objective_trains(tiny) -> None:
     halved = dataclasses.replace(objective, weight=0.5).loss(batch, head)
     torch.testing.assert_close(halved, 0.5 * expected)
     # rows cut to different lengths: the first n = 2 positions of every row
-    cut = TrainingBatch(hidden=hidden, features=None, prefix_positions=[[1, 2, 3], [4, 5]],
-                        targets=targets)  # fmt: skip
+    cut = TrainingBatch(
+        hidden=hidden, features=None, prefix_positions=[[1, 2, 3], [4, 5]], targets=targets
+    )
     log_p = head(torch.stack([hidden[0, [1, 2]], hidden[1, [4, 5]]])).log_softmax(-1)
     expected = -torch.stack([log_p[r, k, targets[r][k]] for r in range(2) for k in range(2)])
     torch.testing.assert_close(objective.loss(cut, head), expected.mean())

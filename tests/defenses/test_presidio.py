@@ -36,8 +36,9 @@ def _run(**params: Any) -> Any:
 
 def test_levels_are_entity_sets_with_a_threshold() -> None:
     one, two = _run(level=1), _run(level=2)
-    assert one.texts == ["Mr <PERSON> (<EMAIL_ADDRESS>) moved to Oslo, Norway, on 5 May 2001 "
-                         "and joined Acme Corp."]  # fmt: skip
+    assert one.texts == [
+        "Mr <PERSON> (<EMAIL_ADDRESS>) moved to Oslo, Norway, on 5 May 2001 and joined Acme Corp."
+    ]
     assert "<LOCATION>" in two.texts[0] and "<DATE_TIME>" in two.texts[0]
     assert "Oslo" not in two.texts[0] and "2001" not in two.texts[0]
     assert set(PRESETS[1][0]) == set(DIRECT) and PRESETS[1][0] == DIRECT

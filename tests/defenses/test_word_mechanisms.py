@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from privaudit.audit.config import PRESETS, WORD_MECHANISMS, load_config
+from privaudit.audit.config import PRESETS, load_config
+from privaudit.audit.presets import WORD_MECHANISMS
 from privaudit.defenses.santext import SanText
 from privaudit.mechanisms.nearest import NearestNeighbourIndex
 from privaudit.mechanisms.word_sampling import WordBatch, WordVocabulary, match_case

@@ -75,8 +75,9 @@ def claims_board(
     rows, entries = [], {}
     fams = ["text"] + [f"text{f}" for f in range(2, families + 1)]
 
-    def add(label: str, value: float, attack: str, family: str, score: float, util: float,
-            seed: int) -> None:  # fmt: skip
+    def add(
+        label: str, value: float, attack: str, family: str, score: float, util: float, seed: int
+    ) -> None:
         key, point = f"{label}|{value}|{attack}|{seed}", f"{label}|{value}|{seed}"
         if (point, "utility") not in entries:
             u = util + rng.normal(0.0, true_utility_fit_sd) if true_utility_fit_sd else util
@@ -85,18 +86,32 @@ def claims_board(
         hits = (rng.random(n) < s).astype(float)
         entries[(key, "attack")] = Outcome.ratio(hits)
         entries[(key, "baseline")] = Outcome.ratio(np.full(n, BASE))
-        rows.append({
-            "defense": label.split("[")[0], "label": label,
-            "knob": None if label == "none" else "eta",
-            "knob_value": math.nan if label == "none" else float(value), "attack": attack,
-            "seed": seed, "status": "ok", "reason": "", "attack_metric": "token_recovery",
-            "family": family, "attack_score": float(hits.mean()),
-            "empirical_privacy": 1 - float(hits.mean()), "attack_baseline": BASE,
-            "utility": float(entries[(point, "utility")].value()),
-            "utility_metric": "balanced_accuracy", "cell_key": key, "point": point,
-            "n_test": n, "guarantee": "g", "privatize_seconds": 1.0, "n_words": 1000.0,
-            "defense_params": "{}",
-        })  # fmt: skip
+        rows.append(
+            {
+                "defense": label.split("[")[0],
+                "label": label,
+                "knob": None if label == "none" else "eta",
+                "knob_value": math.nan if label == "none" else float(value),
+                "attack": attack,
+                "seed": seed,
+                "status": "ok",
+                "reason": "",
+                "attack_metric": "token_recovery",
+                "family": family,
+                "attack_score": float(hits.mean()),
+                "empirical_privacy": 1 - float(hits.mean()),
+                "attack_baseline": BASE,
+                "utility": float(entries[(point, "utility")].value()),
+                "utility_metric": "balanced_accuracy",
+                "cell_key": key,
+                "point": point,
+                "n_test": n,
+                "guarantee": "g",
+                "privatize_seconds": 1.0,
+                "n_words": 1000.0,
+                "defense_params": "{}",
+            }
+        )
 
     names = [(fam, f"{fam}_a{j}") for fam in fams for j in range(attacks)]
     for seed in range(seeds):
@@ -123,10 +138,14 @@ def claims_board(
     declared = true_fit_sd if fit_sd is None else fit_sd
     u_declared = true_utility_fit_sd if utility_fit_sd is None else utility_fit_sd
     return leaderboard(
-        pd.DataFrame(rows), CHANCE, outcomes=Outcomes(entries),
+        pd.DataFrame(rows),
+        CHANCE,
+        outcomes=Outcomes(entries),
         bootstrap=Bootstrap(resamples, 0.95, rep),
-        fit_sd={a: declared for _, a in names}, utility_fit_sd=u_declared, **board,
-    )  # fmt: skip
+        fit_sd={a: declared for _, a in names},
+        utility_fit_sd=u_declared,
+        **board,
+    )
 
 
 def false_separation(board: Leaderboard) -> list[bool]:

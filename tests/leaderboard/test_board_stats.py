@@ -37,28 +37,51 @@ class Grid:
         self.entries: dict[tuple[str, str], Outcome] = {}
 
     def add(
-        self, label: str, value: float, attack: str, score: float, utility: float, *,
-        baseline: float | None = 0.1, family: str = "text", status: str = "ok", seed: int = 0,
+        self,
+        label: str,
+        value: float,
+        attack: str,
+        score: float,
+        utility: float,
+        *,
+        baseline: float | None = 0.1,
+        family: str = "text",
+        status: str = "ok",
+        seed: int = 0,
         metric: str = "token_recovery",
-    ) -> None:  # fmt: skip
+    ) -> None:
         defense = label.split("[")[0]
         key = f"{label}|{value}|{attack}|{seed}"
         point = f"{label}|{value}|{seed}"
         s = hits(score, zlib.crc32(key.encode()))
         u = hits(utility, zlib.crc32(point.encode()))
         ok = status == "ok"
-        self.rows.append({
-            "defense": defense, "label": label, "knob": None if defense == "none" else "eta",
-            "knob_value": math.nan if defense == "none" else float(value),
-            "attack": attack, "seed": seed, "status": status, "reason": "" if ok else "boom",
-            "attack_metric": metric, "family": family,
-            "attack_score": float(s.mean()) if ok else math.nan,
-            "empirical_privacy": 1 - float(s.mean()) if ok else math.nan,
-            "attack_baseline": baseline if baseline is not None else math.nan,
-            "utility": float(u.mean()), "utility_metric": "balanced_accuracy",
-            "cell_key": key, "point": point, "n_test": N, "guarantee": "g",
-            "privatize_seconds": 1.0, "n_words": 1000.0, "defense_params": "{}",
-        })  # fmt: skip
+        self.rows.append(
+            {
+                "defense": defense,
+                "label": label,
+                "knob": None if defense == "none" else "eta",
+                "knob_value": math.nan if defense == "none" else float(value),
+                "attack": attack,
+                "seed": seed,
+                "status": status,
+                "reason": "" if ok else "boom",
+                "attack_metric": metric,
+                "family": family,
+                "attack_score": float(s.mean()) if ok else math.nan,
+                "empirical_privacy": 1 - float(s.mean()) if ok else math.nan,
+                "attack_baseline": baseline if baseline is not None else math.nan,
+                "utility": float(u.mean()),
+                "utility_metric": "balanced_accuracy",
+                "cell_key": key,
+                "point": point,
+                "n_test": N,
+                "guarantee": "g",
+                "privatize_seconds": 1.0,
+                "n_words": 1000.0,
+                "defense_params": "{}",
+            }
+        )
         if ok:
             self.entries[(key, "attack")] = Outcome.ratio(s)
             if baseline is not None:
@@ -339,15 +362,30 @@ def test_a_paired_utility_difference_stays_paired_and_gains_two_fit_variances() 
     n = 300
     rng = np.random.default_rng(0)
     u = rng.random(n)  # each document's difficulty, shared by the two points
-    frame = pd.DataFrame([
-        {"defense": "t2t", "label": "t2t", "knob_value": float(k), "attack": "a", "seed": 0,
-         "status": "ok", "attack_metric": "token_recovery", "attack_score": np.nan,
-         "attack_baseline": 0.0, "cell_key": f"c{k}", "point": f"p{k}", "n_test": n,
-         "family": "text", "utility_evaluator": "service"}
-        for k in (1, 2)
-    ])  # fmt: skip
-    outcomes = Outcomes({(f"p{k}", "utility"): Outcome.ratio(u < rate)
-                         for k, rate in ((1, 0.8), (2, 0.75))})  # fmt: skip
+    frame = pd.DataFrame(
+        [
+            {
+                "defense": "t2t",
+                "label": "t2t",
+                "knob_value": float(k),
+                "attack": "a",
+                "seed": 0,
+                "status": "ok",
+                "attack_metric": "token_recovery",
+                "attack_score": np.nan,
+                "attack_baseline": 0.0,
+                "cell_key": f"c{k}",
+                "point": f"p{k}",
+                "n_test": n,
+                "family": "text",
+                "utility_evaluator": "service",
+            }
+            for k in (1, 2)
+        ]
+    )
+    outcomes = Outcomes(
+        {(f"p{k}", "utility"): Outcome.ratio(u < rate) for k, rate in ((1, 0.8), (2, 0.75))}
+    )
     boot = Bootstrap(resamples=2000, seed=1)
     plain = run_stats(frame, outcomes, boot)
     noisy = run_stats(frame, outcomes, boot, utility_fit_sd={"service": 0.02})
@@ -367,8 +405,9 @@ def test_the_board_adds_the_evaluators_declared_sd_and_says_so() -> None:
     frame = g.frame().assign(utility_evaluator="service")
     sd = UTILITY.get("service").fit_sd
     board = leaderboard(frame, 0.5, outcomes=g.outcomes(), bootstrap=BOOT)
-    assert any("evaluator's training randomness" in n and f"service {sd:.3g}" in n
-               for n in board.notes)  # fmt: skip
+    assert any(
+        "evaluator's training randomness" in n and f"service {sd:.3g}" in n for n in board.notes
+    )
     point = board.points.set_index("label").loc["t2t"]
     plain = leaderboard(frame, 0.5, outcomes=g.outcomes(), bootstrap=BOOT, utility_fit_sd=0.0)
     plain_point = plain.points.set_index("label").loc["t2t"]

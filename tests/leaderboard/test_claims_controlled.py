@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from privaudit.leaderboard.stats import separation_ranks, worst_case_interval
-from privaudit.leaderboard.verdict import Scored, beats_none, headline, power_lines
+from privaudit.leaderboard.verdict import Scored, beats_none
+from privaudit.leaderboard.verdict_words import headline, power_lines
 from privaudit.metrics.outcomes import interval
 from tests.leaderboard.claims_boards import claims_board, false_beats, false_separation
 
@@ -84,8 +85,9 @@ def test_beats_none_pays_for_the_choice_among_points_and_defenses() -> None:
 def test_defenses_that_buy_nothing_rarely_beat_the_undefended_release() -> None:
     """3 defenses whose every point is the undefended release's, 3 points each: before, the
     best frontier of noisy points beat it on about a quarter of boards."""
-    found = [any(false_beats(claims_board(r, defenses=0, nothing=3, resamples=150)))
-             for r in range(20)]  # fmt: skip
+    found = [
+        any(false_beats(claims_board(r, defenses=0, nothing=3, resamples=150))) for r in range(20)
+    ]
     assert sum(found) <= 1, sum(found)
 
 

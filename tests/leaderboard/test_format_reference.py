@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from privaudit.api import CLEAN, Knowledge
-from privaudit.audit.config import quick_preset
+from privaudit.audit.presets import quick_preset
 from privaudit.defenses.cape import CAPE
 from privaudit.defenses.clean import CleanRelease
 from privaudit.defenses.dpnr import DPNR
@@ -20,7 +20,7 @@ from privaudit.defenses.sap import SAP
 from privaudit.leaderboard.board import leaderboard
 from privaudit.leaderboard.render import leaderboard_html_body
 from privaudit.leaderboard.render import tables as board_tables
-from privaudit.leaderboard.verdict import headline
+from privaudit.leaderboard.verdict_words import headline
 from privaudit.registry import ATTACKS, build_defense
 from tests.conftest import TINY
 from tests.leaderboard.test_board_stats import BOOT, Grid
@@ -135,8 +135,7 @@ def _cape_board(with_clean: bool = True, outcomes: bool = True):
     for eps, score, utility in ((1e6, 0.8, 0.85), (100, 0.8, 0.84), (3, 0.6, 0.7)):
         g.add("cape", eps, "attr", score, utility, **GENDER)
     g.add("t2t", 50, "attr", 0.7, 0.8, **GENDER)
-    return leaderboard(_frame(g), 0.5, outcomes=g.outcomes() if outcomes else None,
-                       bootstrap=BOOT)  # fmt: skip
+    return leaderboard(_frame(g), 0.5, outcomes=g.outcomes() if outcomes else None, bootstrap=BOOT)
 
 
 def test_the_board_says_cape_without_noise_is_all_format() -> None:
@@ -224,9 +223,17 @@ def test_hidden_states_are_matched_by_layer_on_the_attacks_both_faced() -> None:
     g.add("sap", 60, "a", 0.3, 0.8)  # privacy .75
     g.add("sap", 60, "bayes", 0.85, 0.8)  # privacy .06: only sap faced it
     f = _frame(g, {"none": "text", "clean": "hidden_states", "sap": "hidden_states"})
-    f["defense_params"] = f["label"].map({"clean[layer=1]": '{"layer": 1}',
-                                          "clean[layer=2]": '{"layer": 2}',
-                                          "sap": '{"split_layer": 1}'}).fillna("{}")  # fmt: skip
+    f["defense_params"] = (
+        f["label"]
+        .map(
+            {
+                "clean[layer=1]": '{"layer": 1}',
+                "clean[layer=2]": '{"layer": 2}',
+                "sap": '{"split_layer": 1}',
+            }
+        )
+        .fillna("{}")
+    )
     board = leaderboard(f, 0.5, outcomes=g.outcomes(), bootstrap=BOOT)
     assert board.formats is not None
     row = board.formats.table.iloc[0]

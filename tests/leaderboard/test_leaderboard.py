@@ -93,8 +93,12 @@ def make_run(
     else:
         frame.to_csv(run_dir / "results.csv", index=False)
     if chance is not None:
-        meta = {"chance_accuracy": chance, "corpus_sizes": {"train": 10}, "backbone": "tiny",
-                "provenance": provenance()}  # fmt: skip
+        meta = {
+            "chance_accuracy": chance,
+            "corpus_sizes": {"train": 10},
+            "backbone": "tiny",
+            "provenance": provenance(),
+        }
         (run_dir / "run.json").write_text(json.dumps(meta), encoding="utf-8")
     (run_dir / "config.json").write_text(json.dumps(config or {"name": "test-grid"}))
     return run_dir

@@ -13,7 +13,7 @@ from privaudit.leaderboard.figures import frontier_figure, pareto_figure
 from privaudit.leaderboard.render import leaderboard_html_body
 from privaudit.leaderboard.render import tables as board_tables
 from privaudit.leaderboard.strength import undefended_table
-from privaudit.leaderboard.verdict import headline as verdict_headline
+from privaudit.leaderboard.verdict_words import headline as verdict_headline
 from tests.leaderboard.test_board_stats import BOOT, Grid
 
 
@@ -169,8 +169,9 @@ def test_the_target_rate_column_shows_where_the_grid_calibrated_by_rate() -> Non
     assert shown == {"pct2t": "0.3", "t2t": "—"}
     assert '<td class="num">0.3</td>' in leaderboard_html_body(board)
     # No rate calibrated: no column of dashes.
-    board = leaderboard(frame.drop(columns="target_rate"), 0.5, outcomes=g.outcomes(),
-                        bootstrap=BOOT)  # fmt: skip
+    board = leaderboard(
+        frame.drop(columns="target_rate"), 0.5, outcomes=g.outcomes(), bootstrap=BOOT
+    )
     assert "target rate" not in board_tables(board)["rates"].headers
 
 
@@ -181,14 +182,26 @@ def _attack_rows(metric: str, privacy: list[float], baseline: float) -> pd.DataF
     labels = ["none", *["d"] * (n - 1)]
     p = np.asarray(privacy)
     u = np.linspace(0.85, 0.7, n)
-    return pd.DataFrame({
-        "label": labels, "defense": labels, "knob": [None, *["eta"] * (n - 1)],
-        "knob_value": [np.nan, *range(1, n)], "seed": 0, "attack": "geia", "status": "ok",
-        "attack_metric": metric, "utility_metric": "balanced_accuracy",
-        "empirical_privacy": p, "empirical_privacy_ci_low": p - 0.005,
-        "empirical_privacy_ci_high": p + 0.005, "utility": u, "utility_ci_low": u - 0.03,
-        "utility_ci_high": u + 0.03, "attack_baseline": baseline,
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            "label": labels,
+            "defense": labels,
+            "knob": [None, *["eta"] * (n - 1)],
+            "knob_value": [np.nan, *range(1, n)],
+            "seed": 0,
+            "attack": "geia",
+            "status": "ok",
+            "attack_metric": metric,
+            "utility_metric": "balanced_accuracy",
+            "empirical_privacy": p,
+            "empirical_privacy_ci_low": p - 0.005,
+            "empirical_privacy_ci_high": p + 0.005,
+            "utility": u,
+            "utility_ci_low": u - 0.03,
+            "utility_ci_high": u + 0.03,
+            "attack_baseline": baseline,
+        }
+    )
 
 
 def test_axes_and_columns_name_the_metric_actually_scored() -> None:

@@ -11,7 +11,7 @@ import pytest
 from privaudit.leaderboard.board import Leaderboard, leaderboard
 from privaudit.leaderboard.overall import deciding_families
 from privaudit.leaderboard.strength import WEAK_SHARE, family_strengths
-from privaudit.leaderboard.verdict import headline, power_lines
+from privaudit.leaderboard.verdict_words import headline, power_lines
 from privaudit.metrics.stats import run_stats
 from tests.leaderboard.test_board_stats import BOOT, Grid
 
@@ -121,8 +121,10 @@ def test_a_weak_attacker_is_undecided_and_left_out_of_the_overall_mean() -> None
     assert s.informative and s.attack == "x"
     assert s.share == pytest.approx((0.17 - 0.1) / 0.9) and s.share < WEAK_SHARE and s.weak
     lines = dict(headline(board.verdict))["text"]
-    assert lines[0].startswith("undecided because of the attacker: the strongest attack every "
-                               "defense faces, x scores 0.170")  # fmt: skip
+    assert lines[0].startswith(
+        "undecided because of the attacker: the strongest attack every "
+        "defense faces, x scores 0.170"
+    )
     assert "8 % of the way to a perfect attacker, below the 10 %" in lines[0]
     assert "public text of the victims' domain" in lines[0] and "more aux" in lines[0]
     assert "no published figure" in lines[0]
@@ -154,8 +156,10 @@ def test_an_attacker_with_no_measurable_advantage_is_undecided() -> None:
         g.add(label, 1, "z", 0.1, DEFENSES[label][1], family="entity")
     board = _board(g)
     (line, *_) = dict(headline(board.verdict))["entity"]
-    assert line.startswith("undecided because of the attacker: no attack learns anything "
-                           "measurable from the undefended release (z scores 0.100")  # fmt: skip
+    assert line.startswith(
+        "undecided because of the attacker: no attack learns anything "
+        "measurable from the undefended release (z scores 0.100"
+    )
     assert set(_ranked(board)) == set(DEFENSES)
 
 
@@ -170,21 +174,43 @@ def test_every_family_weak_says_in_one_line_why_nothing_is_ranked() -> None:
 
 def test_a_lower_is_stronger_metric_measures_its_share_the_same_way() -> None:
     """embedding_mse: 0 is a perfect attacker; 0.96 undefended against 1.0 is 4 % of the way."""
-    frame = pd.DataFrame([{
-        "defense": "none", "label": "none", "knob": None, "knob_value": float("nan"),
-        "attack": "ae", "seed": 0, "status": "ok", "reason": "", "attack_metric": "embedding_mse",
-        "family": "text", "attack_score": 0.96, "empirical_privacy": 0.96,
-        "attack_baseline": 1.0, "utility": 0.9, "utility_metric": "balanced_accuracy",
-        "cell_key": "k", "point": "p", "n_test": 10,
-    }])  # fmt: skip
+    frame = pd.DataFrame(
+        [
+            {
+                "defense": "none",
+                "label": "none",
+                "knob": None,
+                "knob_value": float("nan"),
+                "attack": "ae",
+                "seed": 0,
+                "status": "ok",
+                "reason": "",
+                "attack_metric": "embedding_mse",
+                "family": "text",
+                "attack_score": 0.96,
+                "empirical_privacy": 0.96,
+                "attack_baseline": 1.0,
+                "utility": 0.9,
+                "utility_metric": "balanced_accuracy",
+                "cell_key": "k",
+                "point": "p",
+                "n_test": 10,
+            }
+        ]
+    )
     s = family_strengths(run_stats(frame, Grid().outcomes(), BOOT), {})["text"]
     assert s.share == pytest.approx(0.04) and s.weak
 
 
 def test_deciding_families_on_a_table_without_failures_column() -> None:
-    fams = pd.DataFrame({
-        "family": ["t", "t", "e"], "label": ["a", "b", "a"], "defense": ["a", "b", "a"],
-        "rank": pd.array([1, 2, 1], dtype="Int64"), "reason": ["", "", ""],
-    })  # fmt: skip
+    fams = pd.DataFrame(
+        {
+            "family": ["t", "t", "e"],
+            "label": ["a", "b", "a"],
+            "defense": ["a", "b", "a"],
+            "rank": pd.array([1, 2, 1], dtype="Int64"),
+            "reason": ["", "", ""],
+        }
+    )
     kept, left = deciding_families(fams, {})
     assert set(kept["family"]) == {"t"} and set(left) == {"e"}

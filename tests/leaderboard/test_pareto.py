@@ -342,8 +342,13 @@ def test_family_figure(tmp_path: Path) -> None:
     assert len(fig.legends) == 1 and not any(ax.get_legend() for ax in panels)
     names = [t.get_text() for t in fig.legends[0].get_texts()]
     assert names == [
-        "aaa", "t2t", "zzz", "none (undefended)", "chance", "dominated point",
-    ]  # fmt: skip
+        "aaa",
+        "t2t",
+        "zzz",
+        "none (undefended)",
+        "chance",
+        "dominated point",
+    ]
     # The t2t line joins its frontier points only; the dominated one is faint, apart.
     styles = run_styles(points)
     text = panels[0]

@@ -5,7 +5,7 @@ resampling people does not. The full measurement (>= 200 boards) is
 
 from __future__ import annotations
 
-from privaudit.leaderboard.verdict import decisiveness_table
+from privaudit.leaderboard.verdict_words import decisiveness_table
 from tests.leaderboard.people_boards import false_claim, people_board
 
 

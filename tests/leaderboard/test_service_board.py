@@ -97,8 +97,9 @@ def test_rapt_comparison_by_target_rate_when_the_grid_calibrated_by_rate() -> No
         g.add(label, e1, "a", 0.5, 0.8)
         g.add(label, e2, "a", 0.5, 0.7)
     frame = g.frame()
-    frame["target_rate"] = np.where(frame["defense"] == "none", math.nan,
-                                    np.where(frame["knob_value"] < 20, 0.5, 0.3))  # fmt: skip
+    frame["target_rate"] = np.where(
+        frame["defense"] == "none", math.nan, np.where(frame["knob_value"] < 20, 0.5, 0.3)
+    )
     frame["replacement_rate"] = frame["target_rate"] + 0.01
     board = leaderboard(frame, 0.5, outcomes=g.outcomes(), bootstrap=BOOT)
     assert board.service is not None
@@ -111,8 +112,9 @@ def test_rapt_comparison_by_target_rate_when_the_grid_calibrated_by_rate() -> No
 
 
 def test_no_rapt_no_section(tmp_path: Path) -> None:
-    g = rapt_grid({"t2t": (0.6, 0.6, 0.8), "pct2t": (0.6, 0.7, 0.8), "rapt": (0.8, 0.8, 0.8)},
-                  rapt=False)  # fmt: skip
+    g = rapt_grid(
+        {"t2t": (0.6, 0.6, 0.8), "pct2t": (0.6, 0.7, 0.8), "rapt": (0.8, 0.8, 0.8)}, rapt=False
+    )
     board = leaderboard(g.frame(), 0.5, outcomes=g.outcomes(), bootstrap=BOOT)
     assert board.service is not None and board.service.rapt == ()
     assert board.service.sections() == []
@@ -125,17 +127,34 @@ def cape_frame() -> tuple[pd.DataFrame, Grid]:
     """none and cape at ε 1 and 10, two attribute attacks; readouts on cape's points only."""
     g = Grid()
     for attack in ("attribute-inference[gender]", "attribute-inference[age]"):
-        g.add("none", 0, attack, 0.9, 0.9, baseline=0.5, family="attribute",
-              metric="attribute_accuracy")  # fmt: skip
+        g.add(
+            "none",
+            0,
+            attack,
+            0.9,
+            0.9,
+            baseline=0.5,
+            family="attribute",
+            metric="attribute_accuracy",
+        )
         for eps in (1, 10):
-            g.add("cape", eps, attack, 0.6 if eps == 1 else 0.8, 0.8, baseline=0.5,
-                  family="attribute", metric="attribute_accuracy")  # fmt: skip
+            g.add(
+                "cape",
+                eps,
+                attack,
+                0.6 if eps == 1 else 0.8,
+                0.8,
+                baseline=0.5,
+                family="attribute",
+                metric="attribute_accuracy",
+            )
     frame = g.frame()
     cape = frame["defense"] == "cape"
     frame["knob"] = np.where(cape, "epsilon", None)
     frame["defense_params"] = np.where(cape, json.dumps({"attribute": "gender"}), "{}")
-    frame["attribute_readout"] = np.where(cape, np.where(frame["knob_value"] == 1, 0.55, 0.7),
-                                          math.nan)  # fmt: skip
+    frame["attribute_readout"] = np.where(
+        cape, np.where(frame["knob_value"] == 1, 0.55, 0.7), math.nan
+    )
     frame["attribute_readout_no_objective"] = np.where(cape, 0.8, math.nan)
     return frame, g
 

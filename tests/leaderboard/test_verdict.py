@@ -12,7 +12,7 @@ import pytest
 from privaudit.cli.render import print_board, print_summary
 from privaudit.leaderboard.board import Leaderboard, leaderboard
 from privaudit.leaderboard.paired import FamilyPower, pairs
-from privaudit.leaderboard.verdict import (
+from privaudit.leaderboard.verdict_words import (
     decisiveness_table,
     headline,
     power_lines,
@@ -44,16 +44,16 @@ def lb() -> Leaderboard:
 
 def test_the_units_needed_scale_as_the_squared_ratio_of_se_to_the_difference() -> None:
     z, z80 = 1.959963984540054, 0.8416212335729143
-    p = FamilyPower(n=300, seeds=1, crit=z, se=0.1, se_fit=0.0, se_low=0.1, se_high=0.1,
-                    n_pairs=1)  # fmt: skip
+    p = FamilyPower(n=300, seeds=1, crit=z, se=0.1, se_fit=0.0, se_low=0.1, se_high=0.1, n_pairs=1)
     assert p.mdd == pytest.approx((z + z80) * 0.1)
     assert p.needed_for(0.1).units == pytest.approx(300 * (z + z80) ** 2)
     assert p.needed_for(0.2).units == pytest.approx(300 * (z + z80) ** 2 / 4)
     assert p.needed_for(p.mdd).units == pytest.approx(300)  # the MDD: the run's own size
     assert not p.needed_for(0.001).feasible  # beyond 100 × n: not realistic
     # The fits' share does not shrink with units: past it, seeds.
-    fit = FamilyPower(n=300, seeds=1, crit=z, se=0.03, se_fit=0.02, se_low=0.03, se_high=0.03,
-                      n_pairs=1)  # fmt: skip
+    fit = FamilyPower(
+        n=300, seeds=1, crit=z, se=0.03, se_fit=0.02, se_low=0.03, se_high=0.03, n_pairs=1
+    )
     need = fit.needed_for(0.05)
     assert need.feasible and need.seeds > 1
 
@@ -94,8 +94,10 @@ def test_a_tie_gets_no_power_line_of_its_own(lb: Leaderboard) -> None:
     assert tie.crit > 2.5  # the family-wise (Bonferroni, 6 pairs) critical value
     lines = power_lines(v)
     assert len(lines) == 2 and not any("alpha" in ln or "cannot separate" in ln for ln in lines)
-    assert lines[0].startswith("text: the smallest hypervolume difference this run separates "
-                               "with 80 % power, family-wise over its 6 pairs: ")  # fmt: skip
+    assert lines[0].startswith(
+        "text: the smallest hypervolume difference this run separates "
+        "with 80 % power, family-wise over its 6 pairs: "
+    )
     assert f"at {N} victims and 1 seed per point" in lines[0]
     assert fv.power is not None and f"{fv.power.mdd:.3f}" in lines[0]
     assert lines[1].startswith("text: a difference of 0.050 (one that matters on this board")
@@ -142,8 +144,14 @@ def test_decisiveness_per_family_and_overall(lb: Leaderboard) -> None:
     assert v is not None
     table = decisiveness_table(v)
     assert table.headers == [
-        "family", "defenses", "pairs", "separated", "unadjusted", "share", "victims"
-    ]  # fmt: skip
+        "family",
+        "defenses",
+        "pairs",
+        "separated",
+        "unadjusted",
+        "share",
+        "victims",
+    ]
     text, overall = table.rows
     assert text[:4] == ["text", "4", "6", str(v.n_separated)]
     assert overall[0] == "overall" and overall[2:4] == ["6", str(v.n_separated)]
@@ -194,8 +202,9 @@ def test_run_summary_prints_the_verdict_before_the_cells(
     g.add("none", 0, "a", 0.9, 0.9)
     g.add("good", 1, "a", 0.15, 0.85)
     frame = g.frame().assign(replacement_rate=0.5, seconds=1.0)
-    result = SimpleNamespace(run_dir=tmp_path / "run-1", frame=frame, plots=[], chance=CHANCE,
-                             board=lb)  # fmt: skip
+    result = SimpleNamespace(
+        run_dir=tmp_path / "run-1", frame=frame, plots=[], chance=CHANCE, board=lb
+    )
     print_summary(result)
     out = capsys.readouterr().out
     assert out.index("Verdict (95 %") < out.index("privaudit run: run-1")

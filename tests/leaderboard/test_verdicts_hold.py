@@ -15,7 +15,7 @@ from privaudit.leaderboard.board import Leaderboard, leaderboard
 from privaudit.leaderboard.families import hypervolume
 from privaudit.leaderboard.figures import pareto_figure
 from privaudit.leaderboard.paired import FamilyPower
-from privaudit.leaderboard.verdict import (
+from privaudit.leaderboard.verdict_words import (
     POWER_CAPTION,
     headline,
     power_lines,
@@ -57,18 +57,32 @@ def synthetic_board(
         hits = (rng.random(n) < score).astype(float)
         entries[(key, "attack")] = Outcome.ratio(hits)
         entries[(key, "baseline")] = Outcome.ratio(np.full(n, BASE))
-        rows.append({
-            "defense": label.split("[")[0], "label": label,
-            "knob": None if label == "none" else "eta",
-            "knob_value": math.nan if label == "none" else float(value), "attack": attack,
-            "seed": 0, "status": "ok", "reason": "", "attack_metric": "token_recovery",
-            "family": (flat or {}).get(attack, "text"), "attack_score": float(hits.mean()),
-            "empirical_privacy": 1 - float(hits.mean()), "attack_baseline": BASE,
-            "utility": float(entries[(point, "utility")].value()),
-            "utility_metric": "balanced_accuracy", "cell_key": key, "point": point,
-            "n_test": n, "guarantee": "g", "privatize_seconds": 1.0, "n_words": 1000.0,
-            "defense_params": "{}",
-        })  # fmt: skip
+        rows.append(
+            {
+                "defense": label.split("[")[0],
+                "label": label,
+                "knob": None if label == "none" else "eta",
+                "knob_value": math.nan if label == "none" else float(value),
+                "attack": attack,
+                "seed": 0,
+                "status": "ok",
+                "reason": "",
+                "attack_metric": "token_recovery",
+                "family": (flat or {}).get(attack, "text"),
+                "attack_score": float(hits.mean()),
+                "empirical_privacy": 1 - float(hits.mean()),
+                "attack_baseline": BASE,
+                "utility": float(entries[(point, "utility")].value()),
+                "utility_metric": "balanced_accuracy",
+                "cell_key": key,
+                "point": point,
+                "n_test": n,
+                "guarantee": "g",
+                "privatize_seconds": 1.0,
+                "n_words": 1000.0,
+                "defense_params": "{}",
+            }
+        )
 
     for attack in attacks:
         add("none", 0, attack, 0.9, 0.9)
@@ -77,10 +91,13 @@ def synthetic_board(
             for attack in attacks:
                 add(f"d{d}", level, attack, score - (shift or {}).get(f"d{d}", 0.0), util)
     return leaderboard(
-        pd.DataFrame(rows), 0.5, outcomes=Outcomes(entries),
+        pd.DataFrame(rows),
+        0.5,
+        outcomes=Outcomes(entries),
         bootstrap=Bootstrap(resamples, 0.95, rep),
-        fit_sd={a: fit_sd for a in attacks}, utility_fit_sd=utility_fit_sd,
-    )  # fmt: skip
+        fit_sd={a: fit_sd for a in attacks},
+        utility_fit_sd=utility_fit_sd,
+    )
 
 
 def claims(board: Leaderboard) -> tuple[bool, bool]:
@@ -156,8 +173,9 @@ def test_the_units_needed_count_the_fits_and_match_a_run_of_that_size() -> None:
 
 def test_seeds_when_the_fits_alone_span_the_difference() -> None:
     z = 1.959963984540054
-    p = FamilyPower(n=1000, seeds=1, crit=z, se=0.0252, se_fit=0.018, se_low=0.0252,
-                    se_high=0.0252, n_pairs=1)  # fmt: skip
+    p = FamilyPower(
+        n=1000, seeds=1, crit=z, se=0.0252, se_fit=0.018, se_low=0.0252, se_high=0.0252, n_pairs=1
+    )
     # (z + z80) · .018 ≈ .050 > .04: no number of victims at one seed, so more seeds.
     need = p.needed_for(0.04)
     assert need.feasible and need.seeds >= 2 and need.units > 1000
@@ -166,8 +184,9 @@ def test_seeds_when_the_fits_alone_span_the_difference() -> None:
 
 
 def test_the_power_lines_of_a_board_with_fit_noise() -> None:
-    board = synthetic_board(4, defenses=3, attacks=("a",), fit_sd=0.01, utility_fit_sd=0.015,
-                            resamples=300)  # fmt: skip
+    board = synthetic_board(
+        4, defenses=3, attacks=("a",), fit_sd=0.01, utility_fit_sd=0.015, resamples=300
+    )
     assert board.verdict is not None
     lines = power_lines(board.verdict)
     fv = board.verdict.families[0]
@@ -180,15 +199,25 @@ def test_pareto_plots_are_labelled_by_target_rate_with_error_bars() -> None:
     board = synthetic_board(5, defenses=1, attacks=("a",), resamples=200)
     rows = []
     for value, rate in ((1, 0.8), (2, 0.5), (3, 0.2)):
-        rows.append({
-            "defense": "t2t", "label": "t2t", "knob": "eta", "knob_value": 100 + value,
-            "target_rate": rate, "attack": "a", "attack_metric": "token_recovery",
-            "utility_metric": "balanced_accuracy", "status": "ok",
-            "empirical_privacy": 0.2 * value, "utility": 0.9 - 0.1 * value,
-            "empirical_privacy_ci_low": 0.2 * value - 0.05,
-            "empirical_privacy_ci_high": 0.2 * value + 0.05,
-            "utility_ci_low": 0.85 - 0.1 * value, "utility_ci_high": 0.95 - 0.1 * value,
-        })  # fmt: skip
+        rows.append(
+            {
+                "defense": "t2t",
+                "label": "t2t",
+                "knob": "eta",
+                "knob_value": 100 + value,
+                "target_rate": rate,
+                "attack": "a",
+                "attack_metric": "token_recovery",
+                "utility_metric": "balanced_accuracy",
+                "status": "ok",
+                "empirical_privacy": 0.2 * value,
+                "utility": 0.9 - 0.1 * value,
+                "empirical_privacy_ci_low": 0.2 * value - 0.05,
+                "empirical_privacy_ci_high": 0.2 * value + 0.05,
+                "utility_ci_low": 0.85 - 0.1 * value,
+                "utility_ci_high": 0.95 - 0.1 * value,
+            }
+        )
     fig = pareto_figure(pd.DataFrame(rows), attack="a", chance=0.5)
     texts = {t.get_text() for t in fig.axes[0].texts}
     assert {"rate=0.8", "rate=0.5", "rate=0.2"} <= texts, texts
@@ -213,21 +242,34 @@ def test_a_file_corpus_without_entities_is_ranked_overall(tmp_path: Path) -> Non
     gender = np.where(np.arange(n) % 2, "F", "M")
     stars = rng.choice([1, 5], size=n)
     says = {"F": "my husband and i", "M": "my wife and i"}
-    texts = [f"{says[g]} found it {'great lovely' if s == 5 else 'awful rude'} place {i} again"
-             for i, (g, s) in enumerate(zip(gender, stars, strict=True))]  # fmt: skip
+    texts = [
+        f"{says[g]} found it {'great lovely' if s == 5 else 'awful rude'} place {i} again"
+        for i, (g, s) in enumerate(zip(gender, stars, strict=True))
+    ]
     path = tmp_path / "reviews.csv"
     pd.DataFrame({"review": texts, "stars": stars, "gender": gender}).to_csv(path, index=False)
-    config = load_config({
-        "name": "own", "backbone": TINY,
-        "corpus": {"name": "file", "params": {
-            "path": str(path), "text": "review", "label": "stars",
-            "attributes": {"gender": "gender"},
-        }},
-        "defenses": [{"name": "none"}, {"name": "t2t", "target_rates": [0.2, 0.5, 0.8]}],
-        "attacks": ["ner", {"name": "attribute-inference",
-                            "params": {"epochs": 40, "hidden": 32}}],
-        "utility": "probe", "seeds": [0],
-    })  # fmt: skip
+    config = load_config(
+        {
+            "name": "own",
+            "backbone": TINY,
+            "corpus": {
+                "name": "file",
+                "params": {
+                    "path": str(path),
+                    "text": "review",
+                    "label": "stars",
+                    "attributes": {"gender": "gender"},
+                },
+            },
+            "defenses": [{"name": "none"}, {"name": "t2t", "target_rates": [0.2, 0.5, 0.8]}],
+            "attacks": [
+                "ner",
+                {"name": "attribute-inference", "params": {"epochs": 40, "hidden": 32}},
+            ],
+            "utility": "probe",
+            "seeds": [0],
+        }
+    )
     result = run_grid(config, run_dir=tmp_path / "run", progress=False)
     frame, board = result.frame, result.board
     ner = frame[frame["attack"] == "ner"]
@@ -244,8 +286,9 @@ def test_a_file_corpus_without_entities_is_ranked_overall(tmp_path: Path) -> Non
     assert lines["entity"][0].startswith("not scored: this corpus has no truth")
     gender_lines = lines["attribute[gender]"]
     beats = any(ln.startswith("beat the undefended release") for ln in gender_lines)
-    bought_nothing = any(n.startswith("attribute[gender]: no defense beats the undefended")
-                         for n in board.notes)  # fmt: skip
+    bought_nothing = any(
+        n.startswith("attribute[gender]: no defense beats the undefended") for n in board.notes
+    )
     assert beats != bought_nothing  # one definition: headline and notes agree
     assert not any("no defense's frontier beats" in n for n in board.notes)
     assert (tmp_path / "run" / "pareto_attribute-inference-gender.png").exists()
@@ -255,8 +298,9 @@ def test_a_family_whose_attacks_learn_nothing_is_left_out_of_the_overall_ranking
     """SynthPAI's gender/income/education/region: attribute inference does no better than the
     majority guess even on the undefended release, so no defense is ranked in those
     families; the overall ranking is over the families that rank, not empty."""
-    board = synthetic_board(0, defenses=3, shift={"d0": 0.2}, resamples=100,
-                            flat={"b": "attribute[x]"})  # fmt: skip
+    board = synthetic_board(
+        0, defenses=3, shift={"d0": 0.2}, resamples=100, flat={"b": "attribute[x]"}
+    )
     fam = board.families.set_index(["family", "label"])
     assert pd.isna(fam.loc[("attribute[x]", "d0"), "rank"])
     assert "no measurable advantage" in fam.loc[("attribute[x]", "d0"), "reason"]

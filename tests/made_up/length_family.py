@@ -1,6 +1,6 @@
 """A made-up attack family added through the open records alone: *how long was it?*
 
-One module declares everything the family needs, with no edit to ``privaudit/api.py``,
+One module declares everything the family needs, with no edit to ``privaudit/api/``,
 ``privaudit/metrics/spec.py``, ``privaudit/metrics/truth.py``, the runner or the leaderboard:
 a truth field ``n_words`` (each victim's word count), a knowledge field ``aux_lengths`` (the
 word counts of the attacker's aux documents, built from the corpus), a prediction kind
@@ -40,9 +40,11 @@ def _aux_lengths(source: Source) -> list[int] | None:
 
 N_WORDS = TruthField("n_words", "per victim, its number of words", _victim_lengths)
 AUX_LENGTHS = KnowledgeField(
-    "aux_lengths", "the word counts of the attacker's aux documents", _aux_lengths,
+    "aux_lengths",
+    "the word counts of the attacker's aux documents",
+    _aux_lengths,
     missing="the corpus has no aux split",
-)  # fmt: skip
+)
 LENGTHS = PredictionKind("lengths", "per document, its predicted number of words")
 LENGTH = FamilySpec("length", "recovery of each victim's document length")
 # The records first: a metric's declaration is checked against them when it is built.
@@ -52,9 +54,12 @@ register_prediction_kind(LENGTHS)
 
 
 def _score(
-    spec: MetricSpec, predictions: Predictions, truth: Truth, details: dict[str, Any],
+    spec: MetricSpec,
+    predictions: Predictions,
+    truth: Truth,
+    details: dict[str, Any],
     release: Release | None,
-) -> list[dict[str, Any]]:  # fmt: skip
+) -> list[dict[str, Any]]:
     true = np.asarray(truth.n_words, dtype=np.float64)  # the declared field, by attribute
     if not len(true):
         raise NotScorable("no victim's length is known")
@@ -64,10 +69,16 @@ def _score(
 
 
 LENGTH_ERROR = MetricSpec(
-    name="length_error", family="length", higher_is_stronger=False, prediction_kind="lengths",
-    needs=("n_words",), reducer="ratio", scorer=_score, display="length error",
+    name="length_error",
+    family="length",
+    higher_is_stronger=False,
+    prediction_kind="lengths",
+    needs=("n_words",),
+    reducer="ratio",
+    scorer=_score,
+    display="length error",
     description="relative error of the predicted word count, capped at 1",
-)  # fmt: skip
+)
 
 
 class LengthReader(Attack):

@@ -412,11 +412,23 @@ def _two_noise_runs(seed: int) -> tuple[pd.DataFrame, Outcomes, float, float]:
         for attack, rate in (("a", 0.6), ("b", 0.55)):
             hits = (u < rate + rng.normal(0.0, FIT_SD)).astype(np.float64)
             key = f"{s}|{attack}"
-            rows.append({"defense": "t2t", "label": "t2t", "knob_value": float(s),
-                         "attack": f"sim[{attack}]", "seed": 0, "status": "ok",
-                         "attack_metric": "token_recovery", "attack_score": hits.mean(),
-                         "attack_baseline": 0.0, "cell_key": key, "point": str(s),
-                         "n_test": N_DOCS, "family": "text"})  # fmt: skip
+            rows.append(
+                {
+                    "defense": "t2t",
+                    "label": "t2t",
+                    "knob_value": float(s),
+                    "attack": f"sim[{attack}]",
+                    "seed": 0,
+                    "status": "ok",
+                    "attack_metric": "token_recovery",
+                    "attack_score": hits.mean(),
+                    "attack_baseline": 0.0,
+                    "cell_key": key,
+                    "point": str(s),
+                    "n_test": N_DOCS,
+                    "family": "text",
+                }
+            )
             entries[(key, "attack")] = Outcome.ratio(hits)
     return pd.DataFrame(rows), Outcomes(entries), 0.6, 0.6 - 0.55
 
@@ -435,9 +447,11 @@ def test_bootstrap_with_fit_effects_covers_the_truth_over_documents_and_fits() -
         stats = run_stats(frame, outcomes, boot, fit_sd=fit_sd)
         covered[name] = _two_noise_coverage(stats, stats.score, a, truth_a, truth_diff)
     seconds = time.perf_counter() - t0
-    print(f"\ncoverage of the 95% interval (score, paired difference): {covered} "
-          f"({N_SIMULATIONS} simulations, n={N_DOCS}, B={N_BOOTSTRAP}, fit sd {FIT_SD}, "
-          f"{seconds:.2f} s)")  # fmt: skip
+    print(
+        f"\ncoverage of the 95% interval (score, paired difference): {covered} "
+        f"({N_SIMULATIONS} simulations, n={N_DOCS}, B={N_BOOTSTRAP}, fit sd {FIT_SD}, "
+        f"{seconds:.2f} s)"
+    )
     score, diff = covered["declared"]
     assert 0.93 <= score <= 0.97 and 0.93 <= diff <= 0.97
     score, diff = covered["left out"]
@@ -476,12 +490,24 @@ def _two_noise_utilities(seed: int) -> tuple[pd.DataFrame, Outcomes, float, floa
             right = u < np.asarray(recalls)[y] + rng.normal(0.0, UTILITY_FIT_SD)
             pred = np.where(right, y, 1 - y)
             key = f"{s}|{point}"
-            rows.append({"defense": "t2t", "label": "t2t", "knob_value": float(s),
-                         "attack": "a", "seed": 0, "status": "ok",
-                         "attack_metric": "token_recovery", "attack_score": np.nan,
-                         "attack_baseline": 0.0, "cell_key": key, "point": key,
-                         "n_test": N_DOCS, "family": "text",
-                         "utility_evaluator": "sim[x]"})  # fmt: skip
+            rows.append(
+                {
+                    "defense": "t2t",
+                    "label": "t2t",
+                    "knob_value": float(s),
+                    "attack": "a",
+                    "seed": 0,
+                    "status": "ok",
+                    "attack_metric": "token_recovery",
+                    "attack_score": np.nan,
+                    "attack_baseline": 0.0,
+                    "cell_key": key,
+                    "point": key,
+                    "n_test": N_DOCS,
+                    "family": "text",
+                    "utility_evaluator": "sim[x]",
+                }
+            )
             entries[(key, "utility")] = Outcome.classes(y, pred)
     return pd.DataFrame(rows), Outcomes(entries), 0.775, 0.05
 
@@ -502,9 +528,11 @@ def test_utility_intervals_with_evaluator_fit_effects_cover_the_truth() -> None:
     for name, utility in (("declared", stats.utility), ("left out", stats.utility - effects)):
         covered[name] = _two_noise_coverage(stats, utility, p, truth_p, truth_diff)
     seconds = time.perf_counter() - t0
-    print(f"\ncoverage of the 95% utility interval (point, paired difference): {covered} "
-          f"({N_SIMULATIONS} simulations, n={N_DOCS}, B={N_BOOTSTRAP}, fit sd "
-          f"{UTILITY_FIT_SD}, {seconds:.2f} s)")  # fmt: skip
+    print(
+        f"\ncoverage of the 95% utility interval (point, paired difference): {covered} "
+        f"({N_SIMULATIONS} simulations, n={N_DOCS}, B={N_BOOTSTRAP}, fit sd "
+        f"{UTILITY_FIT_SD}, {seconds:.2f} s)"
+    )
     point, diff = covered["declared"]
     assert 0.93 <= point <= 0.97 and 0.93 <= diff <= 0.97
     point, diff = covered["left out"]

@@ -105,8 +105,14 @@ def test_score_predictions_rows_and_subsets() -> None:
             Predictions("tokens", tokens=[[1]], meta={"doc_indices": [7]}), t, "token_recovery"
         )
     mse = score_predictions(
-        Predictions("tokens", tokens=[[1, 2, 3], [4, 5]], vectors=[t.embeddings[[1, 2, 3]],
-                    t.embeddings[[4, 5]]]), t, "embedding_mse")  # fmt: skip
+        Predictions(
+            "tokens",
+            tokens=[[1, 2, 3], [4, 5]],
+            vectors=[t.embeddings[[1, 2, 3]], t.embeddings[[4, 5]]],
+        ),
+        t,
+        "embedding_mse",
+    )
     assert mse[0]["empirical_privacy"] == 0.0 and mse[0]["attack_details"]["token_recovery"] == 1
     released = Release("text", texts=["<PERSON_1> lives in <GPE_1>.", "<PERSON_1> works at Acme."])
     rows = score_predictions(Predictions("texts", texts=t.texts), t, "text_similarity", released)
@@ -150,8 +156,10 @@ def test_attribute_rows() -> None:
     assert row["attack_baseline"] == 0.5
     assert row["attack_macro_f1"] == pytest.approx((2 / 3 + 0) / 2)
     assert row["attack_details"] == {
-        "settings": {"epochs": 1}, "accuracy": 0.5, "majority_accuracy": 0.5
-    }  # fmt: skip
+        "settings": {"epochs": 1},
+        "accuracy": 0.5,
+        "majority_accuracy": 0.5,
+    }
     assert row["family"] == "attribute[gender]"
 
 
@@ -259,8 +267,9 @@ def test_ner_without_entity_truth_is_not_scorable() -> None:
     (privacy 1.0, status ok), even against the undefended release. After: n/a, with why."""
     from privaudit.metrics import NotScorable
 
-    t = Truth(tokens=[np.array([1]), np.array([2])], texts=["Alice in Paris.", "Bob."],
-              entities=[[], []])  # fmt: skip
+    t = Truth(
+        tokens=[np.array([1]), np.array([2])], texts=["Alice in Paris.", "Bob."], entities=[[], []]
+    )
     found = Predictions(
         "entities",
         entities=[[{"text": "Alice", "type": "PERSON"}], [{"text": "Bob", "type": "PERSON"}]],
@@ -358,8 +367,9 @@ def test_a_truncated_release_is_scored_on_what_it_holds() -> None:
     assert (n_tokens, n_docs) == (2, 1) and cut.tokens[0].tolist() == [11, 12, 13]
     # Releases that hold everything, and text releases, change nothing.
     whole = Release("token_vectors", vectors=[np.zeros((5, 2))], layer=0)
-    (row,) = score_predictions(Predictions("tokens", tokens=[[11, 12, 13, 14, 15]]), t,
-                               "token_recovery", whole)  # fmt: skip
+    (row,) = score_predictions(
+        Predictions("tokens", tokens=[[11, 12, 13, 14, 15]]), t, "token_recovery", whole
+    )
     assert row["attack_score"] == 1.0 and "truncated_tokens" not in row["attack_details"]
     text = Release("text", texts=["aa bb cc"])
     (row,) = score_predictions(perfect, t, "token_recovery", text)
@@ -394,8 +404,11 @@ def test_bow_and_geia_score_entities_in_a_second_row() -> None:
     assert ents["empirical_privacy"] == pytest.approx(0.5)
     assert ents["attack_baseline"] == 0.0
     assert head["attack_details"]["entity_word_recovery"] == ents["attack_score"]
-    geia = Predictions("texts", texts=["Alice lives in Paris.", "Someone works."],
-                       meta={"baseline_text": "Bob works."})  # fmt: skip
+    geia = Predictions(
+        "texts",
+        texts=["Alice lives in Paris.", "Someone works."],
+        meta={"baseline_text": "Bob works."},
+    )
     head, ents = score_predictions(geia, t, "generation_f1")
     assert ents["attack_score"] == pytest.approx(2 / 4)
     assert ents["attack_baseline"] == pytest.approx(1 / 4)  # "Bob" in the second victim's
@@ -454,8 +467,13 @@ class _Evaluator:
             return dict(self.answer)
         # Test labels [0, 1], predictions [0, 0]: balanced accuracy 0.5 (accuracy is not
         # checked against the predictions, so a distinct value shows where it goes).
-        return {"accuracy": 0.6, "balanced_accuracy": 0.5, "macro_f1": 0.4,
-                "predictions": [0, 0], "objective": "none"}  # fmt: skip
+        return {
+            "accuracy": 0.6,
+            "balanced_accuracy": 0.5,
+            "macro_f1": 0.4,
+            "predictions": [0, 0],
+            "objective": "none",
+        }
 
 
 def _ner_attack() -> Any:
@@ -467,8 +485,10 @@ def _ner_attack() -> Any:
         metric = "entity_f1"
 
         def attack(self, release: Release) -> Predictions:
-            return Predictions("entities", entities=[[{"text": "Alice", "type": "PERSON"}]
-                                                     for _ in release.texts or []])  # fmt: skip
+            return Predictions(
+                "entities",
+                entities=[[{"text": "Alice", "type": "PERSON"}] for _ in release.texts or []],
+            )
 
     return FakeNER()
 
@@ -486,8 +506,11 @@ def test_cell_records_carry_outcomes_and_n_a_without_truth() -> None:
     from privaudit.metrics.outcomes import Outcome
 
     attacks = {"ner": _ner_attack()}
-    truth = Truth(tokens=[np.array([1]), np.array([2])], texts=["Alice lives in Paris.", "Bob."],
-                  entities=[[], []])  # fmt: skip
+    truth = Truth(
+        tokens=[np.array([1]), np.array([2])],
+        texts=["Alice lives in Paris.", "Bob."],
+        entities=[[], []],
+    )
     records = dict(compute(_fake_context(truth, attacks), _task(attacks)))
     json.dumps(records)  # the store json-dumps records
     point = records["point"]

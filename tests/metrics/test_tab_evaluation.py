@@ -13,14 +13,13 @@ import pytest
 
 from privaudit.metrics.tab import (
     GoldDocument,
-    align,
     excused_chars,
     format_scores,
-    masked_spans,
     score_anonymizer,
     score_spans,
     scores_table,
 )
+from privaudit.metrics.tab_align import align, masked_spans
 
 TEXT = "The claim of Price's company was heard every Monday before Mr C.A. Whomersley in Oslo."
 
@@ -30,8 +29,16 @@ def _gold(text: str, mentions: list[tuple[str, str, str, str]]) -> GoldDocument:
     rows = []
     for eid, kind, etype, surface in mentions:
         start = text.index(surface)
-        rows.append({"annotator": "a1", "entity_id": eid, "identifier_type": kind,
-                     "type": etype, "start": start, "end": start + len(surface)})  # fmt: skip
+        rows.append(
+            {
+                "annotator": "a1",
+                "entity_id": eid,
+                "identifier_type": kind,
+                "type": etype,
+                "start": start,
+                "end": start + len(surface),
+            }
+        )
     return GoldDocument.from_mentions("d1", text, rows)
 
 
@@ -101,10 +108,17 @@ def _court_paragraphs() -> tuple[str, str, np.ndarray]:
         for k, n in enumerate(names)
     ]
     original = "\n\n".join(paras)
-    targets = [f"{k + 3} May 199{k}" for k in range(6)] + names + [
-        "the First Section", "Rule 52 § 1 of the Rules of Court", "Rule 26 § 1",
-        "Article 27 § 1 of the Convention", "Article 25 of the Convention",
-    ]  # fmt: skip
+    targets = (
+        [f"{k + 3} May 199{k}" for k in range(6)]
+        + names
+        + [
+            "the First Section",
+            "Rule 52 § 1 of the Rules of Court",
+            "Rule 26 § 1",
+            "Article 27 § 1 of the Convention",
+            "Article 25 of the Convention",
+        ]
+    )
     spans = sorted(
         (m.start(), m.end(), t) for t in targets for m in re.finditer(re.escape(t), original)
     )
@@ -165,8 +179,9 @@ def test_undefined_scores_are_printed_as_such() -> None:
     assert re.search(r"token precision \(uniform weights\) +undefined +0\n", text)
     assert re.search(r"DIRECT identifiers +undefined +0\n", text)
     assert re.search(r"QUASI identifiers +0\.500 +2\n", text)
-    table = scores_table([("x", scores), ("y", {**scores, "n_system_tokens": 3,
-                                                "token_precision": 1 / 3})])  # fmt: skip
+    table = scores_table(
+        [("x", scores), ("y", {**scores, "n_system_tokens": 3, "token_precision": 1 / 3})]
+    )
     lines = table.splitlines()
     assert lines[0].startswith("| anonymizer | ER_di | ER_qi | token recall | R LOC |")
     assert lines[2].split(" | ")[1] == "undefined"

@@ -86,8 +86,14 @@ def test_json_into_a_file_in_the_way_is_refused_before_any_work(
     runs (it never ran: no marker file)."""
     blocker = tmp_path / "blocker"
     blocker.write_text("")
-    result = _run("--data", str(tab_file), "--defense", f"{plugins}:Digits",
-                  "--json", str(blocker / "sub" / "x.json"))  # fmt: skip
+    result = _run(
+        "--data",
+        str(tab_file),
+        "--defense",
+        f"{plugins}:Digits",
+        "--json",
+        str(blocker / "sub" / "x.json"),
+    )
     assert result.exit_code == 2
     assert "--json" in result.output and "blocker is a file" in result.output
     assert not plugins.with_suffix(".ran").exists()
@@ -98,8 +104,16 @@ def test_json_into_a_missing_folder_is_created(
     tab_file: Path, plugins: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "missing" / "sub" / "x.json"
-    result = _run("--data", str(tab_file), "--defense", f"{plugins}:Digits", "--split", "all",
-                  "--json", str(out))  # fmt: skip
+    result = _run(
+        "--data",
+        str(tab_file),
+        "--defense",
+        f"{plugins}:Digits",
+        "--split",
+        "all",
+        "--json",
+        str(out),
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(out.read_text())["scores"]["n_documents"] == 3
 
@@ -117,8 +131,10 @@ def test_an_empty_tab_file_says_it_has_no_documents(tmp_path: Path, plugins: Pat
 def test_one_country_and_no_train_split_need_no_label(tmp_path: Path, plugins: Path) -> None:
     """Issue 49 item 5: a single country was refused ("a utility label needs at least two"),
     and every run warned that no document maps to the train split."""
-    docs = [{**d, "meta": {**d["meta"], "countries": "NOR"}, "dataset_type": "test"}
-            for d in fixture_docs()]  # fmt: skip
+    docs = [
+        {**d, "meta": {**d["meta"], "countries": "NOR"}, "dataset_type": "test"}
+        for d in fixture_docs()
+    ]
     path = tmp_path / "one.json"
     path.write_text(json.dumps(docs))
     result = _run("--data", str(path), "--defense", f"{plugins}:Digits")
@@ -158,9 +174,22 @@ def test_several_anonymizers_make_one_table(tab_file: Path, plugins: Path, tmp_p
     masks.write_text(json.dumps({"001-A": [[3, 13], [17, 21]]}))
     table = tmp_path / "out" / "tab.md"
     out = tmp_path / "out" / "tab.json"
-    result = _run("--data", str(tab_file), "--split", "all", "--defense", f"{plugins}:Digits",
-                  "--defense", f"{plugins}:Spans", "--masks", str(masks), "--table", str(table),
-                  "--json", str(out))  # fmt: skip
+    result = _run(
+        "--data",
+        str(tab_file),
+        "--split",
+        "all",
+        "--defense",
+        f"{plugins}:Digits",
+        "--defense",
+        f"{plugins}:Spans",
+        "--masks",
+        str(masks),
+        "--table",
+        str(table),
+        "--json",
+        str(out),
+    )
     assert result.exit_code == 0, result.output
     lines = table.read_text().splitlines()
     assert lines[0].startswith("| anonymizer | ER_di | ER_qi | token recall | R PERSON |")

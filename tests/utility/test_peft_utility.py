@@ -39,8 +39,14 @@ def test_every_method_trains_and_is_deterministic(method) -> None:
     info = dict(util.last_info)
     again = util.evaluate_releases(*_text(), rng=np.random.default_rng(3))
     assert first == again
-    assert set(first) == {"balanced_accuracy", "accuracy", "macro_f1", "predictions",
-                          "test_indices", "objective"}  # fmt: skip
+    assert set(first) == {
+        "balanced_accuracy",
+        "accuracy",
+        "macro_f1",
+        "predictions",
+        "test_indices",
+        "objective",
+    }
     assert 0.0 <= first["macro_f1"] <= first["accuracy"] + 1e-9 <= 1.0 + 1e-9
     assert 0.0 <= first["balanced_accuracy"] <= 1.0 and first["objective"] == "none"
     assert len(first["predictions"]) == len(first["test_indices"]) == 12
@@ -113,8 +119,9 @@ def test_rapt_plain_prefix_is_outside_the_pool_and_the_length_budget(tiny) -> No
 
 
 def test_rapt_per_document_targets_reach_the_loss() -> None:
-    defense = DEFENSES.get("rapt")(backbone=TINY, eta=100.0, n_plain=5,
-                                   plain_sequence="per-document")  # fmt: skip
+    defense = DEFENSES.get("rapt")(
+        backbone=TINY, eta=100.0, n_plain=5, plain_sequence="per-document"
+    )
     release = defense.privatize(TEXTS[:4], rng=np.random.default_rng(0))
     objective = defense.training_objective()
     own = release.meta["plain_words"]
@@ -338,8 +345,14 @@ def test_any_objective_trains_through_the_protocol_on_pooled_vectors() -> None:
     test = Release("pooled_vectors", vectors=vectors[30:])
     labels = [i % 2 for i in range(40)]
     util = UTILITY.get("lora")(**SMALL)
-    util.evaluate_releases(train, labels[:30], test, labels[30:], rng=np.random.default_rng(0),
-                           defense=_WithObjective(objective))  # fmt: skip
+    util.evaluate_releases(
+        train,
+        labels[:30],
+        test,
+        labels[30:],
+        rng=np.random.default_rng(0),
+        defense=_WithObjective(objective),
+    )
     assert _trained(objective, util).in_features == 256  # the trunk's width
     batch = objective.batches[0]
     assert batch.hidden is None and batch.features.shape == (8, 256)
@@ -349,8 +362,9 @@ def test_any_objective_trains_through_the_protocol_on_pooled_vectors() -> None:
 def test_any_objective_trains_through_the_protocol_on_text(tiny) -> None:
     objective = _CountingObjective("text")
     util = UTILITY.get("prompt-tuning")(**{**SMALL, "epochs": 1}, num_virtual_tokens=4)
-    util.evaluate_releases(*_text(), rng=np.random.default_rng(0),
-                           defense=_WithObjective(objective))  # fmt: skip
+    util.evaluate_releases(
+        *_text(), rng=np.random.default_rng(0), defense=_WithObjective(objective)
+    )
     assert _trained(objective, util).in_features == tiny.dim
     batch = objective.batches[0]
     assert batch.hidden.shape[0] == 8 and batch.hidden.shape[2] == tiny.dim
@@ -363,8 +377,9 @@ def test_any_objective_trains_through_the_protocol_on_text(tiny) -> None:
     )
     for other, flag, label in cases:
         calls = len(other.batches)
-        off = UTILITY.get("prompt-tuning")(**{**SMALL, "epochs": 1}, num_virtual_tokens=4,
-                                           use_objective=flag)  # fmt: skip
+        off = UTILITY.get("prompt-tuning")(
+            **{**SMALL, "epochs": 1}, num_virtual_tokens=4, use_objective=flag
+        )
         result = off.evaluate_releases(
             *_text(), rng=np.random.default_rng(0), defense=_WithObjective(other)
         )
@@ -378,6 +393,10 @@ def test_an_objective_must_give_one_target_per_row() -> None:
     pooled = Release("pooled_vectors", vectors=[np.zeros(4, np.float32)] * 12)
     with pytest.raises(ValueError, match="one per row"):
         UTILITY.get("lora")(**SMALL).evaluate_releases(
-            pooled, [0, 1] * 6, pooled, [0, 1] * 6, rng=np.random.default_rng(0),
+            pooled,
+            [0, 1] * 6,
+            pooled,
+            [0, 1] * 6,
+            rng=np.random.default_rng(0),
             defense=_WithObjective(objective),
-        )  # fmt: skip
+        )

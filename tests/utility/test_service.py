@@ -26,8 +26,9 @@ SMALL = {"backbone": TINY, "epochs": 4, "batch_size": 16}
 
 
 def releases(name: str, **params: object) -> tuple[object, Release, Release]:
-    defense = DEFENSES.get(name)(backbone=TINY, **params) if name != "none" else (
-        DEFENSES.get("none")())  # fmt: skip
+    defense = (
+        DEFENSES.get(name)(backbone=TINY, **params) if name != "none" else (DEFENSES.get("none")())
+    )
     rng = np.random.default_rng(0)
     return defense, defense.privatize(TEXTS[:44], rng=rng), defense.privatize(TEXTS[44:], rng=rng)
 
@@ -35,9 +36,14 @@ def releases(name: str, **params: object) -> tuple[object, Release, Release]:
 def evaluate(ev: Service, name: str, seed: int = 0, **params: object) -> dict:
     defense, train, test = releases(name, **params)
     return ev.evaluate_releases(
-        train, LABELS[:44], test, LABELS[44:], rng=np.random.default_rng(seed), defense=defense,
+        train,
+        LABELS[:44],
+        test,
+        LABELS[44:],
+        rng=np.random.default_rng(seed),
+        defense=defense,
         train_attributes={"gender": GENDER},
-    )  # fmt: skip
+    )
 
 
 def test_it_is_the_default_and_the_probe_stays_under_its_own_name() -> None:
@@ -91,15 +97,20 @@ def test_rapt_trains_its_reconstruction_and_cape_its_adversary() -> None:
         assert 0.0 <= cape["details"][key] <= 1.0
     defense, train, test = releases("cape", epsilon=10.0)
     with pytest.raises(ValueError, match="'gender' labels"):
-        ev.evaluate_releases(train, LABELS[:44], test, LABELS[44:],
-                             rng=np.random.default_rng(0), defense=defense)  # fmt: skip
+        ev.evaluate_releases(
+            train, LABELS[:44], test, LABELS[44:], rng=np.random.default_rng(0), defense=defense
+        )
 
 
 @pytest.mark.parametrize(
     ("name", "params"),
-    [("embedding-dx", {"eta": 50.0}), ("sap", {"eta": 100.0}),
-     ("sap", {"eta": 100.0, "split_layer": 1}), ("dpnr", {})],
-)  # fmt: skip
+    [
+        ("embedding-dx", {"eta": 50.0}),
+        ("sap", {"eta": 100.0}),
+        ("sap", {"eta": 100.0, "split_layer": 1}),
+        ("dpnr", {}),
+    ],
+)
 def test_every_release_kind_trains_what_sits_above_it(name: str, params: dict) -> None:
     result = evaluate(Service(**SMALL), name, **params)
     assert 0.0 <= result["balanced_accuracy"] <= 1.0

@@ -138,9 +138,13 @@ def test_probe_labels_cape_end_to_end(tiny) -> None:
     texts = [f"review number {i} {'good' if i % 2 else 'bad'}" for i in range(40)]
     labels = [i % 2 for i in range(40)]
     result = Probe(backbone=TINY).evaluate(
-        CAPE(backbone=TINY, epsilon=10.0), texts[:30], labels[:30], texts[30:], labels[30:],
+        CAPE(backbone=TINY, epsilon=10.0),
+        texts[:30],
+        labels[:30],
+        texts[30:],
+        labels[30:],
         rng=np.random.default_rng(0),
-    )  # fmt: skip
+    )
     assert result["objective"].startswith("not applied: ")
     assert len(result["predictions"]) == 10
 

@@ -101,9 +101,11 @@ def loss(
         inputs = inputs.masked_fill(drop & (inputs != 0), 100)  # [UNK]
     mem, mem_mask = memory(model, e, hyp)
     h = model["bert"](
-        input_ids=inputs, attention_mask=attn, encoder_hidden_states=mem,
+        input_ids=inputs,
+        attention_mask=attn,
+        encoder_hidden_states=mem,
         encoder_attention_mask=mem_mask,
-    ).last_hidden_state  # fmt: skip
+    ).last_hidden_state
     logits = model["out"](model["head"](h))
     flat = (logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
     if per_row is None:
@@ -165,9 +167,17 @@ def generate(
             mem_mask = mem_mask.repeat_interleave(k, dim=0)
             n = len(mem)
             greedy = (torch.arange(n, device=device) % k == 0) & with_greedy
-            tokens, length = _decode(model, head, mem, mem_mask, greedy, cls=cls,
-                                     max_tokens=max_tokens, temperature=temperature,
-                                     generator=generator)  # fmt: skip
+            tokens, length = _decode(
+                model,
+                head,
+                mem,
+                mem_mask,
+                greedy,
+                cls=cls,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                generator=generator,
+            )
             for j, row in enumerate(_until_sep(head, tokens, length)):
                 out[start + j // k].append(row)
     return out
@@ -188,8 +198,9 @@ class _Output:
     def logits(self, model: Any, hidden: torch.Tensor) -> torch.Tensor:
         import torch
 
-        return torch.nn.functional.linear(model["head"](hidden).to(self.dtype), self.weight,
-                                          self.bias)  # fmt: skip
+        return torch.nn.functional.linear(
+            model["head"](hidden).to(self.dtype), self.weight, self.bias
+        )
 
 
 def _decode(
@@ -221,9 +232,11 @@ def _decode(
         hidden = model["bert"](
             input_ids=cur,
             attention_mask=torch.ones(len(live), step + 1, dtype=torch.long, device=device),
-            encoder_hidden_states=mem, encoder_attention_mask=mem_mask,
-            cache=cache, use_cache=True,
-        ).last_hidden_state[:, -1]  # fmt: skip
+            encoder_hidden_states=mem,
+            encoder_attention_mask=mem_mask,
+            cache=cache,
+            use_cache=True,
+        ).last_hidden_state[:, -1]
         logits = head.logits(model, hidden)
         nxt = logits.argmax(dim=-1)
         drawing = ~greedy[live]

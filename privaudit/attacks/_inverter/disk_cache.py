@@ -46,9 +46,14 @@ def load_or_pretrain(
 
 
 def _load_or_pretrain(
-    bb: Backbone, spec: InverterSpec, path: Path, threads: int | None, progress: bool | None,
-    *, keep: bool = True,
-) -> tuple[Inverter, dict[str, Any]]:  # fmt: skip
+    bb: Backbone,
+    spec: InverterSpec,
+    path: Path,
+    threads: int | None,
+    progress: bool | None,
+    *,
+    keep: bool = True,
+) -> tuple[Inverter, dict[str, Any]]:
     start = time.perf_counter()
     if path.exists():
         try:
@@ -59,9 +64,12 @@ def _load_or_pretrain(
         except Exception as exc:  # a torn or stale file: rebuild it rather than fail the run
             # Said, not silent: the rebuild costs a pre-training (minutes).
             why = f"{type(exc).__name__}: {str(exc)[:200]}"
-            print(f"privaudit: the cached inverter {path} cannot be read ({why}); it is "
-                  + ("rebuilt." if keep else "trained again and not kept (read-only cache)."),
-                  file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"privaudit: the cached inverter {path} cannot be read ({why}); it is "
+                + ("rebuilt." if keep else "trained again and not kept (read-only cache)."),
+                file=sys.stderr,
+                flush=True,
+            )
             if keep:
                 path.unlink(missing_ok=True)
         else:
@@ -160,6 +168,10 @@ def _read(path: Path, bb: Backbone, spec: InverterSpec) -> Inverter:
         m.eval()
         models.append(m)
     return Inverter(
-        models[0], models[1], vocab_ids, np.asarray(blob["mean"], np.float32),
-        np.asarray(blob["std"], np.float32), json.loads(blob["info"]),
-    )  # fmt: skip
+        models[0],
+        models[1],
+        vocab_ids,
+        np.asarray(blob["mean"], np.float32),
+        np.asarray(blob["std"], np.float32),
+        json.loads(blob["info"]),
+    )

@@ -50,8 +50,18 @@ class InverterSpec:
         fields = sorted((k, v) for k, v in self.__dict__.items() if k != "public")
         public = sorted((k, v) for k, v in self.public.__dict__.items() if v != "")
         precision = "bf16" if bf16() else "fp32"  # a model trained in mixed precision differs
-        return digest(["inverter", VERSION, fields, public, bb.name, bb.fingerprint,
-                       current_device(), precision])  # fmt: skip
+        return digest(
+            [
+                "inverter",
+                VERSION,
+                fields,
+                public,
+                bb.name,
+                bb.fingerprint,
+                current_device(),
+                precision,
+            ]
+        )
 
     def path(self, bb: Backbone) -> Path:
         return cache_dir() / "inverters" / f"{self.key(bb)[:24]}.pt"
@@ -161,8 +171,9 @@ def widen(model: Any, vocab_ids: np.ndarray, new_ids: np.ndarray, embeddings: np
     layer = torch.nn.Linear(old.in_features, len(vocab_ids) + len(new_ids))
     with torch.no_grad():
         layer.weight.copy_(torch.from_numpy(np.concatenate([weight, rows])))
-        layer.bias.copy_(torch.from_numpy(
-            np.concatenate([bias, np.full(len(new_ids), bias.min(), np.float32)])))  # fmt: skip
+        layer.bias.copy_(
+            torch.from_numpy(np.concatenate([bias, np.full(len(new_ids), bias.min(), np.float32)]))
+        )
     out["out"] = layer.to(old.weight.device)
     return out
 

@@ -48,13 +48,16 @@ def pretrain(bb: Backbone, spec: InverterSpec, *, progress: bool | None = None) 
     ids = bb.token_ids(texts)
     pieces = np.minimum([len(r) + 2 for r in ids], 128)  # what the encoder reads of each
     report = _progress(spec, pieces, len(fit_texts), n_docs, n_docs + len(val_docs), progress)
-    report.say(f"encoding {len(texts):,} public texts ({len(docs):,} documents and their "
-               f"sentences), then {spec.epochs} + {spec.correction_epochs} epochs")  # fmt: skip
+    report.say(
+        f"encoding {len(texts):,} public texts ({len(docs):,} documents and their "
+        f"sentences), then {spec.epochs} + {spec.correction_epochs} epochs"
+    )
     data = _encode_pairs(bb, spec, texts, ids, pieces, len(fit_texts), report.stage("encoding"))
     drop_gen = torch.Generator().manual_seed(int(key[12:24], 16))
     decoder, info = _train_decoder(bb, spec, data, rng, drop_gen, report.stage("decoder"))
-    inv = Inverter(decoder, None, data.vocab_ids, data.mean.astype(np.float32),
-                   data.std.astype(np.float32))  # fmt: skip
+    inv = Inverter(
+        decoder, None, data.vocab_ids, data.mean.astype(np.float32), data.std.astype(np.float32)
+    )
     inv.info = {
         "public_corpus": spec.public.describe(),
         "public_pairs": len(fit_texts),
@@ -98,16 +101,23 @@ def _split_public(
 
 
 def _progress(
-    spec: InverterSpec, pieces: np.ndarray, n_fit: int, n_docs: int, n_corr: int,
+    spec: InverterSpec,
+    pieces: np.ndarray,
+    n_fit: int,
+    n_docs: int,
+    n_corr: int,
     progress: bool | None,
-) -> PretrainProgress:  # fmt: skip
+) -> PretrainProgress:
     """The pre-training's four stages, each with its rows and epochs."""
     return PretrainProgress(
-        [Stage("encoding", int(pieces.sum()), 1, "pieces"),
-         Stage("decoder", n_fit, int(spec.epochs)),
-         Stage("decoding", n_corr, 1, "documents", "decoding and re-encoding"),
-         Stage("corrector", n_docs, int(spec.correction_epochs))], progress,
-    )  # fmt: skip
+        [
+            Stage("encoding", int(pieces.sum()), 1, "pieces"),
+            Stage("decoder", n_fit, int(spec.epochs)),
+            Stage("decoding", n_corr, 1, "documents", "decoding and re-encoding"),
+            Stage("corrector", n_docs, int(spec.correction_epochs)),
+        ],
+        progress,
+    )
 
 
 @dataclass
@@ -134,9 +144,14 @@ class _Pairs:
 
 
 def _encode_pairs(
-    bb: Backbone, spec: InverterSpec, texts: list[str], ids: list[np.ndarray],
-    pieces: np.ndarray, n_fit: int, advance: Callable[[int], None],
-) -> _Pairs:  # fmt: skip
+    bb: Backbone,
+    spec: InverterSpec,
+    texts: list[str],
+    ids: list[np.ndarray],
+    pieces: np.ndarray,
+    n_fit: int,
+    advance: Callable[[int], None],
+) -> _Pairs:
     """Encode ``texts`` (the first ``n_fit`` the training texts) and build their pairs."""
     clean = standardise_rows(_encoded(bb, texts, pieces, advance))
     mean, std = clean[:n_fit].mean(0), clean[:n_fit].std(0) + _EPS
@@ -152,14 +167,19 @@ def _encode_pairs(
     fit_t, val_t = tensor(fit).long(), tensor(val).long()
     fit_lengths = np.asarray([len(r) for r in rows[:n_fit]])
     fit_per_row = pieces_per_row(seqs[fit_t])
-    return _Pairs(xs, xt, seqs, lookup, vocab_ids, mean, std, val, fit_t, val_t, fit_lengths,
-                  fit_per_row)  # fmt: skip
+    return _Pairs(
+        xs, xt, seqs, lookup, vocab_ids, mean, std, val, fit_t, val_t, fit_lengths, fit_per_row
+    )
 
 
 def _train_decoder(
-    bb: Backbone, spec: InverterSpec, data: _Pairs, rng: np.random.Generator,
-    drop_gen: torch.Generator, advance: Callable[[int], None],
-) -> tuple[Any, dict[str, Any]]:  # fmt: skip
+    bb: Backbone,
+    spec: InverterSpec,
+    data: _Pairs,
+    rng: np.random.Generator,
+    drop_gen: torch.Generator,
+    advance: Callable[[int], None],
+) -> tuple[Any, dict[str, Any]]:
     """The decoder trained on the training texts (word dropout drawn from ``drop_gen``),
     validated on the validation documents."""
 
@@ -167,8 +187,16 @@ def _train_decoder(
         rows_ = data.fit_t[idx]
         wd = float(spec.word_dropout) if model.training else 0.0
         with fast_precision():  # the steps in bfloat16 where it pays; validation in float32
-            return loss(model, data.xt[rows_], data.trimmed(rows_), data.lookup, None, wd,
-                        drop_gen, data.fit_per_row)  # fmt: skip
+            return loss(
+                model,
+                data.xt[rows_],
+                data.trimmed(rows_),
+                data.lookup,
+                None,
+                wd,
+                drop_gen,
+                data.fit_per_row,
+            )
 
     def base_val(model: torch.nn.Module) -> float:
         return -float(
@@ -176,25 +204,39 @@ def _train_decoder(
         )
 
     return train(
-        lambda: build_model(bb, spec, data.vocab_ids), base_loss, len(data.fit_t),
-        epochs=int(spec.epochs), batch_size=int(spec.batch_size), lr=float(spec.lr),
-        weight_decay=float(spec.weight_decay), rng=rng, desc="pretrain inverter",
-        progress=False, validate=base_val, lengths=data.fit_lengths, advance=advance,
-    )  # fmt: skip
+        lambda: build_model(bb, spec, data.vocab_ids),
+        base_loss,
+        len(data.fit_t),
+        epochs=int(spec.epochs),
+        batch_size=int(spec.batch_size),
+        lr=float(spec.lr),
+        weight_decay=float(spec.weight_decay),
+        rng=rng,
+        desc="pretrain inverter",
+        progress=False,
+        validate=base_val,
+        lengths=data.fit_lengths,
+        advance=advance,
+    )
 
 
 def _guesses(
-    bb: Backbone, spec: InverterSpec, decoder: Any, data: _Pairs, corr_rows: np.ndarray,
+    bb: Backbone,
+    spec: InverterSpec,
+    decoder: Any,
+    data: _Pairs,
+    corr_rows: np.ndarray,
     report: PretrainProgress,
-) -> tuple[list[np.ndarray], np.ndarray]:  # fmt: skip
+) -> tuple[list[np.ndarray], np.ndarray]:
     """The decoder's greedy guesses for rows ``corr_rows`` and their re-embeddings."""
     advance = report.stage("decoding")
     report.say(f"decoding and re-encoding {len(corr_rows):,} public documents for the corrector")
     guesses: list[np.ndarray] = []
     pooled: list[np.ndarray] = []
     for s in range(0, len(corr_rows), _CHUNK):  # in chunks: the progress report moves
-        part = greedy(bb, decoder, data.vocab_ids, data.xs[corr_rows[s : s + _CHUNK]],
-                      int(spec.max_tokens))  # fmt: skip
+        part = greedy(
+            bb, decoder, data.vocab_ids, data.xs[corr_rows[s : s + _CHUNK]], int(spec.max_tokens)
+        )
         guesses += part
         pooled.append(bb.own_pooled(bb.detokenize(part)))
         advance(len(part))
@@ -202,9 +244,15 @@ def _guesses(
 
 
 def _train_corrector(
-    spec: InverterSpec, decoder: Any, data: _Pairs, hyp_all: Hypothesis, corr_rows: np.ndarray,
-    n_docs: int, rng: np.random.Generator, advance: Callable[[int], None],
-) -> tuple[Any, dict[str, Any]]:  # fmt: skip
+    spec: InverterSpec,
+    decoder: Any,
+    data: _Pairs,
+    hyp_all: Hypothesis,
+    corr_rows: np.ndarray,
+    n_docs: int,
+    rng: np.random.Generator,
+    advance: Callable[[int], None],
+) -> tuple[Any, dict[str, Any]]:
     """The corrector, a copy of the decoder, trained on the first ``n_docs`` rows of
     ``corr_rows`` (the training documents) with their guesses ``hyp_all``, validated on the
     rest."""
@@ -222,21 +270,35 @@ def _train_corrector(
         i = c_fit[idx]
         r = corr_t[i]
         with fast_precision():
-            return loss(model, data.xt[r], data.trimmed(r), data.lookup, hyp_at(i),
-                        per_row=corr_per_row)  # fmt: skip
+            return loss(
+                model, data.xt[r], data.trimmed(r), data.lookup, hyp_at(i), per_row=corr_per_row
+            )
 
     def corr_val(model: torch.nn.Module) -> float:
         return -float(
-            _chunked(lambda i: loss(model, data.xt[corr_t[i]], data.trimmed(corr_t[i]),
-                                    data.lookup, hyp_at(i)), c_val)
-        )  # fmt: skip
+            _chunked(
+                lambda i: loss(
+                    model, data.xt[corr_t[i]], data.trimmed(corr_t[i]), data.lookup, hyp_at(i)
+                ),
+                c_val,
+            )
+        )
 
     return train(
-        lambda: copy.deepcopy(decoder), corr_loss, n_docs,
-        epochs=int(spec.correction_epochs), batch_size=int(spec.batch_size), lr=float(spec.lr),
-        weight_decay=float(spec.weight_decay), rng=rng, desc="pretrain corrector",
-        progress=False, validate=corr_val, lengths=data.fit_lengths[:n_docs], advance=advance,
-    )  # fmt: skip
+        lambda: copy.deepcopy(decoder),
+        corr_loss,
+        n_docs,
+        epochs=int(spec.correction_epochs),
+        batch_size=int(spec.batch_size),
+        lr=float(spec.lr),
+        weight_decay=float(spec.weight_decay),
+        rng=rng,
+        desc="pretrain corrector",
+        progress=False,
+        validate=corr_val,
+        lengths=data.fit_lengths[:n_docs],
+        advance=advance,
+    )
 
 
 #: Texts encoded (or documents decoded) between two progress reports of a pre-training.

@@ -54,8 +54,13 @@ class PretrainProgress:
         self.stage_done = 0
         self.bar: Any = None
         if progress:
-            self.bar = tqdm(total=round(self.total), desc="pre-training the inverter",
-                            unit="pair", leave=False, file=sys.stderr)  # fmt: skip
+            self.bar = tqdm(
+                total=round(self.total),
+                desc="pre-training the inverter",
+                unit="pair",
+                leave=False,
+                file=sys.stderr,
+            )
 
     def say(self, what: str) -> None:
         line = f"privaudit: pre-training the inverter (once; cached after): {what}"
@@ -92,8 +97,12 @@ class PretrainProgress:
             self.last_log = now
             elapsed = now - self.start
             left = elapsed / self.done * (self.total - self.done)
-            print(f"privaudit: pre-training the inverter: {self.where()}; {_clock(elapsed)} "
-                  f"elapsed, about {_clock(left)} left", file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"privaudit: pre-training the inverter: {self.where()}; {_clock(elapsed)} "
+                f"elapsed, about {_clock(left)} left",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def close(self) -> None:
         if self.bar is not None:

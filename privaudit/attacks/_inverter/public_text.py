@@ -101,12 +101,17 @@ def _file_texts(path: Path) -> list[str]:
     import pandas as pd
 
     if not path.is_file():
-        raise ValueError(f"The public corpus file {path} does not exist; give a file path or a "
-                         "corpus name (e.g. synthetic-reviews).")  # fmt: skip
+        raise ValueError(
+            f"The public corpus file {path} does not exist; give a file path or a "
+            "corpus name (e.g. synthetic-reviews)."
+        )
     if path.suffix == ".txt":
         return path.read_text(encoding="utf-8").splitlines()
-    frame = {".csv": pd.read_csv, ".jsonl": lambda p: pd.read_json(p, lines=True),
-             ".parquet": pd.read_parquet}[path.suffix](path)  # fmt: skip
+    frame = {
+        ".csv": pd.read_csv,
+        ".jsonl": lambda p: pd.read_json(p, lines=True),
+        ".parquet": pd.read_parquet,
+    }[path.suffix](path)
     if "text" not in frame.columns:
         raise ValueError(
             f"The public corpus file {path} has no 'text' column; name its column with "
@@ -127,9 +132,12 @@ def checked_public(value: Any) -> str | dict[str, Any]:
     """``public_corpus`` as given, or one ``ValueError`` line saying what it may be."""
     if isinstance(value, str) and value.strip():
         return value
-    if isinstance(value, Mapping) and isinstance(value.get("name"), str) and not (
-        set(value) - {"name", "params", "split"}
-    ) and isinstance(value.get("params") or {}, Mapping):  # fmt: skip
+    if (
+        isinstance(value, Mapping)
+        and isinstance(value.get("name"), str)
+        and not (set(value) - {"name", "params", "split"})
+        and isinstance(value.get("params") or {}, Mapping)
+    ):
         return dict(value)
     raise ValueError(
         f"public_corpus {value!r} is not a corpus: give 'auto', a registered corpus name, a "
@@ -184,6 +192,10 @@ def overlap(public: PublicText, name: str, params: str) -> int:
         return " ".join(text.lower().split())
 
     corpus = CORPORA.get(name)(**(json.loads(params) if params else {}))
-    own = {norm(t) for split in ("train", "test") if split in corpus.splits
-           for t in corpus.texts(split)}  # fmt: skip
+    own = {
+        norm(t)
+        for split in ("train", "test")
+        if split in corpus.splits
+        for t in corpus.texts(split)
+    }
     return sum(1 for t in public.texts() if len(t.split()) >= OVERLAP_WORDS and norm(t) in own)

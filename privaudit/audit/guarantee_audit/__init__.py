@@ -14,7 +14,9 @@ and the lower bound ln(p_low / q_high) on the privacy loss compared with the cla
 - :mod:`.ldp` — ε-LDP on [0,1]-normalised pooled vectors (Laplace): per coordinate, whole
   vector, batch of two;
 - :mod:`.core` — which tests a defense gets, :func:`audit_guarantee` (one defense at one
-  level), :func:`audit_levels`, :func:`audit_builtins` and the table (:func:`to_frame`).
+  level) and the table (:func:`to_frame`);
+- :mod:`.levels` — a defense at its levels (:func:`audit_levels`), every built-in
+  (:func:`audit_builtins`), a results table's points (:func:`audit_points`).
 """
 
 from privaudit.audit.guarantee_audit.core import (
@@ -27,12 +29,10 @@ from privaudit.audit.guarantee_audit.core import (
     VIOLATED,
     GuaranteeAudit,
     Sizes,
-    audit_builtins,
     audit_guarantee,
-    audit_levels,
-    audit_points,
     to_frame,
 )
+from privaudit.audit.guarantee_audit.levels import audit_builtins, audit_levels, audit_points
 from privaudit.audit.guarantee_audit.stats import Evidence
 
 __all__ = [

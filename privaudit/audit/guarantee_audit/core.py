@@ -33,8 +33,6 @@ Where the audit runs: ``privaudit audit-guarantee`` (the table is
 
 from __future__ import annotations
 
-import inspect
-import json
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -53,7 +51,6 @@ from privaudit.audit.guarantee_audit.dx import (
 )
 from privaudit.audit.guarantee_audit.ldp import check_only, laplace_tests, tests_count
 from privaudit.audit.guarantee_audit.stats import INDEPENDENCE, RELEASE, Evidence, fisher_p
-from privaudit.audit.wrapper import UserDefense
 from privaudit.corpora.synthetic import synthetic_reviews
 from privaudit.guarantees import Guarantee, Kind, Unit
 from privaudit.mechanisms.audited import (
@@ -65,7 +62,6 @@ from privaudit.mechanisms.audited import (
 )
 from privaudit.models.backbone import backbone
 from privaudit.numbers import shown
-from privaudit.registry import DEFENSES, build_defense
 
 
 @dataclass(frozen=True)
@@ -83,8 +79,7 @@ class Sizes:
 
 
 #: Smaller samples for the audit a grid run adds to its outputs.
-QUICK_SIZES = Sizes(release=600, noise=20_000, laplace=3000, release_cap=20_000,
-                    laplace_cap=30_000)  # fmt: skip
+QUICK_SIZES = Sizes(release=600, noise=20_000, laplace=3000, release_cap=20_000, laplace_cap=30_000)
 
 #: The verdicts, worst first.
 VIOLATED, HOLDS, UNTESTABLE, NO_CLAIM, NOT_TESTED = (
@@ -134,8 +129,10 @@ class GuaranteeAudit:
         the release tests that could test their claim first)."""
         if not self.evidence:
             return None
-        return max(self.evidence, key=lambda e: (e.violated, e in self.certifying,
-                                                 e.role == RELEASE, e.ratio, e.lower))  # fmt: skip
+        return max(
+            self.evidence,
+            key=lambda e: (e.violated, e in self.certifying, e.role == RELEASE, e.ratio, e.lower),
+        )
 
     @property
     def ceiling(self) -> float:
@@ -237,10 +234,13 @@ class GuaranteeAudit:
         e = self.best
         eta_hat = (
             e.lower / e.claimed * self.guarantee.value
-            if e is not None and self.guarantee.value and 0 < e.claimed < math.inf
-            and e.role == RELEASE and e.lower > -math.inf
+            if e is not None
+            and self.guarantee.value
+            and 0 < e.claimed < math.inf
+            and e.role == RELEASE
+            and e.lower > -math.inf
             else math.nan
-        )  # fmt: skip
+        )
         r = self.release_evidence()
         return {
             "defense": self.defense,
@@ -295,8 +295,10 @@ def declaration(defense: Any) -> Declared | None:
     # a user's plain class wrapped by privaudit audit declares it on itself, not the wrapper
     method = getattr(defense, name, None) or getattr(getattr(defense, "_impl", None), name, None)
     if not callable(method):
-        raise TypeError(f"{type(defense).__name__}'s guarantee names the mechanism {name!r}, "
-                        "which is not a method of it.")  # fmt: skip
+        raise TypeError(
+            f"{type(defense).__name__}'s guarantee names the mechanism {name!r}, "
+            "which is not a method of it."
+        )
     try:
         return _probed(method())
     except ValueError:
@@ -309,8 +311,10 @@ def declaration(defense: Any) -> Declared | None:
 def _probed(found: Any) -> Declared:
     """The declaration, its per-unit budget called once (a fit it needs fails here)."""
     if not isinstance(found, (UnitMechanism, DXNoise, PooledLaplace)):
-        raise TypeError(f"A guarantee's mechanism returns a privaudit.mechanisms.audited "
-                        f"declaration, got {type(found).__name__}.")  # fmt: skip
+        raise TypeError(
+            f"A guarantee's mechanism returns a privaudit.mechanisms.audited "
+            f"declaration, got {type(found).__name__}."
+        )
     noise = found.noise if isinstance(found, UnitMechanism) else found
     if isinstance(noise, DXNoise) and noise.unit_eta is not None:
         pool = found.pool if isinstance(found, UnitMechanism) else noise.units
@@ -319,8 +323,9 @@ def _probed(found: Any) -> Declared:
     return found
 
 
-def _unit_plans(mech: UnitMechanism, g: Guarantee, sizes: Sizes,
-                rng: np.random.Generator) -> list[Plan]:  # fmt: skip
+def _unit_plans(
+    mech: UnitMechanism, g: Guarantee, sizes: Sizes, rng: np.random.Generator
+) -> list[Plan]:
     """Release tests per pair, independence, and the noise step where declared."""
     pairs = word_pairs(mech.points, mech.pool, rng)
     if g.kind is not Kind.DX:  # ε-LDP/DP per word: any two words are neighbours (distance 1)
@@ -328,20 +333,27 @@ def _unit_plans(mech: UnitMechanism, g: Guarantee, sizes: Sizes,
     test = f"release ({mech.category})" if mech.category else "release"
     per_pair = 2 if mech.continuous else 1
     plans: list[Plan] = [
-        (per_pair * len(pairs), lambda a, r: release_tests(
-            mech, pairs, g, a=a, base=sizes.release, cap=sizes.release_cap, rng=r, test=test)),
+        (
+            per_pair * len(pairs),
+            lambda a, r: release_tests(
+                mech, pairs, g, a=a, base=sizes.release, cap=sizes.release_cap, rng=r, test=test
+            ),
+        ),
         (2, lambda a, r: independence_tests(mech, pairs[0][0], a=a, rng=r)),
-    ]  # fmt: skip
+    ]
     if mech.noise is not None and g.kind is Kind.DX:
         plans.append(_noise_plan(mech.noise, g, sizes, mech.points, mech.pool))
     return plans
 
 
-def _noise_plan(noise: DXNoise, g: Guarantee, sizes: Sizes, points: np.ndarray | None,
-                pool: np.ndarray | None) -> Plan:  # fmt: skip
+def _noise_plan(
+    noise: DXNoise, g: Guarantee, sizes: Sizes, points: np.ndarray | None, pool: np.ndarray | None
+) -> Plan:
     count = 3 if noise.unit_eta is not None else 2
-    return (count, lambda a, r: noise_tests(noise, g, a=a, n=sizes.noise, rng=r,
-                                            points=points, pool=pool))  # fmt: skip
+    return (
+        count,
+        lambda a, r: noise_tests(noise, g, a=a, n=sizes.noise, rng=r, points=points, pool=pool),
+    )
 
 
 def plan(
@@ -385,8 +397,10 @@ def plan(
     if g.unit not in (Unit.TOKEN, Unit.WORD) or (
         g.kind is Kind.DX and "embedding" not in (g.metric or "embedding")
     ):
-        return [], (f"a {g.kind} claim per {g.unit} has no generic test (one-word texts test "
-                    "claims per token or word)")  # fmt: skip
+        return [], (
+            f"a {g.kind} claim per {g.unit} has no generic test (one-word texts test "
+            "claims per token or word)"
+        )
     bb = backbone(backbone_name)
     pool = bb.candidate_ids[bb.subwords.classes[bb.candidate_ids] == 0]  # one-token texts
     return _unit_plans(text_units(defense.privatize, bb, pool), g, sizes, rng), (
@@ -419,8 +433,13 @@ def audit_guarantee(
     knob = getattr(defense, "knob", None)  # a user wrapper's is set per instance
     knob = knob if isinstance(knob, str) and not knob.startswith("(") else None
     result = GuaranteeAudit(
-        label or defense.name, knob, _as_float(defense.knob_value), g, alpha, seed,
-    )  # fmt: skip
+        label or defense.name,
+        knob,
+        _as_float(defense.knob_value),
+        g,
+        alpha,
+        seed,
+    )
     plans, result.note = plan(defense, sizes, rng, backbone, tests)
     m = sum(count for count, _ in plans)
     a = alpha / (2 * max(m, 1))
@@ -435,139 +454,6 @@ def _as_float(value: Any) -> float | None:
         return None if value is None else float(value)
     except (TypeError, ValueError):
         return None
-
-
-def fitted(defense: Defense) -> Defense:
-    """The defense, fitted where its declared mechanism needs it (:func:`declaration`), so
-    that its levels (``with_knob`` copies) share the fit."""
-    g = defense.guarantee
-    if g.formal and g.mechanism and not math.isinf(g.largest):
-        declaration(defense)
-    return defense
-
-
-def build(name: str, params: dict[str, Any], backbone_name: str | None) -> Defense:
-    """A registered defense, a ``file.py:Class`` / ``module:Class`` deriving from Defense, or a
-    user's plain privatizer class wrapped as ``privaudit audit`` wraps it (its knob: its own
-    ``knob`` attribute, else its guarantee's parameter)."""
-    found = DEFENSES.get(name)
-    if isinstance(found, type) and issubclass(found, Defense):
-        return build_defense(name, params, backbone_name)
-    wrapped = UserDefense(name, None, **params)
-    wrapped.fit([])
-    impl = wrapped._load()
-    takes = inspect.signature(type(impl)).parameters
-    if backbone_name is not None and "backbone" in takes and "backbone" not in params:
-        wrapped = UserDefense(name, None, **params, backbone=backbone_name)
-        wrapped.fit([])
-    knob = getattr(impl, "knob", None) or wrapped.guarantee.parameter or None
-    if knob is not None and knob in takes:
-        wrapped.knob = knob  # type: ignore[misc]
-        if knob not in wrapped.options:  # its default value, for the one level
-            default = takes[knob].default
-            wrapped.options = {**wrapped.options, knob: getattr(impl, knob, default)}
-    return wrapped
-
-
-def audit_levels(
-    name: str,
-    values: Sequence[float] | None = None,
-    *,
-    params: dict[str, Any] | None = None,
-    backbone: str | None = None,
-    alpha: float = 0.05,
-    seed: int = 0,
-    sizes: Sizes | None = None,
-    tests: Sequence[str] | None = None,
-) -> list[GuaranteeAudit]:
-    """A defense (registered, or a plugin's ``file.py:Class``) at each of ``values`` of its
-    knob (default: its quick ``levels``, a plugin's own ``levels`` or its current value; one
-    audit without a knob); ``tests`` as in :func:`audit_guarantee`."""
-
-    check_only(tests)  # a misspelt test name: one line, before the defense is built
-    base = fitted(build(name, dict(params or {}), backbone))
-    knob = base.knob if isinstance(base.knob, str) and not base.knob.startswith("(") else None
-    if knob is None:
-        return [
-            audit_guarantee(
-                base, alpha=alpha, seed=seed, sizes=sizes, backbone=backbone, tests=tests
-            )
-        ]
-    impl = getattr(base, "_impl", None)
-    levels = (
-        list(values)
-        if values
-        else list(
-            getattr(type(base), "levels", ()) or getattr(impl, "levels", ()) or [base.knob_value]
-        )
-    )
-    return [
-        audit_guarantee(
-            base.with_knob(v), alpha=alpha, seed=seed, sizes=sizes, backbone=backbone, tests=tests
-        )
-        for v in levels
-    ]
-
-
-def audit_builtins(
-    names: Sequence[str] | None = None,
-    *,
-    backbone: str | None = None,
-    alpha: float = 0.05,
-    seed: int = 0,
-    sizes: Sizes | None = None,
-) -> list[GuaranteeAudit]:
-    """Every built-in defense (or ``names``) at its quick levels."""
-
-    out: list[GuaranteeAudit] = []
-    for name in names or DEFENSES.builtins():
-        out.extend(audit_levels(name, backbone=backbone, alpha=alpha, seed=seed, sizes=sizes))
-    return out
-
-
-def audit_points(
-    frame: Any,
-    *,
-    alpha: float = 0.05,
-    seed: int = 0,
-    sizes: Sizes | None = None,
-) -> list[GuaranteeAudit]:
-    """Each defense point of a results table once (its ``defense``, ``defense_params`` — the
-    knob value among them — ``label`` and ``guarantee``): what a run's outputs add as
-    ``guarantees.csv``. A user's privatizer (parameters with its ``target``) is rebuilt
-    through its wrapper; a defense that cannot be rebuilt here (registered only in another
-    process) is a row "not tested" with the reason, and the others are still audited."""
-    points = frame[["defense", "defense_params", "label", "guarantee"]].drop_duplicates(
-        ["defense", "defense_params", "label"]
-    )
-    out = []
-    # One fitted defense per (name, parameters but the knob): its levels are with_knob copies,
-    # so SAP-CTI's token importances are learned once, not once per level.
-    bases: dict[tuple[str, str], Defense] = {}
-    for name, params_json, label, stated in points.itertuples(index=False):
-        shown_as = str(label) if isinstance(label, str) and label else str(name)
-        params = json.loads(params_json) if isinstance(params_json, str) else {}
-        try:
-            if "target" in params:
-                defense: Defense = UserDefense(**params)
-                defense.fit([])
-            else:
-                knob = getattr(DEFENSES.get(str(name)), "knob", None)
-                rest = {k: v for k, v in params.items() if k != knob}
-                key = (str(name), json.dumps(rest, sort_keys=True, default=str))
-                if key not in bases:
-                    bases[key] = fitted(build_defense(str(name), params, params.get("backbone")))
-                defense = bases[key]
-                if knob is not None and knob in params:
-                    defense = defense.with_knob(params[knob])
-        except (ValueError, TypeError, ImportError) as exc:
-            skipped = GuaranteeAudit(shown_as, None, None, Guarantee.stated(str(stated)), alpha,
-                                     seed, note=f"not rebuilt: {exc}", skipped=True)  # fmt: skip
-            out.append(skipped)
-            continue
-        out.append(audit_guarantee(defense, alpha=alpha, seed=seed,
-                                   sizes=sizes or QUICK_SIZES, label=shown_as))  # fmt: skip
-    return out
 
 
 def to_frame(audits: Sequence[GuaranteeAudit]) -> Any:

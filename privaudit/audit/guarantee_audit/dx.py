@@ -69,8 +69,9 @@ STEP_SHARE = 0.6
 PAIRS = 300
 
 
-def nearest_others(vectors: np.ndarray, rows: np.ndarray, pool: np.ndarray) -> tuple[
-        np.ndarray, np.ndarray]:  # fmt: skip
+def nearest_others(
+    vectors: np.ndarray, rows: np.ndarray, pool: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """For each of ``rows``, its nearest other member of ``pool`` (exact Euclidean) and the
     distance (rows index ``vectors``)."""
     cand = np.ascontiguousarray(vectors[pool], dtype=np.float32)
@@ -136,16 +137,30 @@ def estimation_draws(n: int) -> int:
     return n - max(1, min(n - 1, round(n * SELECT_SHARE)))
 
 
-def undrawn(test: str, pair: str, distance: float, claimed: float, cap: int, a: float,
-            role: str = RELEASE) -> Evidence:  # fmt: skip
+def undrawn(
+    test: str, pair: str, distance: float, claimed: float, cap: int, a: float, role: str = RELEASE
+) -> Evidence:
     """A test not drawn: its claim is above what ``cap`` draws could show."""
     n = estimation_draws(cap)
-    return Evidence(test, pair, f"not drawn (the claim is above what {cap:,} draws can show)",
-                    distance, claimed, 0, n, 0, n, a, role=role, drawn=False)  # fmt: skip
+    return Evidence(
+        test,
+        pair,
+        f"not drawn (the claim is above what {cap:,} draws can show)",
+        distance,
+        claimed,
+        0,
+        n,
+        0,
+        n,
+        a,
+        role=role,
+        drawn=False,
+    )
 
 
-def draw_units(mech: UnitMechanism, counts: dict[int, int], rng: np.random.Generator,
-               batch: int = 1000) -> dict[int, list[Hashable]]:  # fmt: skip
+def draw_units(
+    mech: UnitMechanism, counts: dict[int, int], rng: np.random.Generator, batch: int = 1000
+) -> dict[int, list[Hashable]]:
     """``counts[u]`` outputs of each unit, through calls of ``mech.draw`` on ``batch`` copies."""
     out: dict[int, list[Hashable]] = {}
     for u, n in counts.items():
@@ -192,48 +207,104 @@ def release_tests(
                 evidence.append(undrawn(f"{test}: exact original", pair, d, claim, cap, a))
             continue
         if not mech.continuous:
-            evidence.append(discrete_evidence(
-                outs[i], outs[j], a=a, names=(names[i], names[j]), distance=d, claimed=claim,
-                test=test, show=shown or None))  # fmt: skip
+            evidence.append(
+                discrete_evidence(
+                    outs[i],
+                    outs[j],
+                    a=a,
+                    names=(names[i], names[j]),
+                    distance=d,
+                    claimed=claim,
+                    test=test,
+                    show=shown or None,
+                )
+            )
             continue
-        yi, yj = _vectors(outs[i]), _vectors(outs[j])
-        xi, xj = mech.points[i].astype(np.float64), mech.points[j].astype(np.float64)
-
-        def stat(y: np.ndarray, xi: np.ndarray = xi, xj: np.ndarray = xj) -> np.ndarray:
-            return np.linalg.norm(y - xj, axis=1) - np.linalg.norm(y - xi, axis=1)
-
-        evidence.append(threshold_evidence(
-            stat(yi), stat(yj), a=a, names=(names[i], names[j]), distance=d, claimed=claim,
-            test=test, statistic=f"‖y − φ({names[j]})‖ − ‖y − φ({names[i]})‖",
-        ))  # fmt: skip
-        evidence.append(point_mass(yi, yj, mech.points[i], a=a, pair=pair, distance=d,
-                                   claimed=claim, test=f"{test}: exact original",
-                                   what=f"y = φ({names[i]}) exactly"))  # fmt: skip
+        evidence += _vector_tests(
+            mech, (outs[i], outs[j]), (i, j), (names[i], names[j]), d, claim, a=a, test=test
+        )
     return evidence
+
+
+def _vector_tests(
+    mech: UnitMechanism,
+    outs: tuple[Sequence[Hashable], Sequence[Hashable]],
+    units: tuple[int, int],
+    names: tuple[str, str],
+    d: float,
+    claim: float,
+    *,
+    a: float,
+    test: str,
+) -> list[Evidence]:
+    """A pair's two tests on vector outputs: a threshold on the d_X likelihood ratio, and
+    the point mass "y = φ(w) exactly" (the original released)."""
+    (i, j), pair = units, f"{names[0]} vs {names[1]}"
+    yi, yj = _vectors(outs[0]), _vectors(outs[1])
+    xi, xj = mech.points[i].astype(np.float64), mech.points[j].astype(np.float64)
+
+    def stat(y: np.ndarray) -> np.ndarray:
+        return np.linalg.norm(y - xj, axis=1) - np.linalg.norm(y - xi, axis=1)
+
+    return [
+        threshold_evidence(
+            stat(yi),
+            stat(yj),
+            a=a,
+            names=names,
+            distance=d,
+            claimed=claim,
+            test=test,
+            statistic=f"‖y − φ({names[1]})‖ − ‖y − φ({names[0]})‖",
+        ),
+        point_mass(
+            yi,
+            yj,
+            mech.points[i],
+            a=a,
+            pair=pair,
+            distance=d,
+            claimed=claim,
+            test=f"{test}: exact original",
+            what=f"y = φ({names[0]}) exactly",
+        ),
+    ]
 
 
 def _vectors(values: Sequence[Hashable]) -> np.ndarray:
     return np.stack([np.frombuffer(v, dtype=np.float32) for v in values]).astype(np.float64)  # type: ignore[arg-type]
 
 
-def point_mass(y: np.ndarray, y2: np.ndarray, point: np.ndarray, *, a: float, pair: str,
-               distance: float, claimed: float, test: str, what: str) -> Evidence:  # fmt: skip
+def point_mass(
+    y: np.ndarray,
+    y2: np.ndarray,
+    point: np.ndarray,
+    *,
+    a: float,
+    pair: str,
+    distance: float,
+    claimed: float,
+    test: str,
+    what: str,
+) -> Evidence:
     """The event "the release is exactly ``point``" (a continuous density gives it
     probability 0), counted on the estimation draws of both inputs."""
     point = np.asarray(point, dtype=np.float32)
     s, s2 = _n_sel(len(y)), _n_sel(len(y2))
     hit = (y[s:].astype(np.float32) == point).all(axis=1)
     hit2 = (y2[s2:].astype(np.float32) == point).all(axis=1)
-    return Evidence(test, pair, what, distance, claimed, int(hit.sum()), len(hit),
-                    int(hit2.sum()), len(hit2), a)  # fmt: skip
+    return Evidence(
+        test, pair, what, distance, claimed, int(hit.sum()), len(hit), int(hit2.sum()), len(hit2), a
+    )
 
 
 def _n_sel(n: int) -> int:
     return max(1, min(n - 1, round(n * SELECT_SHARE)))
 
 
-def independence_tests(mech: UnitMechanism, unit: int, *, a: float, rng: np.random.Generator,
-                       pairs: int = PAIRS) -> list[Evidence]:  # fmt: skip
+def independence_tests(
+    mech: UnitMechanism, unit: int, *, a: float, rng: np.random.Generator, pairs: int = PAIRS
+) -> list[Evidence]:
     """Fresh noise per unit, per document and per call (see :mod:`.stats`): ``pairs`` disjoint
     pairs of outputs of one unit drawn in the same call (as separate documents, and as tokens
     of one document where the mechanism has one) against pairs drawn in two calls."""
@@ -294,18 +365,31 @@ def noise_tests(
     d = target / guarantee.largest
     shift = np.zeros(dim)
     shift[0] = d
-    sx = np.concatenate(_chunked(lambda k, r: _step_stat(noise.sample(k, eta, r), 0.0, shift),
-                                 n, rng, chunk))  # fmt: skip
-    sy = np.concatenate(_chunked(lambda k, r: _step_stat(noise.sample(k, eta, r), 1.0, shift),
-                                 n, rng, chunk))  # fmt: skip
-    evidence.append(threshold_evidence(
-        sx, sy, a=a, names=("x = 0", f"x' = {d:.3g}·e₁"), distance=d,
-        claimed=guarantee.loss(d), test="noise step", statistic="‖y − x'‖ − ‖y − x‖",
-    ))  # fmt: skip
+    sx = np.concatenate(
+        _chunked(lambda k, r: _step_stat(noise.sample(k, eta, r), 0.0, shift), n, rng, chunk)
+    )
+    sy = np.concatenate(
+        _chunked(lambda k, r: _step_stat(noise.sample(k, eta, r), 1.0, shift), n, rng, chunk)
+    )
+    evidence.append(
+        threshold_evidence(
+            sx,
+            sy,
+            a=a,
+            names=("x = 0", f"x' = {d:.3g}·e₁"),
+            distance=d,
+            claimed=guarantee.loss(d),
+            test="noise step",
+            statistic="‖y − x'‖ − ‖y − x‖",
+        )
+    )
     evidence[-1] = _with_role(evidence[-1], role)
     if noise.unit_eta is not None and units is not None and len(units) > 1:
-        evidence.append(_own_eta_test(noise, guarantee, units, points, a=a, n=n, rng=rng,
-                                      chunk=chunk, role=role))  # fmt: skip
+        evidence.append(
+            _own_eta_test(
+                noise, guarantee, units, points, a=a, n=n, rng=rng, chunk=chunk, role=role
+            )
+        )
     return evidence
 
 
@@ -320,25 +404,46 @@ def _step_stat(z: np.ndarray, moved: float, shift: np.ndarray) -> np.ndarray:
     return np.linalg.norm(y - shift, axis=1) - np.linalg.norm(y, axis=1)
 
 
-def _scale_test(noise: DXNoise, eta: float, guarantee: Guarantee, *, a: float, n: int,
-                rng: np.random.Generator) -> Evidence:  # fmt: skip
+def _scale_test(
+    noise: DXNoise, eta: float, guarantee: Guarantee, *, a: float, n: int, rng: np.random.Generator
+) -> Evidence:
     """‖z‖ at or below the declared median D-shape Gamma(1/η) norm: P = 1/2 for the declared
     density, more for less noise; its lower bound p_low gives η̂ = Gamma_D⁻¹(p_low) / r₀."""
     dim = noise.dim
     r0 = float(gamma.ppf(0.5, dim)) / eta
-    norms = np.concatenate(_chunked(
-        lambda k, r: np.linalg.norm(np.asarray(noise.sample(k, eta, r), dtype=np.float64),
-                                    axis=1), n, rng))  # fmt: skip
+    norms = np.concatenate(
+        _chunked(
+            lambda k, r: np.linalg.norm(
+                np.asarray(noise.sample(k, eta, r), dtype=np.float64), axis=1
+            ),
+            n,
+            rng,
+        )
+    )
     return scale_evidence(
-        norms <= r0, 0.5, lambda p: float(gamma.ppf(p, dim)) / r0, a=a, test="noise scale",
-        pair=f"‖z‖ of {n:,} draws at η = {eta:.4g}", event=f"‖z‖ <= {r0:.4g} (declared: P = 1/2)",
+        norms <= r0,
+        0.5,
+        lambda p: float(gamma.ppf(p, dim)) / r0,
+        a=a,
+        test="noise scale",
+        pair=f"‖z‖ of {n:,} draws at η = {eta:.4g}",
+        event=f"‖z‖ <= {r0:.4g} (declared: P = 1/2)",
         claimed=eta,
-    )  # fmt: skip
+    )
 
 
-def _own_eta_test(noise: DXNoise, guarantee: Guarantee, units: np.ndarray,
-                  points: np.ndarray | None, *, a: float, n: int, rng: np.random.Generator,
-                  chunk: int, role: str) -> Evidence:  # fmt: skip
+def _own_eta_test(
+    noise: DXNoise,
+    guarantee: Guarantee,
+    units: np.ndarray,
+    points: np.ndarray | None,
+    *,
+    a: float,
+    n: int,
+    rng: np.random.Generator,
+    chunk: int,
+    role: str,
+) -> Evidence:
     """Two units at their own η: real points (the nearest pair with the most different
     budgets) where inputs are fixed points, constructed x = 0, x' = d·e₁ with the largest and
     smallest budgets where the released vectors vary continuously (hidden states). The
@@ -356,8 +461,9 @@ def _own_eta_test(noise: DXNoise, guarantee: Guarantee, units: np.ndarray,
         x2[0] = d
         names = (f"x = 0 (η = {e1:.3g})", f"x' = {d:.3g}·e₁ (η = {e2:.3g})")
     else:
-        sample = units if len(units) <= PAIR_SAMPLE else rng.choice(units, PAIR_SAMPLE,
-                                                                     replace=False)  # fmt: skip
+        sample = (
+            units if len(units) <= PAIR_SAMPLE else rng.choice(units, PAIR_SAMPLE, replace=False)
+        )
         sample = np.sort(sample)
         nn, dist = nearest_others(points, sample, np.asarray(units))
         e_s = np.asarray(noise.unit_eta(sample), dtype=float)
@@ -382,12 +488,23 @@ def _own_eta_test(noise: DXNoise, guarantee: Guarantee, units: np.ndarray,
     sx = np.concatenate(_chunked(lambda k, r: llr(x1 + noise.sample(k, e1, r)), n, rng, chunk))
     sy = np.concatenate(_chunked(lambda k, r: llr(x2 + noise.sample(k, e2, r)), n, rng, chunk))
     e = threshold_evidence(
-        sx, sy, a=a, names=names, distance=d, claimed=guarantee.loss(d), test="own budgets",
-        statistic="ln p₁(y) − ln p₂(y), own D·ln η")  # fmt: skip
+        sx,
+        sy,
+        a=a,
+        names=names,
+        distance=d,
+        claimed=guarantee.loss(d),
+        test="own budgets",
+        statistic="ln p₁(y) − ln p₂(y), own D·ln η",
+    )
     return _with_role(e, role)
 
 
-def _chunked(func: Callable[[int, np.random.Generator], Any], n: int, rng: np.random.Generator,
-             size: int = 20_000) -> list[Any]:  # fmt: skip
+def _chunked(
+    func: Callable[[int, np.random.Generator], Any],
+    n: int,
+    rng: np.random.Generator,
+    size: int = 20_000,
+) -> list[Any]:
     """``func(k, rng)`` over chunks of at most ``size`` that add up to ``n``."""
     return [func(min(size, n - s), rng) for s in range(0, n, size)]

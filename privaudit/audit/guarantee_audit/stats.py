@@ -144,8 +144,9 @@ class Evidence:
             return self.bound
         if not self.drawn:
             return -math.inf
-        return float(log_ratio_bound(np.asarray(self.k), self.n, np.asarray(self.k2), self.n2,
-                                     self.a))  # fmt: skip
+        return float(
+            log_ratio_bound(np.asarray(self.k), self.n, np.asarray(self.k2), self.n2, self.a)
+        )
 
     @property
     def ceiling(self) -> float:
@@ -223,12 +224,12 @@ def discrete_evidence(
     kx = sum(v in target for v in est_x)
     ky = sum(v in target for v in est_y)
     shown_set = [show.get(v, str(v)) if show else str(v) for v in chosen]
-    listed = ", ".join(shown_set[:5]) + (f", … ({len(shown_set)} outputs)" if len(shown_set) > 5
-                                          else "")  # fmt: skip
+    listed = ", ".join(shown_set[:5]) + (
+        f", … ({len(shown_set)} outputs)" if len(shown_set) > 5 else ""
+    )
     event = f"output ∈ {{{listed}}}"
     first, second = names if forward else names[::-1]
-    k, n, k2, n2 = (kx, len(est_x), ky, len(est_y)) if forward else (ky, len(est_y), kx,
-                                                                      len(est_x))  # fmt: skip
+    k, n, k2, n2 = (kx, len(est_x), ky, len(est_y)) if forward else (ky, len(est_y), kx, len(est_x))
     return Evidence(test, f"{first} vs {second}", event, distance, claimed, k, n, k2, n2, a)
 
 
@@ -251,8 +252,17 @@ def threshold_evidence(
     sx_n, sy_n = _n_select(len(stat_x)), _n_select(len(stat_y))
     sel_x, sel_y = np.sort(stat_x[:sx_n]), np.sort(stat_y[:sy_n])
     pooled = np.concatenate([sel_x, sel_y])
-    ts = np.unique(np.concatenate([np.quantile(pooled, np.linspace(0, 1, grid)),
-                                   sel_x[:50], sel_x[-50:], sel_y[:50], sel_y[-50:]]))  # fmt: skip
+    ts = np.unique(
+        np.concatenate(
+            [
+                np.quantile(pooled, np.linspace(0, 1, grid)),
+                sel_x[:50],
+                sel_x[-50:],
+                sel_y[:50],
+                sel_y[-50:],
+            ]
+        )
+    )
     # The midpoints between neighbouring candidates too: a gap between the two samples is
     # where an exact separation (a reused noise draw) shows.
     ts = np.unique(np.concatenate([ts, (ts[1:] + ts[:-1]) / 2]))
@@ -275,16 +285,21 @@ def threshold_evidence(
     kx = int((est_x >= t).sum() if op == ">=" else (est_x <= t).sum())
     ky = int((est_y >= t).sum() if op == ">=" else (est_y <= t).sum())
     first, second = names if forward else names[::-1]
-    k, n, k2, n2 = (kx, len(est_x), ky, len(est_y)) if forward else (ky, len(est_y), kx,
-                                                                      len(est_x))  # fmt: skip
+    k, n, k2, n2 = (kx, len(est_x), ky, len(est_y)) if forward else (ky, len(est_y), kx, len(est_x))
     event = f"{statistic} {op} {t:.4g}"
     return Evidence(test, f"{first} vs {second}", event, distance, claimed, k, n, k2, n2, a)
 
 
 def independence_evidence(
-    within: Sequence[bool], across: Sequence[bool], *, a: float, test: str, pair: str,
-    event: str, continuous: bool = False,
-) -> Evidence:  # fmt: skip
+    within: Sequence[bool],
+    across: Sequence[bool],
+    *,
+    a: float,
+    test: str,
+    pair: str,
+    event: str,
+    continuous: bool = False,
+) -> Evidence:
     """Equal outputs in disjoint pairs drawn within one call (``within``) against pairs drawn
     in two calls (``across``): with a fresh noise draw per unit and per call every pair is
     equal with the same probability, so ``lower`` = ln(p_low / q_high) > 0 (each bound at
@@ -294,8 +309,7 @@ def independence_evidence(
     bound = None
     if continuous:
         bound = math.inf if k + k2 > 0 else -math.inf
-    return Evidence(test, pair, event, 0.0, 0.0, k, n, k2, n2, a, role=INDEPENDENCE,
-                    bound=bound)  # fmt: skip
+    return Evidence(test, pair, event, 0.0, 0.0, k, n, k2, n2, a, role=INDEPENDENCE, bound=bound)
 
 
 def fisher_p(e: Evidence) -> float:
@@ -305,9 +319,16 @@ def fisher_p(e: Evidence) -> float:
 
 
 def scale_evidence(
-    inside: np.ndarray, declared: float, estimate: Callable[[float], float], *, a: float,
-    test: str, pair: str, event: str, claimed: float,
-) -> Evidence:  # fmt: skip
+    inside: np.ndarray,
+    declared: float,
+    estimate: Callable[[float], float],
+    *,
+    a: float,
+    test: str,
+    pair: str,
+    event: str,
+    claimed: float,
+) -> Evidence:
     """The declared noise density's scale: ``inside`` marks the draws in an event whose
     probability under the declared density is ``declared`` and grows with the density's
     parameter (the noise norm below the declared median: more draws inside means less noise).
