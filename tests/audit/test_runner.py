@@ -236,7 +236,7 @@ def test_presets_validate(name) -> None:
 
 def test_quick_preset_covers_every_builtin_at_its_levels() -> None:
     from privaudit.api import REFERENCES
-    from privaudit.audit.config import NOT_QUICK, WORD_MECHANISMS
+    from privaudit.audit.presets import NOT_QUICK, WORD_MECHANISMS
     from privaudit.registry import ATTACKS, DEFENSES
 
     config = load_config("quick")

@@ -452,6 +452,7 @@ def _fake_context(
         n_words=10,
         aux=None,
         attacks=attacks,
+        plans={},
         truth=truth,
     )
 
