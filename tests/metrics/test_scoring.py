@@ -452,7 +452,7 @@ def _fake_context(
         n_words=10,
         aux=None,
         attacks=attacks,
-        plans={},
+        plans=dict.fromkeys(attacks, {}),
         truth=truth,
     )
 
