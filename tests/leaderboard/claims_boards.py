@@ -16,7 +16,6 @@ Only the public ``leaderboard`` call is used, so the measurement script
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -26,6 +25,7 @@ from privaudit.leaderboard.board import Leaderboard, leaderboard
 from privaudit.leaderboard.families import hypervolume
 from privaudit.metrics.outcomes import Outcome
 from privaudit.metrics.stats import Bootstrap, Outcomes, sd_upper_bound
+from tests.leaderboard.sim_rows import simulated_row
 
 BASE = 0.1  # the attacks' no-information baseline
 NONE_SCORE, NONE_UTILITY = 0.9, 0.9
@@ -87,30 +87,18 @@ def claims_board(
         entries[(key, "attack")] = Outcome.ratio(hits)
         entries[(key, "baseline")] = Outcome.ratio(np.full(n, BASE))
         rows.append(
-            {
-                "defense": label.split("[")[0],
-                "label": label,
-                "knob": None if label == "none" else "eta",
-                "knob_value": math.nan if label == "none" else float(value),
-                "attack": attack,
-                "seed": seed,
-                "status": "ok",
-                "reason": "",
-                "attack_metric": "token_recovery",
-                "family": family,
-                "attack_score": float(hits.mean()),
-                "empirical_privacy": 1 - float(hits.mean()),
-                "attack_baseline": BASE,
-                "utility": float(entries[(point, "utility")].value()),
-                "utility_metric": "balanced_accuracy",
-                "cell_key": key,
-                "point": point,
-                "n_test": n,
-                "guarantee": "g",
-                "privatize_seconds": 1.0,
-                "n_words": 1000.0,
-                "defense_params": "{}",
-            }
+            simulated_row(
+                label,
+                value,
+                attack,
+                family=family,
+                seed=seed,
+                hits=hits,
+                utility=float(entries[(point, "utility")].value()),
+                key=key,
+                point=point,
+                baseline=BASE,
+            )
         )
 
     names = [(fam, f"{fam}_a{j}") for fam in fams for j in range(attacks)]

@@ -12,8 +12,6 @@ same for all of a person's documents. Utility is drawn the same way. Shared by t
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
@@ -21,6 +19,7 @@ from privaudit.leaderboard.board import Leaderboard, leaderboard
 from privaudit.metrics.outcomes import Outcome
 from privaudit.metrics.stats import Bootstrap, Outcomes
 from privaudit.metrics.units import Units
+from tests.leaderboard.sim_rows import simulated_row
 
 BASE = 0.1
 #: level: (logit of the attack's success, logit of utility) at the mean person.
@@ -66,30 +65,18 @@ def people_board(
         entries[(key, "attack")] = Outcome.ratio(hits)
         entries[(key, "baseline")] = Outcome.ratio(np.full(n, BASE))
         rows.append(
-            {
-                "defense": label.split("[")[0],
-                "label": label,
-                "knob": None if label == "none" else "eta",
-                "knob_value": math.nan if label == "none" else float(value),
-                "attack": attack,
-                "seed": 0,
-                "status": "ok",
-                "reason": "",
-                "attack_metric": "token_recovery",
-                "family": "text",
-                "attack_score": float(hits.mean()),
-                "empirical_privacy": 1 - float(hits.mean()),
-                "attack_baseline": BASE,
-                "utility": float(entries[(point, "utility")].value()),
-                "utility_metric": "balanced_accuracy",
-                "cell_key": key,
-                "point": point,
-                "n_test": n,
-                "guarantee": "g",
-                "privatize_seconds": 1.0,
-                "n_words": 1000.0,
-                "defense_params": "{}",
-            }
+            simulated_row(
+                label,
+                value,
+                attack,
+                family="text",
+                seed=0,
+                hits=hits,
+                utility=float(entries[(point, "utility")].value()),
+                key=key,
+                point=point,
+                baseline=BASE,
+            )
         )
 
     for attack in attacks:

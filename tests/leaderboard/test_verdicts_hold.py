@@ -5,7 +5,6 @@ per-document outcomes (no model), and one small run on a file corpus without ent
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +22,7 @@ from privaudit.leaderboard.verdict_words import (
 from privaudit.metrics.outcomes import Outcome
 from privaudit.metrics.stats import Bootstrap, Outcomes
 from tests.conftest import TINY
+from tests.leaderboard.sim_rows import simulated_row
 
 BASE = 0.1  # the attacks' no-information baseline
 #: level: (attack score, utility) of every defense on a synthetic board.
@@ -58,30 +58,18 @@ def synthetic_board(
         entries[(key, "attack")] = Outcome.ratio(hits)
         entries[(key, "baseline")] = Outcome.ratio(np.full(n, BASE))
         rows.append(
-            {
-                "defense": label.split("[")[0],
-                "label": label,
-                "knob": None if label == "none" else "eta",
-                "knob_value": math.nan if label == "none" else float(value),
-                "attack": attack,
-                "seed": 0,
-                "status": "ok",
-                "reason": "",
-                "attack_metric": "token_recovery",
-                "family": (flat or {}).get(attack, "text"),
-                "attack_score": float(hits.mean()),
-                "empirical_privacy": 1 - float(hits.mean()),
-                "attack_baseline": BASE,
-                "utility": float(entries[(point, "utility")].value()),
-                "utility_metric": "balanced_accuracy",
-                "cell_key": key,
-                "point": point,
-                "n_test": n,
-                "guarantee": "g",
-                "privatize_seconds": 1.0,
-                "n_words": 1000.0,
-                "defense_params": "{}",
-            }
+            simulated_row(
+                label,
+                value,
+                attack,
+                family=(flat or {}).get(attack, "text"),
+                seed=0,
+                hits=hits,
+                utility=float(entries[(point, "utility")].value()),
+                key=key,
+                point=point,
+                baseline=BASE,
+            )
         )
 
     for attack in attacks:
