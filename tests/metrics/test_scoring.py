@@ -452,7 +452,7 @@ def _fake_context(
         n_words=10,
         aux=None,
         attacks=attacks,
-        plans=dict.fromkeys(attacks, {}),
+        plans={label: {} for label in attacks},
         truth=truth,
     )
 
