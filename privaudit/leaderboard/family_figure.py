@@ -20,6 +20,7 @@ import numpy as np
 from privaudit.api import NONE
 from privaudit.leaderboard.figures import (
     Style,
+    dominated_points,
     error_bars,
     panel_grid,
     point_text,
@@ -131,17 +132,7 @@ def _family_panel(
             handles[NONE] = ax.axhline(float(group["utility"].mean()), color="0.2", ls="--", lw=1.1)
             markers.extend(zip(group["privacy"], group["utility"], strict=True))
             continue
-        dominated = group[~group["on_frontier"]]
-        ax.scatter(
-            dominated["privacy"],
-            dominated["utility"],
-            color=colour,
-            marker=marker,
-            s=18,
-            alpha=0.25,
-            linewidths=0,
-        )
-        error_bars(ax, dominated, x="privacy", y="utility", colour=colour, alpha=0.2)
+        dominated = dominated_points(ax, group, "privacy", colour, marker)
         markers.extend(zip(dominated["privacy"], dominated["utility"], strict=True))
         front = group[group["on_frontier"]]
         (line,) = ax.plot(

@@ -120,6 +120,24 @@ def point_text(knob: Any, value: float, rate: Any = None) -> str:
     return f"rate={shown(rate)}" if np.isfinite(rate) else knob_text(knob, value)
 
 
+def dominated_points(
+    ax: Axes, group: pd.DataFrame, x: str, colour: Any, marker: str
+) -> pd.DataFrame:
+    """Draw ``group``'s points off the frontier faint, with their error bars; returns them."""
+    dominated = group[~group["on_frontier"]]
+    ax.scatter(
+        dominated[x],
+        dominated["utility"],
+        color=colour,
+        marker=marker,
+        s=18,
+        alpha=0.25,
+        linewidths=0,
+    )
+    error_bars(ax, dominated, x=x, y="utility", colour=colour, alpha=0.2)
+    return dominated
+
+
 def error_bars(
     ax: Axes,
     table: pd.DataFrame,
@@ -475,17 +493,7 @@ def _frontier_panel(
         if label == NONE:
             continue
         colour, marker = styles[str(label)]
-        dominated = group[~group["on_frontier"]]
-        ax.scatter(
-            dominated["empirical_privacy"],
-            dominated["utility"],
-            color=colour,
-            marker=marker,
-            s=18,
-            alpha=0.25,
-            linewidths=0,
-        )
-        error_bars(ax, dominated, x="empirical_privacy", y="utility", colour=colour, alpha=0.2)
+        dominated_points(ax, group, "empirical_privacy", colour, marker)
         front = group[group["on_frontier"]].sort_values("empirical_privacy")
         (line,) = ax.plot(
             front["empirical_privacy"],
