@@ -51,6 +51,12 @@ from privaudit.runtime.memo import digest
 SHIPPED = Path(__file__).resolve().parents[1] / "data" / "costs" / "reference.json"
 FORMAT = 1
 SPEED_FILE = "speed.json"
+#: The pre-training rate's key in a book and in ``inverters/timings.json``: seconds per
+#: cost-weighted pair, the unit the pre-training's own progress counts in. (Older files
+#: kept seconds per public document and epoch, blind to the sentences, the lengths and the
+#: stages: a rate measured on 795 short comments priced 34,451 review texts at a fifth of
+#: their cost. They are ignored.)
+PRETRAIN_KEY = "pretrain_seconds_per_pair"
 #: A ratio outside these bounds is a score taken while something else swamped the machine
 #: (or a broken timer), not a machine 100× slower: the estimate keeps a sane scale.
 RATIO_BOUNDS = (0.1, 10.0)
@@ -88,7 +94,9 @@ class Reference:
     entries: dict[str, dict[str, float]]
     score: float  # seconds of the speed workload on the reference machine
     device: str  # the device kind its costs were measured on
-    pretrain_rate: float | None  # inverter pre-training, s per public document and epoch
+    #: Inverter pre-training, seconds per cost-weighted pair
+    #: (:func:`privaudit.attacks._inverter.pretraining.work`) at :attr:`score`.
+    pretrain_rate: float | None
     machine: str = ""
     #: Names this book's contents: a machine's measurements are kept under the stamp of the
     #: reference they were made beside (:class:`privaudit.audit.estimate.CostBook`).
@@ -110,7 +118,7 @@ class Reference:
         score = float(data["score"])
         if not (math.isfinite(score) and score > 0):
             raise ValueError(f"speed score {score} is not a positive number of seconds")
-        pretrain = data.get("pretrain_seconds_per_doc_epoch")
+        pretrain = data.get(PRETRAIN_KEY)  # an older book's per-document rate: none
         stamp = digest([json.dumps(entries, sort_keys=True), score])[:12]
         return cls(
             entries,
@@ -299,15 +307,29 @@ def speed_ratio(reference_score: float, score: RunScore | None = None) -> float:
 
 
 def pretrain_rate(timings: Path, prior: float) -> float:
-    """Seconds per public document and epoch of the inverter's pre-training here: the rate
-    measured in ``timings`` (``{"seconds_per_doc_epoch": ...}``), else the reference machine's
-    × :func:`speed_ratio`, else ``prior``."""
+    """Seconds per cost-weighted pair of the inverter's pre-training here, now: the rate
+    measured in ``timings`` (``{PRETRAIN_KEY: ..., "score": ...}``) rescaled from the speed
+    score it was measured under to this run's (:func:`run_score`), so a pre-training timed
+    under load does not price the next one on a quiet machine; else the reference machine's
+    × :func:`speed_ratio`; else ``prior``."""
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):  # unreadable: next
-        return float(json.loads(timings.read_text())["seconds_per_doc_epoch"])
+        data = json.loads(timings.read_text())
+        rate, then = float(data[PRETRAIN_KEY]), float(data["score"])
+        if rate > 0 and then > 0:
+            low, high = RATIO_BOUNDS
+            return rate * min(high, max(low, run_score().value / then))
     scaled = scaled_reference()
     if scaled is not None and scaled.reference.pretrain_rate is not None:
         return scaled.reference.pretrain_rate * scaled.ratio
     return prior
+
+
+def record_pretrain_rate(timings: Path, seconds: float, pairs: float) -> None:
+    """File a pre-training's measured rate (``seconds`` over ``pairs`` cost-weighted pairs)
+    in ``timings`` with the speed score of the run that measured it."""
+    timings.parent.mkdir(parents=True, exist_ok=True)
+    record = {PRETRAIN_KEY: seconds / max(pairs, 1.0), "score": run_score().value}
+    _write_atomic(timings, record | {"seconds": round(seconds, 1), "pairs": round(pairs)})
 
 
 def write_reference(
@@ -331,13 +353,14 @@ def write_reference(
         known = ", ".join(sorted(data["machines"])) or "none"
         raise ValueError(f"{costs} has no costs for machine {machine!r} (it has: {known})")
     timings = timings if timings is not None else Path(costs).parent / "inverters/timings.json"
-    pretrain = None
-    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-        pretrain = float(json.loads(timings.read_text())["seconds_per_doc_epoch"])
     device = machine.rsplit("cpu-", 1)[1] if "cpu-" in machine else "cpu"  # tag's suffix
     if score is None:  # on the device the costs were measured on
         with use_device(device):
             score = speed_score(fresh=True)
+    pretrain = None
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):  # at the book's score
+        data = json.loads(timings.read_text())
+        pretrain = float(data[PRETRAIN_KEY]) * float(score) / float(data["score"])
     entries = {k: {f: float(v[f]) for f in ("seconds", "units", "n")} for k, v in section.items()}
     for key, entry in entries.items():  # each at the score of the run that measured it
         then = section[key].get("score")
@@ -353,12 +376,14 @@ def write_reference(
         for key, entry in previous.entries.items():
             if key not in entries:
                 entries[key] = entry | {"seconds": entry["seconds"] * scale}
+        if pretrain is None and previous.pretrain_rate is not None:
+            pretrain = previous.pretrain_rate * scale
     book = {
         "format": FORMAT,
         "machine": machine,
         "device": _device_kind(device),
         "score": score,
-        "pretrain_seconds_per_doc_epoch": pretrain,
+        PRETRAIN_KEY: pretrain,
         "written": datetime.date.today().isoformat(),
         "entries": dict(sorted(entries.items())),
     }

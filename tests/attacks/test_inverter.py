@@ -50,8 +50,11 @@ def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_estimate_names_the_one_time_pretraining_until_it_is_cached(
-    own_cache: Path, tmp_path: Path
+    own_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from privaudit.runtime import costs
+
+    monkeypatch.setattr(costs, "measure_score", lambda: 0.2)  # each estimate: the same machine
     config = GridConfig.model_validate(grid())
     first = estimate_config(config)
     # geia and vec2text share one inverter: one line, both named.
@@ -64,9 +67,23 @@ def test_estimate_names_the_one_time_pretraining_until_it_is_cached(
     assert "built in" in result.output and "found in the cache" in result.output
     assert GEIA(**PARAMS).spec().path(backbone(TINY)).is_file()
     assert estimate_config(config).one_time == []
-    # The measured rate now prices another pre-training.
-    again = estimate_config(GridConfig.model_validate(grid(public_seed=12)))
-    assert again.one_time and again.one_time[0][1] > 0
+    # The measured rate, filed per cost-weighted pair with the run's speed score, now
+    # prices another pre-training by its own work: twice the public text, about twice the time.
+    import json
+
+    from privaudit.attacks._inverter.pretraining import work
+
+    bb = backbone(TINY)
+    timings = json.loads((own_cache / "inverters" / "timings.json").read_text())
+    assert timings["pairs"] == round(work(bb, GEIA(**PARAMS).spec()))
+    assert timings[costs.PRETRAIN_KEY] > 0 and timings["score"] > 0
+    small = estimate_config(GridConfig.model_validate(grid(public_seed=12)))
+    large = estimate_config(GridConfig.model_validate(grid(public_seed=12, public_docs=80)))
+    (_, t_small), (_, t_large) = small.one_time[0], large.one_time[0]
+    w_small = work(bb, GEIA(**PARAMS | {"public_seed": 12}).spec())
+    w_large = work(bb, GEIA(**PARAMS | {"public_seed": 12, "public_docs": 80}).spec())
+    assert 1.6 < w_large / w_small < 2.4
+    assert t_large / t_small == pytest.approx(w_large / w_small, rel=0.05)
 
 
 def test_a_run_on_the_public_text_itself_is_refused_before_any_work() -> None:

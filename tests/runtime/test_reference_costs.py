@@ -51,7 +51,7 @@ def _write_book(path: Path, entries: dict[str, dict[str, float]], **extra: Any) 
         "machine": "ref",
         "device": "cpu",
         "score": 0.1,
-        "pretrain_seconds_per_doc_epoch": 0.05,
+        "pretrain_seconds_per_pair": 0.05,
         "entries": entries,
     } | extra
     path.write_text(json.dumps(book))
@@ -188,16 +188,33 @@ def test_the_workload_is_quick() -> None:
 def test_pretraining_rate_measured_then_reference_then_prior(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _reference_book(tmp_path, monkeypatch)  # its pre-training: 0.05 s per document-epoch
+    _reference_book(tmp_path, monkeypatch)  # its pre-training: 0.05 s per weighted pair
     ratio(monkeypatch, 3.0)
+    monkeypatch.setattr(rc, "run_score", lambda new=False: rc.RunScore(0.4))
     timings = tmp_path / "timings.json"
     assert rc.pretrain_rate(timings, 0.033) == pytest.approx(0.15)
+    # Measured under load (a speed score of 0.8 s, twice this run's 0.4): half the rate now.
+    timings.write_text(json.dumps({rc.PRETRAIN_KEY: 0.02, "score": 0.8}))
+    assert rc.pretrain_rate(timings, 0.033) == pytest.approx(0.01)
+    # An older file's rate per document and epoch, blind to the texts' sizes: ignored.
     timings.write_text(json.dumps({"seconds_per_doc_epoch": 0.02}))
-    assert rc.pretrain_rate(timings, 0.033) == 0.02
+    assert rc.pretrain_rate(timings, 0.033) == pytest.approx(0.15)
     timings.write_text("{broken")
     assert rc.pretrain_rate(timings, 0.033) == pytest.approx(0.15)
     monkeypatch.setattr(rc, "SHIPPED", tmp_path / "absent.json")
     assert rc.pretrain_rate(timings, 0.033) == 0.033
+
+
+def test_a_pretraining_files_its_rate_with_the_score_it_ran_under(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    timings = tmp_path / "inverters" / "timings.json"
+    monkeypatch.setattr(rc, "run_score", lambda new=False: rc.RunScore(0.6))  # a busy machine
+    rc.record_pretrain_rate(timings, 300.0, 10_000.0)
+    filed = json.loads(timings.read_text())
+    assert filed[rc.PRETRAIN_KEY] == pytest.approx(0.03) and filed["score"] == 0.6
+    monkeypatch.setattr(rc, "run_score", lambda new=False: rc.RunScore(0.2))  # quiet again
+    assert rc.pretrain_rate(timings, 1.0) == pytest.approx(0.01)
 
 
 def test_the_book_is_refreshed_from_a_measured_cost_file(tmp_path: Path) -> None:
@@ -207,12 +224,15 @@ def test_the_book_is_refreshed_from_a_measured_cost_file(tmp_path: Path) -> None
     section = {"privatize:t2t": _entry(0.4), OUTPUTS: _entry(0.2)}
     costs.write_text(json.dumps({"format": 1, "machines": {"m-2cpu": section, "other": {}}}))
     (tmp_path / "inverters").mkdir()
-    (tmp_path / "inverters" / "timings.json").write_text('{"seconds_per_doc_epoch": 0.04}')
+    (tmp_path / "inverters" / "timings.json").write_text(
+        json.dumps({"pretrain_seconds_per_pair": 0.04, "score": 0.4})
+    )
     out = tmp_path / "ref.json"
     main(["--from", str(costs), "--machine", "m-2cpu", "--score", "0.2", "--out", str(out)])
     ref = rc.load_reference(out)
     assert ref is not None and (ref.machine, ref.device, ref.score) == ("m-2cpu", "cpu", 0.2)
-    assert ref.entries == section and ref.pretrain_rate == 0.04
+    # the rate measured at score 0.4, filed at the book's 0.2: half
+    assert ref.entries == section and ref.pretrain_rate == pytest.approx(0.02)
     assert json.loads(costs.read_text())["machines"]["m-2cpu"] == section  # read only
     with pytest.raises(ValueError, match="no costs for machine 'nope'"):
         rc.write_reference(costs, out, machine="nope", score=0.1)

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privaudit.attacks._inverter.model import Inverter, InverterSpec, build_model
-from privaudit.attacks._inverter.pretraining import pretrain
+from privaudit.attacks._inverter.pretraining import pretrain, work
 from privaudit.runtime.cache import cache_dir, cache_writable, locked
-from privaudit.runtime.costs import pretrain_rate
+from privaudit.runtime.costs import pretrain_rate, record_pretrain_rate
 from privaudit.runtime.devices import current_device, module_device, torch_threads
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ def _load_or_pretrain(
     seconds = time.perf_counter() - start
     if keep:
         _write(path, inv)
-        _record_timing(spec, time.perf_counter() - start)
+        record_pretrain_rate(_timings_path(), seconds, float(inv.info["pretrain_pairs"]))
     inv.info["pretrain_seconds"] = round(seconds, 1)
     return inv, {"cache": "miss", "seconds": round(seconds, 1)}
 
@@ -99,33 +99,26 @@ def _whole(path: Path) -> bool:
         return False
 
 
-#: Seconds per public document and epoch before any measurement here: the default inverter
-#: (8,000 documents, 3 + 2 epochs) took 738 s on two quiet AVX512-BF16 CPU cores with
-#: bucketed batches and mixed precision (2026-11-27; 1,330 s in float32 with random batches).
-PRETRAIN_PRIOR = 0.0185
+#: Seconds per cost-weighted pair (:func:`~privaudit.attacks._inverter.pretraining.work`)
+#: before any measurement here and without a reference book: the default inverter (8,000
+#: documents, 34,451 texts with their sentences, 3 + 2 epochs: 175,512 pairs) took 738–792 s
+#: on two quiet AVX512-BF16 CPU cores with bucketed batches and mixed precision (2026-11-27).
+PRETRAIN_PRIOR = 0.0045
 
 
 def pretrain_estimate(bb: Backbone, spec: InverterSpec) -> float | None:
-    """Estimated seconds to pre-train ``spec`` here: the latest measured rate (seconds per
-    public document per epoch, :func:`load_or_pretrain` records it), else the shipped
-    reference machine's × this machine's speed ratio, else the prior
-    (:func:`privaudit.runtime.costs.pretrain_rate`); None when the model is cached."""
+    """Estimated seconds to pre-train ``spec`` here, now: its cost-weighted pairs
+    (:func:`~privaudit.attacks._inverter.pretraining.work`: the texts with their sentences,
+    their pieces, each stage's epochs) × the latest measured rate rescaled to this run's
+    speed score, else the shipped reference machine's × this machine's speed ratio, else the
+    prior (:func:`privaudit.runtime.costs.pretrain_rate`); None when the model is cached."""
     if cached(bb, spec):
         return None
-    epochs = int(spec.epochs) + int(spec.correction_epochs)
-    return pretrain_rate(_timings_path(), PRETRAIN_PRIOR) * spec.public.count() * epochs
+    return pretrain_rate(_timings_path(), PRETRAIN_PRIOR) * work(bb, spec)
 
 
 def _timings_path() -> Path:
     return cache_dir() / "inverters" / "timings.json"
-
-
-def _record_timing(spec: InverterSpec, seconds: float) -> None:
-    epochs = int(spec.epochs) + int(spec.correction_epochs)
-    rate = seconds / max(1, spec.public.count() * epochs)
-    path = _timings_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"seconds_per_doc_epoch": rate}))
 
 
 def _write(path: Path, inv: Inverter) -> None:
