@@ -43,6 +43,7 @@ from privaudit.audit.cells import (
 )
 from privaudit.audit.plan import stable_seed
 from privaudit.audit.reasons import failure_reason
+from privaudit.audit.stage_progress import StageProgress
 from privaudit.metrics import score_predictions
 
 if TYPE_CHECKING:
@@ -73,24 +74,23 @@ def measure_fit_noise(
 ) -> pd.DataFrame:
     """The measured between-fit spreads of the run's random fits at its undefended points."""
     import pandas as pd
-    from tqdm.auto import tqdm
 
     jobs = [p for p in points if ctx.defense(p).name == NONE] if refits > 0 else []
     random = [label for label, a in ctx.attacks.items() if float(a.fit_sd or 0.0) > 0]
     ev_random = float(getattr(ctx.evaluator, "fit_sd", 0.0) or 0.0) > 0
     total = len(jobs) * refits * (len(random) + int(ev_random))
     rows: list[dict[str, Any]] = []
-    bar = tqdm(total=total, desc="fit noise", unit="fit", disable=not progress or not total)
+    bar = StageProgress("fit noise", total, "refit", progress=progress)
     try:
         for point in jobs:
             if ev_random:
-                bar.set_postfix_str(f"{ctx.evaluator.name} · refits", refresh=True)
+                bar.step(f"{ctx.evaluator.name} · refits")
                 rows.append(_utility_refits(ctx, point, frame, refits))
-                bar.update(refits)
+                bar.advance(refits)
             for label in random:
-                bar.set_postfix_str(f"{label} · refits", refresh=True)
+                bar.step(f"{label} · refits")
                 rows.extend(_attack_refits(ctx, point, label, frame, refits))
-                bar.update(refits)
+                bar.advance(refits)
     finally:
         bar.close()
     return pd.DataFrame(rows, columns=FIT_NOISE_COLUMNS)

@@ -47,6 +47,7 @@ from privaudit.api import NONE
 from privaudit.audit.cells import attack_rng, fit_and_attack, knowledge, test_release
 from privaudit.audit.plan import stable_seed
 from privaudit.audit.reasons import failure_reason
+from privaudit.audit.stage_progress import StageProgress
 from privaudit.metrics import interval, score_predictions
 from privaudit.metrics.stats import Bootstrap
 
@@ -135,7 +136,6 @@ def strength_curve(
     the run's finished results table, with intervals. Empty when the grid has no ``ok``
     aux-trained attack at an undefended point (or no aux split)."""
     import pandas as pd
-    from tqdm.auto import tqdm
 
     spec = ctx.config.strength
     assert spec is not None, "strength_curve needs a config with strength"
@@ -158,7 +158,7 @@ def strength_curve(
         for _, label, _ in jobs
     }
     total = sum(len(fits) + len(variants[label]) for _, label, _ in jobs)
-    bar = tqdm(total=total, desc="strength", unit="fit", disable=not progress)
+    bar = StageProgress("strength", total, "fit", progress=progress)
     boot = Bootstrap(**ctx.config.bootstrap.model_dump(), units=ctx.units)
     weights = boot.weights(len(ctx.test_texts))
     try:
@@ -168,17 +168,17 @@ def strength_curve(
             perm = order.permutation(n_aux)
             attack = ctx.attacks[label]
             for share, n in share_counts(fits, n_aux, "fractions", "the aux documents"):
-                bar.set_postfix_str(f"{label} · aux {share:g}", refresh=True)
+                bar.step(f"{label} · aux {share:g}")
                 sub = aux.select(sorted(int(i) for i in perm[:n]))
                 row = {"data": "aux", "fraction": share, "n_aux": n}
                 out += _refit(ctx, point, label, attack, sub, public, weights, boot.level, row)
-                bar.update(1)
+                bar.advance()
             out += [_reused(point, r, n_aux, "aux") for _, r in rows.iterrows()]
             for share, n, variant in variants[label]:
-                bar.set_postfix_str(f"{label} · public {share:g}", refresh=True)
+                bar.step(f"{label} · public {share:g}")
                 row = {"data": "public", "fraction": share, "n_aux": n_aux, "n_public": n}
                 out += _refit(ctx, point, label, variant, aux, public, weights, boot.level, row)
-                bar.update(1)
+                bar.advance()
             if variants[label]:
                 n_public = attack.public_available(ctx.plans[label])
                 out += [_reused(point, r, n_aux, "public", n_public) for _, r in rows.iterrows()]

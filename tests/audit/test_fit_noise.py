@@ -19,13 +19,17 @@ from privaudit.outputs import run_grid
 from privaudit.outputs.runs import load_runs
 
 
-def test_a_run_measures_its_random_fits_at_the_undefended_point(tmp_path) -> None:
+def test_a_run_measures_its_random_fits_at_the_undefended_point(tmp_path, capsys) -> None:
     data = dict(PRESETS["smoke"]) | {
         "attacks": ["nn-inversion", "attribute-inference"],
         "defenses": [{"name": "none"}, {"name": "t2t", "knob_values": [10]}],
         "fit_noise": {"refits": 2},
     }
     run_grid(load_config(data), run_dir=tmp_path / "r", progress=False)
+    # A --no-progress log is not silent while the refits run (issue 50): a line per step.
+    log = [ln for ln in capsys.readouterr().err.splitlines() if "fit noise" in ln]
+    assert log[-1].startswith("privaudit: fit noise 2/2 refits done (attribute-inference")
+    assert "elapsed" in log[-1] and "ETA" in log[-1]
     table = RunDir(tmp_path / "r").read_fit_noise()
     assert table is not None and set(table["what"]) == {"attack"}  # the probe is deterministic
     # attribute-inference (declared .01) is refitted; nn-inversion (declared 0, a
@@ -87,3 +91,18 @@ def test_the_larger_spread_is_used_and_the_board_says_which() -> None:
     assert sd_upper_bound(0.02, 3) == pytest.approx(0.02 * factor)
     assert math.isnan(sd_upper_bound(0.02, 1))  # one fit measures no spread
     assert measured_sds(None) == ({}, None)
+
+
+def test_a_stage_without_a_bar_logs_each_step_with_elapsed_time_and_eta(capsys) -> None:
+    from privaudit.audit.stage_progress import StageProgress
+
+    stage = StageProgress("strength", 3, "fit", progress=False)
+    for what in ("geia · aux 0.25", "geia · aux 0.5", "geia · public 0.5"):
+        stage.step(what)
+        stage.advance()
+    stage.close()
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 3 and lines[0].startswith("privaudit: strength 1/3 fits done (geia")
+    assert lines[-1].endswith("ETA 0 s") and "(geia · public 0.5)" in lines[-1]
+    StageProgress("strength", 0, "fit", progress=False).close()  # nothing to do: silent
+    assert capsys.readouterr().err == ""
