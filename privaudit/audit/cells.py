@@ -65,6 +65,7 @@ from privaudit.models.backbone import backbone as load_backbone
 from privaudit.records import Source, build_knowledge, build_truth, token_layout
 from privaudit.registry import ATTACKS, CORPORA, DEFENSES, UTILITY, build_component
 from privaudit.runtime.memo import charged_seconds
+from privaudit.runtime.memory import component_peaks
 
 if TYPE_CHECKING:
     from privaudit.audit.config import GridConfig
@@ -240,8 +241,11 @@ def compute(
     the name of each component as it starts: ``privatize``, the evaluator's (unless cached),
     then each attack's label."""
     out: list[tuple[str, dict[str, Any]]] = []
+    peaks = component_peaks(f"{task.point.label} {task.point.knob_value}")  # the memory benchmark
 
     def start(what: str) -> None:
+        if peaks is not None:
+            peaks.start(what)
         if on_start is not None:
             on_start(what)
 
@@ -262,6 +266,8 @@ def compute(
         for label, key in task.attack_keys.items():
             row = _failed(ctx, label, reason)
             emit(key, {"kind": "cell", "status": "failed", "rows": [row]})
+        if peaks is not None:
+            peaks.close()
         return out
 
     query = _memoized_query(defense, rng_query)
@@ -277,6 +283,8 @@ def compute(
     for label, key in task.attack_keys.items():
         granted = dataclasses.replace(knowledge, plan=ctx.plans[label])  # one query memo
         _attack_cell(ctx, point, defense, label, key, granted, public, start, emit)
+    if peaks is not None:
+        peaks.close()
     return out
 
 

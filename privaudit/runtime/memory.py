@@ -1,0 +1,76 @@
+"""This process's resident memory, per component of a cell, for the memory benchmark
+(``benchmarks/test_memory.py``): with ``PRIVAUDIT_MEMORY_LOG`` set to a file, every
+component a cell runs (``privatize``, the service, each attack) appends one JSON line with
+the peak resident set size it reached and the resident size it left behind. Linux only (the
+peak is ``VmHWM``, reset between components through ``/proc/self/clear_refs``); elsewhere,
+and without the variable, nothing is measured or written."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from pathlib import Path
+
+ENV = "PRIVAUDIT_MEMORY_LOG"
+_STATUS = Path("/proc/self/status")
+
+
+def _status_mb(field: str) -> float | None:
+    with contextlib.suppress(OSError, AttributeError, ValueError):
+        found = re.search(rf"^{field}:\s+(\d+) kB", _STATUS.read_text(), re.MULTILINE)
+        return int(found.group(1)) / 1024 if found else None  # type: ignore[union-attr]
+    return None
+
+
+def rss_mb() -> float | None:
+    """Resident set size now, MiB (None where ``/proc`` is absent)."""
+    return _status_mb("VmRSS")
+
+
+def peak_mb() -> float | None:
+    """Peak resident set size since the process started or :func:`reset_peak`, MiB."""
+    return _status_mb("VmHWM")
+
+
+def reset_peak() -> bool:
+    """Start a new peak (Linux ≥ 4.0: writing 5 to ``clear_refs``); False when not possible."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+class ComponentPeaks:
+    """The peak and residual memory of each component of one point, appended as JSON lines
+    to ``log`` (``{"point", "component", "peak_mb", "rss_mb"}``)."""
+
+    def __init__(self, log: Path, point: str) -> None:
+        self.log, self.point = log, point
+        self.current: str | None = None
+
+    def start(self, component: str) -> None:
+        self.close()
+        if reset_peak():
+            self.current = component
+
+    def close(self) -> None:
+        if self.current is None:
+            return
+        line = {
+            "point": self.point,
+            "component": self.current,
+            "peak_mb": peak_mb(),
+            "rss_mb": rss_mb(),
+        }
+        self.current = None
+        with contextlib.suppress(OSError), self.log.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(line) + "\n")
+
+
+def component_peaks(point: str) -> ComponentPeaks | None:
+    """A :class:`ComponentPeaks` for ``point`` when ``PRIVAUDIT_MEMORY_LOG`` names a file."""
+    log = os.environ.get(ENV)
+    return ComponentPeaks(Path(log), point) if log else None
