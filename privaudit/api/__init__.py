@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, runtime_checkab
 import numpy as np
 
 from privaudit.api.data import ALL_SPACES as ALL_SPACES  # re-exported: attacks read it here
-from privaudit.api.data import Knowledge, Predictions, Release, Space
+from privaudit.api.data import Knowledge, Predictions, Release, Space, WordLikelihood
 from privaudit.guarantees import Guarantee, Kind, Unit, as_guarantee, guarantee_property
 from privaudit.params import ParamError, declared, declared_arguments, validate_params
 from privaudit.records import knowledge_fields
@@ -151,6 +151,12 @@ class Defense(Component):
         CAPE's adversary), or None."""
         return None
 
+    def likelihood(self) -> WordLikelihood | None:
+        """The mechanism's replacement likelihood at this instance's parameters, where it
+        declares one (word-level mechanisms; None by default): public as the mechanism is,
+        handed to the attacks as ``Knowledge.likelihood``."""
+        return None
+
     @property
     def knob_value(self) -> Any:
         """The privacy knob's current value (None for a defense without a knob)."""
@@ -247,6 +253,11 @@ class Attack(Component):
         missing = self.missing_knowledge(knowledge)
         if missing is not None:
             return missing[0]
+        return self.guarantee_reason(knowledge)
+
+    def guarantee_reason(self, knowledge: Knowledge) -> str | None:
+        """Why the mechanism's declared guarantee puts it outside what this attack models
+        (:attr:`needs_guarantee`), or None."""
         if self.needs_guarantee:
             g = knowledge.guarantee
             if g is None or (g.kind, g.unit) not in self.needs_guarantee:

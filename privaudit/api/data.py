@@ -187,12 +187,34 @@ _PREDICTION_FIELDS = frozenset({"tokens", "attributes", "entities", "texts"})
 
 
 @dataclass(frozen=True)
+class WordLikelihood:
+    """A word-level mechanism's replacement likelihood, declared by the defense and public as
+    the mechanism is (:meth:`privaudit.api.Defense.likelihood`): ``log_probs(originals)`` is
+    ln P(y | w), rows the ``originals`` (words of ``words``, lower case), columns ``words``
+    (the candidate vocabulary). ``exact``: a closed form; False for a Monte Carlo estimate,
+    whose cost per original rules it out of a whole-vocabulary decoding."""
+
+    words: tuple[str, ...]
+    log_probs: Callable[[Sequence[str]], np.ndarray]
+    exact: bool = True
+
+    @property
+    def row(self) -> dict[str, int]:
+        row = self.__dict__.get("_row")
+        if row is None:
+            row = {w: i for i, w in enumerate(self.words)}
+            object.__setattr__(self, "_row", row)
+        return row
+
+
+@dataclass(frozen=True)
 class Knowledge:
     """What the threat model grants the attacker.
 
     ``query_mechanism`` runs the public privatizer on the attacker's *own* texts; ``aux`` is
     the attacker's auxiliary labelled split, never the victim's; ``guarantee`` is the
-    mechanism's declared guarantee (public, as the mechanism is: its kind, unit and parameter).
+    mechanism's declared guarantee (public, as the mechanism is: its kind, unit and parameter)
+    and ``likelihood`` its declared replacement likelihood, where it has one.
     Every other knowledge field declared in :mod:`privaudit.records` (``public``,
     ``background``) is held in ``extra`` and read as an attribute (``knowledge.background``;
     None when not granted); :meth:`get` reads any field by name.
@@ -203,6 +225,9 @@ class Knowledge:
     query_mechanism: Callable[[list[str]], Release] | None = None
     aux: datasets.Dataset | None = None  # the aux split: text, label, attributes, entities
     guarantee: Guarantee | None = None
+    #: The mechanism's declared replacement likelihood, where it declares one (word-level
+    #: metric-DP mechanisms): public with the mechanism, like its guarantee.
+    likelihood: WordLikelihood | None = None
     #: What this attack's plan-time hook resolved from the run's corpus (:meth:`Attack.plan`).
     plan: Mapping[str, Any] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)

@@ -9,7 +9,9 @@ from typing import Any, ClassVar, Self
 
 import numpy as np
 
-from privaudit.api import Attack, Knowledge, Predictions, Release, Space
+from privaudit.api import Attack, Knowledge, Predictions, Release, Space, WordLikelihood
+from privaudit.attacks._bayes_words import WordModel, decode_words, fit_words
+from privaudit.attacks._bigram_hmm import best_states, kneser_ney
 from privaudit.attacks._pairs import aux_pairs, checked_release, released_tokens
 from privaudit.guarantees import Kind, Unit
 from privaudit.mechanisms.batching import unflatten
@@ -203,6 +205,18 @@ class BayesInversion(Attack):
 
     Metric: token recovery X (as nn-/mlp-inversion); empirical privacy 1 - X.
 
+    Word-level mechanisms with a declared exact likelihood (``Knowledge.likelihood``:
+    SanText, SanText+, CusText, CusText+, TEM, 1-Diffractor) are decoded with it instead, over
+    words (:mod:`privaudit.attacks._bayes_words`): the states are the ``max_word_states``
+    most frequent aux units (vocabulary words, and the digits and punctuation the mechanism
+    keeps), the prior the same Kneser-Ney bigram over units, the emission the mechanism's own
+    ln P(y | w); no kernel is fitted and no query is needed. This also reaches mechanisms
+    whose guarantee is not d_X in the input-embedding space (CusText's ε-LDP within output
+    sets). A Monte Carlo likelihood (Mahalanobis, Vickrey: 2,000 draws per word) is not
+    decoded over the whole vocabulary; the fitted kernel is used for them. Measured on the
+    tiny test backbone (victims' token recovery, declared vs fitted kernel): SanText ε 12
+    .309 vs .307, 1-Diffractor ε 1 .888 vs .763, CusText ε 3 .847 (n/a before).
+
     Deviations: the likelihood is the fitted conditional logit above, not the exact Voronoi
     probability of the noisy point (no closed form; a test checks it against Monte Carlo of
     the mechanism); pct2t's word-level replacement is read WordPiece by WordPiece, aligned with
@@ -228,17 +242,22 @@ class BayesInversion(Attack):
         max_aux: PositiveInt | None = 1000,
         max_fit_words: PositiveInt = 300,
         shrink: NonNegativeFloat = 5.0,
+        max_word_states: PositiveInt = 4000,
         backbone: str | None = None,
     ) -> None:
         self.max_aux = max_aux
         self.max_fit_words = max_fit_words
         self.shrink = shrink
+        self.max_word_states = max_word_states
         self.backbone = backbone
         self._states: np.ndarray | None = None
+        self._words: WordModel | None = None
         self._settings: dict[str, Any] = {}
 
-    def applicable(self, release: Release, knowledge: Knowledge) -> str | None:
-        reason = super().applicable(release, knowledge)
+    def guarantee_reason(self, knowledge: Knowledge) -> str | None:
+        if _declared(knowledge) is not None:  # the mechanism's own exact likelihood: decoded
+            return None
+        reason = super().guarantee_reason(knowledge)
         if reason is not None:
             return reason
         g = knowledge.guarantee
@@ -263,6 +282,10 @@ class BayesInversion(Attack):
         if not isinstance(rng, np.random.Generator):
             raise TypeError(f"rng must be a numpy Generator, got {type(rng).__name__}.")
         self._backbone = self.backbone if self.backbone is not None else knowledge.backbone
+        declared = _declared(knowledge)
+        if declared is not None:
+            return self._fit_words(knowledge, declared)
+        self._words = None
         bb = backbone(self._backbone)
         pairs = aux_pairs(bb, knowledge, max_aux=self.max_aux, name=self.name)
         if pairs.kind != "text":
@@ -274,7 +297,7 @@ class BayesInversion(Attack):
         sequences = bb.token_ids([str(t) for t in aux.select(range(n))["text"]])
         states = np.unique(np.concatenate(sequences)).astype(np.int64)
         self._states = states
-        self._prior(sequences, states)
+        self._hmm = kneser_ney([np.searchsorted(states, q) for q in sequences], len(states))
 
         # Retention per state, shrunk to the overall rate; the kernel from replaced pairs.
         kept = pairs.original_ids == pairs.released_ids
@@ -300,44 +323,29 @@ class BayesInversion(Attack):
             "kept_rate": round(overall, 4),
             "kernel_a": round(self._kernel.a, 4),
             "kernel_b": round(self._kernel.b, 4),
-            "discount": round(self._discount, 4),
+            "discount": round(self._hmm.discount, 4),
         }
         return self
 
-    def _prior(self, sequences: list[np.ndarray], states: np.ndarray) -> None:
-        """Interpolated Kneser-Ney bigram over the states (index ``S``: unseen; ``S + 1``:
-        the document start), as a sparse discounted part plus a backoff weight per history
-        times the continuation unigram."""
-        from scipy import sparse  # lazy: `privaudit list` imports this module, never scipy
-
-        s = len(states)
-        prev = np.concatenate(
-            [np.r_[s + 1, np.searchsorted(states, q)[:-1]] for q in sequences if len(q)]
-        )
-        nxt = np.concatenate([np.searchsorted(states, q) for q in sequences if len(q)])
-        counts = sparse.coo_matrix((np.ones(len(nxt)), (prev, nxt)), shape=(s + 2, s + 1)).tocsr()
-        counts.sum_duplicates()
-        values = counts.data
-        n1, n2 = float((values == 1).sum()), float((values == 2).sum())
-        discount = n1 / (n1 + 2 * n2) if n1 + 2 * n2 > 0 else 0.5
-        self._discount = discount
-        history = np.asarray(counts.sum(1)).ravel()
-        types_after = np.diff(counts.indptr).astype(np.float64)
-        # Continuation unigram over seen states; the unseen state gets the Good-Turing mass.
-        unigram = np.bincount(nxt, minlength=s + 1).astype(np.float64)
-        unseen = float((unigram == 1).sum()) / max(len(nxt), 1)
-        cont = np.asarray((counts > 0).sum(0)).ravel().astype(np.float64)
-        cont = cont / cont.sum() * (1.0 - unseen)
-        cont[s] = unseen
-        disc = counts.copy()
-        disc.data = np.maximum(disc.data - discount, 0.0)
-        safe = np.where(history > 0, history, 1.0)
-        disc = sparse.diags(1.0 / safe) @ disc
-        backoff = np.where(history > 0, discount * types_after / safe, 1.0)
-        self._trans = disc[: s + 1].tocsr()  # from each state
-        self._backoff = backoff[: s + 1]
-        self._cont = cont
-        self._start = np.asarray(disc[s + 1].todense()).ravel() + backoff[s + 1] * cont
+    def _fit_words(self, knowledge: Knowledge, likelihood: WordLikelihood) -> Self:
+        """The word path: states and prior from the aux words; the emissions are declared."""
+        aux = knowledge.aux
+        assert aux is not None  # needs_aux checked it
+        n = len(aux) if self.max_aux is None else min(len(aux), int(self.max_aux))
+        texts = [str(t) for t in aux.select(range(n))["text"]]
+        model = fit_words(likelihood, texts, int(self.max_word_states))
+        self._words, self._states = model, model.states
+        g = knowledge.guarantee
+        level = {g.parameter or "level": g.value} if g is not None else {}
+        self._settings = level | {
+            "likelihood": "declared (exact, word level)",
+            "max_aux": self.max_aux,
+            "n_aux_docs": n,
+            "n_states": len(model.states) + 1,
+            "state_coverage": round(model.coverage, 4),
+            "discount": round(model.prior.discount, 4),
+        }
+        return self
 
     # ---------------------------------------------------------------------------------------
     # Attack: emissions, forward-backward, posterior marginals
@@ -370,6 +378,8 @@ class BayesInversion(Attack):
         if release.kind != "text":
             raise ValueError(f"{self.name} reads text releases, not {release.kind!r}.")
         bb = backbone(self._backbone)
+        if self._words is not None:
+            return self._attack_words(bb, release)
         rel = released_tokens(bb, release, name=self.name)
         flat = np.concatenate(rel.ids) if rel.ids else np.zeros(0, np.int64)
         bounds = np.cumsum([0, *(len(i) for i in rel.ids)]).astype(np.int64)
@@ -378,8 +388,7 @@ class BayesInversion(Attack):
             targets, col = np.unique(flat, return_inverse=True)
             log_b = self.emission_log(bb, targets)
             emit = np.exp(log_b - log_b.max(0, keepdims=True)).T  # (targets, states), max 1
-            post = self._posterior(emit, col, bounds)
-            best = post.argmax(1)
+            best = best_states(self._hmm, emit, col.ravel(), bounds)
             s = len(self._states)
             guess = np.where(best == s, flat, self._states[np.minimum(best, s - 1)])
         return Predictions(
@@ -392,32 +401,24 @@ class BayesInversion(Attack):
             },
         )
 
-    def _posterior(self, emit: np.ndarray, col: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-        """Posterior marginals per position (rows), all documents stepped together."""
-        lengths = np.diff(bounds)
-        n_pos, n_states = len(col), emit.shape[1]
-        trans_t = self._trans.T.tocsr()
+    def _attack_words(self, bb: Any, release: Release) -> Predictions:
+        model = self._words
+        assert model is not None
+        texts = release.content_texts()
+        guessed = decode_words(model, texts)
+        return Predictions(
+            "tokens",
+            tokens=[row.tolist() for row in bb.token_ids(guessed)],
+            meta={
+                "tokenizer": bb.name,
+                "released_tokens": [r.tolist() for r in bb.token_ids(texts)],
+                "settings": dict(self._settings),
+            },
+        )
 
-        def forward_step(alpha: np.ndarray) -> np.ndarray:  # alpha @ A
-            return (trans_t @ alpha.T).T + np.outer(alpha @ self._backoff, self._cont)
 
-        def backward_step(x: np.ndarray) -> np.ndarray:  # A @ x per row
-            return (self._trans @ x.T).T + np.outer(x @ self._cont, self._backoff)
-
-        alpha = np.zeros((n_pos, n_states))
-        docs = np.flatnonzero(lengths > 0)
-        for t in range(int(lengths.max(initial=0))):
-            live = docs[lengths[docs] > t]
-            at = bounds[live] + t
-            if t == 0:
-                a = self._start[None, :] * emit[col[at]]
-            else:
-                a = forward_step(alpha[at - 1]) * emit[col[at]]
-            alpha[at] = a / a.sum(1, keepdims=True)
-        beta = np.ones((n_pos, n_states))
-        for t in range(int(lengths.max(initial=0)) - 2, -1, -1):
-            live = docs[lengths[docs] > t + 1]
-            at = bounds[live] + t
-            b = backward_step(emit[col[at + 1]] * beta[at + 1])
-            beta[at] = b / b.sum(1, keepdims=True)
-        return alpha * beta
+def _declared(knowledge: Knowledge) -> WordLikelihood | None:
+    """The mechanism's declared likelihood when it is exact (a Monte Carlo one is not decoded
+    over the whole vocabulary: 2,000 draws per aux word; the fitted kernel is used)."""
+    found = knowledge.likelihood
+    return found if found is not None and found.exact else None

@@ -277,6 +277,7 @@ def compute(
         query_mechanism=query,
         aux=ctx.aux,
         guarantee=defense.guarantee,
+        likelihood=defense.likelihood(),
         extra=getattr(ctx, "knowledge_extra", {}),
     )
     public = rel_test.public()
@@ -538,6 +539,7 @@ def knowledge(ctx: Context, point: Point, aux: Any, label: str) -> Knowledge:
         query_mechanism=query,
         aux=aux,
         guarantee=defense.guarantee,
+        likelihood=defense.likelihood(),
         plan=ctx.plans[label],
         extra=getattr(ctx, "knowledge_extra", {}),
     )

@@ -16,7 +16,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from privaudit.api import Defense, Release
+from privaudit.api import Defense, Release, WordLikelihood
 from privaudit.mechanisms.audited import DXNoise, UnitMechanism
 from privaudit.mechanisms.inputs import check_rng, check_texts
 from privaudit.mechanisms.nearest import NearestNeighbourIndex
@@ -138,6 +138,12 @@ class WordDefense(Defense):
             counts = np.bincount(got[got >= 0], minlength=len(vocab)) + 0.5
             out[i] = np.log(counts / counts.sum())
         return out
+
+    def likelihood(self) -> WordLikelihood:
+        """:meth:`replacement_log_probs` over the vocabulary, declared to the attacks; exact
+        where a subclass gives the closed form (the Monte Carlo default is not)."""
+        exact = type(self).replacement_log_probs is not WordDefense.replacement_log_probs
+        return WordLikelihood(self.vocabulary().words, self.replacement_log_probs, exact)
 
     def _known(self, originals: Sequence[str]) -> np.ndarray:
         rows = self.rows_of([str(w).lower() for w in originals])

@@ -177,3 +177,76 @@ def test_bad_input(tiny) -> None:
     assert [len(t) for t in pred.tokens] == [0, len(tiny.token_ids(["the film was good"])[0]), 0]
     with pytest.raises(ParamError):
         BayesInversion(max_fit_words=0)
+
+
+# -- the word path: a mechanism's declared likelihood (issue 51) ---------------------------
+
+
+def test_a_declared_exact_likelihood_is_decoded_word_by_word() -> None:
+    """Against SanText and TEM the attack decodes with the mechanism's own likelihood (no
+    kernel is fitted) and recovers more than the released words themselves."""
+    from privaudit.defenses.santext import SanText
+    from privaudit.defenses.tem import TEM
+
+    for defense in (SanText(epsilon=12.0, backbone=TINY), TEM(epsilon=12.0, backbone=TINY)):
+        declared = defense.likelihood()
+        assert declared is not None and declared.exact
+        k = knowledge(defense, likelihood=declared)
+        attack = BayesInversion(backbone=TINY).fit(k, rng=np.random.default_rng(0))
+        pred = attack.attack(victims(defense))
+        settings = pred.meta["settings"]
+        assert settings["likelihood"] == "declared (exact, word level)"
+        assert settings["epsilon"] == 12.0 and settings["n_states"] > 100
+        shown = type(pred)("tokens", tokens=pred.meta["released_tokens"], meta=pred.meta)
+        bayes, identity = token_recovery(truth(), pred), token_recovery(truth(), shown)
+        assert identity < 0.9, (defense.name, identity)
+        assert bayes > identity + 0.03, (defense.name, bayes, identity)
+
+
+def test_the_word_posterior_weighs_likelihood_against_the_aux_prior() -> None:
+    """A three-word mechanism: ``a`` always becomes ``b``; ``b`` stays or becomes ``c``; ``c``
+    stays. The aux shows ``a`` often, ``b`` once, ``c`` never."""
+    from privaudit.api import WordLikelihood
+    from privaudit.attacks._bayes_words import decode_words, fit_words
+
+    table = np.log(np.array([[1e-12, 1.0, 1e-12], [1e-12, 0.5, 0.5], [1e-12, 1e-12, 1.0]]))
+    words = ("a", "b", "c")
+    declared = WordLikelihood(words, lambda originals: table[[words.index(w) for w in originals]])
+    model = fit_words(declared, ["a a a a b", "a a"], max_states=10)
+    assert list(model.states) == [0, 1] and model.coverage == 1.0
+    # "B" is a's or b's release; the prior favours a. "c": b's (a state) or an unseen word's.
+    # "zz" is outside the vocabulary: the mechanism never writes one, so it is shown as is.
+    assert decode_words(model, ["B", "c", "zz B"]) == ["A", "b", "zz A"]
+    assert decode_words(model, []) == []
+    assert decode_words(model, ["", "  "]) == ["", "  "]
+    # Kept units (numbers, punctuation) are states and context, and never change.
+    model = fit_words(declared, ["a , b", "a , b", "a a"], max_states=10)
+    assert decode_words(model, ["B , B", "7 c!"]) == ["A , B", "7 b!"]
+
+
+def test_a_monte_carlo_likelihood_keeps_the_fitted_kernel() -> None:
+    """Mahalanobis declares only a Monte Carlo likelihood (2,000 draws per word): the attack
+    fits its kernel from queries, as against t2t."""
+    from privaudit.defenses.mahalanobis import MahalanobisMechanism
+
+    defense = MahalanobisMechanism(epsilon=12.0, backbone=TINY)
+    declared = defense.likelihood()
+    assert declared is not None and not declared.exact
+    k = knowledge(defense, likelihood=declared)
+    attack = BayesInversion(backbone=TINY, max_aux=40, max_fit_words=20)
+    text = Release("text", texts=["the film"])
+    if attack.applicable(text, k) is None:
+        settings = attack.fit(k, rng=np.random.default_rng(0)).attack(text).meta["settings"]
+        assert "likelihood" not in settings and "kernel_a" in settings
+
+
+def test_an_exact_likelihood_makes_any_declared_kind_decodable() -> None:
+    """CusText declares ε-LDP within output sets, a kind the kernel does not model; its exact
+    likelihood makes it decodable. Without the likelihood it stays n/a."""
+    from privaudit.defenses.custext import CusText
+
+    defense = CusText(epsilon=3.0, backbone=TINY)
+    text = Release("text", texts=["a b"])
+    attack = BayesInversion(backbone=TINY)
+    assert attack.applicable(text, knowledge(defense, likelihood=defense.likelihood())) is None
+    assert "declares" in (attack.applicable(text, knowledge(defense)) or "")
