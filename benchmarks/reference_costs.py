@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> None:
         score=args.score,
         timings=args.timings.expanduser() if args.timings else None,
     )
-    pretrain = "none" if ref.pretrain_rate is None else f"{ref.pretrain_rate:.4g} s per weighted pair"
+    rate = ref.pretrain_rate
+    pretrain = "none" if rate is None else f"{rate:.4g} s per weighted pair"
     print(
         f"{args.out}: {len(ref.entries)} entries of {ref.machine} ({ref.device}), speed "
         f"score {ref.score:.4g} s, inverter pre-training {pretrain}"
