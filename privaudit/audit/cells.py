@@ -65,7 +65,7 @@ from privaudit.models.backbone import backbone as load_backbone
 from privaudit.records import Source, build_knowledge, build_truth, token_layout
 from privaudit.registry import ATTACKS, CORPORA, DEFENSES, UTILITY, build_component
 from privaudit.runtime.memo import charged_seconds
-from privaudit.runtime.memory import component_peaks
+from privaudit.runtime.memory import component_peaks, release_freed
 
 if TYPE_CHECKING:
     from privaudit.audit.config import GridConfig
@@ -244,6 +244,7 @@ def compute(
     peaks = component_peaks(f"{task.point.label} {task.point.knob_value}")  # the memory benchmark
 
     def start(what: str) -> None:
+        release_freed()  # the previous component's freed heap, before this one's peak
         if peaks is not None:
             peaks.start(what)
         if on_start is not None:
@@ -284,6 +285,7 @@ def compute(
     for label, key in task.attack_keys.items():
         granted = dataclasses.replace(knowledge, plan=ctx.plans[label])  # one query memo
         _attack_cell(ctx, point, defense, label, key, granted, public, start, emit)
+    release_freed()
     if peaks is not None:
         peaks.close()
     return out

@@ -106,11 +106,14 @@ def loss(
         encoder_hidden_states=mem,
         encoder_attention_mask=mem_mask,
     ).last_hidden_state
-    logits = model["out"](model["head"](h))
-    flat = (logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+    # Logits only where a label counts: a [PAD] position's row over the output vocabulary
+    # (30k pieces for an attacker that can write any word) is memory and time for nothing.
+    scored = labels != -100
+    logits = model["out"](model["head"](h[scored]))
+    flat = (logits, labels[scored])
     if per_row is None:
-        return torch.nn.functional.cross_entropy(*flat, ignore_index=-100)
-    total = torch.nn.functional.cross_entropy(*flat, ignore_index=-100, reduction="sum")
+        return torch.nn.functional.cross_entropy(*flat)
+    total = torch.nn.functional.cross_entropy(*flat, reduction="sum")
     return total / (float(per_row) * len(seqs))
 
 
