@@ -22,6 +22,7 @@ import functools
 import json
 import os
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,27 @@ def release_freed() -> None:
         libc.malloc_trim(0)
 
 
+def live_tensor_mb() -> float | None:
+    """MiB of CPU tensor storage that Python objects still reach (each storage once): what
+    the process holds on purpose, against :func:`rss_mb`; None without torch loaded."""
+    import gc
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    seen: dict[int, int] = {}
+    with warnings.catch_warnings():  # isinstance on torch's deprecated module aliases warns
+        warnings.simplefilter("ignore")
+        objects = [o for o in gc.get_objects() if isinstance(o, torch.Tensor)]
+    for obj in objects:
+        with contextlib.suppress(Exception):  # a half-built or exotic object: not counted
+            if obj.device.type == "cpu":
+                storage = obj.untyped_storage()
+                seen[storage.data_ptr()] = storage.nbytes()
+    return sum(seen.values()) / 2**20
+
+
 def reset_peak() -> bool:
     """Start a new peak (Linux ≥ 4.0: writing 5 to ``clear_refs``); False when not possible."""
     try:
@@ -74,7 +96,7 @@ def reset_peak() -> bool:
 
 class ComponentPeaks:
     """The peak and residual memory of each component of one point, appended as JSON lines
-    to ``log`` (``{"point", "component", "peak_mb", "rss_mb"}``)."""
+    to ``log`` (``{"point", "component", "peak_mb", "rss_mb", "tensors_mb"}``)."""
 
     def __init__(self, log: Path, point: str) -> None:
         self.log, self.point = log, point
@@ -93,6 +115,7 @@ class ComponentPeaks:
             "component": self.current,
             "peak_mb": peak_mb(),
             "rss_mb": rss_mb(),
+            "tensors_mb": live_tensor_mb(),
         }
         self.current = None
         with contextlib.suppress(OSError), self.log.open("a", encoding="utf-8") as fh:

@@ -1,0 +1,57 @@
+"""runtime.memory: freed memory handed back, and the per-component log of the memory
+benchmark (issue 50)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from privaudit.runtime import memory
+
+linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+
+
+@linux
+def test_the_log_has_a_line_per_component_with_its_peak(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "memory.jsonl"
+    monkeypatch.setenv(memory.ENV, str(log))
+    peaks = memory.component_peaks("t2t 50.0")
+    assert peaks is not None
+    peaks.start("privatize")
+    held = bytearray(200 * 2**20)  # a component that peaks 200 MiB higher
+    held[::4096] = b"x" * len(held[::4096])  # touched: resident
+    peaks.start("geia")
+    del held
+    peaks.close()
+    peaks.close()  # closing twice writes nothing more
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(r["point"], r["component"]) for r in lines] == [
+        ("t2t 50.0", "privatize"),
+        ("t2t 50.0", "geia"),
+    ]
+    assert lines[0]["peak_mb"] >= lines[0]["rss_mb"] - 1 and lines[0]["peak_mb"] > 200
+    assert lines[1]["peak_mb"] < lines[0]["peak_mb"]  # the peak was reset between them
+
+
+def test_without_the_variable_nothing_is_measured(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(memory.ENV, raising=False)
+    assert memory.component_peaks("none") is None
+    memory.release_freed()  # always safe, with or without glibc
+
+
+@linux
+def test_live_tensors_count_each_storage_once() -> None:
+    import torch
+
+    before = memory.live_tensor_mb() or 0.0
+    base = torch.zeros(256, 1024)  # 1 MiB
+    views = [base[:10], base.T, base.view(-1)]
+    assert memory.live_tensor_mb() == pytest.approx(before + 1.0, abs=0.05)
+    assert len(views) == 3
+    rss = memory.rss_mb()
+    assert rss is not None and rss > 0
