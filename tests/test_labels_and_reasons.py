@@ -239,11 +239,16 @@ def test_calibrate_says_when_a_defense_has_no_replacement_rate_knob() -> None:
 
 
 def test_knob_errors_say_things_once_and_name_the_field() -> None:
+    from privaudit.audit.forecast import estimate_config
+
+    # What a knob value may be is the defense's declaration's (issue 52: one source), said
+    # when the grid is planned, before any work.
     negative = SMOKE | {"defenses": [{"name": "t2t", "knob_values": [-5]}]}
-    message = refused(negative)
-    assert message == (
-        "Invalid grid config: defenses.0.knob_values: knob values must be positive numbers "
-        "(got [-5])"
+    with pytest.raises(ValueError) as info:
+        estimate_config(load_config(negative))
+    assert str(info.value) == (
+        "defenses.0.knob_values: t2t (T2T) parameter eta=-5.0 is not allowed: Input should be "
+        "greater than 0 (declared: float > 0)."
     )
     rates = SMOKE | {"defenses": [{"name": "t2t", "target_rates": [2]}]}
     assert refused(rates).count("got") == 1

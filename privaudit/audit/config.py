@@ -101,12 +101,12 @@ class DefenseSpec(_Strict):
 
     @field_validator("knob_values")
     @classmethod
-    def _positive(cls, values: list[float] | None) -> list[float] | None:
+    def _listed(cls, values: list[float] | None) -> list[float] | None:
+        # What a value may be is the defense's knob declaration's, checked when the grid is
+        # planned (privaudit.audit.plan.check_levels); here only the list itself.
         if values is not None:
             if not values:
                 raise ValueError("knob_values is empty; give at least one value or omit it")
-            if any(not v > 0 for v in values):  # the values given are appended once
-                raise ValueError("knob values must be positive numbers")
             _once(values, "knob_values")
         return values
 

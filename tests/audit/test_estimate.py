@@ -252,7 +252,7 @@ def test_cli_estimate_bad_input_is_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "grid.yaml"
     bad.write_text("defenses: [{name: t2t, knob_values: [-1]}]\nattacks: [nn-inversion]\n")
     wrong = cli.invoke(app, ["run", "--estimate", "--config", str(bad)])
-    assert wrong.exit_code == 2 and "knob values must be positive" in wrong.output
+    assert wrong.exit_code == 2 and "eta=-1.0 is not allowed" in wrong.output
     typo = tmp_path / "typo.yaml"
     typo.write_text("defenses: [{name: t2t}]\nattacks: [nn-inversionn]\n")
     named = cli.invoke(app, ["run", "--estimate", "--config", str(typo)])
