@@ -123,6 +123,26 @@ def run_grid(
         return _execute(config, rd, runner, progress, checkpoint, outputs)
 
 
+@dataclass
+class _Grid:
+    """A run in progress, as the stages after planning read it: the config and its context,
+    the run directory and its result store, the points, how cells run (``runner``, the
+    bar or its lines, the SIGTERM ``checkpoint``) and what prices them."""
+
+    config: GridConfig
+    ctx: Context
+    rd: RunDir
+    store: ResultStore
+    points: list[Point]
+    runner: Any
+    progress: bool
+    checkpoint: Callable[[], None]
+    book: CostBook | None  # None: the cache cannot be read; nothing is kept
+    sizes: Sizes
+    reuse: Reuse
+    tracker: Tracker
+
+
 def _execute(
     config: GridConfig,
     rd: RunDir,
@@ -154,28 +174,15 @@ def _execute(
     print("\n".join(forecast.lines()), file=sys.stderr, flush=True)
     _pretrain_first(ctx, tasks, progress)
     tracker.started = started
-    _compute_cells(
-        config,
-        ctx,
-        rd,
-        store,
-        points,
-        tasks,
-        runner,
-        progress,
-        checkpoint,
-        done,
-        total,
-        book,
-        sizes,
-        reuse=reuse,
-        tracker=tracker,
+    grid = _Grid(
+        config, ctx, rd, store, points, runner, progress, checkpoint, book, sizes, reuse, tracker
     )
+    _compute_cells(grid, tasks, done, total)
     print(reuse.line(total, len(points)), file=sys.stderr, flush=True)
     reuse.store.prune()  # bounded: the least recently used entries go first
 
     outputs_start = time.perf_counter()
-    frame, strength_failed, strength_s = _write_tables(config, ctx, rd, store, points, progress)
+    frame, strength_failed, strength_s = _write_tables(grid)
     outputs_start += strength_s  # attacks fitted, not outputs: not costed so
     end = {"finished": True, "cells": total, "computed": total - done, "reused": meta["reused"]}
     rd.write_meta(meta | end)
@@ -250,29 +257,15 @@ def _unfinished(
     return tasks, done
 
 
-def _compute_cells(
-    config: GridConfig,
-    ctx: Context,
-    rd: RunDir,
-    store: ResultStore,
-    points: list[Point],
-    tasks: list[Task],
-    runner: Any,
-    progress: bool,
-    checkpoint: Callable[[], None],
-    done: int,
-    total: int,
-    book: CostBook | None,
-    sizes: Sizes,
-    *,
-    reuse: Reuse | None = None,
-    tracker: Tracker | None = None,
-) -> None:
+def _compute_cells(grid: _Grid, tasks: list[Task], done: int, total: int) -> None:
     """Every task through the executor, each record stored as it comes (and kept in the cell
     store), with the progress bar (its ETA re-priced after every point; without a bar, one
     line per point), the measured costs and the results table rewritten after every task."""
     from tqdm.auto import tqdm
 
+    config, ctx, rd, store, points = grid.config, grid.ctx, grid.rd, grid.store, grid.points
+    runner, progress, checkpoint, reuse = grid.runner, grid.progress, grid.checkpoint, grid.reuse
+    book, sizes, tracker = grid.book, grid.sizes, grid.tracker
     # tqdm's own remaining time assumes every cell costs alike: the tracker's replaces it
     bar = tqdm(
         total=total,
@@ -294,8 +287,7 @@ def _compute_cells(
                     told.add(full)
                     tqdm.write(f"cell failed: {full}", file=sys.stderr)
             store.put(key, record)
-            if reuse is not None:
-                reuse.keep(key, record)
+            reuse.keep(key, record)
             checkpoint()  # stop after the cell that was running when SIGTERM came
 
         for task, records in runner.run(config, ctx, tasks, put, on_start=in_flight.started):
@@ -304,12 +296,12 @@ def _compute_cells(
             bar.update(cells)
             in_flight.finished(task)
             _keep_costs(book, lambda t=task, r=records: book.record(ctx, t, r, sizes))
-            if tracker is not None:  # the remaining work re-priced from what was just measured
-                tracker.finished(task, measured_parts(ctx, task, records), cells)
-                if progress:
-                    bar.set_description_str(_bar_desc(tracker), refresh=True)
-                else:
-                    print(tracker.line(_describe(task.point)), file=sys.stderr, flush=True)
+            # the remaining work re-priced from what was just measured
+            tracker.finished(task, measured_parts(ctx, task, records), cells)
+            if progress:
+                bar.set_description_str(_bar_desc(tracker), refresh=True)
+            else:
+                print(tracker.line(_describe(task.point)), file=sys.stderr, flush=True)
             # Intervals need every cell's outcomes: computed once, at the end.
             rd.write_results(*results_table(ctx, points, store, intervals=False))
     finally:
@@ -325,17 +317,12 @@ def _bar_desc(tracker: Tracker | None) -> str:
     return "cells" if tracker is None else f"cells ({tracker.eta()})"
 
 
-def _write_tables(
-    config: GridConfig,
-    ctx: Context,
-    rd: RunDir,
-    store: ResultStore,
-    points: list[Point],
-    progress: bool,
-) -> tuple[Any, int, float]:
+def _write_tables(grid: _Grid) -> tuple[Any, int, float]:
     """After every cell: the results table with its intervals, the strength curve when the
     config declares one, and the examples (or none). Returns the results frame, the failed
     rows of strength.csv and the seconds the curve took (its attacks are not outputs)."""
+    config, ctx, rd, store, points = grid.config, grid.ctx, grid.rd, grid.store, grid.points
+    progress = grid.progress
     t0 = time.perf_counter()
     plain, _ = results_table(ctx, points, store, intervals=False)
     noise = measure_fit_noise(ctx, points, plain, config.fit_noise.refits, progress=progress)

@@ -109,7 +109,10 @@ def test_failures_and_inapplicable_pairs_are_rows(tmp_path) -> None:
         ({"defenses": [{"name": "t2tt"}]}, "Did you mean 't2t'"),
         ({"attacks": ["nn-invresion"]}, "Did you mean 'nn-inversion'"),
         ({"defenses": [{"name": "t2t", "knob_values": ["high"]}]}, "defenses.0.knob_values.0"),
-        ({"defenses": [{"name": "t2t", "knob_values": [-5]}]}, "positive"),
+        (
+            {"defenses": [{"name": "t2t", "knob_values": [-5]}]},
+            r"eta=-5\.0 is not allowed: .*greater than 0",
+        ),
         ({"seeds": "zero"}, "seeds"),
         ({"defenses": [{"name": "none", "knob_values": [1]}]}, "no privacy knob"),
         ({"colour": "blue"}, "colour"),
