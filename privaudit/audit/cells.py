@@ -30,7 +30,6 @@ defenses.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import math
@@ -271,19 +270,10 @@ def compute(
             peaks.close()
         return out
 
-    query = _memoized_query(defense, rng_query)
-    knowledge = Knowledge(
-        white_box=True,
-        backbone=ctx.config.backbone,
-        query_mechanism=query,
-        aux=ctx.aux,
-        guarantee=defense.guarantee,
-        likelihood=defense.likelihood(),
-        extra=getattr(ctx, "knowledge_extra", {}),
-    )
+    query = _memoized_query(defense, rng_query)  # one memo: the attacks share their queries
     public = rel_test.public()
     for label, key in task.attack_keys.items():
-        granted = dataclasses.replace(knowledge, plan=ctx.plans[label])  # one query memo
+        granted = knowledge(ctx, point, ctx.aux, label, query=query)
         _attack_cell(ctx, point, defense, label, key, granted, public, start, emit)
     release_freed()
     if peaks is not None:
@@ -528,13 +518,15 @@ def test_release(ctx: Context, point: Point) -> Release:
     return defense.privatize(ctx.test_texts, rng=rng_test)
 
 
-def knowledge(ctx: Context, point: Point, aux: Any, label: str) -> Knowledge:
+def knowledge(ctx: Context, point: Point, aux: Any, label: str, *, query: Any = None) -> Knowledge:
     """What the threat model grants attack ``label`` at ``point`` with ``aux`` as its own
-    split: the backbone, queries to the mechanism at this level from the point's query stream
-    (the attack-strength curve gives a share of the aux, :mod:`privaudit.audit.strength`) and
-    what the attack's plan-time hook resolved."""
+    split: the backbone, queries to the mechanism at this level (``query``, else a memo of
+    its own on the point's query stream; the attack-strength curve gives a share of the aux,
+    :mod:`privaudit.audit.strength`), the declared guarantee and likelihood, and what the
+    attack's plan-time hook resolved."""
     defense = ctx.defense(point)
-    query = _memoized_query(defense, point_streams(point, defense)[3])
+    if query is None:
+        query = _memoized_query(defense, point_streams(point, defense)[3])
     return Knowledge(
         white_box=True,
         backbone=ctx.config.backbone,

@@ -1,12 +1,36 @@
 """The leaderboard: how much of the privacy-utility box each defense's frontier dominates.
 
-Per attack, each defense label's Pareto frontier (:func:`privaudit.leaderboard.frontier.frontier`)
-is scored by its **hypervolume**, defenses are ranked by it, and the overall standing is the
-mean rank over the attacks a defense was scored on. Several run directories can be merged
-first (:func:`privaudit.outputs.runs.merge_runs`), so a leaderboard can grow run by run.
+Per attack family, each defense label's worst-case frontier
+(:func:`privaudit.leaderboard.stats.family_points`) is scored by its **hypervolume** in the box
+normalised privacy ∈ [0, 1] × utility ∈ [chance, 1] (:data:`HYPERVOLUME_DEFINITION`). With the
+run's per-document outcomes, every hypervolume and rank is recomputed on each bootstrap
+resample for intervals, the share of resamples holding the rank, and statistical ties; each
+resample also draws every learned attack cell's fit effect (its ``fit_sd``: declared by the
+attack class, :func:`privaudit.registry.attack_fit_sds`, or measured) and every point's
+utility fit effect, so the intervals include attacker and service randomness.
+
+A family ranks on the worst case over the attacks that read every ranked label's release
+(:func:`privaudit.leaderboard.stats.attack_sets`); the privacy levels stated (matched privacy,
+points, rates, the verdict's best utility) are the worst case over every attack a label faced.
+A label is ranked in a family only when it faced the whole family (no failed cell there);
+otherwise it is listed with the reason. Overall: the mean family rank over labels ranked in
+every family that decides it (:mod:`privaudit.leaderboard.overall`: not one only some
+defenses face, one that ranks fewer than two, or one undecided because of its attacker), with
+its interval from the family ranks on each resample.
+
+``none`` (the text reference) and ``clean`` (the format references) are reference points,
+never ranked; each vector defense's privacy is set beside the clean reference in its format
+(:mod:`privaudit.leaderboard.formats`). Rows of several corpora (``corpus_fingerprint``;
+merged with ``mixed_corpora``, which labels each ``label @ corpus``) keep each corpus's
+undefended row apart: its utility and its attacks' normalised-privacy reference are its own,
+never a mean over corpora, and a note says the ranks compare across data. Several run
+directories can be merged first (:func:`privaudit.outputs.runs.merge_runs`), so a
+leaderboard can grow run by run.
+
 This module ranks; :mod:`privaudit.leaderboard.render` formats the tables,
-:mod:`privaudit.leaderboard.overall` sets the overall standing and
-:mod:`privaudit.leaderboard.notes` writes the caveats beside them.
+:mod:`privaudit.leaderboard.overall` sets the overall standing,
+:mod:`privaudit.leaderboard.verdict` the verdict and :mod:`privaudit.leaderboard.notes` writes
+the caveats beside them.
 """
 
 from __future__ import annotations
@@ -26,6 +50,7 @@ from privaudit.leaderboard.families import (
     hypervolume,
     ranked_seeds,
 )
+from privaudit.leaderboard.fit_spreads import declared_sds, measured_notes, with_measured
 from privaudit.leaderboard.formats import FormatView, format_view
 from privaudit.leaderboard.frontier import seed_means
 from privaudit.leaderboard.matched import matched_table, rates_table
@@ -62,14 +87,12 @@ from privaudit.leaderboard.verdict import Evidence, Verdict, decide
 from privaudit.metrics.linked import LINKABILITY
 from privaudit.metrics.spec import find_metric
 from privaudit.metrics.stats import (
-    FIT_SD_CONFIDENCE,
     Bootstrap,
     Outcomes,
     run_stats,
     with_labels,
 )
 from privaudit.records import board_columns
-from privaudit.registry import attack_fit_sds, utility_fit_sds
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -142,6 +165,20 @@ class Leaderboard:
         return wide[["rank", "label", *[c for c in wide.columns if c not in ("rank", "label")]]]
 
 
+@dataclass
+class _Statistics:
+    """The board's statistics before any table: the usable rows, the bootstrap, the run's
+    resampled statistics, the fit spreads in use (attacks by label; the service's by label)
+    and the notes they call for."""
+
+    frame: pd.DataFrame
+    boot: Bootstrap
+    stats: RunStats
+    sds: dict[str, float]
+    u_sds: dict[str, float]
+    notes: list[str]
+
+
 def leaderboard(
     frame: pd.DataFrame,
     chance: float,
@@ -154,35 +191,14 @@ def leaderboard(
     measured_utility_fit_sd: float | None = None,
     difference: float | None = None,
 ) -> Leaderboard:
-    """Rank the defense labels of a results table per attack family and overall.
-
-    Per family, each label's worst-case frontier (:func:`privaudit.leaderboard.stats.
-    family_points`) is scored by its hypervolume in the box normalised privacy ∈ [0, 1] ×
-    utility ∈ [chance, 1] (:data:`HYPERVOLUME_DEFINITION`); with ``outcomes`` (the run's
-    per-document outcomes) every hypervolume and rank is recomputed on each of
-    ``bootstrap``'s resamples for intervals, the share of resamples holding the rank, and
-    statistical ties; each resample also draws every learned attack cell's fit effect from
-    ``fit_sd`` (by attack label; default: the attack classes' declared ``fit_sd``,
-    :func:`privaudit.registry.attack_fit_sds`), so the intervals include attacker
-    randomness, and every point's utility fit effect from ``utility_fit_sd`` (default: the
-    evaluator class's declared ``fit_sd``, :func:`privaudit.registry.utility_fit_sds`).
-    A family ranks on the worst case over the attacks that read every ranked label's release
-    (:func:`privaudit.leaderboard.stats.attack_sets`); the privacy
-    levels stated (matched privacy, points, rates, the verdict's best utility) are the worst
-    case over every attack a label faced. A label is
-    ranked in a family only when it faced the whole family (no failed cell there); otherwise
-    it is listed with the reason. Overall: the mean family rank over labels ranked in every
-    family that decides it (:mod:`privaudit.leaderboard.overall`: not one only some defenses
-    face, one that ranks fewer than two, or one undecided because of its attacker), with its
-    interval from the family ranks on each resample. ``none`` (the text
-    reference) and ``clean`` (the format references) are reference points, never ranked;
-    each vector defense's privacy is set beside the clean reference in its format
-    (:mod:`privaudit.leaderboard.formats`). Rows of several corpora (``corpus_fingerprint``;
-    merged with ``mixed_corpora``, which labels each ``label @ corpus``) keep each corpus's
-    undefended row apart: its utility and its attacks' normalised-privacy reference are its
-    own, never a mean over corpora, and a note says the ranks compare across data.
-    ``difference``: the hypervolume difference the verdict's power lines give the units and
-    seeds for (default :data:`privaudit.leaderboard.paired.MATTERS`, 0.05 of the box).
+    """Rank the defense labels of a results table per attack family and overall (see the
+    module docstring). ``outcomes``: the run's per-document outcomes (without them, no
+    intervals); ``bootstrap``: how to resample them; ``fit_sd`` / ``utility_fit_sd``: the
+    attacks' (by label) and the service's fit spreads (default: the classes' declared ones,
+    :func:`privaudit.registry.attack_fit_sds`, :func:`~privaudit.registry.utility_fit_sds`);
+    ``measured_*``: spreads a run measured (the larger is used, with a note); ``difference``:
+    the hypervolume difference the verdict's power lines give the units and seeds for
+    (default :data:`privaudit.leaderboard.paired.MATTERS`, 0.05 of the box).
 
     Raises ``ValueError`` when ``chance`` is not in [0, 1), ``difference`` not in (0, 1], no
     cell is ``ok``, or the rows got their utility from more than one evaluator
@@ -191,21 +207,77 @@ def leaderboard(
     check_chance(chance)
     check_difference(difference)
     check_one_evaluator(frame)  # merged runs must share one utility scale
-    subset, cautions, reach = subset_note(frame), reach_cautions(frame), reach_note(frame)
-    frame = frame[[c for c in frame.columns if c in BOARD_COLUMNS]]  # pandas copies the rest
-    seed_means(frame)  # the same error as the plots when nothing is usable
-    boot = bootstrap or Bootstrap()
-    declared = _fit_sds(frame, fit_sd, utility_fit_sd)
-    sds, utility_fit_sd, u_sds = _with_measured(declared, measured_fit_sd, measured_utility_fit_sd)
-    stats = run_stats(
-        frame, outcomes or Outcomes(), boot, fit_sd=sds, utility_fit_sd=utility_fit_sd
+    cautions = reach_cautions(frame)
+    st = _statistics(
+        frame,
+        outcomes,
+        bootstrap,
+        fit_sd,
+        utility_fit_sd,
+        measured_fit_sd,
+        measured_utility_fit_sd,
     )
-    notes = [
-        unit_note(boot, frame),
-        *(n for n in (subset, reach) if n),
-        *fit_effect_notes(stats.available, sds, u_sds),
-        *measured_notes(declared[0], declared[2], measured_fit_sd, measured_utility_fit_sd),
-    ]
+    frame, boot, stats, notes = st.frame, st.boot, st.stats, st.notes
+    tb = _tables(st, chance)
+    weak = {f: s.why() for f, s in tb.strengths.items() if s.weak and f not in tb.unscorable}
+    overall = overall_table(
+        frame,
+        tb.families,
+        notes,
+        tb.identity,
+        tb.rank_samples,
+        boot.level,
+        unscorable=set(tb.unscorable),
+        weak=weak,
+    )
+    rates = rates_table(frame, tb.points)
+    notes.extend(calibrated_notes(rates))
+    notes.append(f"Chance level of the utility metric: {chance:.4g}.")
+    verdict = decide(_evidence(st, tb, chance, outcomes, cautions, difference))
+    notes.extend(beats_none_notes(verdict))
+    probe = probe_warning(frame)  # first: every utility below may be the service's, not the text's
+    return Leaderboard(
+        overall=overall,
+        families=tb.families,
+        matched=tb.matched,
+        per_attack=tb.per_attack,
+        points=tb.points.table,
+        chance=chance,
+        notes=(*([probe] if probe else []), *notes),
+        level=boot.level,
+        rates=rates,
+        verdict=verdict,
+        ranked_on=dict(tb.sets.common),
+        service=service_view(stats),
+        formats=tb.formats,
+    )
+
+
+@dataclass
+class _Tables:
+    """The per-family tables and what the overall ranking and the verdict read from them:
+    the family table with each label's hypervolume and rank samples, the frontier points
+    (worst case over every attack a label faced) and those the ranks use (the attacks every
+    ranked label faced), matched privacy, per attack, the formats' view, the families no
+    truth can score and each family's attacker strength."""
+
+    families: pd.DataFrame
+    hv_samples: dict[tuple[str, str], np.ndarray]
+    rank_samples: dict[str, dict[str, np.ndarray]]
+    points: Any
+    ranking: Any
+    sets: Any
+    matched: pd.DataFrame
+    per_attack: pd.DataFrame
+    formats: FormatView
+    identity: set[str]
+    unscorable: Any
+    strengths: Any
+
+
+def _tables(st: _Statistics, chance: float) -> _Tables:
+    """The family, matched, per-attack and format tables (their notes added to ``st``)."""
+    frame, stats, notes = st.frame, st.stats, st.notes
     identity = identity_labels(frame)
     unscorable = unscorable_families(stats.frame)
     sets = attack_sets(stats)
@@ -225,61 +297,80 @@ def leaderboard(
     notes.extend(formats.notes)
     _add_reference_notes(notes, frame, stats, families, per_attack, chance, identity, unscorable)
     strengths = family_strengths(stats, sets.common)  # a weak attacker decides nothing
-    weak = {f: s.why() for f, s in strengths.items() if s.weak and f not in unscorable}
-    overall = overall_table(
-        frame,
+    return _Tables(
         families,
-        notes,
-        identity,
+        hv_samples,
         rank_samples,
-        boot.level,
-        unscorable=set(unscorable),
-        weak=weak,
+        points,
+        ranking,
+        sets,
+        matched,
+        per_attack,
+        formats,
+        identity,
+        unscorable,
+        strengths,
     )
-    rates = rates_table(frame, points)
-    notes.extend(calibrated_notes(rates))
-    notes.append(f"Chance level of the utility metric: {chance:.4g}.")
-    with_fits = stats.available and (any(v > 0 for v in sds.values()) or bool(u_sds))
-    verdict = decide(
-        Evidence(
-            families,
-            hv_samples,
-            matched,
-            points.table,
-            n_test=_victims(stats),
-            level=boot.level,
-            chance=chance,
-            available=stats.available,
-            ranked_on=sets.common,
-            format_only=formats.format_only(),
-            cautions=tuple(cautions),
-            doc_samples=_doc_samples(frame, outcomes, boot, sets, chance) if with_fits else None,
-            seeds=ranked_seeds(ranking),
-            own_points=_own_points(stats, sets, chance),
-            unscorable=unscorable,
-            strengths=strengths,
-            units=boot.units,
-            difference=MATTERS if difference is None else float(difference),
-            difference_named=difference is not None,
-        )
-    )
-    notes.extend(beats_none_notes(verdict))
-    weak = probe_warning(frame)  # first: every utility below may be the service's, not the text's
-    return Leaderboard(
-        overall=overall,
-        families=families,
-        matched=matched,
-        per_attack=per_attack,
-        points=points.table,
-        chance=chance,
-        notes=(*([weak] if weak else []), *notes),
+
+
+def _evidence(
+    st: _Statistics,
+    tb: _Tables,
+    chance: float,
+    outcomes: Outcomes | None,
+    cautions: list[str],
+    difference: float | None,
+) -> Evidence:
+    """What the verdict decides from (:class:`privaudit.leaderboard.verdict.Evidence`)."""
+    stats, boot, frame = st.stats, st.boot, st.frame
+    with_fits = stats.available and (any(v > 0 for v in st.sds.values()) or bool(st.u_sds))
+    return Evidence(
+        tb.families,
+        tb.hv_samples,
+        tb.matched,
+        tb.points.table,
+        n_test=_victims(stats),
         level=boot.level,
-        rates=rates,
-        verdict=verdict,
-        ranked_on=dict(sets.common),
-        service=service_view(stats),
-        formats=formats,
+        chance=chance,
+        available=stats.available,
+        ranked_on=tb.sets.common,
+        format_only=tb.formats.format_only(),
+        cautions=tuple(cautions),
+        doc_samples=_doc_samples(frame, outcomes, boot, tb.sets, chance) if with_fits else None,
+        seeds=ranked_seeds(tb.ranking),
+        own_points=_own_points(stats, tb.sets, chance),
+        unscorable=tb.unscorable,
+        strengths=tb.strengths,
+        units=boot.units,
+        difference=MATTERS if difference is None else float(difference),
+        difference_named=difference is not None,
     )
+
+
+def _statistics(
+    frame: pd.DataFrame,
+    outcomes: Outcomes | None,
+    bootstrap: Bootstrap | None,
+    fit_sd: Mapping[str, float] | None,
+    utility_fit_sd: float | Mapping[str, float] | None,
+    measured_fit_sd: Mapping[str, float] | None,
+    measured_utility_fit_sd: float | None,
+) -> _Statistics:
+    """The run's resampled statistics with the fit spreads in use, and their notes."""
+    subset, reach = subset_note(frame), reach_note(frame)
+    frame = frame[[c for c in frame.columns if c in BOARD_COLUMNS]]  # pandas copies the rest
+    seed_means(frame)  # the same error as the plots when nothing is usable
+    boot = bootstrap or Bootstrap()
+    declared = declared_sds(frame, fit_sd, utility_fit_sd)
+    sds, u_fit_sd, u_sds = with_measured(declared, measured_fit_sd, measured_utility_fit_sd)
+    stats = run_stats(frame, outcomes or Outcomes(), boot, fit_sd=sds, utility_fit_sd=u_fit_sd)
+    notes = [
+        unit_note(boot, frame),
+        *(n for n in (subset, reach) if n),
+        *fit_effect_notes(stats.available, sds, u_sds),
+        *measured_notes(declared[0], declared[2], measured_fit_sd, measured_utility_fit_sd),
+    ]
+    return _Statistics(frame, boot, stats, sds, u_sds, notes)
 
 
 def unit_note(boot: Bootstrap, frame: pd.DataFrame) -> str:
@@ -306,65 +397,6 @@ def unit_note(boot: Bootstrap, frame: pd.DataFrame) -> str:
     )
 
 
-def _with_measured(
-    declared: tuple[dict[str, float], float | Mapping[str, float], dict[str, float]],
-    measured: Mapping[str, float] | None,
-    measured_utility: float | None,
-) -> tuple[dict[str, float], float | Mapping[str, float], dict[str, float]]:
-    """Each spread as the larger of the declared and the measured one
-    (:mod:`privaudit.audit.fit_noise`)."""
-    sds, utility_fit_sd, _ = declared
-    sds = dict(sds)
-    for label, sd in (measured or {}).items():
-        sds[label] = max(sds.get(label, 0.0), float(sd))
-    if measured_utility is not None:
-        if isinstance(utility_fit_sd, Mapping):
-            utility_fit_sd = {k: max(v, measured_utility) for k, v in utility_fit_sd.items()}
-        else:
-            utility_fit_sd = max(float(utility_fit_sd or 0.0), measured_utility)
-    return sds, utility_fit_sd, _nonzero_sds(utility_fit_sd)
-
-
-def measured_notes(
-    declared: Mapping[str, float],
-    declared_utility: Mapping[str, float],
-    measured: Mapping[str, float] | None,
-    measured_utility: float | None,
-) -> list[str]:
-    """Which spread each random fit's intervals use: measured in this run, or declared."""
-    if not measured and measured_utility is None:
-        return []
-    parts = []
-    for label, sd in sorted((measured or {}).items()):
-        was = declared.get(label, 0.0)
-        used = "measured used" if sd > was else "declared used"
-        parts.append(f"{label} {sd:.3g} measured, {was:.3g} declared ({used})")
-    if measured_utility is not None:
-        was = max(declared_utility.values(), default=0.0)
-        used = "measured used" if measured_utility > was else "declared used"
-        parts.append(f"the service {measured_utility:.3g} measured, {was:.3g} declared ({used})")
-    return [
-        "Fit noise measured in this run (refits at the undefended point; each measured spread "
-        f"is the {FIT_SD_CONFIDENCE:.0%} upper confidence bound over its fits, and the larger "
-        "of it and the declared between-fit sd enters the intervals): " + "; ".join(parts) + "."
-    ]
-
-
-def _fit_sds(
-    frame: pd.DataFrame,
-    fit_sd: Mapping[str, float] | None,
-    utility_fit_sd: float | Mapping[str, float] | None,
-) -> tuple[dict[str, float], float | Mapping[str, float], dict[str, float]]:
-    """The attacks' and the utility evaluators' between-fit sds: as given, else as their
-    classes declare them (:func:`privaudit.registry.attack_fit_sds`, ``utility_fit_sds``);
-    then the evaluators' non-zero ones by evaluator."""
-    sds = attack_fit_sds(frame["attack"]) if fit_sd is None else dict(fit_sd)
-    if utility_fit_sd is None:
-        evaluators = frame["utility_evaluator"].dropna() if "utility_evaluator" in frame else []
-        utility_fit_sd = utility_fit_sds(evaluators)
-    return sds, utility_fit_sd, _nonzero_sds(utility_fit_sd)
-
-
 def _add_reference_notes(
     notes: list[str],
     frame: pd.DataFrame,
@@ -386,14 +418,6 @@ def _add_reference_notes(
         notes.append(NO_OUTCOMES_NOTE)
     notes.extend(verdict_notes(frame, stats, families, per_attack, chance))
     notes.extend(unscorable_notes(unscorable))
-
-
-def _nonzero_sds(utility_fit_sd: float | Mapping[str, float]) -> dict[str, float]:
-    """The utility evaluators' non-zero between-fit sds, by evaluator (one number: ``utility``)."""
-    u_sds = (
-        dict(utility_fit_sd) if isinstance(utility_fit_sd, Mapping) else {"utility": utility_fit_sd}
-    )
-    return {e: sd for e, sd in u_sds.items() if sd}
 
 
 def _victims(stats: RunStats) -> dict[str, int]:

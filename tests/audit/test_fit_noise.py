@@ -13,7 +13,7 @@ from scipy.stats import chi2
 
 from privaudit.audit.config import PRESETS, load_config
 from privaudit.audit.store import RunDir
-from privaudit.leaderboard.board import _with_measured, measured_notes
+from privaudit.leaderboard.fit_spreads import measured_notes, with_measured
 from privaudit.metrics.stats import measured_sds, sd_upper_bound
 from privaudit.outputs import run_grid
 from privaudit.outputs.runs import load_runs
@@ -67,7 +67,7 @@ def test_no_refits_measure_nothing(tmp_path) -> None:
 
 def test_the_larger_spread_is_used_and_the_board_says_which() -> None:
     declared = ({"a[x]": 0.01, "b": 0.0}, {"service": 0.015}, {"service": 0.015})
-    sds, util, u_sds = _with_measured(declared, {"a[x]": 0.03, "b": 0.002}, 0.004)
+    sds, util, u_sds = with_measured(declared, {"a[x]": 0.03, "b": 0.002}, 0.004)
     assert sds == {"a[x]": 0.03, "b": 0.002}
     assert util == {"service": 0.015} and u_sds == {"service": 0.015}
     (note,) = measured_notes(declared[0], declared[2], {"a[x]": 0.03}, 0.004)
