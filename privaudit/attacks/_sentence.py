@@ -43,7 +43,6 @@ project keeps nothing of a user's corpus on disk).
 
 from __future__ import annotations
 
-import copy
 import re
 from collections import OrderedDict
 from collections.abc import Callable
@@ -64,6 +63,7 @@ from privaudit.models.backbone import backbone
 from privaudit.params import declared
 from privaudit.runtime.devices import current_device, torch_threads
 from privaudit.runtime.memo import digest
+from privaudit.runtime.memory import copy_sharing_frozen
 
 if TYPE_CHECKING:
     import torch
@@ -140,7 +140,9 @@ def with_sentences(aux: AuxSplit) -> AuxSplit:
 
 
 class ObjectMemo:
-    """A small in-process LRU memo of Python objects (deep copies in and out)."""
+    """A small in-process LRU memo of Python objects (deep copies in and out; a module's
+    frozen parameters are shared, not copied:
+    :func:`privaudit.runtime.memory.copy_sharing_frozen`)."""
 
     def __init__(self, size: int = 8) -> None:
         self.size = size
@@ -152,10 +154,10 @@ class ObjectMemo:
         if key in self._entries:
             self._entries.move_to_end(key)
             self.hits += 1
-            return copy.deepcopy(self._entries[key])
+            return copy_sharing_frozen(self._entries[key])
         self.misses += 1
         value = compute()
-        self._entries[key] = copy.deepcopy(value)
+        self._entries[key] = copy_sharing_frozen(value)
         while len(self._entries) > self.size:
             self._entries.popitem(last=False)
         return value
@@ -340,7 +342,7 @@ class SentenceInversion(Attack):
 
         def build() -> torch.nn.Module:  # initialised in train()'s seeded torch scope
             fresh = pretrained is None
-            return self._new_model(state, dim) if fresh else copy.deepcopy(pretrained)
+            return self._new_model(state, dim) if fresh else copy_sharing_frozen(pretrained)
 
         model, info = train(
             build,

@@ -55,3 +55,19 @@ def test_live_tensors_count_each_storage_once() -> None:
     assert len(views) == 3
     rss = memory.rss_mb()
     assert rss is not None and rss > 0
+
+
+def test_a_copy_shares_frozen_parameters_and_owns_the_rest() -> None:
+    import torch
+
+    model = torch.nn.ModuleDict({"emb": torch.nn.Embedding(50, 8), "out": torch.nn.Linear(8, 50)})
+    model["emb"].weight.requires_grad_(False)
+    state = {"model": model, "notes": ["kept"], "scale": 2.0}
+    twin = memory.copy_sharing_frozen(state)
+    assert twin["model"]["emb"].weight is model["emb"].weight  # frozen: one tensor
+    assert twin["model"]["out"].weight is not model["out"].weight  # trainable: its own
+    with torch.no_grad():
+        twin["model"]["out"].weight.add_(1.0)
+    assert not torch.equal(twin["model"]["out"].weight, model["out"].weight)
+    assert twin["notes"] == ["kept"] and twin["notes"] is not state["notes"]
+    assert memory.copy_sharing_frozen([1, "a"]) == [1, "a"]

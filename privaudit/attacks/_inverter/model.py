@@ -4,7 +4,6 @@ output vocabulary widened at a defense point (:func:`writable_ids`, :func:`widen
 
 from __future__ import annotations
 
-import copy
 import math
 import re
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from privaudit.attacks._inverter.public_text import PublicText
 from privaudit.runtime.cache import cache_dir
 from privaudit.runtime.devices import bf16, current_device
 from privaudit.runtime.memo import digest
+from privaudit.runtime.memory import copy_sharing_frozen
 
 if TYPE_CHECKING:
     import torch
@@ -159,7 +159,7 @@ def widen(model: Any, vocab_ids: np.ndarray, new_ids: np.ndarray, embeddings: np
     from sklearn.linear_model import Ridge
 
     new_ids = np.setdiff1d(np.asarray(new_ids, np.int64), vocab_ids)
-    out = copy.deepcopy(model)
+    out = copy_sharing_frozen(model)  # the frozen word embeddings stay one tensor
     if not len(new_ids):
         return out
     old = model["out"]
