@@ -26,8 +26,12 @@ SMOKE = PRESETS["smoke"]
 
 @pytest.fixture(autouse=True)
 def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Never a real ~/.cache/privaudit entry.
+    # Never a real ~/.cache/privaudit entry, nor an inverter an earlier test of this worker
+    # process left in memory (it would be "found" without reading this test's cache).
+    from privaudit.attacks import geia
+
     monkeypatch.setenv("PRIVAUDIT_CACHE", str(tmp_path / "cache"))
+    geia._INVERTERS.__init__()
 
 
 def _read_only(monkeypatch: pytest.MonkeyPatch) -> None:

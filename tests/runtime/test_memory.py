@@ -25,8 +25,8 @@ def test_the_log_has_a_line_per_component_with_its_peak(
     peaks.start("privatize")
     held = bytearray(200 * 2**20)  # a component that peaks 200 MiB higher
     held[::4096] = b"x" * len(held[::4096])  # touched: resident
+    del held  # freed before the next component: its peak starts lower
     peaks.start("geia")
-    del held
     peaks.close()
     peaks.close()  # closing twice writes nothing more
     lines = [json.loads(line) for line in log.read_text().splitlines()]
