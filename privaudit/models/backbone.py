@@ -40,7 +40,7 @@ from privaudit.mechanisms.nearest import NearestNeighbourIndex
 from privaudit.mechanisms.seeding import seeded_torch
 from privaudit.mechanisms.subwords import Subwords
 from privaudit.runtime.cache import cache_dir
-from privaudit.runtime.devices import bf16, current_device, torch_device
+from privaudit.runtime.devices import bf16, current_device, run_thread_count, torch_device
 from privaudit.runtime.memo import ContentMemo, RowMemo, digest
 
 DEFAULT_BACKBONE = "all-MiniLM-L6-v2"
@@ -523,12 +523,11 @@ def _word_embeddings(weights: Path) -> np.ndarray:
 
 
 def _torch_threads() -> None:
-    """Every core for torch, unless ``OMP_NUM_THREADS`` says otherwise (a shared machine, or
-    parallel test workers that split the cores between them)."""
+    """Every core for torch, unless ``OMP_NUM_THREADS`` says otherwise
+    (:func:`privaudit.runtime.devices.run_thread_count`)."""
     import torch
 
-    asked = os.environ.get("OMP_NUM_THREADS", "")
-    torch.set_num_threads(int(asked) if asked.isdigit() and int(asked) > 0 else os.cpu_count() or 1)
+    torch.set_num_threads(run_thread_count())
 
 
 def _load_pretrained(name: str | Path) -> tuple[Any, Any]:

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from privaudit.runtime.cache import cache_dir, cache_writable
-from privaudit.runtime.devices import current_device, torch_threads, use_device
+from privaudit.runtime.devices import current_device, run_thread_count, torch_threads, use_device
 from privaudit.runtime.memo import digest
 
 SHIPPED = Path(__file__).resolve().parents[1] / "data" / "costs" / "reference.json"
@@ -232,8 +232,10 @@ def measure_score() -> float:
     w1 = (torch.randn(_HIDDEN, _FFN, generator=gen) / _HIDDEN**0.5).to(device)
     w2 = (torch.randn(_FFN, _HIDDEN, generator=gen) / _FFN**0.5).to(device)
     best = math.inf
-    # every core, as the backbone runs (privaudit.models.backbone)
-    with torch.no_grad(), torch_threads(max(1, os.cpu_count() or 1)):
+    # With the threads the models run with (OMP_NUM_THREADS, else every core): a run on one
+    # thread scored on two filed its single-thread costs under a two-thread score, and the
+    # next run's estimate read them as a slow machine's.
+    with torch.no_grad(), torch_threads(run_thread_count()):
         for _ in range(_REPEATS + 1):  # one more: the first pays allocation and warm-up
             start = time.perf_counter()
             h = x

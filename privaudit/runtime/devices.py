@@ -272,6 +272,13 @@ def fast_precision() -> Any:
     )
 
 
+def run_thread_count() -> int:
+    """The intra-op threads torch runs the models with: every core, unless ``OMP_NUM_THREADS``
+    says otherwise (a shared machine, or parallel test workers that split the cores)."""
+    asked = os.environ.get("OMP_NUM_THREADS", "")
+    return int(asked) if asked.isdigit() and int(asked) > 0 else os.cpu_count() or 1
+
+
 @contextmanager
 def torch_threads(n: int | None) -> Iterator[None]:
     """Run torch with ``n`` intra-op threads inside the block, then restore the previous count

@@ -5,6 +5,7 @@ priors; the speed score measured once and kept; the book refreshed from a measur
 from __future__ import annotations
 
 import json
+import os
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -274,3 +275,29 @@ def test_a_refresh_keeps_what_its_run_did_not_measure_rescaled(tmp_path: Path) -
     ref = rc.write_reference(second, out, machine="m-2cpu", score=0.2)
     assert ref.rate(["privatize:t2t"]) == pytest.approx(0.4)  # measured now
     assert ref.rate(["utility:probe"]) == pytest.approx(1.0)  # kept, ×2 for a 2× slower score
+
+
+def test_the_speed_score_runs_with_the_threads_the_models_use(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run with OMP_NUM_THREADS=1 runs its models on one thread: its score must too, or its
+    single-thread costs are filed under a two-thread score (a slow machine, read later)."""
+    import contextlib
+
+    from privaudit.runtime.devices import run_thread_count
+
+    seen: list[int | None] = []
+
+    @contextlib.contextmanager
+    def recorded(n: int | None):  # type: ignore[no-untyped-def]
+        seen.append(n)
+        yield
+
+    monkeypatch.setattr(rc, "torch_threads", recorded)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert run_thread_count() == 1
+    rc.measure_score()
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert run_thread_count() == (os.cpu_count() or 1)
+    rc.measure_score()
+    assert seen == [1, os.cpu_count() or 1]
