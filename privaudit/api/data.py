@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -198,13 +199,10 @@ class WordLikelihood:
     log_probs: Callable[[Sequence[str]], np.ndarray]
     exact: bool = True
 
-    @property
+    @functools.cached_property
     def row(self) -> dict[str, int]:
-        row = self.__dict__.get("_row")
-        if row is None:
-            row = {w: i for i, w in enumerate(self.words)}
-            object.__setattr__(self, "_row", row)
-        return row
+        """Each word's column."""
+        return {w: i for i, w in enumerate(self.words)}
 
 
 @dataclass(frozen=True)

@@ -235,9 +235,9 @@ def test_a_monte_carlo_likelihood_keeps_the_fitted_kernel() -> None:
     k = knowledge(defense, likelihood=declared)
     attack = BayesInversion(backbone=TINY, max_aux=40, max_fit_words=20)
     text = Release("text", texts=["the film"])
-    if attack.applicable(text, k) is None:
-        settings = attack.fit(k, rng=np.random.default_rng(0)).attack(text).meta["settings"]
-        assert "likelihood" not in settings and "kernel_a" in settings
+    assert attack.applicable(text, k) is None  # d_X in the input-embedding space: the kernel
+    settings = attack.fit(k, rng=np.random.default_rng(0)).attack(text).meta["settings"]
+    assert "likelihood" not in settings and "kernel_a" in settings
 
 
 def test_an_exact_likelihood_makes_any_declared_kind_decodable() -> None:
