@@ -1,4 +1,14 @@
-"""Shared frame of the sentence-embedding inversions (``bow-inversion``, ``geia``).
+"""Shared frame of the sentence-embedding inversions (``bow-inversion``, ``geia``,
+``vec2text``), composed from parts.
+
+**Composition** — an inversion is a :class:`SentenceInversion` frame (features, the adapter,
+the training skeleton, fit and attack) built from three parts: a :class:`Head` (what is learnt
+and how a victim is read: ``bow-inversion``'s word-set classifier, ``geia``'s decoder), a
+:class:`Source` (where the pre-trained head comes from and how a point's fine-tuning is
+shared: :class:`AuxPretraining` in this process, or ``geia``'s disk-cached public inverter)
+and a :class:`Schedule` (epochs, learning rates, batch size, weight decay). An attack
+(:class:`EmbeddingInversion`) declares its parameters and composes the frame from them at
+each fit; it inherits the shared contract facts, not behaviour through hooks.
 
 **Features** — one vector per document in the public backbone's pooled space, whatever
 the release, each row standardised on its own (:mod:`privaudit.attacks._pooled_features`).
@@ -14,13 +24,13 @@ exactly the identity; for a noisy release it is the attacker's best linear denoi
 
 - **Adaptive** (the default): the adapter is fitted on the aux release queried through the
   mechanism at the victims' privacy level, then the pre-trained model is fine-tuned briefly on
-  that mapped aux release (subclasses' ``epochs``; 0 = the adapter alone).
+  that mapped aux release (the schedule's ``epochs``; 0 = the adapter alone).
 - **Non-adaptive** (``adaptive=False``; needs no queries): the clean model alone, its map the
   identity for every release in the pooled space (the clean aux features of that space are
   the clean pooled embeddings, :func:`clean_features`); pooled vectors of another dimension
   cannot be mapped without queries and are refused.
 
-**Pre-training data** — the aux training documents and, with ``sentences`` (subclasses), each
+**Pre-training data** — the aux training documents and, with ``sentences`` (the attack's), each
 of their sentences as an extra (embedding, text) pair: several times more pairs from the same
 aux text, which the small models need; held-out documents stay whole.
 
@@ -46,8 +56,8 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self
 
 import numpy as np
 
@@ -60,7 +70,6 @@ from privaudit.attacks._pooled_features import (
     standardise_rows,
 )
 from privaudit.models.backbone import backbone
-from privaudit.params import declared
 from privaudit.runtime.devices import current_device, torch_threads
 from privaudit.runtime.memo import digest
 from privaudit.runtime.memory import copy_sharing_frozen
@@ -263,158 +272,242 @@ class Format:
     dim: int
 
 
-#: What a subclass trains for: ``(loss(model, idx), validate(model))``.
+#: What a head trains for: ``(loss(model, idx), validate(model))``.
 Objective = tuple["Callable[[torch.nn.Module, torch.Tensor], torch.Tensor]", "Callable[..., float]"]
 
 
 @dataclass
 class Pretrained:
-    """The cached pre-training: the subclass's state and the clean pooled aux features."""
+    """The cached pre-training: the head's state and the clean pooled aux features."""
 
     state: Any
     clean: np.ndarray  # (n_aux, dim) row-standardised pooled embeddings of every aux text
 
 
-class SentenceInversion(Attack):
-    """Common frame of the sentence-embedding inversions: every release kind read as one
-    vector per document and mapped into the clean pooled space; a model pre-trained there on
-    clean aux embeddings (cached); when ``adaptive``, the map and a brief fine-tuning learnt on
-    the aux release queried through the mechanism.
+# -------------------------------------------------------------------------------------------
+# The parts an inversion is composed of
+# -------------------------------------------------------------------------------------------
 
-    :meth:`_train` is the one training skeleton (pre-training, or fine-tuning for ``epochs``;
-    the scaling fitted once; :func:`privaudit.attacks._pairs.train`). Subclasses declare the
-    parameters annotated below and supply what differs as hooks: :meth:`_new_state`
-    (vocabulary, baseline), :meth:`_new_model`, :meth:`_objective` (targets, loss, held-out
-    score), :meth:`_trained` (what is tuned after training), :meth:`_predict` (decoding). A
-    state has ``model`` (None before pre-training) and ``scaler`` attributes.
-    ``_finetune_only`` names the parameters the pre-training ignores.
-    """
 
-    accepts: ClassVar[frozenset[Space]] = ALL_SPACES
-    needs_white_box: ClassVar[bool] = False
-    needs_query: ClassVar[bool] = True
-    needs_aux: ClassVar[bool] = True
-    _finetune_only: ClassVar[frozenset[str]] = frozenset(
-        {"adaptive", "epochs", "threads", "progress"}
-    )
-    adaptive: bool
+class Head(Protocol):
+    """What an inversion learns on the clean pooled space and how it reads a victim: the
+    word-set classifier of ``bow-inversion``, the decoder of ``geia``. A state has ``model``
+    (None before pre-training) and ``scaler`` attributes."""
+
+    def objective(self, bb: Backbone, aux: AuxSplit, xs: np.ndarray, state: Any) -> Objective:
+        """For the scaled features ``xs`` of every aux text: the batch loss at positions
+        ``idx`` of ``aux.fit``, and the score on ``aux.val`` (higher is better)."""
+        ...
+
+    def lengths(self, bb: Backbone, aux: AuxSplit) -> np.ndarray | None:
+        """Each ``aux.fit`` row's sequence length, for length-bucketed batches
+        (:func:`~privaudit.attacks._pairs.epoch_batches`); None: plain shuffled batches."""
+        ...
+
+    def new_model(self, state: Any, dim: int) -> torch.nn.Module:
+        """A fresh network for ``dim`` features (a state whose ``model`` is None)."""
+        ...
+
+    def trained(self, bb: Backbone, aux: AuxSplit, xs: np.ndarray, done: Trained) -> Any:
+        """The state of the trained model (``done.stage``: pretrain or finetune)."""
+        ...
+
+    def predict(self, bb: Backbone, state: Any, x: np.ndarray) -> Predictions:
+        """Predictions for the victims' features ``x`` in the clean pooled space."""
+        ...
+
+
+class Source(Protocol):
+    """Where the pre-trained state comes from, and how a point's fine-tuning is shared."""
+
+    def pretrained(self, frame: SentenceInversion, bb: Backbone) -> Pretrained:
+        """The model pre-trained for ``frame`` (cached)."""
+        ...
+
+    def finetune(
+        self,
+        frame: SentenceInversion,
+        bb: Backbone,
+        x: np.ndarray,
+        state: Any,
+        rng: np.random.Generator,
+    ) -> Any:
+        """``frame``'s fine-tuning of ``state`` on the mapped aux release ``x``."""
+        ...
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How the frame trains: pre-training and fine-tuning epochs and learning rates, and the
+    optimiser's weight decay and batch size (:func:`privaudit.attacks._pairs.train`)."""
+
     pretrain_epochs: int
     epochs: int
     lr: float
+    finetune_lr: float
     weight_decay: float
     batch_size: int
+
+    def stage(self, pretraining: bool) -> tuple[int, float]:
+        """The epochs and learning rate of pre-training, or of fine-tuning."""
+        if pretraining:
+            return int(self.pretrain_epochs), float(self.lr)
+        return int(self.epochs), float(self.finetune_lr)
+
+
+@dataclass(frozen=True)
+class Trained:
+    """What a training run hands to :meth:`Head.trained`: the state it started from, the
+    scaling, the trained model, the trainer's info (``best_epoch``, ``val_score``) and the
+    stage (``pretrain`` or ``finetune``)."""
+
+    state: Any
+    scaler: Scaler
+    model: torch.nn.Module
+    info: dict[str, Any]
+    stage: str
+
+
+@dataclass(frozen=True)
+class AuxPretraining:
+    """The default source: the head pre-trained in this process on the clean pooled
+    embeddings of the aux training documents (and, with ``sentences``, of their sentences),
+    memoised in :data:`PRETRAINED` by ``identity`` (the attack's name, version and the
+    parameters that shape the pre-training), the backbone, the aux and the device; seeded
+    from that key. ``new_state`` starts it (vocabulary, baseline; ``model`` None)."""
+
+    identity: tuple[Any, ...]
+    new_state: Callable[[Backbone, AuxSplit, int], Any]
+    sentences: bool
+
+    def pretrained(self, frame: SentenceInversion, bb: Backbone) -> Pretrained:
+        aux = frame.aux
+        key = digest(  # the device too: a GPU's numbers may differ from the CPU's
+            [*self.identity, bb.name, bb.fingerprint, aux.key, current_device()]
+        )
+
+        def compute() -> Pretrained:
+            clean = standardise_rows(
+                release_features(bb, Release("text", texts=aux.texts), name=frame.name)
+            )
+            seed_rng = np.random.default_rng(int(key[:12], 16))
+            data, x = aux, clean
+            if self.sentences:
+                data = with_sentences(aux)
+                extra = Release("text", texts=data.texts[len(aux.texts) :])
+                x = np.concatenate(
+                    [clean, standardise_rows(release_features(bb, extra, name=frame.name))]
+                )
+            with torch_threads(frame.threads):
+                state = self.new_state(bb, data, x.shape[1])
+                state = frame.train(bb, data, x, state, seed_rng, pretraining=True)
+            return Pretrained(state, clean)
+
+        return PRETRAINED.get(key, compute)
+
+    def finetune(
+        self,
+        frame: SentenceInversion,
+        bb: Backbone,
+        x: np.ndarray,
+        state: Any,
+        rng: np.random.Generator,
+    ) -> Any:
+        return frame.train(bb, frame.aux, x, state, rng)
+
+
+# -------------------------------------------------------------------------------------------
+# The frame
+# -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SentenceInversion:
+    """The frame of the sentence-embedding inversions, composed from a :class:`Head` (what
+    is learnt and decoded) and a :class:`Source` (where the pre-trained head comes from):
+    every release kind read as one vector per document and mapped into the clean pooled
+    space; when ``adaptive``, the map and a brief fine-tuning learnt on the aux release
+    queried through the mechanism (see the module docstring). An attack builds one per fit
+    from its declared parameters."""
+
+    name: str
+    head: Head
+    source: Source
+    schedule: Schedule
+    adaptive: bool
     max_aux: int | None
     val_fraction: float
     backbone: str | None
-    threads: int | None
-    progress: bool | None
-    _backbone: str | None = None
-    _aux: AuxSplit | None = None
-    _state: Any = None
-    _adapter: Adapter | None = None
-    _format: Format | None = None
-    _settings: dict[str, Any]
+    threads: int | None = None
+    progress: bool | None = None
+    _aux: AuxSplit | None = field(default=None, init=False)
+    _state: Any = field(default=None, init=False)
+    _adapter: Adapter | None = field(default=None, init=False)
+    format: Format | None = field(default=None, init=False)
+
+    @property
+    def aux(self) -> AuxSplit:
+        """The fitted aux split."""
+        if self._aux is None:
+            raise ValueError(f"{self.name} is not fitted: call fit(knowledge) before attack().")
+        return self._aux
 
     # -- the training skeleton ---------------------------------------------------------------
 
-    def _train(
+    def train(
         self,
         bb: Backbone,
         aux: AuxSplit,
         x: np.ndarray,
-        state: Any | None,
+        state: Any,
         rng: np.random.Generator,
+        *,
+        pretraining: bool = False,
     ) -> Any:
         """Train on features ``x`` of every aux text in the clean pooled space (``aux.fit``
-        rows train, ``aux.val`` rows are held out): pre-train when ``state`` is None, else
-        fine-tune it for ``epochs``. Returns the new state."""
-        pretraining = state is None
-        if state is None:
-            state = self._new_state(bb, aux, x.shape[1])
-        elif not self.epochs:
+        rows train, ``aux.val`` rows are held out): pre-train ``state`` (its ``model`` None),
+        or fine-tune it for the schedule's ``epochs``. Returns the new state."""
+        epochs, lr = self.schedule.stage(pretraining)
+        if not pretraining and not epochs:
             return state
         # Pre-training fixes the scaling; fine-tuning keeps it (its features are mapped into
         # the clean space already).
         scaler = Scaler.fit(x[aux.fit]) if pretraining else state.scaler
         xs = scaler(x)
-        loss, validate = self._objective(bb, aux, xs, state)
+        loss, validate = self.head.objective(bb, aux, xs, state)
         pretrained, dim = state.model, x.shape[1]
 
         def build() -> torch.nn.Module:  # initialised in train()'s seeded torch scope
             fresh = pretrained is None
-            return self._new_model(state, dim) if fresh else copy_sharing_frozen(pretrained)
+            return self.head.new_model(state, dim) if fresh else copy_sharing_frozen(pretrained)
 
         model, info = train(
             build,
             loss,
             len(aux.fit),
-            epochs=int(self.pretrain_epochs if pretraining else self.epochs),
-            batch_size=self.batch_size,
-            lr=self._stage_lr(pretraining),
-            weight_decay=self.weight_decay,
+            epochs=epochs,
+            batch_size=self.schedule.batch_size,
+            lr=lr,
+            weight_decay=self.schedule.weight_decay,
             rng=rng,
             desc=self.name,
             progress=self.progress,
             validate=validate,
-            lengths=self._lengths(bb, aux),
+            lengths=self.head.lengths(bb, aux),
         )
         stage = "pretrain" if pretraining else "finetune"
-        return self._trained(bb, aux, xs, state, scaler=scaler, model=model, info=info, stage=stage)
-
-    def _stage_lr(self, pretraining: bool) -> float:
-        """The learning rate of pre-training, or of fine-tuning (``finetune_lr`` where a
-        subclass declares one)."""
-        return float(self.lr if pretraining else getattr(self, "finetune_lr", self.lr))
-
-    # -- hooks -------------------------------------------------------------------------------
-
-    def _lengths(self, bb: Backbone, aux: AuxSplit) -> np.ndarray | None:
-        """Each ``aux.fit`` row's sequence length, for length-bucketed batches
-        (:func:`~privaudit.attacks._pairs.epoch_batches`); None: plain shuffled batches."""
-        return None
-
-    def _new_state(self, bb: Backbone, aux: AuxSplit, dim: int) -> Any:
-        """The state pre-training starts from (vocabulary, baseline; ``model`` None)."""
-        raise NotImplementedError
-
-    def _new_model(self, state: Any, dim: int) -> torch.nn.Module:
-        """A fresh network for ``dim`` features."""
-        raise NotImplementedError
-
-    def _objective(self, bb: Backbone, aux: AuxSplit, xs: np.ndarray, state: Any) -> Objective:
-        """For the scaled features ``xs`` of every aux text: the batch loss at positions
-        ``idx`` of ``aux.fit``, and the score on ``aux.val`` (higher is better)."""
-        raise NotImplementedError
-
-    def _trained(
-        self,
-        bb: Backbone,
-        aux: AuxSplit,
-        xs: np.ndarray,
-        state: Any,
-        *,
-        scaler: Scaler,
-        model: torch.nn.Module,
-        info: dict[str, Any],
-        stage: str,
-    ) -> Any:
-        """The state of the trained ``model`` (``stage``: pretrain or finetune)."""
-        raise NotImplementedError
-
-    def _predict(self, bb: Backbone, state: Any, x: np.ndarray) -> Predictions:
-        """Predictions for the victims' features ``x`` in the clean pooled space."""
-        raise NotImplementedError
+        return self.head.trained(bb, aux, xs, Trained(state, scaler, model, info, stage))
 
     # -- fit / attack ------------------------------------------------------------------------
 
-    def fit(self, knowledge: Knowledge, *, rng: np.random.Generator) -> Self:
+    def fit(self, knowledge: Knowledge, *, rng: np.random.Generator) -> SentenceInversion:
         if not isinstance(knowledge, Knowledge):
             raise TypeError(f"fit() takes a Knowledge, got {type(knowledge).__name__}.")
         if not isinstance(rng, np.random.Generator):
             raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}.")
-        self._backbone = self.backbone if self.backbone is not None else knowledge.backbone
-        self._state, self._adapter, self._format, self._settings = None, None, None, {}
-        bb = self._load_backbone()  # first load sets torch's thread count: do it outside
+        if self.backbone is None:
+            self.backbone = knowledge.backbone
+        bb = self.load_backbone()  # first load sets torch's thread count: do it outside
         self._aux = aux_split(
             knowledge, max_aux=self.max_aux, val_fraction=float(self.val_fraction), name=self.name
         )
@@ -433,40 +526,41 @@ class SentenceInversion(Attack):
             raise ValueError(
                 f"{self.name}: the mechanism released empty vectors for every aux text."
             )
-        base = self._pretrained(bb)
+        base = self.pretrained(bb)
         adapter = fit_adapter(x, base.clean, self._aux, identity_prior=_same_space(fmt, bb))
         with torch_threads(self.threads):  # the backbone's encoding keeps torch's setting
-            self._state = self._train(bb, self._aux, adapter(x), base.state, rng)
-        self._adapter, self._format = adapter, fmt
+            self._state = self.source.finetune(self, bb, adapter(x), base.state, rng)
+        self._adapter, self.format = adapter, fmt
         return self
 
-    def attack(self, release: Release) -> Predictions:
-        if self._aux is None:
-            raise ValueError(f"{self.name} is not fitted: call fit(knowledge) before attack().")
+    def attack(self, release: Release, head: Head | None = None) -> Predictions:
+        """Invert ``release`` (decoded by ``head`` where given, e.g. with the release's
+        noise model; else the frame's own)."""
+        aux = self.aux
         checked_release(release, name=self.name, nonempty=True)
-        bb = self._load_backbone()
+        bb = self.load_backbone()
         x = standardise_rows(release_features(bb, release, name=self.name))
         fmt = Format(release.kind, release.space, release.layer, int(x.shape[1]))
-        if not self.adaptive and self._format != fmt:
-            self._state, self._adapter = self._clean_adapted(bb, fmt)
-            self._format = fmt
-        if fmt != self._format:
-            assert self._format is not None
+        if not self.adaptive and self.format != fmt:
+            self._state, self._adapter = self.clean_adapted(bb, fmt)
+            self.format = fmt
+        if fmt != self.format:
+            assert self.format is not None
             raise ValueError(
-                f"{self.name} was fitted on a {self._format.kind!r} aux release "
-                f"({self._format.space}, dimension {self._format.dim}) but is attacking a "
+                f"{self.name} was fitted on a {self.format.kind!r} aux release "
+                f"({self.format.space}, dimension {self.format.dim}) but is attacking a "
                 f"{release.kind!r} one ({release.space}, dimension {fmt.dim}); query the "
                 "same mechanism the victims used."
             )
         assert self._adapter is not None
         with torch_threads(self.threads):
-            predictions = self._predict(bb, self._state, self._adapter(x))
+            predictions = (head or self.head).predict(bb, self._state, self._adapter(x))
         settings = dict(predictions.meta.get("settings", {}))
         adapter = self._adapter
         predictions.meta["settings"] = settings | {
             "adaptive": bool(self.adaptive),
-            "n_aux_docs": len(self._aux.texts),
-            "n_heldout_docs": len(self._aux.val),
+            "n_aux_docs": len(aux.texts),
+            "n_heldout_docs": len(aux.val),
             "adapter_alpha": adapter.alpha,
             "adapter_val_mse": None if adapter.val_mse is None else round(adapter.val_mse, 4),
         }
@@ -474,13 +568,16 @@ class SentenceInversion(Attack):
 
     # -- pre-training ------------------------------------------------------------------------
 
-    def _clean_adapted(self, bb: Backbone, fmt: Format) -> tuple[Any, Adapter]:
+    def pretrained(self, bb: Backbone) -> Pretrained:
+        """The pre-trained model and the clean pooled aux features (from the source)."""
+        return self.source.pretrained(self, bb)
+
+    def clean_adapted(self, bb: Backbone, fmt: Format) -> tuple[Any, Adapter]:
         """The non-adaptive attacker: the clean pre-trained model, and a map into its space
         learnt from clean aux features of the release's space (the identity when the release
         is text or pooled vectors of the backbone's dimension)."""
-        aux = self._aux
-        assert aux is not None
-        base = self._pretrained(bb)
+        aux = self.aux
+        base = self.pretrained(bb)
         if _same_space(fmt, bb):
             return base.state, Adapter.identity(fmt.dim)
         clean = clean_features(bb, aux.texts, fmt.space, fmt.layer)
@@ -495,48 +592,49 @@ class SentenceInversion(Attack):
             standardise_rows(clean), base.clean, aux, identity_prior=False
         )
 
-    def _pretrained(self, bb: Backbone) -> Pretrained:
-        """The model pre-trained on clean pooled aux embeddings (cached, see the module
-        docstring)."""
-        aux = self._aux
-        assert aux is not None
-        params = {
-            k: getattr(self, k)
-            for k in declared(type(self))
-            if k not in self._finetune_only and k != "backbone"
-        }
+    def load_backbone(self) -> Backbone:
+        return backbone(self.backbone)
 
-        key = digest(  # the device too: a GPU's numbers may differ from the CPU's
-            [
-                self.name,
-                self.version,
-                sorted(params.items()),
-                bb.name,
-                bb.fingerprint,
-                aux.key,
-                current_device(),
-            ]
-        )
 
-        def compute() -> Pretrained:
-            clean = standardise_rows(
-                release_features(bb, Release("text", texts=aux.texts), name=self.name)
-            )
-            seed_rng = np.random.default_rng(int(key[:12], 16))
-            data, x = aux, clean
-            if getattr(self, "sentences", False):
-                data = with_sentences(aux)
-                extra = Release("text", texts=data.texts[len(aux.texts) :])
-                x = np.concatenate(
-                    [clean, standardise_rows(release_features(bb, extra, name=self.name))]
-                )
-            with torch_threads(self.threads):
-                return Pretrained(self._train(bb, data, x, None, seed_rng), clean)
+class EmbeddingInversion(Attack):
+    """The contract every sentence-embedding inversion shares: it reads every release kind,
+    is black box, queries the mechanism (adaptive) and needs the attacker's aux. Each attack
+    composes its :class:`SentenceInversion` from its declared parameters in :meth:`frame`;
+    ``fit`` builds it and ``attack`` hands the release to it."""
 
-        return PRETRAINED.get(key, compute)
+    accepts: ClassVar[frozenset[Space]] = ALL_SPACES
+    needs_white_box: ClassVar[bool] = False
+    needs_query: ClassVar[bool] = True
+    needs_aux: ClassVar[bool] = True
+    #: The parameters the pre-training ignores (kept out of its cache key).
+    finetune_only: ClassVar[frozenset[str]] = frozenset(
+        {"adaptive", "epochs", "threads", "progress", "backbone"}
+    )
+    _frame: SentenceInversion | None = None
 
-    def _load_backbone(self) -> Backbone:
-        return backbone(self._backbone if self._backbone is not None else self.backbone)
+    def frame(self) -> SentenceInversion:
+        """A new frame composed from this attack's parameters."""
+        raise NotImplementedError
+
+    def pretraining_identity(self) -> tuple[Any, ...]:
+        """What identifies the pre-training: the attack's name and version and every
+        parameter that shapes it."""
+        params = {k: v for k, v in self.params().items() if k not in self.finetune_only}
+        return (self.name, self.version, sorted(params.items()))
+
+    def fit(self, knowledge: Knowledge, *, rng: np.random.Generator) -> Self:
+        self._frame = self.frame().fit(knowledge, rng=rng)
+        return self
+
+    @property
+    def fitted(self) -> SentenceInversion:
+        """The frame the latest :meth:`fit` built."""
+        if self._frame is None:
+            raise ValueError(f"{self.name} is not fitted: call fit(knowledge) before attack().")
+        return self._frame
+
+    def attack(self, release: Release) -> Predictions:
+        return self.fitted.attack(release)
 
 
 def _same_space(fmt: Format, bb: Backbone) -> bool:

@@ -12,7 +12,15 @@ from annotated_types import Gt, Lt
 
 from privaudit.api import Predictions
 from privaudit.attacks._pooled_features import Scaler
-from privaudit.attacks._sentence import AuxSplit, Objective, SentenceInversion
+from privaudit.attacks._sentence import (
+    AuxPretraining,
+    AuxSplit,
+    EmbeddingInversion,
+    Objective,
+    Schedule,
+    SentenceInversion,
+    Trained,
+)
 from privaudit.mechanisms.words import stop_words, words
 from privaudit.params import Fraction, NonNegativeFloat, NonNegativeInt, PositiveInt
 from privaudit.runtime.devices import module_device, tensor
@@ -44,7 +52,7 @@ class _State:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-class BowInversion(SentenceInversion):
+class BowInversion(EmbeddingInversion):
     """Which words were in the text? A multi-label MLP on the released sentence embedding.
 
     Paper: Song & Raghunathan, "Information Leakage in Embedding Models", CCS 2020, §4
@@ -152,13 +160,45 @@ class BowInversion(SentenceInversion):
         self.backbone = backbone
         self.threads = threads
         self.progress = progress
-        self._settings: dict[str, Any] = {}
 
-    # ---------------------------------------------------------------------------------------
-    # Training
-    # ---------------------------------------------------------------------------------------
+    def frame(self) -> SentenceInversion:
+        """The word-set head, pre-trained in process on the clean aux; fine-tuned at the
+        pre-training's learning rate."""
+        head = WordSetHead(self.name, int(self.hidden), float(self.dropout), self.max_words)
+        return SentenceInversion(
+            name=self.name,
+            head=head,
+            source=AuxPretraining(self.pretraining_identity(), head.new_state, self.sentences),
+            schedule=Schedule(
+                self.pretrain_epochs,
+                self.epochs,
+                self.lr,
+                self.lr,
+                self.weight_decay,
+                self.batch_size,
+            ),
+            adaptive=self.adaptive,
+            max_aux=self.max_aux,
+            val_fraction=self.val_fraction,
+            backbone=self.backbone,
+            threads=self.threads,
+            progress=self.progress,
+        )
 
-    def _new_state(self, bb: Backbone, aux: AuxSplit, dim: int) -> _State:
+
+@dataclass(frozen=True)
+class WordSetHead:
+    """The multi-label word classifier of ``bow-inversion`` (a
+    :class:`~privaudit.attacks._sentence.Head`): Linear(d, ``hidden``) → ReLU →
+    Dropout(``dropout``) → Linear(``hidden``, V) over the aux training words (at most
+    ``max_words``), with thresholds and the baseline guess tuned on the held-out aux."""
+
+    name: str
+    hidden: int
+    dropout: float
+    max_words: int | None
+
+    def new_state(self, bb: Backbone, aux: AuxSplit, dim: int) -> _State:
         """Vocabulary (aux training words, most frequent first when capped) and the
         no-information baseline, tuned on the held-out aux."""
         stop = stop_words()
@@ -183,7 +223,7 @@ class BowInversion(SentenceInversion):
             info={"vocabulary": len(vocab), "baseline_size": len(baseline)},
         )
 
-    def _new_model(self, state: _State, dim: int) -> torch.nn.Module:
+    def new_model(self, state: _State, dim: int) -> torch.nn.Module:
         import torch
 
         return torch.nn.Sequential(
@@ -193,7 +233,10 @@ class BowInversion(SentenceInversion):
             torch.nn.Linear(int(self.hidden), len(state.vocabulary)),
         )
 
-    def _objective(self, bb: Backbone, aux: AuxSplit, xs: np.ndarray, state: _State) -> Objective:
+    def lengths(self, bb: Backbone, aux: AuxSplit) -> np.ndarray | None:
+        return None  # one vector per document: plain shuffled batches
+
+    def objective(self, bb: Backbone, aux: AuxSplit, xs: np.ndarray, state: _State) -> Objective:
         """Multi-hot word sets, BCE-with-logits; held out: the tuned content-word F1."""
         import torch
 
@@ -217,19 +260,9 @@ class BowInversion(SentenceInversion):
 
         return lambda model, idx: bce(model(x_fit[idx]), y_fit[idx]), validate
 
-    def _trained(
-        self,
-        bb: Backbone,
-        aux: AuxSplit,
-        xs: np.ndarray,
-        state: _State,
-        *,
-        scaler: Scaler,
-        model: torch.nn.Module,
-        info: dict[str, Any],
-        stage: str,
-    ) -> _State:
+    def trained(self, bb: Backbone, aux: AuxSplit, xs: np.ndarray, done: Trained) -> _State:
         """The thresholds tuned on the held-out aux, and the fallback to the baseline."""
+        state, model, stage = done.state, done.model, done.stage
         val_bags = [set(words(aux.texts[i])) for i in aux.val]
         threshold, stop_threshold, val_f1 = _tune(
             _probabilities(model, xs[aux.val]), val_bags, state.vocabulary, state.is_stop
@@ -237,7 +270,7 @@ class BowInversion(SentenceInversion):
         return _State(
             vocabulary=state.vocabulary,
             is_stop=state.is_stop,
-            scaler=scaler,
+            scaler=done.scaler,
             model=model,
             threshold=threshold,
             stop_threshold=stop_threshold,
@@ -246,16 +279,12 @@ class BowInversion(SentenceInversion):
             fallback=val_f1 < state.baseline_val_f1,
             info=state.info
             | {
-                f"{stage}_best_epoch": info["best_epoch"],
+                f"{stage}_best_epoch": done.info["best_epoch"],
                 f"{stage}_val_f1": round(val_f1, 4),
             },
         )
 
-    # ---------------------------------------------------------------------------------------
-    # Attacking
-    # ---------------------------------------------------------------------------------------
-
-    def _predict(self, bb: Backbone, state: _State, x: np.ndarray) -> Predictions:
+    def predict(self, bb: Backbone, state: _State, x: np.ndarray) -> Predictions:
         prob = _probabilities(state.model, state.scaler(x))
         cut = np.where(state.is_stop, state.stop_threshold, state.threshold)
         chosen = prob >= cut[None, :]

@@ -4,6 +4,7 @@ vector; the shared engine of ``geia`` and ``vec2text`` (:mod:`privaudit.attacks.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self
 
 import numpy as np
@@ -24,11 +25,13 @@ from privaudit.attacks._inverter.public_text import (
 from privaudit.attacks._pooled_features import Scaler, release_features, standardise_rows
 from privaudit.attacks._sentence import (
     AuxSplit,
-    Format,
+    EmbeddingInversion,
     Objective,
     ObjectMemo,
     Pretrained,
+    Schedule,
     SentenceInversion,
+    Trained,
 )
 from privaudit.guarantees import Kind
 from privaudit.models.backbone import backbone
@@ -43,7 +46,7 @@ if TYPE_CHECKING:
     from privaudit.models.backbone import Backbone
 
 
-class GEIA(SentenceInversion):
+class GEIA(EmbeddingInversion):
     """Generative embedding inversion with a pre-trained decoder.
 
     Paper: Li, Xu & Song, "Sentence Embedding Leaks More Information than You Expect:
@@ -190,11 +193,9 @@ class GEIA(SentenceInversion):
         self.backbone = backbone
         self.threads = threads
         self.progress = progress
-        self._settings: dict[str, Any] = {}
         self._plan: dict[str, Any] = {}  # Knowledge.plan, kept at fit
         self._decode_seed = 0
         self._laplace = False
-        self._laplace_release: np.ndarray | None = None
 
     # ---------------------------------------------------------------------------------------
     # The pre-trained inverter
@@ -290,10 +291,97 @@ class GEIA(SentenceInversion):
         _, note = _INVERTERS.get(bb, self.spec(plan), self.threads, self.progress)
         return note
 
-    def _pretrained(self, bb: Backbone) -> Pretrained:
-        aux = self._aux
-        assert aux is not None
-        inverter, note = _INVERTERS.get(bb, self.spec(self._plan), self.threads, self.progress)
+    # ---------------------------------------------------------------------------------------
+    # The frame: the public inverter, fine-tuned per point, decoding
+    # ---------------------------------------------------------------------------------------
+
+    def frame(self) -> SentenceInversion:
+        """The decoder head on the disk-cached public inverter, fine-tuned per point."""
+        return SentenceInversion(
+            name=self.name,
+            head=self._head(None),
+            source=PublicInverter(
+                self.name,
+                self.spec(self._plan),
+                self.vocabulary,
+                int(self.max_tokens),
+                self.threads,
+                self.progress,
+            ),
+            schedule=Schedule(
+                self.pretrain_epochs,
+                self.epochs,
+                self.lr,
+                self.finetune_lr,
+                self.weight_decay,
+                self.batch_size,
+            ),
+            adaptive=self.adaptive,
+            max_aux=self.max_aux,
+            val_fraction=self.val_fraction,
+            backbone=self.backbone,
+            threads=self.threads,
+            progress=self.progress,
+        )
+
+    def fit(self, knowledge: Knowledge, *, rng: np.random.Generator) -> Self:
+        if isinstance(rng, np.random.Generator):
+            self._decode_seed = int(rng.integers(2**62))
+        g = getattr(knowledge, "guarantee", None)
+        # The public noise model: epsilon-LDP Laplace noise on a min-max normalised vector.
+        self._laplace = g is not None and g.kind == Kind.LDP
+        # the public text the grid's plan resolved (a non-Knowledge is refused by the frame)
+        self._plan = dict(getattr(knowledge, "plan", None) or {})
+        return super().fit(knowledge, rng=rng)
+
+    def attack(self, release: Release) -> Predictions:
+        frame = self.fitted
+        laplace = None
+        if self._laplace and release.kind == "pooled_vectors":  # ranked by its noise model
+            laplace = release_features(frame.load_backbone(), release, name=self.name)
+        predictions = frame.attack(release, head=self._head(laplace))
+        if self.adaptive and self.reports_non_adaptive:  # the non-adaptive attacker beside it
+            bb = frame.load_backbone()
+            base = frame.pretrained(bb)
+            x = standardise_rows(release_features(bb, release, name=self.name))
+            assert frame.format is not None
+            adapter = frame.clean_adapted(bb, replace(frame.format, dim=x.shape[1]))[1]
+            decoding = self._head(laplace).decoding
+            with torch_threads(self.threads):
+                texts, _ = invert(bb, base.state, adapter(x), decoding, steps=0, k=1)
+            predictions.meta.setdefault("variants", {})["non_adaptive"] = texts
+        return predictions
+
+    def _head(self, laplace_release: np.ndarray | None) -> DecoderHead:
+        """How this attack decodes: its settings, the point's seed, the release's noise model."""
+        decoding = Decoding(
+            max_tokens=int(self.max_tokens),
+            temperature=float(self.temperature),
+            seed=self._decode_seed,
+            laplace_release=laplace_release,
+        )
+        return DecoderHead(int(self.max_tokens), int(self.hypotheses), int(self.steps), decoding)
+
+
+@dataclass(frozen=True)
+class PublicInverter:
+    """Where geia's decoder comes from (a :class:`~privaudit.attacks._sentence.Source`): the
+    inverter pre-trained on public text and cached on disk (``spec``), widened to the pieces
+    the attacker can write (``vocabulary``); a point's fine-tuning is shared by every attack
+    on this inverter at that point (``geia`` and ``vec2text``): a pure function of the
+    pre-trained model, the mapped aux release and the fine-tuning schedule, so it is seeded
+    from their digest, not from the cell's stream, and memoised in this process."""
+
+    name: str
+    spec: inv.InverterSpec
+    vocabulary: str
+    max_tokens: int
+    threads: int | None
+    progress: bool | None
+
+    def pretrained(self, frame: SentenceInversion, bb: Backbone) -> Pretrained:
+        aux = frame.aux
+        inverter, note = _INVERTERS.get(bb, self.spec, self.threads, self.progress)
         clean = standardise_rows(
             release_features(bb, Release("text", texts=aux.texts), name=self.name)
         )
@@ -313,10 +401,35 @@ class GEIA(SentenceInversion):
             corrector=corrector,
         )
         nothing = np.zeros((1, bb.dim), np.float32)  # the public embeddings' mean, scaled
-        state.prior = bb.detokenize(
-            inv.greedy(bb, state.model, ids, nothing, int(self.max_tokens))
-        )[0]
+        state.prior = bb.detokenize(inv.greedy(bb, state.model, ids, nothing, self.max_tokens))[0]
         return Pretrained(state, clean)
+
+    def finetune(
+        self,
+        frame: SentenceInversion,
+        bb: Backbone,
+        x: np.ndarray,
+        state: State,
+        rng: np.random.Generator,
+    ) -> State:
+        aux, schedule = frame.aux, frame.schedule
+        if not schedule.epochs:
+            return frame.train(bb, aux, x, state, rng)
+        key = digest(
+            [
+                self.spec.key(bb),
+                x,
+                aux.key,
+                int(schedule.epochs),
+                self.vocabulary,
+                float(schedule.finetune_lr),
+                int(schedule.batch_size),
+            ]
+        )
+        seeded = np.random.default_rng(int(key[:12], 16))
+        tuned = _FINETUNED.get(key, lambda: frame.train(bb, aux, x, state, seeded))
+        tuned.key = key
+        return tuned
 
     def _writable(
         self, bb: Backbone, inverter: inv.Inverter, aux_texts: list[str]
@@ -334,7 +447,7 @@ class GEIA(SentenceInversion):
         else:
             extra = inv.writable_ids(bb)
         new = np.setdiff1d(extra, ids)
-        key = digest([self.spec(self._plan).key(bb), new])
+        key = digest([self.spec.key(bb), new])
 
         def compute() -> tuple[np.ndarray, Any, Any]:
             emb = bb.embeddings
@@ -346,56 +459,26 @@ class GEIA(SentenceInversion):
 
         return _WIDENED.get(key, compute)
 
-    # ---------------------------------------------------------------------------------------
-    # Fine-tuning per point (the SentenceInversion skeleton, state given)
-    # ---------------------------------------------------------------------------------------
 
-    def fit(self, knowledge: Knowledge, *, rng: np.random.Generator) -> Self:
-        if isinstance(rng, np.random.Generator):
-            self._decode_seed = int(rng.integers(2**62))
-        g = getattr(knowledge, "guarantee", None)
-        # The public noise model: epsilon-LDP Laplace noise on a min-max normalised vector.
-        self._laplace = g is not None and g.kind == Kind.LDP
-        # the public text the grid's plan resolved (a non-Knowledge is refused by super().fit)
-        self._plan = dict(getattr(knowledge, "plan", None) or {})
-        super().fit(knowledge, rng=rng)
-        return self
+@dataclass(frozen=True)
+class DecoderHead:
+    """geia's decoder as a :class:`~privaudit.attacks._sentence.Head`: teacher-forced
+    cross-entropy on at most ``max_tokens`` pieces; ``hypotheses`` candidates per victim,
+    ``steps`` correction steps, decoded as ``decoding`` says."""
 
-    def _train(
-        self,
-        bb: Backbone,
-        aux: AuxSplit,
-        x: np.ndarray,
-        state: Any | None,
-        rng: np.random.Generator,
-    ) -> Any:
-        """The per-point fine-tuning, shared by every attack on this inverter at this point
-        (``geia`` and ``vec2text``): a pure function of the pre-trained model, the mapped aux
-        release and the fine-tuning parameters, so it is seeded from their digest, not from
-        the cell's stream, and memoised in this process."""
-        if state is None or not self.epochs:
-            return super()._train(bb, aux, x, state, rng)
-        key = digest(
-            [
-                self.spec(self._plan).key(bb),
-                x,
-                aux.key,
-                int(self.epochs),
-                self.vocabulary,
-                float(self.finetune_lr),
-                int(self.batch_size),
-            ]
-        )
-        seeded = np.random.default_rng(int(key[:12], 16))
-        tuned = _FINETUNED.get(key, lambda: super(GEIA, self)._train(bb, aux, x, state, seeded))
-        tuned.key = key
-        return tuned
+    max_tokens: int
+    hypotheses: int
+    steps: int
+    decoding: Decoding
 
-    def _objective(self, bb: Backbone, aux: AuxSplit, xs: np.ndarray, state: State) -> Objective:
+    def new_model(self, state: State, dim: int) -> torch.nn.Module:
+        raise TypeError("geia's decoder is pre-trained on public text by its source, not here.")
+
+    def objective(self, bb: Backbone, aux: AuxSplit, xs: np.ndarray, state: State) -> Objective:
         """Teacher-forced cross-entropy on the aux documents; held out: minus the loss."""
         cls, sep = inv.specials(bb)
-        rows = [r[: int(self.max_tokens)] for r in bb.token_ids(aux.texts)]
-        seqs = tensor(inv.sequences(rows, cls, sep, int(self.max_tokens))).long()
+        rows = [r[: self.max_tokens] for r in bb.token_ids(aux.texts)]
+        seqs = tensor(inv.sequences(rows, cls, sep, self.max_tokens)).long()
         look = tensor(inv.output_lookup(state.vocab_ids, bb.embeddings.shape[0])).long()
         xt = tensor(xs)
         fit_rows, val_rows = tensor(aux.fit).long(), tensor(aux.val).long()
@@ -413,72 +496,28 @@ class GEIA(SentenceInversion):
 
         return step_loss, lambda model: -float(batch_loss(model, val_rows))
 
-    def _lengths(self, bb: Backbone, aux: AuxSplit) -> np.ndarray | None:
+    def lengths(self, bb: Backbone, aux: AuxSplit) -> np.ndarray | None:
         rows = bb.token_ids([aux.texts[i] for i in aux.fit])
-        return np.asarray([min(len(r), int(self.max_tokens)) for r in rows])
+        return np.asarray([min(len(r), self.max_tokens) for r in rows])
 
-    def _trained(
-        self,
-        bb: Backbone,
-        aux: AuxSplit,
-        xs: np.ndarray,
-        state: State,
-        *,
-        scaler: Scaler,
-        model: torch.nn.Module,
-        info: dict[str, Any],
-        stage: str,
-    ) -> State:
+    def trained(self, bb: Backbone, aux: AuxSplit, xs: np.ndarray, done: Trained) -> State:
+        state = done.state
         return State(
             state.inverter,
-            model,
-            scaler,
+            done.model,
+            done.scaler,
             state.info
             | {
-                "finetune_best_epoch": info["best_epoch"],
-                "finetune_val_loss": round(-float(info["val_score"]), 4),
+                "finetune_best_epoch": done.info["best_epoch"],
+                "finetune_val_loss": round(-float(done.info["val_score"]), 4),
             },
             state.prior,
             vocab_ids=state.vocab_ids,
             corrector=state.corrector,
         )
 
-    # ---------------------------------------------------------------------------------------
-    # Attacking
-    # ---------------------------------------------------------------------------------------
-
-    def attack(self, release: Release) -> Predictions:
-        self._laplace_release = None
-        if self._laplace and release.kind == "pooled_vectors":  # ranked by its noise model
-            self._laplace_release = release_features(self._load_backbone(), release, name=self.name)
-        predictions = super().attack(release)
-        if self.adaptive and self.reports_non_adaptive:  # the non-adaptive attacker beside it
-            bb = self._load_backbone()
-            base = self._pretrained(bb)
-            x = standardise_rows(release_features(bb, release, name=self.name))
-            adapter = self._non_adaptive_adapter(bb, x.shape[1])
-            with torch_threads(self.threads):
-                texts, _ = invert(bb, base.state, adapter(x), self._decoding(), steps=0, k=1)
-            predictions.meta.setdefault("variants", {})["non_adaptive"] = texts
-        return predictions
-
-    def _non_adaptive_adapter(self, bb: Backbone, dim: int) -> Any:
-        assert self._format is not None
-        fmt = Format(self._format.kind, self._format.space, self._format.layer, dim)
-        return self._clean_adapted(bb, fmt)[1]
-
-    def _decoding(self) -> Decoding:
-        """How this attack decodes: its settings, the point's seed, the release's noise model."""
-        return Decoding(
-            max_tokens=int(self.max_tokens),
-            temperature=float(self.temperature),
-            seed=self._decode_seed,
-            laplace_release=self._laplace_release,
-        )
-
-    def _predict(self, bb: Backbone, state: State, x: np.ndarray) -> Predictions:
-        decoding, steps, k = self._decoding(), int(self.steps), int(self.hypotheses)
-        texts, variants = invert(bb, state, x, decoding, steps=steps, k=k)
+    def predict(self, bb: Backbone, state: State, x: np.ndarray) -> Predictions:
+        texts, variants = invert(bb, state, x, self.decoding, steps=self.steps, k=self.hypotheses)
         return Predictions(
             "texts",
             texts=texts,
@@ -491,8 +530,8 @@ class GEIA(SentenceInversion):
                 "variants": variants,
                 "settings": state.info
                 | {
-                    "hypotheses": int(self.hypotheses),
-                    "steps": int(self.steps),
+                    "hypotheses": self.hypotheses,
+                    "steps": self.steps,
                     "mean_decoded_words": round(float(np.mean([len(t.split()) for t in texts])), 2)
                     if texts
                     else 0.0,

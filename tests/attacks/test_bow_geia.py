@@ -366,7 +366,7 @@ def test_vec2text_ranks_hypotheses_under_a_laplace_release_s_noise_model() -> No
     ids = [list(bb.token_ids(texts))] * 2  # two victims, the same two hypotheses
     noise = np.random.default_rng(0).laplace(0, 0.01, (2, bb.dim))
     release = (minmax_normalise(bb.pooled(texts)) + noise).astype(np.float32)
-    base = attack._pretrained(bb).state
+    base = attack.fitted.pretrained(bb).state
     seen: dict[str, np.ndarray] = {}
     e = np.zeros((2, bb.dim), np.float32)
     chosen, _, dist = closest(bb, base, e, ids, seen, release)
