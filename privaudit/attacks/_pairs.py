@@ -18,8 +18,8 @@ Aux training pairs: the attacker privatizes its own aux texts with ``knowledge.q
 original token ids ``bb.token_ids(aux_texts)`` and pairs released with original positions by
 :func:`privaudit.mechanisms.align.align_positions`.
 
-Also here: the seeded minibatch training loop and :class:`PairInversion`, the fit/attack frame
-both attacks share.
+Also here: the seeded minibatch training loop (:func:`train`, scheduled by a
+:class:`TrainSettings`) and :class:`PairInversion`, the fit/attack frame both attacks share.
 """
 
 from __future__ import annotations
@@ -197,23 +197,37 @@ def holdout(docs: np.ndarray, fraction: float, rng: np.random.Generator) -> np.n
 # -------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class TrainSettings:
+    """How :func:`train` trains: ``epochs`` of AdamW (``lr``, ``weight_decay``) on
+    minibatches of ``batch_size`` rows, with a bar labelled ``desc`` (``progress``: True
+    shows it, False hides it, None lets tqdm decide)."""
+
+    epochs: int
+    batch_size: int
+    lr: float
+    weight_decay: float
+    desc: str
+    progress: bool | None
+
+
 def train(
     build: Callable[[], torch.nn.Module],
     loss_fn: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor],
     n: int,
+    settings: TrainSettings | None = None,
     *,
-    epochs: int,
-    batch_size: int,
-    lr: float,
-    weight_decay: float,
     rng: np.random.Generator,
-    desc: str,
-    progress: bool | None,
     validate: Callable[[torch.nn.Module], float] | None = None,
     lengths: np.ndarray | None = None,
     advance: Callable[[int], None] | None = None,
+    **legacy: Any,
 ) -> tuple[torch.nn.Module, dict[str, Any]]:
-    """Build a model and train it with AdamW on minibatches of row indices ``0..n-1``.
+    """Build a model and train it with AdamW on minibatches of row indices ``0..n-1``, as
+    ``settings`` say.
+
+    ``legacy``: the settings as the keywords of :class:`TrainSettings` instead, for callers
+    not yet moved to it (``attacks/_sentence.py``); drop it once none passes them.
 
     ``lengths`` (each row's sequence length) makes the batches length-bucketed
     (:func:`epoch_batches`); ``advance(k)`` is told after each step that ``k`` more rows are
@@ -229,6 +243,10 @@ def train(
     import torch
     from tqdm.auto import tqdm
 
+    if (settings is None) == (not legacy):
+        raise TypeError("train takes its settings as one TrainSettings or as its keywords.")
+    s = settings if settings is not None else TrainSettings(**legacy)
+    epochs, lr, weight_decay = s.epochs, s.lr, s.weight_decay
     device = torch_device()
 
     # Layer init and dropout draw from the global torch RNG: seeded_torch scopes and seeds it.
@@ -237,8 +255,8 @@ def train(
         optimizer = torch.optim.AdamW(
             model.parameters(), lr=float(lr), weight_decay=float(weight_decay)
         )
-        bs = int(batch_size)
-        disable = None if progress is None else not progress
+        bs = int(s.batch_size)
+        disable = None if s.progress is None else not s.progress
         best_score, best_epoch, best_state = -np.inf, int(epochs), None
         curve: list[tuple[float, float]] = []
         t0 = time.perf_counter()
@@ -248,7 +266,7 @@ def train(
                 best_score, best_epoch = float(validate(model)), 0
             best_state = {k: t.detach().clone() for k, t in model.state_dict().items()}
             curve.append((0.0, -best_score))
-        for epoch in tqdm(range(1, int(epochs) + 1), desc=desc, disable=disable, leave=False):
+        for epoch in tqdm(range(1, int(epochs) + 1), desc=s.desc, disable=disable, leave=False):
             model.train()
             for idx in epoch_batches(n, bs, generator, lengths):
                 optimizer.zero_grad(set_to_none=True)

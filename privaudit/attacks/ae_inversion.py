@@ -9,7 +9,7 @@ import numpy as np
 from annotated_types import Ge, Lt
 
 from privaudit.api import Knowledge
-from privaudit.attacks._pairs import PairInversion, aux_pairs, holdout, train
+from privaudit.attacks._pairs import PairInversion, TrainSettings, aux_pairs, holdout, train
 from privaudit.params import NonNegativeFloat, PositiveInt
 from privaudit.runtime.devices import module_device, tensor
 
@@ -171,13 +171,15 @@ class AEInversion(PairInversion):
             build,
             loss,
             len(t),
-            epochs=self.epochs,
-            batch_size=self.batch_size,
-            lr=self.lr,
-            weight_decay=self.weight_decay,
+            TrainSettings(
+                epochs=self.epochs,
+                batch_size=self.batch_size,
+                lr=self.lr,
+                weight_decay=self.weight_decay,
+                desc=self.name,
+                progress=self.progress,
+            ),
             rng=rng,
-            desc=self.name,
-            progress=self.progress,
             validate=validate,
         )
         self._kind = pairs.kind

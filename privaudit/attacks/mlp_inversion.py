@@ -9,7 +9,7 @@ import numpy as np
 from annotated_types import Ge, Lt
 
 from privaudit.api import Knowledge
-from privaudit.attacks._pairs import PairInversion, aux_pairs, holdout, train
+from privaudit.attacks._pairs import PairInversion, TrainSettings, aux_pairs, holdout, train
 from privaudit.params import Fraction, NonNegativeFloat, PositiveInt
 from privaudit.runtime.devices import module_device, tensor
 
@@ -175,13 +175,15 @@ class MLPInversion(PairInversion):
             build,
             lambda model, idx: ce(model(x[idx]), y[idx]),
             len(y),
-            epochs=self.epochs,
-            batch_size=self.batch_size,
-            lr=self.lr,
-            weight_decay=self.weight_decay,
+            TrainSettings(
+                epochs=self.epochs,
+                batch_size=self.batch_size,
+                lr=self.lr,
+                weight_decay=self.weight_decay,
+                desc=self.name,
+                progress=self.progress,
+            ),
             rng=rng,
-            desc=self.name,
-            progress=self.progress,
             validate=validate,
         )
         self._kind = pairs.kind

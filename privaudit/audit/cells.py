@@ -41,13 +41,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from privaudit.api import NONE, Attack, Defense, Knowledge, Predictions, Release
-from privaudit.audit.plan import (
-    Point,
-    cell_key,
-    fmt_params,
-    identity,
-    stable_seed,
-)
+from privaudit.audit.plan import Point, cell_key, fmt_params, identity, stable_seed
 from privaudit.audit.reasons import FULL, failure_reason
 from privaudit.audit.wrapper import UserDefense
 from privaudit.metrics import (
@@ -271,10 +265,10 @@ def compute(
         return out
 
     query = _memoized_query(defense, rng_query)  # one memo: the attacks share their queries
-    public = rel_test.public()
+    released = _Released(point, defense, rel_test.public())
     for label, key in task.attack_keys.items():
         granted = knowledge(ctx, point, ctx.aux, label, query=query)
-        _attack_cell(ctx, point, defense, label, key, granted, public, start, emit)
+        _attack_cell(ctx, released, label, key, granted, start, emit)
     release_freed()
     if peaks is not None:
         peaks.close()
@@ -331,20 +325,29 @@ def _release_and_utility(
     return rel_test
 
 
+@dataclass(frozen=True)
+class _Released:
+    """A privatized point as each of its attack cells reads it: the point, its defense and
+    the public view of its test release (the victims)."""
+
+    point: Point
+    defense: Defense
+    public: Release
+
+
 def _attack_cell(
     ctx: Context,
-    point: Point,
-    defense: Defense,
+    released: _Released,
     label: str,
     key: str,
     knowledge: Knowledge,
-    public: Release,
     start: Callable[[str], None],
     emit: Emit,
 ) -> None:
-    """One attack's cell: n/a when the attack cannot read the release or lacks knowledge the
-    corpus cannot provide; else fitted, run and scored (n/a when the truth cannot judge it,
-    failed with its reason on an error)."""
+    """One attack's cell on the ``released`` point: n/a when the attack cannot read the
+    release or lacks knowledge the corpus cannot provide; else fitted, run and scored (n/a
+    when the truth cannot judge it, failed with its reason on an error)."""
+    point, public = released.point, released.public
     attack = ctx.attacks[label]
     base = {
         "attack": label,
@@ -361,7 +364,7 @@ def _attack_cell(
         row = base | _family(attack) | na
         emit(key, {"kind": "cell", "status": "n/a", "rows": [row]})
         return
-    rng_attack = attack_rng(point, defense, label)
+    rng_attack = attack_rng(point, released.defense, label)
     t0 = time.perf_counter()
     try:
         predictions = fit_and_attack(attack, knowledge, rng_attack, public, point.seed)

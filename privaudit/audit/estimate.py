@@ -422,12 +422,22 @@ class Part:
     source: int
 
 
-def price_work(
-    item: Work, attacks: dict[str, Any], evaluator: Any, sizes: Sizes, book: CostBook
-) -> list[Part]:
+@dataclass(frozen=True)
+class Pricing:
+    """What a grid's work is priced with: its attacks (by label) and utility evaluator, the
+    corpus's :class:`Sizes` and the machine's :class:`CostBook`."""
+
+    attacks: dict[str, Any]
+    evaluator: Any
+    sizes: Sizes
+    book: CostBook
+
+
+def price_work(item: Work, pricing: Pricing) -> list[Part]:
     """The parts of one point's work, priced (see the module docstring): privatize, the
     utility unless stored, each attack to compute; an attack that declares ``max_victims``
     by the rate per hundred victims this machine measured, else by words."""
+    evaluator, sizes, book = pricing.evaluator, pricing.sizes, pricing.book
 
     def part(component: str, keys: list[str], obj: Any, units: float) -> Part:
         rate, source = book.lookup(keys)
@@ -448,7 +458,7 @@ def price_work(
             )
         )
     for name in item.attacks:
-        attack = attacks[name]
+        attack = pricing.attacks[name]
         victims = victims_of(attack, sizes)
         keys = victim_keys(attack, d.name)
         if victims and book.measured(keys):
@@ -465,25 +475,24 @@ def speedup(jobs: int) -> float:
 
 def estimate(
     work: Sequence[Work],
-    attacks: dict[str, Any],
-    evaluator: Any,
-    sizes: Sizes,
-    book: CostBook,
+    pricing: Pricing,
     *,
     points: int,
     cells: int,
     done: int,
     jobs: int = 1,
 ) -> Estimate:
-    """The predicted cost of ``work`` (see the module docstring). With ``jobs`` workers the
-    points' work is shared out, bounded below by the costliest point; the driver's outputs
-    are not shared, and the workers' start-up is added once. One process already keeps
+    """The predicted cost of ``work`` priced by ``pricing`` (see the module docstring). With
+    ``jobs`` workers the points' work is shared out, bounded below by the costliest point;
+    the driver's outputs are not shared, and the workers' start-up is added once. One
+    process already keeps
     about :data:`SERIAL_CORES` cores busy, so the speed-up is ``jobs`` at most and
     ``cores / SERIAL_CORES`` at most (1.25 on two cores)."""
+    book = pricing.book
     known: dict[str, int] = {}  # component -> its best source (MEASURED, REFERENCE, PRIOR)
     per_point = []
     for item in work:
-        parts = price_work(item, attacks, evaluator, sizes, book)
+        parts = price_work(item, pricing)
         for p in parts:
             known[p.component] = min(known.get(p.component, PRIOR), p.source)
         per_point.append(sum(p.seconds for p in parts))

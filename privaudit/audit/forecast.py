@@ -17,6 +17,7 @@ from privaudit.audit.estimate import (
     OUTPUTS_PRIOR,
     CostBook,
     Estimate,
+    Pricing,
     Sizes,
     Work,
     duration,
@@ -70,23 +71,19 @@ class Tracker:
         self,
         tasks: Sequence[Any],
         work: Sequence[Work],
-        attacks: dict[str, Any],
-        evaluator: Any,
-        sizes: Sizes,
-        book: CostBook,
+        pricing: Pricing,
         *,
         cells: int,
         done: int,
         jobs: int,
     ) -> None:
         self.parts = {
-            id(task): price_work(item, attacks, evaluator, sizes, book)
-            for task, item in zip(tasks, work, strict=True)
+            id(task): price_work(item, pricing) for task, item in zip(tasks, work, strict=True)
         }
         self.pending = [id(t) for t in tasks]
         self.points_total = len(tasks)
         self.cells, self.done, self.jobs = cells, done, max(1, jobs)
-        outputs, _ = book.lookup([OUTPUTS])
+        outputs, _ = pricing.book.lookup([OUTPUTS])
         self.outputs_s = (outputs if outputs is not None else OUTPUTS_PRIOR) * cells
         self.started = time.perf_counter()
         self._rates: dict[str, list[float]] = {}  # book key -> [seconds, units] this run
@@ -186,17 +183,8 @@ def estimate_config(
         config, defenses, attacks, evaluator, store, reuse, fps
     )
     spec_jobs = jobs if jobs is not None else config.executor.jobs
-    forecast = estimate(
-        work,
-        attacks,
-        evaluator,
-        Sizes.of(corpus),
-        book or CostBook(),
-        points=points,
-        cells=cells,
-        done=done,
-        jobs=spec_jobs,
-    )
+    pricing = Pricing(attacks, evaluator, Sizes.of(corpus), book or CostBook())
+    forecast = estimate(work, pricing, points=points, cells=cells, done=done, jobs=spec_jobs)
     forecast.one_time = one_time_work(config, attacks, plans)
     forecast.wall += sum(s for _, s in forecast.one_time)
     forecast.reused = reused

@@ -244,9 +244,8 @@ def audit(
     guarantees = _tested_guarantees(probe, values, alpha, shown, options.get("backbone"))
     if strict and any(g.verdict == VIOLATED for g in guarantees):
         return AuditResult(checks, None, shown, [], guarantees)
-    config = _audit_config(
-        preset, corpus_params, compare, shown, target, knob_name, values, options, device
-    )
+    user = _Privatizer(shown, target, knob_name, values, options)
+    config = _audit_config(preset, corpus_params, compare, user, device)
     result = run_grid(
         config, run_dir=run_dir, reports_root=reports_root, progress=progress, outputs=outputs
     )
@@ -284,19 +283,38 @@ def _tested_guarantees(
     return guarantees
 
 
+@dataclass(frozen=True)
+class _Privatizer:
+    """The user's privatizer as the audit's grid declares it: its label, the ``target`` it
+    is built from, its knob (None: none) with the values to run, and its other parameters."""
+
+    label: str
+    target: str
+    knob: str | None
+    values: list[float]
+    params: dict[str, Any]
+
+    def spec(self) -> dict[str, Any]:
+        """Its entry in the grid's ``defenses`` (knob values only with a knob)."""
+        user: dict[str, Any] = {
+            "name": USER,
+            "label": self.label,
+            "params": {"target": self.target, "knob": self.knob, **self.params},
+        }
+        if self.knob is not None:
+            user["knob_values"] = self.values
+        return user
+
+
 def _audit_config(
     preset: str | Path,
     corpus_params: dict[str, Any] | None,
     compare: tuple[str, ...] | list[str],
-    shown: str,
-    target: str,
-    knob_name: str | None,
-    values: list[float],
-    options: dict[str, Any],
+    user: _Privatizer,
     device: str | None,
 ) -> GridConfig:
     """The audit's grid: ``preset``'s corpus, attacks and utility with the undefended
-    baseline, the ``compare`` defenses and the user's privatizer at each knob value."""
+    baseline, the ``compare`` defenses and the ``user``'s privatizer at each knob value."""
     base = load_config(preset)
     data = base.model_dump()
     data["corpus"]["params"].update(corpus_params or {})  # --map: merged over the grid's
@@ -309,15 +327,8 @@ def _audit_config(
             continue
         spec = copy.deepcopy(from_preset.get(name) or quick.get(name) or {"name": name})
         defenses.append(spec)
-    user = {
-        "name": USER,
-        "label": shown,
-        "params": {"target": target, "knob": knob_name, **options},
-    }
-    if knob_name is not None:
-        user["knob_values"] = values
-    defenses.append(user)
-    data.update(name=f"audit-{shown}", defenses=defenses)
+    defenses.append(user.spec())
+    data.update(name=f"audit-{user.label}", defenses=defenses)
     if device is not None:
         data["device"] = device  # checked with the rest of the config
     return load_config(data)

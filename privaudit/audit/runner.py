@@ -27,6 +27,7 @@ from privaudit.audit.estimate import (
     STARTUP,
     CostBook,
     Estimate,
+    Pricing,
     Sizes,
     Work,
     estimate,
@@ -451,20 +452,9 @@ def _forecast(
     ]
     priced = book if book is not None else CostBook.empty()
     jobs = int(getattr(runner, "jobs", 1) or 1)
-    forecast = estimate(
-        work,
-        ctx.attacks,
-        ctx.evaluator,
-        sizes,
-        priced,
-        points=len(points),
-        cells=total,
-        done=done,
-        jobs=jobs,
-    )
-    tracker = Tracker(
-        tasks, work, ctx.attacks, ctx.evaluator, sizes, priced, cells=total, done=done, jobs=jobs
-    )
+    pricing = Pricing(ctx.attacks, ctx.evaluator, sizes, priced)
+    forecast = estimate(work, pricing, points=len(points), cells=total, done=done, jobs=jobs)
+    tracker = Tracker(tasks, work, pricing, cells=total, done=done, jobs=jobs)
     # A model pre-trained before the first cell (and the strength curve's) is waited for too.
     forecast.one_time = one_time_work(ctx.config, ctx.attacks, ctx.plans)
     forecast.wall += sum(s for _, s in forecast.one_time)

@@ -39,6 +39,7 @@ import math
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -164,6 +165,7 @@ def strength_curve(
     try:
         for point, label, rows in jobs:
             public = test_release(ctx, point).public()
+            cell = _Cell(ctx, point, label, public, weights, boot.level)
             order = np.random.default_rng(stable_seed(point.seed, NONE, "strength", label))
             perm = order.permutation(n_aux)
             attack = ctx.attacks[label]
@@ -171,13 +173,13 @@ def strength_curve(
                 bar.step(f"{label} · aux {share:g}")
                 sub = aux.select(sorted(int(i) for i in perm[:n]))
                 row = {"data": "aux", "fraction": share, "n_aux": n}
-                out += _refit(ctx, point, label, attack, sub, public, weights, boot.level, row)
+                out += _refit(cell, attack, sub, row)
                 bar.advance()
             out += [_reused(point, r, n_aux, "aux") for _, r in rows.iterrows()]
             for share, n, variant in variants[label]:
                 bar.step(f"{label} · public {share:g}")
                 row = {"data": "public", "fraction": share, "n_aux": n_aux, "n_public": n}
-                out += _refit(ctx, point, label, variant, aux, public, weights, boot.level, row)
+                out += _refit(cell, variant, aux, row)
                 bar.advance()
             if variants[label]:
                 n_public = attack.public_available(ctx.plans[label])
@@ -189,20 +191,24 @@ def strength_curve(
     return table.sort_values(keys, kind="stable").reset_index(drop=True)
 
 
-def _refit(
-    ctx: Context,
-    point: Point,
-    label: str,
-    attack: Attack,
-    aux: Any,
-    public: Any,
-    weights: np.ndarray,
-    level: float,
-    row: dict[str, Any],
-) -> list[dict[str, Any]]:
-    """``attack`` (cell (point, label)'s, or its public-data variant) fitted on ``aux`` and
-    scored on the cell's victims: one row per scored target, or one ``failed`` row. ``row``
-    says which data varied and by how much (data, fraction, n_aux, n_public)."""
+@dataclass(frozen=True)
+class _Cell:
+    """The grid cell a curve refits: the run's context, the cell's point and attack label,
+    its victims' public release, and the bootstrap weights and level of its intervals."""
+
+    ctx: Context
+    point: Point
+    label: str
+    public: Any
+    weights: np.ndarray
+    level: float
+
+
+def _refit(cell: _Cell, attack: Attack, aux: Any, row: dict[str, Any]) -> list[dict[str, Any]]:
+    """``attack`` (``cell``'s, or its public-data variant) fitted on ``aux`` and scored on
+    the cell's victims: one row per scored target, or one ``failed`` row. ``row`` says which
+    data varied and by how much (data, fraction, n_aux, n_public)."""
+    ctx, point, label, public = cell.ctx, cell.point, cell.label, cell.public
     base = {"seed": point.seed, "attack_metric": attack.metric, "reused": False} | row
     rng = attack_rng(point, ctx.defense(point), label)
     t0 = time.perf_counter()
@@ -223,7 +229,7 @@ def _refit(
         if result.get("status", "ok") != "ok":
             rows.append(base | {"attack": name, "status": "n/a", "reason": result.get("reason")})
             continue
-        lo, hi = interval(result["outcome"].resample(weights), level)
+        lo, hi = interval(result["outcome"].resample(cell.weights), cell.level)
         rows.append(
             base
             | {

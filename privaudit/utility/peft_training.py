@@ -6,7 +6,8 @@ LoRA, every weight for fine-tuning) with a linear head on the mean of the input 
 :func:`train_head` trains a one-hidden-layer classifier on pooled release vectors. All three
 add a defense's objective through the :class:`~privaudit.api.Objective` protocol and share one
 seeded minibatch AdamW loop; :func:`predict_encoder` and :func:`predict_head` classify the test
-split. The settings (``cfg``) and the peft configurations come from
+split. The settings (``cfg``, carried with the seed, the bar and the objective in a
+:class:`Run`) and the peft configurations come from
 :class:`privaudit.utility.peft_tuning.PeftUtility`.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,6 +26,19 @@ from privaudit.mechanisms.seeding import seeded_torch
 from privaudit.models.backbone import mean_pool, top_model_forward
 from privaudit.runtime.devices import module_device, to_device, torch_device
 from privaudit.utility.peft_inputs import Inputs
+
+
+@dataclass(frozen=True)
+class Run:
+    """What the evaluator hands each trainer besides the model and the data: its settings
+    (``cfg``), the training seed, whether to show the bar, and a defense's objective with
+    its per-training-row ``targets`` (None and empty without one)."""
+
+    cfg: dict[str, Any]
+    seed: int
+    progress: bool | None
+    objective: Objective | None = None
+    targets: Sequence[Any] = ()
 
 
 def _classifier(encoder: Any, dim: int, n_classes: int, n_virtual: int) -> Any:
@@ -54,17 +69,16 @@ def train_encoder(
     inputs: Inputs,
     y: np.ndarray,
     classes: np.ndarray,
-    cfg: dict[str, Any],
-    seed: int,
-    progress: bool | None,
-    objective: Objective | None,
-    targets: list[Any],
+    run: Run,
     peft_config: Any,
 ) -> tuple[Any, dict[str, Any]]:
+    """The backbone's copy (peft-wrapped by ``peft_config``, every weight trained without
+    one) with a linear head on the mean of the input tokens, trained as ``run`` says."""
     import torch
 
+    cfg = run.cfg
     target = torch.from_numpy(np.searchsorted(classes, y).astype(np.int64))
-    with seeded_torch(seed) as generator:
+    with seeded_torch(run.seed) as generator:
         encoder = copy.deepcopy(bb.model)
         if peft_config is not None:
             import warnings
@@ -82,9 +96,9 @@ def train_encoder(
         params = [p for p in model.parameters() if p.requires_grad]
         trainable = sum(p.numel() for p in params)
         # The objective's head right after the classifier: the seeded draws keep their order.
-        extra = _objective_term(objective, targets, inputs.plain, bb.dim, params)
+        extra = _objective_term(run.objective, run.targets, inputs.plain, bb.dim, params)
         opt = torch.optim.AdamW(params, lr=cfg["lr"], weight_decay=cfg["weight_decay"])
-        info = _loop(model, inputs, target, cfg, generator, progress, opt, extra=extra)
+        info = _loop(model, inputs, target, cfg, generator, run.progress, opt, extra=extra)
     model.eval()
     return model, info | {"trainable_params": int(trainable)}
 
@@ -95,11 +109,7 @@ def train_top(
     inputs: Inputs,
     y: np.ndarray,
     classes: np.ndarray,
-    cfg: dict[str, Any],
-    seed: int,
-    progress: bool | None,
-    objective: Objective | None,
-    targets: list[Any],
+    run: Run,
     lora: Any,
 ) -> tuple[Any, dict[str, Any]]:
     """SAP's service side: the top model (encoder layers ``layer``..n-1) continues from the
@@ -110,8 +120,9 @@ def train_top(
 
     import torch
 
+    cfg = run.cfg
     target = torch.from_numpy(np.searchsorted(classes, y).astype(np.int64))
-    with seeded_torch(seed) as generator:
+    with seeded_torch(run.seed) as generator:
         bert = copy.deepcopy(bb.model)
         for p in bert.parameters():
             p.requires_grad_(False)
@@ -141,9 +152,9 @@ def train_top(
         model = Top().to(torch_device())
         params = [p for p in model.parameters() if p.requires_grad]
         trainable = sum(p.numel() for p in params)
-        extra = _objective_term(objective, targets, inputs.plain, bb.dim, params)
+        extra = _objective_term(run.objective, run.targets, inputs.plain, bb.dim, params)
         opt = torch.optim.AdamW(params, lr=cfg["lr"], weight_decay=cfg["weight_decay"])
-        info = _loop(model, inputs, target, cfg, generator, progress, opt, extra=extra)
+        info = _loop(model, inputs, target, cfg, generator, run.progress, opt, extra=extra)
     model.eval()
     trained = "lora" if lora is not None else cfg["method"]
     return model, info | {
@@ -255,23 +266,20 @@ def train_head(
     x: np.ndarray,
     y: np.ndarray,
     classes: np.ndarray,
-    cfg: dict[str, Any],
-    seed: int,
-    progress: bool | None,
-    objective: Objective | None = None,
-    targets: Sequence[Any] = (),
+    run: Run,
 ) -> tuple[Any, dict[str, Any]]:
     """A one-hidden-layer classifier on pooled release vectors (standardised on train).
 
-    With a defense's ``objective`` (and its per-row ``targets``) — CAPE's adversary behind
+    With a defense's objective in ``run`` (and its per-row targets) — CAPE's adversary behind
     gradient reversal — the objective's head reads the hidden layer as well, so the layer is
     pushed to drop the attribute while the task head uses it (loss = L_task + L_adv)."""
     import torch
 
+    cfg = run.cfg
     mean, std = x.mean(0), x.std(0) + 1e-6
     xs = torch.from_numpy(((x - mean) / std).astype(np.float32))
     target = torch.from_numpy(np.searchsorted(classes, y).astype(np.int64))
-    with seeded_torch(seed) as generator:
+    with seeded_torch(run.seed) as generator:
         trunk = torch.nn.Sequential(
             torch.nn.Linear(x.shape[1], 256), torch.nn.ReLU(), torch.nn.Dropout(0.1)
         )
@@ -291,7 +299,8 @@ def train_head(
         params = list(model.parameters())
         trainable = sum(p.numel() for p in params)
         # The objective reads the trunk's output (256 wide), what the task head reads.
-        extra = _objective_term(objective, targets, [[] for _ in range(len(xs))], 256, params)
+        no_prefix = [[] for _ in range(len(xs))]
+        extra = _objective_term(run.objective, run.targets, no_prefix, 256, params)
         opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=cfg["weight_decay"])
         info = _loop(
             model,
@@ -299,7 +308,7 @@ def train_head(
             target,
             cfg | {"epochs": max(cfg["epochs"], 10)},
             generator,
-            progress,
+            run.progress,
             opt,
             extra=extra,
         )

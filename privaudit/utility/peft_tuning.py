@@ -22,6 +22,7 @@ from privaudit.params import Fraction, NonNegativeFloat, PositiveFloat, Positive
 from privaudit.runtime.devices import torch_threads
 from privaudit.utility.peft_inputs import Inputs, split_layer, stack_vectors, subset
 from privaudit.utility.peft_training import (
+    Run,
     predict_encoder,
     predict_head,
     train_encoder,
@@ -272,9 +273,8 @@ class PeftUtility(UtilityEvaluator):
             if train.kind == "pooled_vectors":
                 data_fit = stack_vectors(train, train_idx)
                 data_eval = stack_vectors(test, test_idx)
-                model, info = train_head(
-                    data_fit, y_fit, classes, cfg, seed, self.progress, objective, targets
-                )
+                run = Run(cfg, seed, self.progress, objective, targets)
+                model, info = train_head(data_fit, y_fit, classes, run)
                 pred = classes[predict_head(model, data_eval)]
             else:
                 inputs_fit = Inputs.build(bb, train, train_idx, cfg["max_length"])
@@ -282,32 +282,13 @@ class PeftUtility(UtilityEvaluator):
                 if layer is not None:
                     if self.lr is None and cfg["method"] != "fine-tuning":
                         cfg = cfg | {"lr": PROFILES[self.profile].lr["lora"]}  # LoRA on the top
-                    model, info = train_top(
-                        bb,
-                        layer,
-                        inputs_fit,
-                        y_fit,
-                        classes,
-                        cfg,
-                        seed,
-                        self.progress,
-                        objective,
-                        targets,
-                        self._lora_config(range(layer, bb.n_layers)),
-                    )
+                    run = Run(cfg, seed, self.progress, objective, targets)
+                    lora = self._lora_config(range(layer, bb.n_layers))
+                    model, info = train_top(bb, layer, inputs_fit, y_fit, classes, run, lora)
                 else:
-                    model, info = train_encoder(
-                        bb,
-                        inputs_fit,
-                        y_fit,
-                        classes,
-                        cfg,
-                        seed,
-                        self.progress,
-                        objective,
-                        targets,
-                        self._peft_config(cfg),
-                    )
+                    run = Run(cfg, seed, self.progress, objective, targets)
+                    peft = self._peft_config(cfg)
+                    model, info = train_encoder(bb, inputs_fit, y_fit, classes, run, peft)
                 pred = classes[predict_encoder(model, inputs_eval, cfg["batch_size"])]
         trained = type(objective).__name__ if objective else None
         self.last_info = cfg | info | {"objective": trained, "objective_status": status}

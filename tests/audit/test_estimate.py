@@ -16,6 +16,7 @@ from privaudit.audit.estimate import (
     STARTUP,
     STARTUP_PRIOR,
     CostBook,
+    Pricing,
     Sizes,
     Work,
     estimate,
@@ -136,9 +137,8 @@ def test_workers_share_the_points_but_not_the_costliest_one(
     work = [Work(_Fake(f"d{i}", 0.0), True, ["a"]) for i in range(4)]  # 10 s each
 
     def wall(jobs: int, items: list[Work]) -> float:
-        return estimate(
-            items, attacks, evaluator, sizes, book, points=len(items), cells=0, done=0, jobs=jobs
-        ).wall
+        pricing = Pricing(attacks, evaluator, sizes, book)
+        return estimate(items, pricing, points=len(items), cells=0, done=0, jobs=jobs).wall
 
     assert wall(1, work) == pytest.approx(40.0)
     # a pool: the points shared out, plus the workers' start-up (a prior before measured)
@@ -148,9 +148,8 @@ def test_workers_share_the_points_but_not_the_costliest_one(
     book.add([STARTUP], 5.0, 1.0)
     book.save()
     assert wall(2, work) == pytest.approx(25.0)
-    lines = estimate(
-        work, attacks, evaluator, sizes, book, points=4, cells=4, done=0, jobs=2
-    ).lines()
+    pricing = Pricing(attacks, evaluator, sizes, book)
+    lines = estimate(work, pricing, points=4, cells=4, done=0, jobs=2).lines()
     assert "with 2 workers" in lines[0] and "of work" in lines[0]
     monkeypatch.setattr("os.cpu_count", lambda: 2)  # one process keeps 1.6 of them busy
     assert wall(2, work) == pytest.approx(40.0 / 1.25 + 5.0)
@@ -319,12 +318,12 @@ def test_capped_attacks_are_priced_by_victims_once_measured(tmp_path: Path) -> N
     work = Work(_Fake("none", 0.0), False, ["geia", "ner"], "none")
     attacks = {"geia": capped, "ner": plain}
     # not measured by victims yet: by words, as before
-    before = {p.component: p.seconds for p in price_work(work, attacks, None, big, book)}
+    before = {p.component: p.seconds for p in price_work(work, Pricing(attacks, None, big, book))}
     assert before["geia"] == pytest.approx(100.0)
     book.add([VICTIMS + k for k in attack_keys(capped, "none")], 30.0, 3.0)  # 10 s / 100
     book.add(attack_keys(plain, "none"), 20.0, 10.0)
     book.save()
-    parts = {p.component: p for p in price_work(work, attacks, None, big, book)}
+    parts = {p.component: p for p in price_work(work, Pricing(attacks, None, big, book))}
     assert parts["geia"].seconds == pytest.approx(30.0) and parts["geia"].units == 3.0
     assert parts["ner"].seconds == pytest.approx(200.0)  # by words: ten times the corpus
 
@@ -342,9 +341,8 @@ def test_the_tracker_reprices_the_remaining_points_from_what_was_measured(
     sizes = Sizes(point_kwords=10.0, attack_kwords=10.0)
     tasks = [object() for _ in range(4)]
     work = [Work(defense, False, ["nn"], "t2t") for _ in tasks]
-    tracker = Tracker(
-        tasks, work, attacks, _Fake("probe", 0.0), sizes, book, cells=4, done=0, jobs=1
-    )
+    pricing = Pricing(attacks, _Fake("probe", 0.0), sizes, book)
+    tracker = Tracker(tasks, work, pricing, cells=4, done=0, jobs=1)
     outputs = tracker.outputs_s
     assert tracker.remaining() - outputs == pytest.approx(40.0)
     tracker.finished(tasks[0], {"defense t2t": 20.0, "nn": 20.0}, 1)
@@ -355,8 +353,7 @@ def test_the_tracker_reprices_the_remaining_points_from_what_was_measured(
     assert " · cells 1/4 · ETA 2 min" in line
     # an unmeasured part is priced at its first price × the run's drift
     other = Work(_Fake("pct2t", 0.5), False, ["nn"], "pct2t")
-    t2 = Tracker(
-        [tasks[0], tasks[1]], [work[0], other], attacks, None, sizes, book, cells=2, done=0, jobs=1
-    )
+    pricing = Pricing(attacks, None, sizes, book)
+    t2 = Tracker([tasks[0], tasks[1]], [work[0], other], pricing, cells=2, done=0, jobs=1)
     t2.finished(tasks[0], {"defense t2t": 10.0, "nn": 10.0}, 1)  # 2× slower than priced
     assert t2.remaining() - t2.outputs_s == pytest.approx(5.0 * 2 + 10.0)

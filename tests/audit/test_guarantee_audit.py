@@ -23,6 +23,7 @@ from privaudit.audit.guarantee_audit import (
     to_frame,
 )
 from privaudit.audit.guarantee_audit.stats import (
+    Question,
     cp_high,
     cp_low,
     draws_needed,
@@ -49,9 +50,7 @@ def test_clopper_pearson_matches_scipy() -> None:
 def test_threshold_event_is_chosen_on_held_out_draws() -> None:
     rng = np.random.default_rng(0)
     a, b = rng.laplace(0, 1, 4000), rng.laplace(1, 1, 4000)  # 1-D Laplace, loss at most 1
-    e = threshold_evidence(
-        a, b, a=0.025, names=("0", "1"), distance=1, claimed=1.0, test="t", statistic="y"
-    )
+    e = threshold_evidence(a, b, Question("t", ("0", "1"), 1, 1.0, 0.025), statistic="y")
     assert e.n == e.n2 == 2800  # the other 30 % chose the event
     assert 0.5 < e.lower <= 1.0 and not e.violated
 

@@ -19,6 +19,7 @@ from privaudit.audit.estimate import (
     COSTS_FILE,
     OUTPUTS,
     CostBook,
+    Pricing,
     Sizes,
     Work,
     estimate,
@@ -97,7 +98,8 @@ def test_a_fresh_machine_prices_from_the_reference_times_its_speed_ratio(
 
     def forecast(value: float) -> Any:
         ratio(monkeypatch, value)
-        return estimate(work, attacks, evaluator, sizes, CostBook(), points=1, cells=1, done=0)
+        pricing = Pricing(attacks, evaluator, sizes, CostBook())
+        return estimate(work, pricing, points=1, cells=1, done=0)
 
     one, two = forecast(1.0), forecast(2.0)
     assert one.wall == pytest.approx((0.1 + 0.2 + 0.3) * 10 + 1.0)
@@ -117,7 +119,7 @@ def test_measured_entries_win_and_unknown_components_keep_their_prior(
     book = CostBook(tmp_path / COSTS_FILE)
     book.add(["privatize:d"], 7.0, 10.0)  # measured here: 0.7, not the reference's 0.2
     book.save()
-    got = estimate(work, attacks, evaluator, sizes, book, points=2, cells=1, done=0)
+    got = estimate(work, Pricing(attacks, evaluator, sizes, book), points=2, cells=1, done=0)
     assert got.wall == pytest.approx(0.7 * 10 + (0.2 + 0.3) * 2 * 10 + 1.0 * 10 + 2.0)
     assert (got.measured, got.referenced, got.priors) == (1, 2, ["defense other"])
     source = got.lines()[1]
@@ -145,7 +147,7 @@ def test_a_missing_or_corrupt_reference_falls_back_to_priors(
         with pytest.warns(UserWarning, match="unreadable reference cost file"):
             book = CostBook()
         assert book.reference is None
-        got = estimate(work, attacks, evaluator, sizes, book, points=1, cells=1, done=0)
+        got = estimate(work, Pricing(attacks, evaluator, sizes, book), points=1, cells=1, done=0)
         assert got.referenced == 0 and len(got.priors) == 3
         assert got.wall == pytest.approx(3 * 5.0 * 10 + 0.1)  # priors, outputs' prior
     # a reference measured on another device kind says nothing about this one

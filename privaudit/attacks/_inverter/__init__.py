@@ -72,7 +72,9 @@ and its one-time cost). Their public names are re-exported here.
 """
 
 from privaudit.attacks._inverter.decoding import (
+    Frame,
     Hypothesis,
+    Sampling,
     generate,
     greedy,
     hypothesis,
@@ -109,11 +111,13 @@ __all__ = [
     "STAGE_COST",
     "VERSION",
     "VOCABULARIES",
+    "Frame",
     "Hypothesis",
     "Inverter",
     "InverterSpec",
     "PretrainProgress",
     "PublicText",
+    "Sampling",
     "Stage",
     "build_model",
     "cached",

@@ -123,38 +123,60 @@ def pieces_per_row(seqs: Any) -> float:
     return float(((seqs[:, 1:] != 0).sum()).item()) / max(len(seqs), 1)
 
 
+@dataclass(frozen=True)
+class Frame:
+    """The decoded sequences' frame: each starts after [CLS] (``cls``), ends at [SEP]
+    (``sep``) and holds at most ``max_tokens`` pieces."""
+
+    cls: int
+    sep: int
+    max_tokens: int
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Which decodings :func:`generate` makes of each target: the greedy one (unless
+    ``with_greedy`` is False), then ``samples`` drawn at ``temperature`` from ``generator``
+    (one generator for all of them: the draws follow one another in its stream)."""
+
+    samples: int = 0
+    temperature: float = 0.7
+    generator: torch.Generator | None = None
+    with_greedy: bool = True
+
+
+#: The greedy decoding alone (:func:`generate`'s default).
+GREEDY = Sampling()
+
+
 def generate(
     model: Any,
     e: np.ndarray,
     vocab_ids: np.ndarray,
+    frame: Frame,
     *,
-    cls: int,
-    sep: int,
-    max_tokens: int,
     hyp: Hypothesis | None = None,
-    samples: int = 0,
-    temperature: float = 0.7,
-    generator: torch.Generator | None = None,
+    sampling: Sampling = GREEDY,
     batch: int = 1024,
-    with_greedy: bool = True,
 ) -> list[list[np.ndarray]]:
-    """Per target row of ``e`` (scaled): the greedy decoding (unless ``with_greedy`` is
-    False), then ``samples`` decodings drawn at ``temperature``; each a backbone-id array up
-    to [SEP]. All of a batch's hypotheses run as one batch with the key/value cache (self-
-    and cross-attention); a hypothesis that has ended leaves the batch and its cache, so the
-    steps cost what the unfinished ones need."""
+    """Per target row of ``e`` (scaled): the decodings ``sampling`` asks for (the greedy one
+    first), each a backbone-id array up to [SEP] within ``frame``. All of a batch's
+    hypotheses run as one batch with the key/value cache (self- and cross-attention); a
+    hypothesis that has ended leaves the batch and its cache, so the steps cost what the
+    unfinished ones need."""
     import torch
 
     model.eval()
     device = module_device(model)
-    k = int(with_greedy) + int(samples)
+    with_greedy = sampling.with_greedy
+    k = int(with_greedy) + int(sampling.samples)
     if k < 1:
         raise ValueError("generate needs the greedy decoding or at least one sample.")
     vocab = torch.from_numpy(np.asarray(vocab_ids, np.int64)).to(device)
     # The output layer (29,524 rows when widened) cast once, not by autocast at every step.
     dtype = torch.bfloat16 if bf16() else torch.float32
     out_w, out_b = model["out"].weight.to(dtype), model["out"].bias.to(dtype)
-    sep_index = int(np.flatnonzero(np.asarray(vocab_ids) == sep)[0])
+    sep_index = int(np.flatnonzero(np.asarray(vocab_ids) == frame.sep)[0])
     head = _Output(vocab, sep_index, out_w, out_b, dtype)
     out: list[list[np.ndarray]] = [[] for _ in range(len(e))]
     with torch.inference_mode(), fast_precision():
@@ -170,17 +192,7 @@ def generate(
             mem_mask = mem_mask.repeat_interleave(k, dim=0)
             n = len(mem)
             greedy = (torch.arange(n, device=device) % k == 0) & with_greedy
-            tokens, length = _decode(
-                model,
-                head,
-                mem,
-                mem_mask,
-                greedy,
-                cls=cls,
-                max_tokens=max_tokens,
-                temperature=temperature,
-                generator=generator,
-            )
+            tokens, length = _decode(model, head, mem, mem_mask, greedy, frame, sampling)
             for j, row in enumerate(_until_sep(head, tokens, length)):
                 out[start + j // k].append(row)
     return out
@@ -212,18 +224,17 @@ def _decode(
     mem: torch.Tensor,
     mem_mask: torch.Tensor,
     greedy: torch.Tensor,
-    *,
-    cls: int,
-    max_tokens: int,
-    temperature: float,
-    generator: torch.Generator | None,
+    frame: Frame,
+    sampling: Sampling,
 ) -> tuple[torch.Tensor, int]:
     """One batch of hypotheses (one per row of ``mem``; a ``greedy`` row takes the argmax,
-    the others draw at ``temperature``), decoded step by step with the key/value cache: the
-    output indices, [SEP] after the end, and the number of steps taken."""
+    the others draw as ``sampling`` says), decoded step by step with the key/value cache:
+    the output indices, [SEP] after the end, and the number of steps taken."""
     import torch
     from transformers import DynamicCache, EncoderDecoderCache
 
+    cls, max_tokens = frame.cls, frame.max_tokens
+    temperature, generator = sampling.temperature, sampling.generator
     device = head.vocab.device
     n = len(mem)
     cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
@@ -304,5 +315,5 @@ def greedy(
 ) -> list[np.ndarray]:
     """The greedy decoding of each scaled row of ``x`` (backbone ids up to [SEP])."""
     cls, sep = specials(bb)
-    out = generate(model, x, vocab_ids, cls=cls, sep=sep, max_tokens=max_tokens)
+    out = generate(model, x, vocab_ids, Frame(cls, sep, max_tokens))
     return [h[0] for h in out]

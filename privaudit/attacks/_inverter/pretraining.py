@@ -23,7 +23,7 @@ from privaudit.attacks._inverter.decoding import (
 from privaudit.attacks._inverter.model import Inverter, InverterSpec, build_model, specials
 from privaudit.attacks._inverter.progress import PretrainProgress, Stage
 from privaudit.attacks._inverter.public_text import sentences
-from privaudit.attacks._pairs import train
+from privaudit.attacks._pairs import TrainSettings, train
 from privaudit.attacks._pooled_features import standardise_rows
 from privaudit.runtime.devices import fast_precision, tensor
 
@@ -218,13 +218,15 @@ def _train_decoder(
         lambda: build_model(bb, spec, data.vocab_ids),
         base_loss,
         len(data.fit_t),
-        epochs=int(spec.epochs),
-        batch_size=int(spec.batch_size),
-        lr=float(spec.lr),
-        weight_decay=float(spec.weight_decay),
+        TrainSettings(
+            epochs=int(spec.epochs),
+            batch_size=int(spec.batch_size),
+            lr=float(spec.lr),
+            weight_decay=float(spec.weight_decay),
+            desc="pretrain inverter",
+            progress=False,
+        ),
         rng=rng,
-        desc="pretrain inverter",
-        progress=False,
         validate=base_val,
         lengths=data.fit_lengths,
         advance=advance,
@@ -299,13 +301,15 @@ def _train_corrector(
         lambda: copy.deepcopy(decoder),
         corr_loss,
         n_docs,
-        epochs=int(spec.correction_epochs),
-        batch_size=int(spec.batch_size),
-        lr=float(spec.lr),
-        weight_decay=float(spec.weight_decay),
+        TrainSettings(
+            epochs=int(spec.correction_epochs),
+            batch_size=int(spec.batch_size),
+            lr=float(spec.lr),
+            weight_decay=float(spec.weight_decay),
+            desc="pretrain corrector",
+            progress=False,
+        ),
         rng=rng,
-        desc="pretrain corrector",
-        progress=False,
         validate=corr_val,
         lengths=data.fit_lengths[:n_docs],
         advance=advance,

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -47,6 +48,7 @@ from privaudit.audit.guarantee_audit.stats import (
     RELEASE,
     SELECT_SHARE,
     Evidence,
+    Question,
     discrete_evidence,
     draws_needed,
     independence_evidence,
@@ -211,18 +213,13 @@ def release_tests(
                 discrete_evidence(
                     outs[i],
                     outs[j],
-                    a=a,
-                    names=(names[i], names[j]),
-                    distance=d,
-                    claimed=claim,
-                    test=test,
+                    Question(test, (names[i], names[j]), d, claim, a),
                     show=shown or None,
                 )
             )
             continue
-        evidence += _vector_tests(
-            mech, (outs[i], outs[j]), (i, j), (names[i], names[j]), d, claim, a=a, test=test
-        )
+        question = Question(test, (names[i], names[j]), d, claim, a)
+        evidence += _vector_tests(mech, (outs[i], outs[j]), (i, j), question)
     return evidence
 
 
@@ -230,16 +227,11 @@ def _vector_tests(
     mech: UnitMechanism,
     outs: tuple[Sequence[Hashable], Sequence[Hashable]],
     units: tuple[int, int],
-    names: tuple[str, str],
-    d: float,
-    claim: float,
-    *,
-    a: float,
-    test: str,
+    question: Question,
 ) -> list[Evidence]:
-    """A pair's two tests on vector outputs: a threshold on the d_X likelihood ratio, and
-    the point mass "y = φ(w) exactly" (the original released)."""
-    (i, j), pair = units, f"{names[0]} vs {names[1]}"
+    """A pair's two tests of ``question`` on vector outputs: a threshold on the d_X
+    likelihood ratio, and the point mass "y = φ(w) exactly" (the original released)."""
+    (i, j), names = units, question.names
     yi, yj = _vectors(outs[0]), _vectors(outs[1])
     xi, xj = mech.points[i].astype(np.float64), mech.points[j].astype(np.float64)
 
@@ -250,22 +242,14 @@ def _vector_tests(
         threshold_evidence(
             stat(yi),
             stat(yj),
-            a=a,
-            names=names,
-            distance=d,
-            claimed=claim,
-            test=test,
+            question,
             statistic=f"‖y − φ({names[1]})‖ − ‖y − φ({names[0]})‖",
         ),
         point_mass(
             yi,
             yj,
             mech.points[i],
-            a=a,
-            pair=pair,
-            distance=d,
-            claimed=claim,
-            test=f"{test}: exact original",
+            replace(question, test=f"{question.test}: exact original"),
             what=f"y = φ({names[0]}) exactly",
         ),
     ]
@@ -279,23 +263,17 @@ def point_mass(
     y: np.ndarray,
     y2: np.ndarray,
     point: np.ndarray,
+    question: Question,
     *,
-    a: float,
-    pair: str,
-    distance: float,
-    claimed: float,
-    test: str,
     what: str,
 ) -> Evidence:
     """The event "the release is exactly ``point``" (a continuous density gives it
-    probability 0), counted on the estimation draws of both inputs."""
+    probability 0), counted on the estimation draws of both inputs (x's first)."""
     point = np.asarray(point, dtype=np.float32)
     s, s2 = _n_sel(len(y)), _n_sel(len(y2))
     hit = (y[s:].astype(np.float32) == point).all(axis=1)
     hit2 = (y2[s2:].astype(np.float32) == point).all(axis=1)
-    return Evidence(
-        test, pair, what, distance, claimed, int(hit.sum()), len(hit), int(hit2.sum()), len(hit2), a
-    )
+    return question.evidence(what, True, int(hit.sum()), len(hit), int(hit2.sum()), len(hit2))
 
 
 def _n_sel(n: int) -> int:
@@ -375,27 +353,19 @@ def noise_tests(
         threshold_evidence(
             sx,
             sy,
-            a=a,
-            names=("x = 0", f"x' = {d:.3g}·e₁"),
-            distance=d,
-            claimed=guarantee.loss(d),
-            test="noise step",
+            Question("noise step", ("x = 0", f"x' = {d:.3g}·e₁"), d, guarantee.loss(d), a),
             statistic="‖y − x'‖ − ‖y − x‖",
         )
     )
     evidence[-1] = _with_role(evidence[-1], role)
     if noise.unit_eta is not None and units is not None and len(units) > 1:
         evidence.append(
-            _own_eta_test(
-                noise, guarantee, units, points, a=a, n=n, rng=rng, chunk=chunk, role=role
-            )
+            _own_eta_test(noise, guarantee, units, points, a=a, n=n, rng=rng, chunk=chunk)
         )
     return evidence
 
 
 def _with_role(e: Evidence, role: str) -> Evidence:
-    from dataclasses import replace
-
     return replace(e, role=role)
 
 
@@ -442,13 +412,12 @@ def _own_eta_test(
     n: int,
     rng: np.random.Generator,
     chunk: int,
-    role: str,
 ) -> Evidence:
     """Two units at their own η: real points (the nearest pair with the most different
     budgets) where inputs are fixed points, constructed x = 0, x' = d·e₁ with the largest and
     smallest budgets where the released vectors vary continuously (hidden states). The
     statistic is the declared log-likelihood ratio, each density with its own normalisation
-    D·ln η."""
+    D·ln η; the evidence's role is the noise step's (:func:`noise_tests`)."""
     assert noise.unit_eta is not None
     etas = np.asarray(noise.unit_eta(units), dtype=float)
     dim = noise.dim
@@ -490,14 +459,10 @@ def _own_eta_test(
     e = threshold_evidence(
         sx,
         sy,
-        a=a,
-        names=names,
-        distance=d,
-        claimed=guarantee.loss(d),
-        test="own budgets",
+        Question("own budgets", names, d, guarantee.loss(d), a),
         statistic="ln p₁(y) − ln p₂(y), own D·ln η",
     )
-    return _with_role(e, role)
+    return _with_role(e, RELEASE if noise.released else NOISE)
 
 
 def _chunked(

@@ -38,6 +38,7 @@ from scipy.stats import expon
 from privaudit.audit.guarantee_audit.dx import STEP_SHARE, estimation_draws, pair_draws, undrawn
 from privaudit.audit.guarantee_audit.stats import (
     Evidence,
+    Question,
     independence_evidence,
     loss_ceiling,
     scale_evidence,
@@ -201,22 +202,14 @@ def _near_tests(
         out["per coordinate"] = threshold_evidence(
             dx["y0"],
             dn["y0"],
-            a=a,
-            names=names,
-            distance=delta,
-            claimed=near,
-            test="per coordinate",
+            Question("per coordinate", names, delta, near, a),
             statistic="y[0]",
         )
     if "batch of two" in chosen:
         out["batch of two"] = threshold_evidence(
             dx["y0"] - dx["k0"] + known[0],
             dn["y0"] - dn["k0"] + known[0],
-            a=a,
-            names=names,
-            distance=delta,
-            claimed=near,
-            test="batch of two",
+            Question("batch of two", names, delta, near, a),
             statistic="y₁[0] − y₂[0] + x_known[0]",
         )
     if "exact original" in chosen:
@@ -268,11 +261,7 @@ def _unit_distance_test(setup: _Setup, rng: np.random.Generator) -> Evidence:
     return threshold_evidence(
         d0["y0"],
         d1["y0"],
-        a=a,
-        names=("x[0] = 0", "x[0] = 1"),
-        distance=1.0,
-        claimed=one,
-        test="per coordinate (δ = 1)",
+        Question("per coordinate (δ = 1)", ("x[0] = 0", "x[0] = 1"), 1.0, one, a),
         statistic="y[0]",
     )
 
@@ -293,11 +282,7 @@ def _whole_vector_test(
     return threshold_evidence(
         drawn["llr"],
         dc["llr"],
-        a=a,
-        names=("x = (0,1,0,…)", "x' = (1,0,1,…)"),
-        distance=float(dim),
-        claimed=whole,
-        test="whole vector",
+        Question("whole vector", ("x = (0,1,0,…)", "x' = (1,0,1,…)"), float(dim), whole, a),
         statistic="Σ_j |y_j − x'_j| − |y_j − x_j|",
     )
 

@@ -175,6 +175,27 @@ class Evidence:
         return self.lower > self.claimed
 
 
+@dataclass(frozen=True)
+class Question:
+    """What one distinguishing test asks, as its :class:`Evidence` reports it: the test's
+    name, the two inputs (x first), d(x, x') in the claim's metric, the claim's bound at
+    that distance and the one-sided error ``a`` of each bound."""
+
+    test: str
+    names: tuple[str, str]
+    distance: float
+    claimed: float
+    a: float
+
+    def evidence(self, event: str, forward: bool, kx: int, nx: int, ky: int, ny: int) -> Evidence:
+        """The evidence for ``event`` counted k of n draws of x and of x': the event favours
+        x (``forward``), else x', whose draws then come first."""
+        first, second = self.names if forward else self.names[::-1]
+        k, n, k2, n2 = (kx, nx, ky, ny) if forward else (ky, ny, kx, nx)
+        pair = f"{first} vs {second}"
+        return Evidence(self.test, pair, event, self.distance, self.claimed, k, n, k2, n2, self.a)
+
+
 def _n_select(n: int) -> int:
     return max(1, min(n - 1, round(n * SELECT_SHARE)))
 
@@ -182,20 +203,17 @@ def _n_select(n: int) -> int:
 def discrete_evidence(
     outputs_x: Sequence[Hashable],
     outputs_y: Sequence[Hashable],
+    question: Question,
     *,
-    a: float,
-    names: tuple[str, str],
-    distance: float,
-    claimed: float,
-    test: str,
     show: dict[Hashable, str] | None = None,
     max_set: int = 20,
 ) -> Evidence:
-    """The best event over sets of discrete outputs. Selection (the first
-    :data:`SELECT_SHARE` of each input's draws): for each direction, the outputs ranked by
-    the bound each gives alone, and each top-j set (j <= ``max_set``; outputs seen fewer than
-    :data:`MIN_COUNT` times join none but the first) scored by the bound it would give; the
-    best set and direction are then counted on the remaining draws."""
+    """The best event over sets of discrete outputs, answering ``question``. Selection (the
+    first :data:`SELECT_SHARE` of each input's draws): for each direction, the outputs ranked
+    by the bound each gives alone, and each top-j set (j <= ``max_set``; outputs seen fewer
+    than :data:`MIN_COUNT` times join none but the first) scored by the bound it would give;
+    the best set and direction are then counted on the remaining draws."""
+    a = question.a
     xs, ys = list(outputs_x), list(outputs_y)
     sx, sy = _n_select(len(xs)), _n_select(len(ys))
     values = sorted(set(xs[:sx]) | set(ys[:sy]), key=repr)
@@ -228,27 +246,22 @@ def discrete_evidence(
         f", … ({len(shown_set)} outputs)" if len(shown_set) > 5 else ""
     )
     event = f"output ∈ {{{listed}}}"
-    first, second = names if forward else names[::-1]
-    k, n, k2, n2 = (kx, len(est_x), ky, len(est_y)) if forward else (ky, len(est_y), kx, len(est_x))
-    return Evidence(test, f"{first} vs {second}", event, distance, claimed, k, n, k2, n2, a)
+    return question.evidence(event, forward, kx, len(est_x), ky, len(est_y))
 
 
 def threshold_evidence(
     stat_x: np.ndarray,
     stat_y: np.ndarray,
+    question: Question,
     *,
-    a: float,
-    names: tuple[str, str],
-    distance: float,
-    claimed: float,
-    test: str,
     statistic: str,
     grid: int = 400,
 ) -> Evidence:
     """The best threshold event {s >= t} or {s <= t} on a scalar statistic ``s`` of the
-    release. Selection: thresholds at the pooled selection draws' quantiles (and their
-    extremes), both tails, both directions, scored by the bound each would give; the best
-    is counted on the remaining draws."""
+    release, answering ``question``. Selection: thresholds at the pooled selection draws'
+    quantiles (and their extremes), both tails, both directions, scored by the bound each
+    would give; the best is counted on the remaining draws."""
+    a = question.a
     sx_n, sy_n = _n_select(len(stat_x)), _n_select(len(stat_y))
     sel_x, sel_y = np.sort(stat_x[:sx_n]), np.sort(stat_y[:sy_n])
     pooled = np.concatenate([sel_x, sel_y])
@@ -284,10 +297,8 @@ def threshold_evidence(
     est_x, est_y = stat_x[sx_n:], stat_y[sy_n:]
     kx = int((est_x >= t).sum() if op == ">=" else (est_x <= t).sum())
     ky = int((est_y >= t).sum() if op == ">=" else (est_y <= t).sum())
-    first, second = names if forward else names[::-1]
-    k, n, k2, n2 = (kx, len(est_x), ky, len(est_y)) if forward else (ky, len(est_y), kx, len(est_x))
     event = f"{statistic} {op} {t:.4g}"
-    return Evidence(test, f"{first} vs {second}", event, distance, claimed, k, n, k2, n2, a)
+    return question.evidence(event, forward, kx, len(est_x), ky, len(est_y))
 
 
 def independence_evidence(
