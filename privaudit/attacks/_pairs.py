@@ -215,19 +215,15 @@ def train(
     build: Callable[[], torch.nn.Module],
     loss_fn: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor],
     n: int,
-    settings: TrainSettings | None = None,
+    settings: TrainSettings,
     *,
     rng: np.random.Generator,
     validate: Callable[[torch.nn.Module], float] | None = None,
     lengths: np.ndarray | None = None,
     advance: Callable[[int], None] | None = None,
-    **legacy: Any,
 ) -> tuple[torch.nn.Module, dict[str, Any]]:
     """Build a model and train it with AdamW on minibatches of row indices ``0..n-1``, as
     ``settings`` say.
-
-    ``legacy``: the settings as the keywords of :class:`TrainSettings` instead, for callers
-    not yet moved to it (``attacks/_sentence.py``); drop it once none passes them.
 
     ``lengths`` (each row's sequence length) makes the batches length-bucketed
     (:func:`epoch_batches`); ``advance(k)`` is told after each step that ``k`` more rows are
@@ -243,9 +239,7 @@ def train(
     import torch
     from tqdm.auto import tqdm
 
-    if (settings is None) == (not legacy):
-        raise TypeError("train takes its settings as one TrainSettings or as its keywords.")
-    s = settings if settings is not None else TrainSettings(**legacy)
+    s = settings
     epochs, lr, weight_decay = s.epochs, s.lr, s.weight_decay
     device = torch_device()
 

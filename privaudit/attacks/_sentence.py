@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self
 import numpy as np
 
 from privaudit.api import ALL_SPACES, Attack, Knowledge, Predictions, Release, Space
-from privaudit.attacks._pairs import checked_release, train
+from privaudit.attacks._pairs import TrainSettings, checked_release, train
 from privaudit.attacks._pooled_features import (
     Scaler,
     clean_features,
@@ -481,17 +481,16 @@ class SentenceInversion:
             fresh = pretrained is None
             return self.head.new_model(state, dim) if fresh else copy_sharing_frozen(pretrained)
 
+        schedule = self.schedule
+        settings = TrainSettings(
+            epochs, schedule.batch_size, lr, schedule.weight_decay, self.name, self.progress
+        )
         model, info = train(
             build,
             loss,
             len(aux.fit),
-            epochs=epochs,
-            batch_size=self.schedule.batch_size,
-            lr=lr,
-            weight_decay=self.schedule.weight_decay,
+            settings,
             rng=rng,
-            desc=self.name,
-            progress=self.progress,
             validate=validate,
             lengths=self.head.lengths(bb, aux),
         )
