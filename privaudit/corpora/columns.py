@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import numbers
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -256,34 +257,59 @@ def hold_out_background(
     return out.astype(str)
 
 
+@dataclass(frozen=True)
+class ColumnMapping:
+    """Which columns play which role, and how rows and labels are chosen: ``text``,
+    ``label``, ``attributes`` (a list of columns, or names to columns), ``entities``,
+    ``author``, ``split_column``; ``where`` keeps matching rows; ``label_map`` or
+    ``label_threshold`` derives the label; ``label_order`` fixes the classes' order."""
+
+    text: ColumnRef
+    label: ColumnRef
+    attributes: Any = ()
+    entities: ColumnRef | None = None
+    author: ColumnRef | None = None
+    split_column: ColumnRef | None = None
+    where: Mapping[ColumnRef, Any] | None = None
+    label_map: Mapping[Any, Any] | None = None
+    label_threshold: float | None = None
+    label_order: Sequence[str] | None = None
+
+
+@dataclass(frozen=True)
+class Splitting:
+    """How rows without a split column are dealt: ``fractions`` of train/test/aux by author,
+    seeded by ``seed``; ``background_share`` of each test author's documents held out."""
+
+    fractions: tuple[float, float, float]
+    seed: int
+    background_share: float = 0.0
+
+
 def corpus_from_frame(
     df: pd.DataFrame,
+    columns: ColumnMapping,
+    splitting: Splitting,
     *,
     name: str,
     source: str,
-    text: ColumnRef,
-    label: ColumnRef,
-    attributes: Any,
-    entities: ColumnRef | None,
-    author: ColumnRef | None,
     header: bool,
-    split_column: ColumnRef | None,
-    fractions: tuple[float, float, float],
-    seed: int,
-    label_order: Sequence[str] | None = None,
     info: dict[str, Any] | None = None,
-    label_map: Mapping[Any, Any] | None = None,
-    label_threshold: float | None = None,
-    where: Mapping[ColumnRef, Any] | None = None,
-    background_share: float = 0.0,
 ) -> Corpus:
     """The corpus a table makes under a column mapping (the steps in the module docstring)."""
+    c = columns
+    where, label_map, label_threshold, label_order = (
+        c.where,
+        c.label_map,
+        c.label_threshold,
+        c.label_order,
+    )
     _check_label_rules(label_map, label_threshold, source)
     if len(df) == 0:
         raise ValueError(f"{source} has a header but no rows; there is nothing to audit.")
-    attr_map = _attribute_map(attributes, df, header)
-    roles = {"text": text, "label": label, "entities": entities, "author": author}
-    cols = _check_columns(df, _roles(roles, split_column, attr_map, where), header, source)
+    attr_map = _attribute_map(c.attributes, df, header)
+    roles = {"text": c.text, "label": c.label, "entities": c.entities, "author": c.author}
+    cols = _check_columns(df, _roles(roles, c.split_column, attr_map, where), header, source)
 
     # Each row is counted once, under the first rule that drops it: where, then an empty
     # text, a missing label, then a label that label_map does not map.
@@ -315,14 +341,15 @@ def corpus_from_frame(
     rows = _rows(keep, texts_raw, label_ids, list(attr_map), col_values)
 
     info = dict(info or {})
-    split_of = _split_of(rows, keep, cols, col_values, fractions, seed, source, info)
-    if background_share:
+    seed, share = splitting.seed, splitting.background_share
+    split_of = _split_of(rows, keep, cols, col_values, splitting.fractions, seed, source, info)
+    if share:
         if "author" not in cols:
             raise ValueError(
                 f"{source}: background_share holds out documents of the victims' authors for "
                 "re-identification; map an author column (author=...), or drop it."
             )
-        split_of = hold_out_background(rows, split_of, background_share, seed, info)
+        split_of = hold_out_background(rows, split_of, share, seed, info)
     splits = _datasets(rows, split_of, list(attr_map), source, info)
     info.update(_frame_info(df, cols, keep, dropped, n_empty, n_no_label, header, source))
     if info["dropped_rows"]:

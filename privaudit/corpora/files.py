@@ -23,7 +23,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privaudit.corpora.base import SPLITS, Corpus
-from privaudit.corpora.columns import ColumnRef, LabelValue, corpus_from_frame
+from privaudit.corpora.columns import (
+    ColumnMapping,
+    ColumnRef,
+    LabelValue,
+    Splitting,
+    corpus_from_frame,
+)
 from privaudit.corpora.reading import check_encoding, infer_format, read_with_header
 from privaudit.corpora.splits import check_fractions
 from privaudit.params import Fraction, NonNegativeInt, checked
@@ -103,24 +109,25 @@ def load_file(
     fractions = check_fractions(splits)
     refs = [text, label, entities, author, split_column, *(where or {}), *_refs(attributes)]
     df, header = read_with_header(path, fmt, header, refs, encoding)
+    columns = ColumnMapping(
+        text,
+        label,
+        attributes,
+        entities,
+        author,
+        split_column,
+        where,
+        label_map,
+        label_threshold,
+    )
     return corpus_from_frame(
         df,
+        columns,
+        Splitting(fractions, int(seed), float(background_share)),
         name=name or path.name.split(".")[0],
         source=str(path),
-        text=text,
-        label=label,
-        attributes=attributes,
-        entities=entities,
-        author=author,
         header=header,
-        split_column=split_column,
-        fractions=fractions,
-        seed=int(seed),
         info={"format": fmt},
-        label_map=label_map,
-        label_threshold=label_threshold,
-        where=where,
-        background_share=float(background_share),
     )
 
 
@@ -185,24 +192,24 @@ def load_hf(
     loaded = _load_hub(name, config)
     split_map = _hub_split_map(loaded, split_map, name)
     df, label_order = _hub_frame(loaded, split_map, label, seed)
-    return corpus_from_frame(
-        df,
-        name=name,
-        source=f"hf:{name}" + (f"/{config}" if config else ""),
-        text=text,
-        label=label,
-        attributes=attributes,
-        entities=None,
-        author=None,
-        header=True,
+    columns = ColumnMapping(
+        text,
+        label,
+        attributes,
         split_column=_SPLIT_COL,
-        fractions=(0.6, 0.2, 0.2),
-        seed=seed,
-        label_order=label_order,
-        info={"hub_splits": dict(split_map), "config": config},
+        where=where,
         label_map=label_map,
         label_threshold=label_threshold,
-        where=where,
+        label_order=label_order,
+    )
+    return corpus_from_frame(
+        df,
+        columns,
+        Splitting((0.6, 0.2, 0.2), seed),
+        name=name,
+        source=f"hf:{name}" + (f"/{config}" if config else ""),
+        header=True,
+        info={"hub_splits": dict(split_map), "config": config},
     )
 
 
