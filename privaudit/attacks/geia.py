@@ -27,7 +27,6 @@ from privaudit.attacks._sentence import (
     AuxSplit,
     EmbeddingInversion,
     Objective,
-    ObjectMemo,
     Pretrained,
     Schedule,
     SentenceInversion,
@@ -38,7 +37,7 @@ from privaudit.models.backbone import backbone
 from privaudit.params import Fraction, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 from privaudit.registry import CORPORA
 from privaudit.runtime.devices import fast_precision, tensor, torch_threads
-from privaudit.runtime.memo import digest
+from privaudit.runtime.memo import ObjectMemo, digest
 
 if TYPE_CHECKING:
     import torch

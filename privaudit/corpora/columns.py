@@ -20,7 +20,7 @@ import numpy as np
 
 from privaudit.corpora.base import SPLITS, Corpus, describe_dropped
 from privaudit.corpora.reading import cell_key, is_missing, is_number, plain_value, warn_once
-from privaudit.corpora.splits import assign_splits, corpus_features
+from privaudit.corpora.splits import assign_splits, corpus_features, hold_out_background
 
 if TYPE_CHECKING:
     import datasets
@@ -223,40 +223,6 @@ def _derive_labels(
     return out
 
 
-def hold_out_background(
-    rows: list[dict[str, Any]],
-    split_of: np.ndarray,
-    share: float,
-    seed: int,
-    info: dict[str, Any],
-) -> np.ndarray:
-    """``split_of`` with ``share`` of each test author's documents moved to ``background``
-    (at least one, and at least one left as a victim): the known-author documents of
-    re-identification, as synthpai's. An author with a single document keeps it as a victim
-    and is no candidate (the identity metric leaves such victims out, and says how many)."""
-    out = split_of.astype(object)
-    rng = np.random.default_rng([seed, 36])  # its own stream: the split above is unchanged
-    test = [i for i in range(len(rows)) if out[i] == "test"]
-    by_author: dict[str, list[int]] = {}
-    for i in test:
-        by_author.setdefault(rows[i]["author"], []).append(i)
-    single = 0
-    for author in sorted(by_author):
-        docs = by_author[author]
-        if len(docs) < 2:
-            single += 1
-            continue
-        k = min(len(docs) - 1, max(1, round(share * len(docs))))
-        for i in rng.choice(docs, size=k, replace=False):
-            out[int(i)] = "background"
-    info["background"] = {
-        "share": share,
-        "candidates": len(by_author) - single,
-        "single_document_authors": single,
-    }
-    return out.astype(str)
-
-
 @dataclass(frozen=True)
 class ColumnMapping:
     """Which columns play which role, and how rows and labels are chosen: ``text``,
@@ -274,6 +240,13 @@ class ColumnMapping:
     label_map: Mapping[Any, Any] | None = None
     label_threshold: float | None = None
     label_order: Sequence[str] | None = None
+
+    def refs(self) -> list[ColumnRef]:
+        """Every column the mapping names (None for a role it leaves out)."""
+        attrs = self.attributes
+        attributes = list(attrs.values()) if isinstance(attrs, Mapping) else list(attrs)
+        fixed = [self.text, self.label, self.entities, self.author, self.split_column]
+        return [*fixed, *(self.where or {}), *attributes]
 
 
 @dataclass(frozen=True)
@@ -298,12 +271,8 @@ def corpus_from_frame(
 ) -> Corpus:
     """The corpus a table makes under a column mapping (the steps in the module docstring)."""
     c = columns
-    where, label_map, label_threshold, label_order = (
-        c.where,
-        c.label_map,
-        c.label_threshold,
-        c.label_order,
-    )
+    where, label_map, label_threshold = c.where, c.label_map, c.label_threshold
+    label_order = c.label_order
     _check_label_rules(label_map, label_threshold, source)
     if len(df) == 0:
         raise ValueError(f"{source} has a header but no rows; there is nothing to audit.")

@@ -107,19 +107,10 @@ def load_file(
     """
     path, fmt, encoding = _checked_file(path, fmt, encoding)
     fractions = check_fractions(splits)
-    refs = [text, label, entities, author, split_column, *(where or {}), *_refs(attributes)]
-    df, header = read_with_header(path, fmt, header, refs, encoding)
     columns = ColumnMapping(
-        text,
-        label,
-        attributes,
-        entities,
-        author,
-        split_column,
-        where,
-        label_map,
-        label_threshold,
+        text, label, attributes, entities, author, split_column, where, label_map, label_threshold
     )
+    df, header = read_with_header(path, fmt, header, columns.refs(), encoding)
     return corpus_from_frame(
         df,
         columns,
@@ -141,11 +132,6 @@ def _checked_file(path: str | Path, fmt: str | None, encoding: str) -> tuple[Pat
     if path.stat().st_size == 0:
         raise ValueError(f"{path} is empty (0 bytes); there is nothing to audit.")
     return path, fmt, encoding
-
-
-def _refs(attributes: Sequence[ColumnRef] | Mapping[str, ColumnRef]) -> list[ColumnRef]:
-    """The columns ``attributes`` names."""
-    return list(attributes.values()) if isinstance(attributes, Mapping) else list(attributes)
 
 
 def is_network_error(exc: BaseException) -> bool:

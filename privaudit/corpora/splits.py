@@ -111,3 +111,37 @@ def corpus_features(attribute_names: Sequence[str]) -> datasets.Features:
     )
     feats["author"] = string
     return datasets.Features(feats)
+
+
+def hold_out_background(
+    rows: list[dict[str, Any]],
+    split_of: np.ndarray,
+    share: float,
+    seed: int,
+    info: dict[str, Any],
+) -> np.ndarray:
+    """``split_of`` with ``share`` of each test author's documents moved to ``background``
+    (at least one, and at least one left as a victim): the known-author documents of
+    re-identification, as synthpai's. An author with a single document keeps it as a victim
+    and is no candidate (the identity metric leaves such victims out, and says how many)."""
+    out = split_of.astype(object)
+    rng = np.random.default_rng([seed, 36])  # its own stream: the split above is unchanged
+    test = [i for i in range(len(rows)) if out[i] == "test"]
+    by_author: dict[str, list[int]] = {}
+    for i in test:
+        by_author.setdefault(rows[i]["author"], []).append(i)
+    single = 0
+    for author in sorted(by_author):
+        docs = by_author[author]
+        if len(docs) < 2:
+            single += 1
+            continue
+        k = min(len(docs) - 1, max(1, round(share * len(docs))))
+        for i in rng.choice(docs, size=k, replace=False):
+            out[int(i)] = "background"
+    info["background"] = {
+        "share": share,
+        "candidates": len(by_author) - single,
+        "single_document_authors": single,
+    }
+    return out.astype(str)

@@ -65,8 +65,12 @@ import numpy as np
 from annotated_types import Ge
 
 from privaudit.corpora.base import Corpus
-from privaudit.corpora.columns import hold_out_background
-from privaudit.corpora.splits import assign_splits, check_fractions, corpus_features
+from privaudit.corpora.splits import (
+    assign_splits,
+    check_fractions,
+    corpus_features,
+    hold_out_background,
+)
 from privaudit.corpora.synthetic_cues import (
     AGE_CUES,
     COMBINED_CUES,

@@ -30,7 +30,7 @@ release, whatever ran before it. A miss is not charged (its time is already in t
 wall time). Blocks nest: each open block sees every hit while it is open, so an outer block
 includes its inner blocks' charges. The open blocks are shared by the threads of the process
 (a lock keeps the sums right; a grid runs one point at a time per worker process). The
-``ObjectMemo`` of :mod:`privaudit.attacks._sentence` caches an attack's own model, not a
+:class:`ObjectMemo` (below) caches an attack's own model, not a
 privatization cost, and is not charged.
 
 **Bypass and counters (benchmarks).** A benchmark that repeats a round must time a computation,
@@ -58,6 +58,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from privaudit.runtime.memory import copy_sharing_frozen
 
 
 def digest(parts: Iterable[Any]) -> str:
@@ -256,3 +258,31 @@ class RowMemo:
             _charge(per_row * len(picked))
             return rows[picked].copy()
         return None
+
+
+class ObjectMemo:
+    """A small in-process LRU memo of Python objects (deep copies in and out; a module's
+    frozen parameters are shared, not copied:
+    :func:`privaudit.runtime.memory.copy_sharing_frozen`)."""
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self._entries: OrderedDict[str, Any] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: str, compute: Callable[[], Any]) -> Any:
+        if key in self._entries:
+            self._entries.move_to_end(key)
+            self.hits += 1
+            return copy_sharing_frozen(self._entries[key])
+        self.misses += 1
+        value = compute()
+        self._entries[key] = copy_sharing_frozen(value)
+        while len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+        return value
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.hits = self.misses = 0

@@ -13,9 +13,8 @@ import numpy as np
 from privaudit.attacks._inverter.decoding import Frame, Sampling, generate, hypothesis
 from privaudit.attacks._inverter.model import Inverter, specials
 from privaudit.attacks._pooled_features import Scaler, standardise_rows
-from privaudit.attacks._sentence import ObjectMemo
 from privaudit.mechanisms.laplace import minmax_normalise
-from privaudit.runtime.memo import digest
+from privaudit.runtime.memo import ObjectMemo, digest
 
 if TYPE_CHECKING:
     from privaudit.models.backbone import Backbone
