@@ -1,7 +1,10 @@
 """Document against person bootstrap on a stored run (issue 46): the intervals the board's own
 code gives each statistic when it resamples documents and when it resamples people.
 
-    .venv/bin/python -m benchmarks.people_intervals RUN_DIR [RESAMPLES]
+    .venv/bin/python -m benchmarks.people_intervals RUN_DIR [RESAMPLES] [AUTHORS_JSON]
+
+``AUTHORS_JSON`` (a list of each test document's author, in victim order) gives the people of a
+run stored before runs recorded their unit; without it the run's own ``unit`` is used.
 
 Prints, per attack row at the undefended point and at each other point of the first defense,
 the score with both intervals and the width ratio, then the paired differences none − other
@@ -9,19 +12,24 @@ point for every attack row (separated or not under each bootstrap)."""
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import replace
 
 from privaudit.metrics.outcomes import interval
 from privaudit.metrics.stats import run_stats
+from privaudit.metrics.units import Units
 from privaudit.outputs.runs import load_runs
 from privaudit.registry import attack_fit_sds
 
 
-def main(run_dir: str, resamples: int = 2000) -> None:
+def main(run_dir: str, resamples: int = 2000, authors: str | None = None) -> None:
     runs = load_runs([run_dir])
     frame = runs.frame[runs.frame["status"] == "ok"].reset_index(drop=True)
     person = replace(runs.bootstrap, resamples=resamples)
+    if authors is not None:
+        with open(authors, encoding="utf-8") as f:
+            person = replace(person, units=Units.of_authors(json.load(f)))
     boots = {"documents": replace(person, units=None), "people": person}
     units = person.units
     print(f"{run_dir}: {units.label() if units else 'no units recorded'}; {resamples} resamples")
@@ -68,4 +76,8 @@ def main(run_dir: str, resamples: int = 2000) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 2000)
+    main(
+        sys.argv[1],
+        int(sys.argv[2]) if len(sys.argv) > 2 else 2000,
+        sys.argv[3] if len(sys.argv) > 3 else None,
+    )
