@@ -112,20 +112,15 @@ def test_decoding_victims_per_second(benchmark, bb, victims_pool, widened) -> No
 
     def decode(e: np.ndarray, seed: int) -> None:
         gen = torch.Generator().manual_seed(seed)
-        opts = {
-            "cls": cls,
-            "sep": sep,
-            "max_tokens": max_tokens,
-            "generator": gen,
-            "samples": HYPOTHESES - 1,
-        }
-        first = inv.generate(decoder, e, vocab, **opts)
+        bounds = inv.Bounds(cls, sep, max_tokens)
+        sampling = inv.Sampling(HYPOTHESES - 1, generator=gen)
+        first = inv.generate(decoder, e, vocab, bounds, sampling=sampling)
         hyps = [first]
         for _ in range(STEPS):  # a correction step, given the current guess re-embedded
             guess = [h[0] for h in hyps[-1]]
             emb = inverter.scale(standardise_rows(bb.pooled(bb.detokenize(guess))))
             hyp = inv.hypothesis(guess, emb, max_tokens)
-            hyps.append(inv.generate(corrector, e, vocab, hyp=hyp, **opts))
+            hyps.append(inv.generate(corrector, e, vocab, bounds, hyp=hyp, sampling=sampling))
         outputs.append(tuple(hyps))
 
     times = bench_rounds(benchmark, decode, rounds=ROUNDS, label="inverter decoding", setup=victims)

@@ -40,9 +40,10 @@ split in every cell of a run, so the shared pre-training never sees the held-out
 which thresholds, ridge strengths and early stopping are tuned. Victims are never used for
 any choice.
 
-**Pre-training cache** — :data:`PRETRAINED`, an in-process LRU memo keyed by a BLAKE2b digest
+**Pre-training cache** (the :class:`AuxPretraining` source; ``geia`` reads its public inverter
+from disk instead) — :data:`PRETRAINED`, an in-process LRU memo keyed by a BLAKE2b digest
 of the attack's name and version, every parameter that shapes the pre-trained model (all but
-``adaptive``, ``epochs``, ``threads``, ``progress``), the backbone's name and fingerprint, and
+:attr:`EmbeddingInversion.finetune_only`), the backbone's name and fingerprint, and
 the aux texts and split (:func:`privaudit.runtime.memo.digest`): a change to any of them is
 a miss, so it is never stale. Its seed is drawn from that digest, so the pre-trained model is
 a pure function of the key and every cell of a run (every defense point and release kind,
@@ -199,10 +200,6 @@ class Head(Protocol):
         (:func:`~privaudit.attacks._pairs.epoch_batches`); None: plain shuffled batches."""
         ...
 
-    def new_model(self, state: Any, dim: int) -> torch.nn.Module:
-        """A fresh network for ``dim`` features (a state whose ``model`` is None)."""
-        ...
-
     def trained(self, bb: Backbone, aux: AuxSplit, xs: np.ndarray, done: Trained) -> Any:
         """The state of the trained model (``done.stage``: pretrain or finetune)."""
         ...
@@ -269,10 +266,12 @@ class AuxPretraining:
     embeddings of the aux training documents (and, with ``sentences``, of their sentences),
     memoised in :data:`PRETRAINED` by ``identity`` (the attack's name, version and the
     parameters that shape the pre-training), the backbone, the aux and the device; seeded
-    from that key. ``new_state`` starts it (vocabulary, baseline; ``model`` None)."""
+    from that key. ``new_state`` starts it (vocabulary, baseline; ``model`` None) and
+    ``new_model`` builds the fresh network for ``dim`` features."""
 
     identity: tuple[Any, ...]
     new_state: Callable[[Backbone, AuxSplit, int], Any]
+    new_model: Callable[[Any, int], torch.nn.Module]
     sentences: bool
 
     def pretrained(self, frame: SentenceInversion, bb: Backbone) -> Pretrained:
@@ -295,7 +294,7 @@ class AuxPretraining:
                 )
             with torch_threads(frame.threads):
                 state = self.new_state(bb, data, x.shape[1])
-                state = frame.train(bb, data, x, state, seed_rng, pretraining=True)
+                state = frame.train(bb, data, x, state, seed_rng, new_model=self.new_model)
             return Pretrained(state, clean)
 
         return PRETRAINED.get(key, compute)
@@ -338,7 +337,7 @@ class SentenceInversion:
     _aux: AuxSplit | None = field(default=None, init=False)
     _state: Any = field(default=None, init=False)
     _adapter: Adapter | None = field(default=None, init=False)
-    format: Format | None = field(default=None, init=False)
+    release_format: Format | None = field(default=None, init=False)
 
     @property
     def aux(self) -> AuxSplit:
@@ -357,11 +356,13 @@ class SentenceInversion:
         state: Any,
         rng: np.random.Generator,
         *,
-        pretraining: bool = False,
+        new_model: Callable[[Any, int], torch.nn.Module] | None = None,
     ) -> Any:
         """Train on features ``x`` of every aux text in the clean pooled space (``aux.fit``
-        rows train, ``aux.val`` rows are held out): pre-train ``state`` (its ``model`` None),
-        or fine-tune it for the schedule's ``epochs``. Returns the new state."""
+        rows train, ``aux.val`` rows are held out): pre-train a network ``new_model`` builds
+        (``state.model`` None), or fine-tune ``state.model`` for the schedule's ``epochs``.
+        Returns the new state."""
+        pretraining = new_model is not None
         epochs, lr = self.schedule.stage(pretraining)
         if not pretraining and not epochs:
             return state
@@ -373,8 +374,9 @@ class SentenceInversion:
         pretrained, dim = state.model, x.shape[1]
 
         def build() -> torch.nn.Module:  # initialised in train()'s seeded torch scope
-            fresh = pretrained is None
-            return self.head.new_model(state, dim) if fresh else copy_sharing_frozen(pretrained)
+            if new_model is not None:
+                return new_model(state, dim)
+            return copy_sharing_frozen(pretrained)
 
         schedule = self.schedule
         settings = TrainSettings(
@@ -424,7 +426,7 @@ class SentenceInversion:
         adapter = fit_adapter(x, base.clean, self._aux, identity_prior=_same_space(fmt, bb))
         with torch_threads(self.threads):  # the backbone's encoding keeps torch's setting
             self._state = self.source.finetune(self, bb, adapter(x), base.state, rng)
-        self._adapter, self.format = adapter, fmt
+        self._adapter, self.release_format = adapter, fmt
         return self
 
     def attack(self, release: Release, head: Head | None = None) -> Predictions:
@@ -435,20 +437,22 @@ class SentenceInversion:
         bb = self.load_backbone()
         x = standardise_rows(release_features(bb, release, name=self.name))
         fmt = Format(release.kind, release.space, release.layer, int(x.shape[1]))
-        if not self.adaptive and self.format != fmt:
+        if not self.adaptive and self.release_format != fmt:
             self._state, self._adapter = self.clean_adapted(bb, fmt)
-            self.format = fmt
-        if fmt != self.format:
-            assert self.format is not None
+            self.release_format = fmt
+        if fmt != self.release_format:
+            seen = self.release_format
+            assert seen is not None
             raise ValueError(
-                f"{self.name} was fitted on a {self.format.kind!r} aux release "
-                f"({self.format.space}, dimension {self.format.dim}) but is attacking a "
+                f"{self.name} was fitted on a {seen.kind!r} aux release "
+                f"({seen.space}, dimension {seen.dim}) but is attacking a "
                 f"{release.kind!r} one ({release.space}, dimension {fmt.dim}); query the "
                 "same mechanism the victims used."
             )
         assert self._adapter is not None
         with torch_threads(self.threads):
-            predictions = (head or self.head).predict(bb, self._state, self._adapter(x))
+            reader = head if head is not None else self.head
+            predictions = reader.predict(bb, self._state, self._adapter(x))
         settings = dict(predictions.meta.get("settings", {}))
         adapter = self._adapter
         predictions.meta["settings"] = settings | {
@@ -517,6 +521,11 @@ class EmbeddingInversion(Attack):
         return (self.name, self.version, sorted(params.items()))
 
     def fit(self, knowledge: Knowledge, *, rng: np.random.Generator) -> Self:
+        self._frame = None  # a failed fit leaves no model, and the last one is not held
+        if not isinstance(knowledge, Knowledge):
+            raise TypeError(f"fit() takes a Knowledge, got {type(knowledge).__name__}.")
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}.")
         self._frame = self.frame().fit(knowledge, rng=rng)
         return self
 

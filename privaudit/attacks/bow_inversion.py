@@ -168,7 +168,9 @@ class BowInversion(EmbeddingInversion):
         return SentenceInversion(
             name=self.name,
             head=head,
-            source=AuxPretraining(self.pretraining_identity(), head.new_state, self.sentences),
+            source=AuxPretraining(
+                self.pretraining_identity(), head.new_state, head.new_model, self.sentences
+            ),
             schedule=Schedule(
                 self.pretrain_epochs,
                 self.epochs,

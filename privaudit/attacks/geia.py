@@ -299,14 +299,7 @@ class GEIA(EmbeddingInversion):
         return SentenceInversion(
             name=self.name,
             head=self._head(None),
-            source=PublicInverter(
-                self.name,
-                self.spec(self._plan),
-                self.vocabulary,
-                int(self.max_tokens),
-                self.threads,
-                self.progress,
-            ),
+            source=PublicInverter(self.spec(self._plan), self.vocabulary, int(self.max_tokens)),
             schedule=Schedule(
                 self.pretrain_epochs,
                 self.epochs,
@@ -343,8 +336,8 @@ class GEIA(EmbeddingInversion):
             bb = frame.load_backbone()
             base = frame.pretrained(bb)
             x = standardise_rows(release_features(bb, release, name=self.name))
-            assert frame.format is not None
-            adapter = frame.clean_adapted(bb, replace(frame.format, dim=x.shape[1]))[1]
+            assert frame.release_format is not None
+            adapter = frame.clean_adapted(bb, replace(frame.release_format, dim=x.shape[1]))[1]
             decoding = self._head(laplace).decoding
             with torch_threads(self.threads):
                 texts, _ = invert(bb, base.state, adapter(x), decoding, steps=0, k=1)
@@ -371,18 +364,15 @@ class PublicInverter:
     pre-trained model, the mapped aux release and the fine-tuning schedule, so it is seeded
     from their digest, not from the cell's stream, and memoised in this process."""
 
-    name: str
     spec: inv.InverterSpec
     vocabulary: str
-    max_tokens: int
-    threads: int | None
-    progress: bool | None
+    max_tokens: int  # the prior's length: the no-information baseline decodes that many
 
     def pretrained(self, frame: SentenceInversion, bb: Backbone) -> Pretrained:
         aux = frame.aux
-        inverter, note = _INVERTERS.get(bb, self.spec, self.threads, self.progress)
+        inverter, note = _INVERTERS.get(bb, self.spec, frame.threads, frame.progress)
         clean = standardise_rows(
-            release_features(bb, Release("text", texts=aux.texts), name=self.name)
+            release_features(bb, Release("text", texts=aux.texts), name=frame.name)
         )
         scaler = Scaler(inverter.mean, inverter.std)
         ids, decoder, corrector = self._writable(bb, inverter, aux.texts)
@@ -469,9 +459,6 @@ class DecoderHead:
     hypotheses: int
     steps: int
     decoding: Decoding
-
-    def new_model(self, state: State, dim: int) -> torch.nn.Module:
-        raise TypeError("geia's decoder is pre-trained on public text by its source, not here.")
 
     def objective(self, bb: Backbone, aux: AuxSplit, xs: np.ndarray, state: State) -> Objective:
         """Teacher-forced cross-entropy on the aux documents; held out: minus the loss."""

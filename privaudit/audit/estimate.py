@@ -485,9 +485,8 @@ def estimate(
     """The predicted cost of ``work`` priced by ``pricing`` (see the module docstring). With
     ``jobs`` workers the points' work is shared out, bounded below by the costliest point;
     the driver's outputs are not shared, and the workers' start-up is added once. One
-    process already keeps
-    about :data:`SERIAL_CORES` cores busy, so the speed-up is ``jobs`` at most and
-    ``cores / SERIAL_CORES`` at most (1.25 on two cores)."""
+    process already keeps about :data:`SERIAL_CORES` cores busy, so the speed-up is ``jobs``
+    at most and ``cores / SERIAL_CORES`` at most (1.25 on two cores)."""
     book = pricing.book
     known: dict[str, int] = {}  # component -> its best source (MEASURED, REFERENCE, PRIOR)
     per_point = []

@@ -99,16 +99,22 @@ def load_file(
     ``author`` column).
 
     ``background_share`` (with an ``author`` column; default 0, off): hold out that share of
-    each test author's documents into a ``background`` split (at least one, and one left as a
-    victim), the known-author documents of re-identification (the ``reidentification``
-    attack). Authors with a single test document cannot be candidates: they stay victims and
-    the identity metric leaves them out (``n_not_candidates``); ``info["background"]`` counts
-    them. Unlike synthpai's, this background holds no distractor authors.
+    each test author's documents as re-identification's known-author ``background``
+    (:func:`~privaudit.corpora.splits.hold_out_background`; ``info["background"]`` counts
+    them; unlike synthpai's, it holds no distractor authors).
     """
     path, fmt, encoding = _checked_file(path, fmt, encoding)
     fractions = check_fractions(splits)
     columns = ColumnMapping(
-        text, label, attributes, entities, author, split_column, where, label_map, label_threshold
+        text=text,
+        label=label,
+        attributes=attributes,
+        entities=entities,
+        author=author,
+        split_column=split_column,
+        where=where,
+        label_map=label_map,
+        label_threshold=label_threshold,
     )
     df, header = read_with_header(path, fmt, header, columns.refs(), encoding)
     return corpus_from_frame(

@@ -3,9 +3,10 @@
 ``check_fractions`` validates the (train, test, aux) fractions, ``assign_splits`` deals whole
 authors to the splits so that ``aux`` never shares an author with the victims (both take other
 split names too: SynthPAI deals people to train/test/aux/public/distractors), and
-``corpus_features`` is the ``datasets`` schema of a split. Used by the synthetic generator
-(:mod:`privaudit.corpora.synthetic`) and the file and hub loaders
-(:mod:`privaudit.corpora.files`).
+``corpus_features`` is the ``datasets`` schema of a split, and ``hold_out_background`` moves a
+share of each test author's documents to re-identification's ``background``. Used by the
+synthetic generator (:mod:`privaudit.corpora.synthetic`), SynthPAI and the column mapping of
+the file and hub loaders (:mod:`privaudit.corpora.columns`).
 """
 
 from __future__ import annotations

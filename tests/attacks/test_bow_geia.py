@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from privaudit.api import ALL_SPACES, Knowledge, Predictions, Release
-from privaudit.attacks._pooled_features import standardise_rows
 from privaudit.attacks._adapter import fit_adapter
+from privaudit.attacks._pooled_features import standardise_rows
 from privaudit.attacks._sentence import PRETRAINED, AuxSplit
 from privaudit.attacks.bow_inversion import BowInversion
 from privaudit.attacks.geia import GEIA

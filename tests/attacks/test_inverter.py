@@ -116,9 +116,9 @@ def test_generation_keeps_each_victims_hypotheses_together() -> None:
     model = inv.build_model(bb, spec, vocab)
     e = np.random.default_rng(0).standard_normal((3, bb.dim)).astype(np.float32)
     sampling = inv.Sampling(samples=2, generator=torch.Generator().manual_seed(0))
-    out = inv.generate(model, e, vocab, inv.Frame(cls, sep, 6), sampling=sampling)
+    out = inv.generate(model, e, vocab, inv.Bounds(cls, sep, 6), sampling=sampling)
     assert [len(h) for h in out] == [3, 3, 3]
-    greedy = inv.generate(model, e, vocab, inv.Frame(cls, sep, 6))
+    greedy = inv.generate(model, e, vocab, inv.Bounds(cls, sep, 6))
     # The first hypothesis of each victim is its greedy decoding.
     assert all(np.array_equal(a[0], b[0]) for a, b in zip(out, greedy, strict=True))
     assert all(len(h) <= 6 and sep not in h for hs in out for h in hs)
@@ -146,13 +146,13 @@ def test_a_finished_hypothesis_leaves_the_batch_without_changing_the_others() ->
         at = int(np.flatnonzero(vocab == sep)[0])
         gap = logits.max(dim=1).values - logits[:, at]
         model["out"].bias[at] += float(gap.quantile(0.3))
-    frame = inv.Frame(cls, sep, 8)
-    together = [h[0] for h in inv.generate(model, e, vocab, frame)]
-    alone = [inv.generate(model, e[i : i + 1], vocab, frame)[0][0] for i in range(len(e))]
+    bounds = inv.Bounds(cls, sep, 8)
+    together = [h[0] for h in inv.generate(model, e, vocab, bounds)]
+    alone = [inv.generate(model, e[i : i + 1], vocab, bounds)[0][0] for i in range(len(e))]
     assert len({len(h) for h in together}) > 1  # some left the batch, the others went on
     assert all(np.array_equal(a, b) for a, b in zip(together, alone, strict=True))
     with pytest.raises(ValueError, match="greedy decoding or at least one sample"):
-        inv.generate(model, e, vocab, frame, sampling=inv.Sampling(with_greedy=False))
+        inv.generate(model, e, vocab, bounds, sampling=inv.Sampling(with_greedy=False))
 
 
 def test_sampling_draws_from_the_softmax_and_never_an_impossible_piece() -> None:

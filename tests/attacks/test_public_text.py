@@ -125,7 +125,7 @@ def test_the_widened_inverter_writes_every_piece_and_keeps_the_trained_rows() ->
     assert model["out"].out_features == len(vocab)  # the original is untouched
     e = np.random.default_rng(0).standard_normal((2, bb.dim)).astype(np.float32)
     ids = np.concatenate([vocab, new])
-    out = inv.generate(wide, e, ids, cls=cls, sep=sep, max_tokens=5)
+    out = inv.generate(wide, e, ids, inv.Bounds(cls, sep, 5))
     assert all(np.isin(h[0], every).all() for h in out)
 
 

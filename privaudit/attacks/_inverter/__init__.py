@@ -72,7 +72,7 @@ and its one-time cost). Their public names are re-exported here.
 """
 
 from privaudit.attacks._inverter.decoding import (
-    Frame,
+    Bounds,
     Hypothesis,
     Sampling,
     generate,
@@ -111,7 +111,7 @@ __all__ = [
     "STAGE_COST",
     "VERSION",
     "VOCABULARIES",
-    "Frame",
+    "Bounds",
     "Hypothesis",
     "Inverter",
     "InverterSpec",

@@ -124,8 +124,8 @@ def pieces_per_row(seqs: Any) -> float:
 
 
 @dataclass(frozen=True)
-class Frame:
-    """The decoded sequences' frame: each starts after [CLS] (``cls``), ends at [SEP]
+class Bounds:
+    """The decoded sequences' bounds: each starts after [CLS] (``cls``), ends at [SEP]
     (``sep``) and holds at most ``max_tokens`` pieces."""
 
     cls: int
@@ -146,21 +146,21 @@ class Sampling:
 
 
 #: The greedy decoding alone (:func:`generate`'s default).
-GREEDY = Sampling()
+GREEDY_ONLY = Sampling()
 
 
 def generate(
     model: Any,
     e: np.ndarray,
     vocab_ids: np.ndarray,
-    frame: Frame,
+    bounds: Bounds,
     *,
     hyp: Hypothesis | None = None,
-    sampling: Sampling = GREEDY,
+    sampling: Sampling = GREEDY_ONLY,
     batch: int = 1024,
 ) -> list[list[np.ndarray]]:
     """Per target row of ``e`` (scaled): the decodings ``sampling`` asks for (the greedy one
-    first), each a backbone-id array up to [SEP] within ``frame``. All of a batch's
+    first), each a backbone-id array up to [SEP] within ``bounds``. All of a batch's
     hypotheses run as one batch with the key/value cache (self- and cross-attention); a
     hypothesis that has ended leaves the batch and its cache, so the steps cost what the
     unfinished ones need."""
@@ -176,7 +176,7 @@ def generate(
     # The output layer (29,524 rows when widened) cast once, not by autocast at every step.
     dtype = torch.bfloat16 if bf16() else torch.float32
     out_w, out_b = model["out"].weight.to(dtype), model["out"].bias.to(dtype)
-    sep_index = int(np.flatnonzero(np.asarray(vocab_ids) == frame.sep)[0])
+    sep_index = int(np.flatnonzero(np.asarray(vocab_ids) == bounds.sep)[0])
     head = _Output(vocab, sep_index, out_w, out_b, dtype)
     out: list[list[np.ndarray]] = [[] for _ in range(len(e))]
     with torch.inference_mode(), fast_precision():
@@ -192,7 +192,7 @@ def generate(
             mem_mask = mem_mask.repeat_interleave(k, dim=0)
             n = len(mem)
             greedy = (torch.arange(n, device=device) % k == 0) & with_greedy
-            tokens, length = _decode(model, head, mem, mem_mask, greedy, frame, sampling)
+            tokens, length = _decode(model, head, mem, mem_mask, greedy, bounds, sampling)
             for j, row in enumerate(_until_sep(head, tokens, length)):
                 out[start + j // k].append(row)
     return out
@@ -224,7 +224,7 @@ def _decode(
     mem: torch.Tensor,
     mem_mask: torch.Tensor,
     greedy: torch.Tensor,
-    frame: Frame,
+    bounds: Bounds,
     sampling: Sampling,
 ) -> tuple[torch.Tensor, int]:
     """One batch of hypotheses (one per row of ``mem``; a ``greedy`` row takes the argmax,
@@ -233,7 +233,7 @@ def _decode(
     import torch
     from transformers import DynamicCache, EncoderDecoderCache
 
-    cls, max_tokens = frame.cls, frame.max_tokens
+    cls, max_tokens = bounds.cls, bounds.max_tokens
     temperature, generator = sampling.temperature, sampling.generator
     device = head.vocab.device
     n = len(mem)
@@ -315,5 +315,5 @@ def greedy(
 ) -> list[np.ndarray]:
     """The greedy decoding of each scaled row of ``x`` (backbone ids up to [SEP])."""
     cls, sep = specials(bb)
-    out = generate(model, x, vocab_ids, Frame(cls, sep, max_tokens))
+    out = generate(model, x, vocab_ids, Bounds(cls, sep, max_tokens))
     return [h[0] for h in out]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privaudit.attacks._inverter.decoding import Frame, Sampling, generate, hypothesis
+from privaudit.attacks._inverter.decoding import Bounds, Sampling, generate, hypothesis
 from privaudit.attacks._inverter.model import Inverter, specials
 from privaudit.attacks._pooled_features import Scaler, standardise_rows
 from privaudit.mechanisms.laplace import minmax_normalise
@@ -62,7 +62,7 @@ def invert(
     e = state.scaler(x)
     gen = torch.Generator().manual_seed(decoding.seed)
     cls, sep = specials(bb)
-    frame = Frame(cls, sep, decoding.max_tokens)
+    bounds = Bounds(cls, sep, decoding.max_tokens)
     # One generator for the samples and every correction step: their draws follow on.
     sampling = Sampling(k - 1, decoding.temperature, gen)
     guess = greedy(state, e, cls, sep, decoding.max_tokens)
@@ -71,7 +71,7 @@ def invert(
     ids = [[g] for g in guess]
     if k > 1:
         only_drawn = replace(sampling, with_greedy=False)
-        drawn = generate(state.model, e, state.vocab_ids, frame, sampling=only_drawn)
+        drawn = generate(state.model, e, state.vocab_ids, bounds, sampling=only_drawn)
         ids = [g + d for g, d in zip(ids, drawn, strict=True)]
     seen: dict[str, np.ndarray] = {}  # re-embedded hypotheses, by text
     noise = decoding.laplace_release
@@ -81,7 +81,7 @@ def invert(
         if step == 0:
             variants["steps_0"] = bb.detokenize(best)
         hyp = hypothesis(best, emb, decoding.max_tokens)
-        new = generate(state.corrector, e, state.vocab_ids, frame, hyp=hyp, sampling=sampling)
+        new = generate(state.corrector, e, state.vocab_ids, bounds, hyp=hyp, sampling=sampling)
         cand, cemb, cdist = closest(bb, state, e, new, seen, noise)
         better = cdist < dist
         for i in np.flatnonzero(better):
@@ -96,7 +96,7 @@ def greedy(state: State, e: np.ndarray, cls: int, sep: int, max_tokens: int) -> 
     decode it once."""
 
     def decode() -> list[np.ndarray]:
-        out = generate(state.model, e, state.vocab_ids, Frame(cls, sep, max_tokens))
+        out = generate(state.model, e, state.vocab_ids, Bounds(cls, sep, max_tokens))
         return [h[0] for h in out]
 
     if not state.key:

@@ -213,9 +213,8 @@ def _near_tests(
             statistic="y₁[0] − y₂[0] + x_known[0]",
         )
     if "exact original" in chosen:
-        out["exact original"] = _exact(
-            dx["hits"], dn["hits"], a=a, names=names, distance=delta, claimed=near
-        )
+        question = Question("exact original", names, delta, near, a)
+        out["exact original"] = _exact(dx["hits"], dn["hits"], question)
     if "independence (exact repeat)" in chosen:
         within, across = int(dx["within"] + dn["within"]), int(dx["across"] + dn["across"])
         out["independence (exact repeat)"] = independence_evidence(
@@ -287,30 +286,20 @@ def _whole_vector_test(
     )
 
 
-def _exact(
-    hit: np.ndarray,
-    hit2: np.ndarray,
-    *,
-    a: float,
-    names: tuple[str, str],
-    distance: float,
-    claimed: float,
-) -> Evidence:
+def _exact(hit: np.ndarray, hit2: np.ndarray, question: Question) -> Evidence:
     """One point-mass event S for both inputs: "y = x exactly" (column 0 of the hits) or
     "y = x' exactly" (column 1), whichever favours its own input more on the selection draws;
     counted for both inputs on the estimation draws. (A leak of the clean vector hits S for
     one input and never for the other; M(x) = x against M(x') = x' would compare two events.)"""
+    names = question.names
     s, s2 = len(hit) - estimation_draws(len(hit)), len(hit2) - estimation_draws(len(hit2))
     toward_x = hit[:s, 0].sum() - hit2[:s2, 0].sum()
     toward_near = hit2[:s2, 1].sum() - hit[:s, 1].sum()
     est, est2 = hit[s:], hit2[s2:]
-    if toward_near > toward_x:  # S = {y = x'}: x' is the favoured input
-        k, n, k2, n2 = int(est2[:, 1].sum()), len(est2), int(est[:, 1].sum()), len(est)
-        pair, event = f"{names[1]} vs {names[0]}", f"y = x' ({names[1]}) exactly"
-    else:
-        k, n, k2, n2 = int(est[:, 0].sum()), len(est), int(est2[:, 0].sum()), len(est2)
-        pair, event = f"{names[0]} vs {names[1]}", f"y = x ({names[0]}) exactly"
-    return Evidence("exact original", pair, event, distance, claimed, k, n, k2, n2, a)
+    col, forward = (1, False) if toward_near > toward_x else (0, True)  # x' favoured, or x
+    event = f"y = x' ({names[1]}) exactly" if col else f"y = x ({names[0]}) exactly"
+    kx, ky = int(est[:, col].sum()), int(est2[:, col].sum())
+    return question.evidence(event, forward, kx, len(est), ky, len(est2))
 
 
 #: Tests per audit (the Bonferroni count).
