@@ -210,6 +210,13 @@ class TrainSettings:
     desc: str
     progress: bool | None
 
+    @classmethod
+    def of(cls, component: Any) -> TrainSettings:
+        """The settings a component declares as its ``epochs``, ``batch_size``, ``lr``,
+        ``weight_decay`` and ``progress``, its bar labelled with its ``name``."""
+        c = component
+        return cls(c.epochs, c.batch_size, c.lr, c.weight_decay, c.name, c.progress)
+
 
 def train(
     build: Callable[[], torch.nn.Module],

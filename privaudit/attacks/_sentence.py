@@ -508,11 +508,46 @@ class EmbeddingInversion(Attack):
     finetune_only: ClassVar[frozenset[str]] = frozenset(
         {"adaptive", "epochs", "threads", "progress", "backbone"}
     )
+    adaptive: bool
+    pretrain_epochs: int
+    epochs: int
+    lr: float
+    weight_decay: float
+    batch_size: int
+    max_aux: int | None
+    val_fraction: float
+    backbone: str | None
+    threads: int | None
+    progress: bool | None
     _frame: SentenceInversion | None = None
 
     def frame(self) -> SentenceInversion:
-        """A new frame composed from this attack's parameters."""
+        """A new frame composed from this attack's parameters (:meth:`compose`)."""
         raise NotImplementedError
+
+    def compose(self, head: Head, source: Source, finetune_lr: float) -> SentenceInversion:
+        """The frame of ``head`` and ``source`` with this attack's declared schedule (its
+        fine-tuning at ``finetune_lr``), aux, backbone and threads."""
+        schedule = Schedule(
+            self.pretrain_epochs,
+            self.epochs,
+            self.lr,
+            finetune_lr,
+            self.weight_decay,
+            self.batch_size,
+        )
+        return SentenceInversion(
+            name=self.name,
+            head=head,
+            source=source,
+            schedule=schedule,
+            adaptive=self.adaptive,
+            max_aux=self.max_aux,
+            val_fraction=self.val_fraction,
+            backbone=self.backbone,
+            threads=self.threads,
+            progress=self.progress,
+        )
 
     def pretraining_identity(self) -> tuple[Any, ...]:
         """What identifies the pre-training: the attack's name and version and every

@@ -171,14 +171,7 @@ class AEInversion(PairInversion):
             build,
             loss,
             len(t),
-            TrainSettings(
-                epochs=self.epochs,
-                batch_size=self.batch_size,
-                lr=self.lr,
-                weight_decay=self.weight_decay,
-                desc=self.name,
-                progress=self.progress,
-            ),
+            TrainSettings.of(self),
             rng=rng,
             validate=validate,
         )

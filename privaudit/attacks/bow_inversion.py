@@ -17,7 +17,6 @@ from privaudit.attacks._sentence import (
     AuxSplit,
     EmbeddingInversion,
     Objective,
-    Schedule,
     SentenceInversion,
     Trained,
 )
@@ -165,27 +164,9 @@ class BowInversion(EmbeddingInversion):
         """The word-set head, pre-trained in process on the clean aux; fine-tuned at the
         pre-training's learning rate."""
         head = WordSetHead(self.name, int(self.hidden), float(self.dropout), self.max_words)
-        return SentenceInversion(
-            name=self.name,
-            head=head,
-            source=AuxPretraining(
-                self.pretraining_identity(), head.new_state, head.new_model, self.sentences
-            ),
-            schedule=Schedule(
-                self.pretrain_epochs,
-                self.epochs,
-                self.lr,
-                self.lr,
-                self.weight_decay,
-                self.batch_size,
-            ),
-            adaptive=self.adaptive,
-            max_aux=self.max_aux,
-            val_fraction=self.val_fraction,
-            backbone=self.backbone,
-            threads=self.threads,
-            progress=self.progress,
-        )
+        identity = self.pretraining_identity()
+        source = AuxPretraining(identity, head.new_state, head.new_model, self.sentences)
+        return self.compose(head, source, finetune_lr=self.lr)
 
 
 @dataclass(frozen=True)

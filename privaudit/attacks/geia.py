@@ -28,7 +28,6 @@ from privaudit.attacks._sentence import (
     EmbeddingInversion,
     Objective,
     Pretrained,
-    Schedule,
     SentenceInversion,
     Trained,
 )
@@ -296,25 +295,8 @@ class GEIA(EmbeddingInversion):
 
     def frame(self) -> SentenceInversion:
         """The decoder head on the disk-cached public inverter, fine-tuned per point."""
-        return SentenceInversion(
-            name=self.name,
-            head=self._head(None),
-            source=PublicInverter(self.spec(self._plan), self.vocabulary, int(self.max_tokens)),
-            schedule=Schedule(
-                self.pretrain_epochs,
-                self.epochs,
-                self.lr,
-                self.finetune_lr,
-                self.weight_decay,
-                self.batch_size,
-            ),
-            adaptive=self.adaptive,
-            max_aux=self.max_aux,
-            val_fraction=self.val_fraction,
-            backbone=self.backbone,
-            threads=self.threads,
-            progress=self.progress,
-        )
+        source = PublicInverter(self.spec(self._plan), self.vocabulary, int(self.max_tokens))
+        return self.compose(self._head(None), source, finetune_lr=self.finetune_lr)
 
     def fit(self, knowledge: Knowledge, *, rng: np.random.Generator) -> Self:
         if isinstance(rng, np.random.Generator):

@@ -175,14 +175,7 @@ class MLPInversion(PairInversion):
             build,
             lambda model, idx: ce(model(x[idx]), y[idx]),
             len(y),
-            TrainSettings(
-                epochs=self.epochs,
-                batch_size=self.batch_size,
-                lr=self.lr,
-                weight_decay=self.weight_decay,
-                desc=self.name,
-                progress=self.progress,
-            ),
+            TrainSettings.of(self),
             rng=rng,
             validate=validate,
         )

@@ -218,14 +218,7 @@ def _train_decoder(
         lambda: build_model(bb, spec, data.vocab_ids),
         base_loss,
         len(data.fit_t),
-        TrainSettings(
-            epochs=int(spec.epochs),
-            batch_size=int(spec.batch_size),
-            lr=float(spec.lr),
-            weight_decay=float(spec.weight_decay),
-            desc="pretrain inverter",
-            progress=False,
-        ),
+        _settings(spec, spec.epochs, "pretrain inverter"),
         rng=rng,
         validate=base_val,
         lengths=data.fit_lengths,
@@ -301,14 +294,7 @@ def _train_corrector(
         lambda: copy.deepcopy(decoder),
         corr_loss,
         n_docs,
-        TrainSettings(
-            epochs=int(spec.correction_epochs),
-            batch_size=int(spec.batch_size),
-            lr=float(spec.lr),
-            weight_decay=float(spec.weight_decay),
-            desc="pretrain corrector",
-            progress=False,
-        ),
+        _settings(spec, spec.correction_epochs, "pretrain corrector"),
         rng=rng,
         validate=corr_val,
         lengths=data.fit_lengths[:n_docs],
@@ -340,3 +326,10 @@ def _chunked(fn: Callable[[Any], Any], idx: Any, size: int = 256) -> float:
         total += float(fn(part)) * len(part)
         n += len(part)
     return total / max(n, 1)
+
+
+def _settings(spec: InverterSpec, epochs: int, desc: str) -> TrainSettings:
+    """A pre-training stage's settings: ``epochs`` at the spec's learning rate, weight decay
+    and batch size, with no bar of its own (the stage reports its progress itself)."""
+    lr, decay = float(spec.lr), float(spec.weight_decay)
+    return TrainSettings(int(epochs), int(spec.batch_size), lr, decay, desc, progress=False)
