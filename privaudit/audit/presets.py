@@ -14,9 +14,15 @@ from privaudit.registry import ATTACKS, DEFENSES
 #: The word-level metric-DP mechanisms (issue 51): the ``mechanisms`` preset runs them; the
 #: quick grid's 20-minute budget on two cores has no room for eight more defenses.
 WORD_MECHANISMS = (
-    "santext", "santext-plus", "custext", "custext-plus", "tem", "mahalanobis", "vickrey",
+    "santext",
+    "santext-plus",
+    "custext",
+    "custext-plus",
+    "tem",
+    "mahalanobis",
+    "vickrey",
     "diffractor",
-)  # fmt: skip
+)
 
 
 def quick_preset() -> dict[str, Any]:

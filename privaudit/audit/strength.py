@@ -61,10 +61,22 @@ if TYPE_CHECKING:
 
 #: strength.csv's columns, in order.
 STRENGTH_COLUMNS = [
-    "seed", "attack", "attack_metric", "data", "fraction", "n_aux", "n_public", "status",
-    "reason", "attack_score", "attack_score_ci_low", "attack_score_ci_high", "attack_baseline",
-    "reused", "attack_seconds",
-]  # fmt: skip
+    "seed",
+    "attack",
+    "attack_metric",
+    "data",
+    "fraction",
+    "n_aux",
+    "n_public",
+    "status",
+    "reason",
+    "attack_score",
+    "attack_score_ci_low",
+    "attack_score_ci_high",
+    "attack_baseline",
+    "reused",
+    "attack_seconds",
+]
 
 
 #: The fewest documents a share below 1 may draw: fewer is no data set to learn from, and two

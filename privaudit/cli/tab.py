@@ -14,8 +14,15 @@ from privaudit.registry import build_defense
 
 SPLITS = {"test": "test", "dev": "aux", "train": "train", "all": None}
 #: ``--preset tab``: HaS at each level and with identifiers, Presidio at its levels.
-TAB_PRESET = ("has@1", "has@2", "has@3", "has@4", "has@4,identifiers=true", "presidio@1",
-              "presidio@2")  # fmt: skip
+TAB_PRESET = (
+    "has@1",
+    "has@2",
+    "has@3",
+    "has@4",
+    "has@4,identifiers=true",
+    "presidio@1",
+    "presidio@2",
+)
 
 
 @dataclass

@@ -16,18 +16,49 @@ import numpy as np
 
 #: An author's habits under ``persona``: one pet phrase and one sign-off each (400 pairs).
 PERSONA_PHRASES = (
-    "No joke.", "Honestly though.", "Make of that what you will.", "Just saying.",
-    "Fair play.", "Mark my words.", "Go figure.", "Long story short.", "For what it's worth.",
-    "Swings and roundabouts.", "Each to their own.", "Bob's your uncle.", "There you have it.",
-    "Take it or leave it.", "Enough said.", "Lesson learned.", "Food for thought.",
-    "Cards on the table.", "Watch this space.", "You heard it here first.",
-)  # fmt: skip
+    "No joke.",
+    "Honestly though.",
+    "Make of that what you will.",
+    "Just saying.",
+    "Fair play.",
+    "Mark my words.",
+    "Go figure.",
+    "Long story short.",
+    "For what it's worth.",
+    "Swings and roundabouts.",
+    "Each to their own.",
+    "Bob's your uncle.",
+    "There you have it.",
+    "Take it or leave it.",
+    "Enough said.",
+    "Lesson learned.",
+    "Food for thought.",
+    "Cards on the table.",
+    "Watch this space.",
+    "You heard it here first.",
+)
 PERSONA_SIGNOFFS = (
-    "Cheers!", "Peace.", "Ta-ra.", "Over and out.", "Rant over.", "Toodles.", "Laters.",
-    "Stay sane.", "Ciao for now.", "Happy hunting.", "Mind how you go.", "Onwards.",
-    "That's me done.", "Be lucky.", "Keep well.", "Ta very much.", "Right, off I pop.",
-    "Until next time.", "Chin up.", "Bye for now.",
-)  # fmt: skip
+    "Cheers!",
+    "Peace.",
+    "Ta-ra.",
+    "Over and out.",
+    "Rant over.",
+    "Toodles.",
+    "Laters.",
+    "Stay sane.",
+    "Ciao for now.",
+    "Happy hunting.",
+    "Mind how you go.",
+    "Onwards.",
+    "That's me done.",
+    "Be lucky.",
+    "Keep well.",
+    "Ta very much.",
+    "Right, off I pop.",
+    "Until next time.",
+    "Chin up.",
+    "Bye for now.",
+)
 
 
 def add_personas(

@@ -12,8 +12,10 @@ comment about the family is more often by someone married), as any real forum's 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -23,100 +25,16 @@ if TYPE_CHECKING:
 
 OTHER = "other"
 
-# Specific topics first: a tie goes to the earlier one.
+#: Each topic's words, specific topics first (a tie goes to the earlier one): the fixed lexicon
+#: in ``privaudit/data/synthpai/topic_words.json``, our own data (not SynthPAI's).
 TOPIC_WORDS: dict[str, tuple[str, ...]] = {
-    "food": (
-        "food*", "cook*", "recipe*", "restaurant*", "eat", "eats", "eating", "ate", "dinner*",
-        "lunch*", "breakfast*", "brunch*", "coffee*", "tea", "teas", "wine*", "beer*", "bake*",
-        "baking", "bakery", "kitchen*", "dish", "dishes", "meal*", "taste*", "tasty", "flavor*",
-        "flavour*", "chef*", "cuisine*", "snack*", "grill*", "bbq", "pizza*", "pasta*", "bread*",
-        "cheese*", "spice*", "spicy", "sauce*", "soup*", "dessert*", "chocolate*", "cafe*",
-        "café*", "bistro*", "vegan*", "vegetarian*", "sushi", "burger*", "taco*", "grocer*",
-        "fruit*", "veggie*", "vegetable*", "apron*", "plate*", "cuppa", "espresso*", "latte*",
-        "foodie*", "dumpling*", "noodle*", "rice", "curry", "curries", "delicious", "yummy",
-        "menu*", "picnic*", "barbecue*", "butter*", "tapas", "pastr*", "croissant*",
-    ),
-    "tech": (
-        "tech", "techie*", "technolog*", "computer*", "code", "coding", "coder*", "software",
-        "app", "apps", "phone*", "smartphone*", "gadget*", "ai", "internet", "online", "data",
-        "pc", "pcs", "laptop*", "device*", "digital*", "algorithm*", "programming",
-        "programmer*", "debug*", "robot*", "wifi", "wi-fi", "gpu*", "cpu*", "keyboard*",
-        "screen*", "smart", "electronic*", "software's", "python", "javascript", "linux",
-        "server*", "cyber*", "hack*", "startup*", "crypto*", "blockchain", "vr", "drone*",
-        "printer*", "console*", "update*", "upgrade*", "tesla", "ev", "evs", "engineering",
-        "science*", "scientific", "scientist*", "research*", "lab", "labs", "physics",
-        "chemistry", "biology", "math", "maths", "mathematic*", "telescope*", "astronom*",
-        "stars", "galax*", "planet*", "solar", "renewable*",
-    ),
-    "family_relationships": (
-        "family", "families", "kid", "kids", "child", "children", "childhood", "son", "sons",
-        "daughter*", "parent*", "mom", "moms", "mum", "mums", "mother*", "dad", "dads",
-        "father*", "wife", "husband*", "spouse*", "partner", "partners", "marriage*", "wedding*",
-        "dating", "date", "dates", "relationship*", "romance", "romantic", "love", "loved",
-        "lover*", "grandkid*", "grandchild*", "grandma*", "grandpa*", "grandmother*",
-        "grandfather*", "grandparent*", "nonna*", "abuel*", "sibling*", "brother*", "sister*",
-        "girlfriend*", "boyfriend*", "friend", "friends", "friendship*", "roommate*",
-        "flatmate*", "household*", "baby", "babies", "toddler*", "teen", "teens", "teenager*",
-        "nuptials", "in-law*", "heart", "heartbreak*", "breakup*", "ex", "couple*", "bond*",
-        "neighbor", "neighbors", "neighbour", "neighbours",
-    ),
-    "leisure": (
-        "music*", "musician*", "movie*", "film", "films", "cinema*", "book", "books",
-        "read", "reading", "reads", "novel", "novels", "game", "games", "gaming", "gamer*",
-        "sport", "sports", "football", "soccer", "hockey", "basketball", "tennis", "golf",
-        "rugby", "cricket", "gym*", "workout*", "hobby", "hobbies", "hike", "hikes", "hiking",
-        "art", "arts", "artist*", "artwork*", "concert*", "tv", "show", "shows", "series",
-        "netflix", "festival*", "danc*", "paint*", "garden*", "knit*", "photograph*", "camping",
-        "fishing", "yoga", "running", "jog*", "swim*", "ski", "skiing", "surf*", "band",
-        "bands", "song*", "guitar*", "piano*", "theater*", "theatre*", "opera*", "podcast*",
-        "anime", "comic*", "craft*", "diy", "lego*", "puzzle*", "chess", "vinyl*", "jazz",
-        "playlist*", "binge*", "marathon*", "museum*", "gallery", "galleries", "sculpt*",
-        "poetry", "poem*", "fitness", "lifting", "weights", "cycling", "boardgame*",
-        "trail*", "club*", "karaoke", "sauna*", "fun",
-    ),
-    "education": (
-        "school*", "college*", "uni", "university", "universities", "degree*", "study",
-        "studies", "studying", "studied", "student*", "class", "classes", "classroom*",
-        "teacher*", "teaching", "professor*", "exam*", "academ*", "lecture*", "campus*",
-        "tuition", "thesis", "dissertation*", "homework", "grades", "diploma*", "graduat*",
-        "grad", "grads", "course*", "curricul*", "scholarship*", "alumni", "semester*",
-        "textbook*", "tutor*", "learn", "learned", "learning", "education*", "syllabus",
-        "library", "libraries",
-    ),
-    "places": (
-        "travel*", "trip", "trips", "city", "cities", "town", "towns", "neighborhood*",
-        "neighbourhood*", "street*", "park", "parks", "beach*", "mountain*", "weather",
-        "rain*", "snow*", "winter*", "summer*", "spring", "autumn", "sunshine", "sunny",
-        "climate", "house", "houses", "housing", "apartment*", "flat", "flats", "architect*",
-        "building*", "traffic", "commut*", "tourist*", "tourism", "vacation*", "holiday*",
-        "flight*", "local", "locals", "urban", "suburb*", "downtown", "village*", "countryside",
-        "ocean*", "sea", "seaside", "river*", "lake*", "fjord*", "skyline*", "metro", "subway*",
-        "tram*", "bus", "buses", "bike*", "transit", "abroad", "expat*", "hometown*", "moved",
-        "move", "moving", "visit*", "landmark*", "square", "squares", "cobble*", "brick*",
-        "facade*", "façade*", "skyscraper*", "high-rise*", "country", "countries", "culture*",
-        "cultural", "home", "homes", "streets", "harbor*", "harbour*", "island*",
-        "road*", "highway*", "bridge*", "castle*", "cathedral*", "church*", "temple*",
-        "market*", "bazaar*", "scenery", "landscape*", "view", "views", "breeze", "heat",
-        "cold", "humid*", "storm*", "fog*",
-    ),
-    "work_money": (
-        "job", "jobs", "work", "working", "workplace*", "workload*", "workday*", "workforce",
-        "coworker*", "co-worker*", "career*", "boss", "bosses", "office*", "pay", "paid",
-        "paycheck*", "payday", "budget*", "rent", "rents", "bill", "bills", "money", "cash",
-        "saving", "savings", "save", "invest*", "mortgage*", "tax", "taxes", "taxed",
-        "retire*", "pension*", "promotion*", "client*", "colleague*", "hustle*", "gig", "gigs",
-        "freelanc*", "profession*", "business*", "finance*", "financial*", "financ*", "earn*",
-        "wage*", "debt*", "loan*", "expens*", "afford*", "cost", "costs", "costly", "price*",
-        "pricey", "cheap*", "luxur*", "frugal*", "shift", "shifts", "overtime", "hire",
-        "hired", "hiring", "interview*", "corporat*", "entrepreneur*", "nurse", "nurses",
-        "nursing", "hospital*", "patient", "patients", "deadline*", "meeting*", "manager*",
-        "management", "employ*", "unemploy*", "industr*", "economy", "economic*", "inflation",
-        "spend", "spending", "spent", "penny", "pennies", "dollar*", "euro*", "franc*",
-        "yuan", "yen", "pound", "pounds", "bank*", "stock*", "invoice*", "spreadsheet*",
-        "accounting", "accountant*", "lawyer*", "legal", "trade", "trades", "craftsman*",
-        "customer*", "sales", "marketing", "contract*", "wealth*", "rich", "broke", "income*",
-    ),
-}  # fmt: skip
+    topic: tuple(words)
+    for topic, words in json.loads(
+        (Path(__file__).parent.parent / "data" / "synthpai" / "topic_words.json").read_text(
+            encoding="utf-8"
+        )
+    ).items()
+}
 
 _WORD = re.compile(r"[\w'’-]+")  # a word, apostrophes and hyphens kept ("in-laws", "kid's")
 

@@ -35,21 +35,56 @@ if TYPE_CHECKING:
 
 _SURROGATE_TRIES = 30
 _NORP = (
-    "French", "German", "Canadian", "Brazilian", "Japanese", "Kenyan", "Norwegian", "Mexican",
-    "Italian", "Egyptian", "Korean", "Spanish", "Dutch", "Swedish", "Polish", "Greek", "Chilean",
-    "Nigerian", "Peruvian", "Turkish", "Vietnamese", "Australian", "Danish", "Finnish",
-    "Portuguese", "Argentine", "Moroccan", "Austrian", "Hungarian", "Thai",
-)  # fmt: skip
+    "French",
+    "German",
+    "Canadian",
+    "Brazilian",
+    "Japanese",
+    "Kenyan",
+    "Norwegian",
+    "Mexican",
+    "Italian",
+    "Egyptian",
+    "Korean",
+    "Spanish",
+    "Dutch",
+    "Swedish",
+    "Polish",
+    "Greek",
+    "Chilean",
+    "Nigerian",
+    "Peruvian",
+    "Turkish",
+    "Vietnamese",
+    "Australian",
+    "Danish",
+    "Finnish",
+    "Portuguese",
+    "Argentine",
+    "Moroccan",
+    "Austrian",
+    "Hungarian",
+    "Thai",
+)
 _LOC_NOUNS = ("Valley", "River", "Lake", "Bay", "Hills", "Forest", "Peninsula", "Highlands")
 _FAC_NOUNS = ("Bridge", "Airport", "Stadium", "Hall", "Tower", "Centre", "Station", "Arena")
 _UNITS = ("kilograms", "miles", "litres", "pounds", "metres", "feet", "acres", "tonnes", "grams")
 _TYPE_WORDS = {  # how a hide model is told what to invent
-    "DATE": "date", "MONEY": "amount of money", "PERCENT": "percentage", "QUANTITY": "quantity",
-    "TIME": "time of day", "GPE": "city or country", "LOC": "location", "PERSON": "person's name",
-    "WORK_OF_ART": "title of a book, film or song", "ORG": "company or organisation name",
-    "NORP": "nationality or group", "LAW": "law", "FAC": "building or facility",
+    "DATE": "date",
+    "MONEY": "amount of money",
+    "PERCENT": "percentage",
+    "QUANTITY": "quantity",
+    "TIME": "time of day",
+    "GPE": "city or country",
+    "LOC": "location",
+    "PERSON": "person's name",
+    "WORK_OF_ART": "title of a book, film or song",
+    "ORG": "company or organisation name",
+    "NORP": "nationality or group",
+    "LAW": "law",
+    "FAC": "building or facility",
     "LANGUAGE": "language",
-}  # fmt: skip
+}
 
 
 def _clashes(

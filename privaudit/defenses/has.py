@@ -35,9 +35,21 @@ from privaudit.models.entities import (
 
 # The 14 entity types HaS anonymizes (OntoNotes labels, as spaCy's English NER emits them).
 HAS_TYPES: tuple[str, ...] = (
-    "DATE", "MONEY", "PERCENT", "QUANTITY", "TIME", "GPE", "LOC", "PERSON", "WORK_OF_ART", "ORG",
-    "NORP", "LAW", "FAC", "LANGUAGE",
-)  # fmt: skip
+    "DATE",
+    "MONEY",
+    "PERCENT",
+    "QUANTITY",
+    "TIME",
+    "GPE",
+    "LOC",
+    "PERSON",
+    "WORK_OF_ART",
+    "ORG",
+    "NORP",
+    "LAW",
+    "FAC",
+    "LANGUAGE",
+)
 
 # Privacy knob: each level hides a superset of the previous one (narrow → all).
 PRESETS: dict[int, tuple[str, ...]] = {

@@ -18,10 +18,22 @@ from privaudit.models.pipelines import ner_pipeline
 
 #: Presidio's pattern recognizers for identifiers (and its spaCy NER's PERSON): level 1.
 DIRECT: tuple[str, ...] = (
-    "PERSON", "EMAIL_ADDRESS", "PHONE_NUMBER", "URL", "IP_ADDRESS", "IBAN_CODE", "CREDIT_CARD",
-    "CRYPTO", "US_SSN", "US_PASSPORT", "US_DRIVER_LICENSE", "US_ITIN", "US_BANK_NUMBER",
-    "UK_NHS", "MEDICAL_LICENSE",
-)  # fmt: skip
+    "PERSON",
+    "EMAIL_ADDRESS",
+    "PHONE_NUMBER",
+    "URL",
+    "IP_ADDRESS",
+    "IBAN_CODE",
+    "CREDIT_CARD",
+    "CRYPTO",
+    "US_SSN",
+    "US_PASSPORT",
+    "US_DRIVER_LICENSE",
+    "US_ITIN",
+    "US_BANK_NUMBER",
+    "UK_NHS",
+    "MEDICAL_LICENSE",
+)
 #: What its spaCy NER adds (quasi-identifiers): level 2 is DIRECT plus these.
 QUASI: tuple[str, ...] = ("LOCATION", "NRP", "DATE_TIME", "ORGANIZATION")
 

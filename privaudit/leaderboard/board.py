@@ -151,8 +151,15 @@ class Leaderboard:
         ``hv_ci_high[<f>]``, ``rank[<f>]``, ``rank_ci_low[<f>]``, ``rank_ci_high[<f>]``,
         ``stability[<f>]`` and per-attack ``hypervolume[<attack>]``/``rank[<attack>]``."""
         wide = self.overall.set_index("label")
-        cols = ("hypervolume", "hv_ci_low", "hv_ci_high", "rank", "rank_ci_low",
-                "rank_ci_high", "stability")  # fmt: skip
+        cols = (
+            "hypervolume",
+            "hv_ci_low",
+            "hv_ci_high",
+            "rank",
+            "rank_ci_low",
+            "rank_ci_high",
+            "stability",
+        )
         for family, sub in self.families.groupby("family", sort=True):
             sub = sub.set_index("label")
             for col in cols:

@@ -129,10 +129,25 @@ def format_view(stats: RunStats) -> FormatView:
             continue
         for family in sorted(set(f.loc[f["label"] == label, "family"].dropna())):
             rows.extend(_split(stats, str(family), label, refs[0], release))
-    columns = ["family", "label", "release", "knob", "knob_value", "reference", "attacks",
-               "privacy", "privacy_ci_low", "privacy_ci_high", "format", "format_ci_low",
-               "format_ci_high", "mechanism", "mechanism_ci_low", "mechanism_ci_high",
-               "format_only"]  # fmt: skip
+    columns = [
+        "family",
+        "label",
+        "release",
+        "knob",
+        "knob_value",
+        "reference",
+        "attacks",
+        "privacy",
+        "privacy_ci_low",
+        "privacy_ci_high",
+        "format",
+        "format_ci_low",
+        "format_ci_high",
+        "mechanism",
+        "mechanism_ci_low",
+        "mechanism_ci_high",
+        "format_only",
+    ]
     table = pd.DataFrame(rows, columns=columns)
     notes = [*_format_notes(table, stats.level, stats.available), *notes]
     shown = {str(family): _display(sub) for family, sub in table.groupby("family", sort=True)}

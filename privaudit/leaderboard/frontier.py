@@ -23,16 +23,31 @@ if TYPE_CHECKING:
 # carries them through (NaN when the results have none): with several seeds, each bound is the
 # mean of the per-seed bounds (seeds without a bound are left out of that mean).
 CI_COLUMNS = [
-    "empirical_privacy_ci_low", "empirical_privacy_ci_high", "utility_ci_low", "utility_ci_high",
-]  # fmt: skip
+    "empirical_privacy_ci_low",
+    "empirical_privacy_ci_high",
+    "utility_ci_low",
+    "utility_ci_high",
+]
 
 # Columns seed_means() / frontier() return, in order.
 POINT_COLUMNS = [
-    "attack", "label", "defense", "knob", "knob_value",
-    "empirical_privacy", "empirical_privacy_ci_low", "empirical_privacy_ci_high",
-    "utility", "utility_ci_low", "utility_ci_high",
-    "n_seeds", "attack_metric", "utility_metric", "guarantee", "on_frontier",
-]  # fmt: skip
+    "attack",
+    "label",
+    "defense",
+    "knob",
+    "knob_value",
+    "empirical_privacy",
+    "empirical_privacy_ci_low",
+    "empirical_privacy_ci_high",
+    "utility",
+    "utility_ci_low",
+    "utility_ci_high",
+    "n_seeds",
+    "attack_metric",
+    "utility_metric",
+    "guarantee",
+    "on_frontier",
+]
 
 
 def pareto_mask(privacy: np.ndarray, utility: np.ndarray) -> np.ndarray:

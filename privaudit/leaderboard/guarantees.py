@@ -23,8 +23,20 @@ def guarantee_table(table: pd.DataFrame) -> Table:
     """The guarantee audit (``guarantees.csv``) as a display table: per defense point its
     claim, verdict, test, pair and event, the empirical lower bound on the privacy loss, the
     claim at the same distance, their ratio and the confidence."""
-    headers = ["defense", "knob", "value", "claim", "verdict", "test", "pair", "event",
-               "lower bound", "claimed", "ratio", "confidence"]  # fmt: skip
+    headers = [
+        "defense",
+        "knob",
+        "value",
+        "claim",
+        "verdict",
+        "test",
+        "pair",
+        "event",
+        "lower bound",
+        "claimed",
+        "ratio",
+        "confidence",
+    ]
     rows = [
         [
             str(r["defense"]),

@@ -45,10 +45,15 @@ def _round_robin(labels: Sequence[KnobLabel]) -> list[KnobLabel]:
 # Offsets (points) of a label's anchor from its point, tried in order, with the alignment that
 # keeps the text on that side: above right first, then the other corners, sides, and farther.
 _NEAR: tuple[tuple[float, float, str, str], ...] = (
-    (4, 4, "left", "bottom"), (4, -4, "left", "top"), (-4, 4, "right", "bottom"),
-    (-4, -4, "right", "top"), (0, 6, "center", "bottom"), (0, -6, "center", "top"),
-    (6, 0, "left", "center"), (-6, 0, "right", "center"),
-)  # fmt: skip
+    (4, 4, "left", "bottom"),
+    (4, -4, "left", "top"),
+    (-4, 4, "right", "bottom"),
+    (-4, -4, "right", "top"),
+    (0, 6, "center", "bottom"),
+    (0, -6, "center", "top"),
+    (6, 0, "left", "center"),
+    (-6, 0, "right", "center"),
+)
 _OFFSETS: tuple[tuple[float, float, str, str], ...] = tuple(
     (dx * r, dy * r, ha, va) for r in (1.0, 2.0) for dx, dy, ha, va in _NEAR
 )

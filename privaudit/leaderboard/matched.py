@@ -31,8 +31,18 @@ def matched_table(points: FamilyPoints, chance: float) -> pd.DataFrame:
 
     t = points.table
     rows = []
-    columns = ["family", "label", "level", "utility", "utility_ci_low", "utility_ci_high",
-               "privacy", "knob", "knob_value", "at_chance"]  # fmt: skip
+    columns = [
+        "family",
+        "label",
+        "level",
+        "utility",
+        "utility_ci_low",
+        "utility_ci_high",
+        "privacy",
+        "knob",
+        "knob_value",
+        "at_chance",
+    ]
     if t.empty:
         return pd.DataFrame(columns=columns)
     upper = t["utility_ci_high"].astype(float).fillna(t["utility"].astype(float))
@@ -93,8 +103,14 @@ def rates_table(frame: pd.DataFrame, points: FamilyPoints) -> pd.DataFrame | Non
         return None
     t = points.table
     text = t[t["family"] == "text"] if len(t) else t
-    cols = ["utility", "utility_ci_low", "utility_ci_high", "privacy", "privacy_ci_low",
-            "privacy_ci_high"]  # fmt: skip
+    cols = [
+        "utility",
+        "utility_ci_low",
+        "utility_ci_high",
+        "privacy",
+        "privacy_ci_low",
+        "privacy_ci_high",
+    ]
     if len(text):
         by = by.merge(text[["label", "knob_value", *cols]], on=["label", "knob_value"], how="left")
     else:

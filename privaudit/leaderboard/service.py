@@ -327,8 +327,16 @@ def adversary_table(stats: RunStats) -> Table | None:
     if read.empty:
         return None
     attacks = f[f["attack"].astype(str).str.startswith(ATTRIBUTE_ATTACK) & (f["status"] == "ok")]
-    headers = ["defense", "knob", "readout with objective", "readout without", "difference",
-               "release attack", "attack score", "no-information baseline"]  # fmt: skip
+    headers = [
+        "defense",
+        "knob",
+        "readout with objective",
+        "readout without",
+        "difference",
+        "release attack",
+        "attack score",
+        "no-information baseline",
+    ]
     rows = []
     for (label, value), g in read.groupby(["label", "knob_value"], sort=True, dropna=False):
         one = g.drop_duplicates(_point_keys(g))

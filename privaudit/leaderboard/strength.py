@@ -96,9 +96,15 @@ def undefended_table(frame: pd.DataFrame) -> Table:
                 reach_text(reach.get(_base_name(str(r["attack"])), {})),
             ]
         )
-    headers = ["attack", "metric", "score [interval]", "no-information baseline",
-               "published figure", "published setting (source)",
-               "reach: victims' tokens it can write; its public text's"]  # fmt: skip
+    headers = [
+        "attack",
+        "metric",
+        "score [interval]",
+        "no-information baseline",
+        "published figure",
+        "published setting (source)",
+        "reach: victims' tokens it can write; its public text's",
+    ]
     return Table(headers, out)
 
 

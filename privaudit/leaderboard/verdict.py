@@ -410,8 +410,15 @@ def _one_sided(diff: float, se: float) -> float:
 def _best(family: str, matched: pd.DataFrame, points: pd.DataFrame) -> Best | None:
     """The highest utility at the headline's privacy level: the matched-privacy table's row
     (its rule for reaching a level), or, if the table has no such level, the points'."""
-    cols = ("label", "utility", "utility_ci_low", "utility_ci_high", "privacy", "knob",
-            "knob_value")  # fmt: skip
+    cols = (
+        "label",
+        "utility",
+        "utility_ci_low",
+        "utility_ci_high",
+        "privacy",
+        "knob",
+        "knob_value",
+    )
     rows = matched[(matched["family"] == family) & np.isclose(matched["level"], HEADLINE_PRIVACY)]
     if rows.empty and len(points):
         rows = points[

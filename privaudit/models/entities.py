@@ -31,12 +31,28 @@ from privaudit.models.pipelines import ner_pipeline
 Span = tuple[int, int, str]  # (start, end, type): character offsets in the text it was found in
 
 MONTHS: tuple[str, ...] = (
-    "January", "February", "March", "April", "May", "June", "July", "August", "September",
-    "October", "November", "December",
-)  # fmt: skip
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 WEEKDAYS: tuple[str, ...] = (
-    "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday",
-)  # fmt: skip
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+    "Sunday",
+)
 PERSON_TITLES: frozenset[str] = frozenset(
     {"mr", "mrs", "ms", "miss", "dr", "prof", "sir", "dame", "lady", "lord"}
 )
@@ -54,9 +70,18 @@ PLACEHOLDER = re.compile(r"<([A-Z][A-Z_]*?)_(\d+)>")
 
 # HaS's own relative-date surrogates; a white-box attacker knows this vocabulary too.
 RELATIVE_DATES: tuple[str, ...] = (
-    "last week", "last month", "two weeks ago", "a few days ago", "last spring", "last autumn",
-    "earlier this year", "three months ago", "the other day", "last year", "a while back",
-)  # fmt: skip
+    "last week",
+    "last month",
+    "two weeks ago",
+    "a few days ago",
+    "last spring",
+    "last autumn",
+    "earlier this year",
+    "three months ago",
+    "the other day",
+    "last year",
+    "a while back",
+)
 
 
 #: The type of an identifier found by pattern (:func:`identifier_spans`), not by the NER.

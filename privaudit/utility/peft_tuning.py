@@ -151,8 +151,11 @@ class PeftUtility(UtilityEvaluator):
     #: Rough seconds per 1,000 train + test words on two CPU cores with the quick profile
     #: (docs/usage.md: prompt tuning ~4 min a cell on the quick grid's 33k words).
     COST_QUICK: ClassVar[dict[str, float]] = {
-        "prompt-tuning": 7.2, "prefix-tuning": 1.8, "lora": 1.8, "fine-tuning": 3.6,
-    }  # fmt: skip
+        "prompt-tuning": 7.2,
+        "prefix-tuning": 1.8,
+        "lora": 1.8,
+        "fine-tuning": 3.6,
+    }
 
     @property
     def cost_prior(self) -> float:  # type: ignore[override]

@@ -83,7 +83,12 @@ QUICK_SIZES = Sizes(release=600, noise=20_000, laplace=3000, release_cap=20_000,
 
 #: The verdicts, worst first.
 VIOLATED, HOLDS, UNTESTABLE, NO_CLAIM, NOT_TESTED = (
-    "violated", "holds", "untestable", "no formal claim", "not tested")  # fmt: skip
+    "violated",
+    "holds",
+    "untestable",
+    "no formal claim",
+    "not tested",
+)
 
 
 @dataclass
@@ -273,11 +278,33 @@ class GuaranteeAudit:
 
 
 COLUMNS = [
-    "defense", "knob", "knob_value", "guarantee", "claim", "kind", "verdict", "test", "pair",
-    "event", "distance", "claimed_loss", "lower_bound", "estimate", "ratio", "confidence",
-    "release_bound", "release_ratio", "ceiling", "draws_needed", "tests", "testable", "n",
-    "seconds", "note", "seed",
-]  # fmt: skip
+    "defense",
+    "knob",
+    "knob_value",
+    "guarantee",
+    "claim",
+    "kind",
+    "verdict",
+    "test",
+    "pair",
+    "event",
+    "distance",
+    "claimed_loss",
+    "lower_bound",
+    "estimate",
+    "ratio",
+    "confidence",
+    "release_bound",
+    "release_ratio",
+    "ceiling",
+    "draws_needed",
+    "tests",
+    "testable",
+    "n",
+    "seconds",
+    "note",
+    "seed",
+]
 
 
 # ---- the plans: read from the defense's declaration ------------------------------------------
