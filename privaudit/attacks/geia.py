@@ -527,8 +527,8 @@ class _Inverters:
 
 
 _INVERTERS = _Inverters()
-#: The latest point's fine-tuned decoder (geia's and vec2text's cells of a point share it; one
-#: entry: points run one after another, and an older point's model only held memory).
-_FINETUNED = ObjectMemo(size=1)
+#: The point's fine-tuned decoder (geia's and vec2text's cells of a point share it), dropped
+#: when the point's cells are done: an older point's model only held memory.
+_FINETUNED = ObjectMemo(size=1, per_point=True)
 #: The pre-trained decoder and corrector widened to the attacker's vocabulary.
 _WIDENED = ObjectMemo(size=2)

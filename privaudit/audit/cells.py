@@ -30,6 +30,7 @@ defenses.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import math
@@ -57,7 +58,7 @@ from privaudit.metrics.units import Units
 from privaudit.models.backbone import backbone as load_backbone
 from privaudit.records import Source, build_knowledge, build_truth, token_layout
 from privaudit.registry import ATTACKS, CORPORA, DEFENSES, UTILITY, build_component
-from privaudit.runtime.memo import charged_seconds
+from privaudit.runtime.memo import charged_seconds, end_point
 from privaudit.runtime.memory import component_peaks, release_freed
 
 if TYPE_CHECKING:
@@ -269,6 +270,7 @@ def compute(
     for label, key in task.attack_keys.items():
         granted = knowledge(ctx, point, ctx.aux, label, query=query)
         _attack_cell(ctx, released, label, key, granted, start, emit)
+    end_point()  # the point's own models (a fine-tuned decoder) serve no later point
     release_freed()
     if peaks is not None:
         peaks.close()
@@ -483,12 +485,13 @@ def point_streams(point: Point, defense: Defense) -> list[np.random.Generator]:
 def fit_and_attack(
     attack: Attack, knowledge: Knowledge, rng: np.random.Generator, public: Release, seed: int
 ) -> Predictions:
-    """``attack`` fitted with ``knowledge`` and run on its victims: every test document, or
-    the ``max_victims`` it declares (:func:`victim_subset`), whose test indices its
-    predictions then carry (``meta["doc_indices"]``) for scoring."""
+    """A copy of ``attack`` (the grid's, never fitted) fitted with ``knowledge`` and run on
+    its victims: all, or the ``max_victims`` it declares (:func:`victim_subset`), whose test
+    indices its predictions carry (``meta["doc_indices"]``). The copy, models and all, goes
+    with the cell (a fitted geia and vec2text held 450 MB into the next point)."""
     victims = victim_subset(len(public), attack.max_victims, seed)
     seen = public if victims is None else public.subset(victims)
-    predictions = attack.fit(knowledge, rng=rng).attack(seen)
+    predictions = copy.deepcopy(attack).fit(knowledge, rng=rng).attack(seen)
     if victims is not None:  # the subset's own indices into the test split
         inner = predictions.meta.get("doc_indices")
         picked = victims if inner is None else victims[np.asarray(inner, dtype=int)]

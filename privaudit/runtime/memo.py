@@ -51,6 +51,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+import weakref
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -263,13 +264,20 @@ class RowMemo:
 class ObjectMemo:
     """A small in-process LRU memo of Python objects (deep copies in and out; a module's
     frozen parameters are shared, not copied:
-    :func:`privaudit.runtime.memory.copy_sharing_frozen`)."""
+    :func:`privaudit.runtime.memory.copy_sharing_frozen`).
 
-    def __init__(self, size: int = 8) -> None:
+    ``per_point``: the entries serve the cells of one defense point only (a model fine-tuned
+    on that point's release), so :func:`end_point`, which the runner calls when a point's
+    cells are done, drops them: held on, they sat in memory through the next point's
+    privatization and service training, where the grid's peak is."""
+
+    def __init__(self, size: int = 8, *, per_point: bool = False) -> None:
         self.size = size
         self._entries: OrderedDict[str, Any] = OrderedDict()
         self.hits = 0
         self.misses = 0
+        if per_point:
+            _PER_POINT.add(self)
 
     def get(self, key: str, compute: Callable[[], Any]) -> Any:
         if key in self._entries:
@@ -286,3 +294,13 @@ class ObjectMemo:
     def clear(self) -> None:
         self._entries.clear()
         self.hits = self.misses = 0
+
+
+_PER_POINT: weakref.WeakSet[ObjectMemo] = weakref.WeakSet()
+
+
+def end_point() -> None:
+    """Drop the entries of every ``per_point`` :class:`ObjectMemo`: the point whose cells
+    they served is done (hit counters are kept)."""
+    for memo in list(_PER_POINT):
+        memo._entries.clear()
