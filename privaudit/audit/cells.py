@@ -42,7 +42,15 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from privaudit.api import NONE, Attack, Defense, Knowledge, Predictions, Release
-from privaudit.audit.plan import Point, cell_key, fmt_params, identity, stable_seed
+from privaudit.audit.plan import (
+    Point,
+    attack_rng,
+    cell_key,
+    fmt_params,
+    identity,
+    point_streams,
+    victim_subset,
+)
 from privaudit.audit.reasons import FULL, failure_reason
 from privaudit.audit.wrapper import UserDefense
 from privaudit.metrics import (
@@ -476,12 +484,6 @@ def utility_fields(util: dict[str, Any], metric: str, y_test: Any) -> dict[str, 
     }
 
 
-def point_streams(point: Point, defense: Defense) -> list[np.random.Generator]:
-    """The point's train, test, utility and attacker-query streams (same point, same draws)."""
-    seq = stable_seed(point.seed, defense.name, defense.params())
-    return [np.random.default_rng(s) for s in seq.spawn(4)]
-
-
 def fit_and_attack(
     attack: Attack, knowledge: Knowledge, rng: np.random.Generator, public: Release, seed: int
 ) -> Predictions:
@@ -497,23 +499,6 @@ def fit_and_attack(
         picked = victims if inner is None else victims[np.asarray(inner, dtype=int)]
         predictions.meta["doc_indices"] = [int(i) for i in picked]
     return predictions
-
-
-def victim_subset(n: int, cap: int | None, seed: int) -> np.ndarray | None:
-    """The test documents an attack with ``max_victims = cap`` scores: ``cap`` of the ``n``
-    drawn with the run seed alone, so every point and every capped attack scores the same
-    victims (paired comparisons stay paired); None when it scores all of them."""
-    if cap is None or n <= cap:
-        return None
-    rng = np.random.default_rng(stable_seed(seed, "victims"))
-    return np.sort(rng.choice(n, size=int(cap), replace=False))
-
-
-def attack_rng(point: Point, defense: Defense, label: str) -> np.random.Generator:
-    """The attack cell's own stream (seed, defense, params, attack label)."""
-    return np.random.default_rng(
-        stable_seed(point.seed, defense.name, defense.params(), "attack", label)
-    )
 
 
 def test_release(ctx: Context, point: Point) -> Release:

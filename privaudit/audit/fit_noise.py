@@ -7,7 +7,7 @@ identical defenses be told apart (issue 47: 26 % of null boards). So every run m
 after the grid, at each undefended point (the ``none`` defense, per seed), every attack whose
 fit is random (declared ``fit_sd`` > 0; a declared 0 is tested to be a deterministic fit,
 ``tests/test_conformance.py``) is fitted again ``refits`` times from other streams of its cell
-(:func:`~privaudit.audit.cells.attack_rng` with ``|refit<k>``), on the same aux, public text
+(:func:`~privaudit.audit.plan.attack_rng` with ``|refit<k>``), on the same aux, public text
 and victims, and scored; the service is trained again ``refits`` times from other utility
 streams on the same releases. The measured spread is the standard deviation (``ddof=1``) of
 the ``refits + 1`` scores, the grid's own fit among them. The board uses, per attack row and
@@ -33,15 +33,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privaudit.api import NONE
-from privaudit.audit.cells import (
-    attack_rng,
-    fit_and_attack,
-    knowledge,
-    point_streams,
-    test_release,
-    utility_fields,
-)
-from privaudit.audit.plan import stable_seed
+from privaudit.audit.cells import fit_and_attack, knowledge, test_release, utility_fields
+from privaudit.audit.plan import attack_rng, point_streams, stable_seed
 from privaudit.audit.reasons import failure_reason
 from privaudit.audit.stage_progress import StageProgress
 from privaudit.metrics import score_predictions

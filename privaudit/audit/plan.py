@@ -149,3 +149,29 @@ def _calibrated_levels(
         result = calibrate(defense, sample, target=rate, seed=seed, known=known)
         out.append((result.solution, rate))
     return out
+
+
+# -- The random streams and victims of a point's cells ------------------------------------
+
+
+def point_streams(point: Point, defense: Defense) -> list[np.random.Generator]:
+    """The point's train, test, utility and attacker-query streams (same point, same draws)."""
+    seq = stable_seed(point.seed, defense.name, defense.params())
+    return [np.random.default_rng(s) for s in seq.spawn(4)]
+
+
+def victim_subset(n: int, cap: int | None, seed: int) -> np.ndarray | None:
+    """The test documents an attack with ``max_victims = cap`` scores: ``cap`` of the ``n``
+    drawn with the run seed alone, so every point and every capped attack scores the same
+    victims (paired comparisons stay paired); None when it scores all of them."""
+    if cap is None or n <= cap:
+        return None
+    rng = np.random.default_rng(stable_seed(seed, "victims"))
+    return np.sort(rng.choice(n, size=int(cap), replace=False))
+
+
+def attack_rng(point: Point, defense: Defense, label: str) -> np.random.Generator:
+    """The attack cell's own stream (seed, defense, params, attack label)."""
+    return np.random.default_rng(
+        stable_seed(point.seed, defense.name, defense.params(), "attack", label)
+    )

@@ -10,7 +10,7 @@ sees whether the attacker has saturated or would grow stronger with more data.
 - **Subsets** are nested: one seeded permutation of the aux per (seed, attack), its first
   ``round(fraction · n)`` documents, kept in the split's order; a share that draws fewer than
   :data:`MIN_SHARE_DOCS`, or as many as another share, is refused before any cell. The attack's
-  own stream is the grid cell's (:func:`~privaudit.audit.cells.attack_rng`), so only its data
+  own stream is the grid cell's (:func:`~privaudit.audit.plan.attack_rng`), so only its data
   differs from the cell's.
 - **1.0 is the grid's cell**, reused from the results table (score, interval, baseline), never
   recomputed, so the curve ends exactly on the number the rest of the report shows.
@@ -45,8 +45,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privaudit.api import NONE
-from privaudit.audit.cells import attack_rng, fit_and_attack, knowledge, test_release
-from privaudit.audit.plan import stable_seed
+from privaudit.audit.cells import fit_and_attack, knowledge, test_release
+from privaudit.audit.plan import attack_rng, stable_seed
 from privaudit.audit.reasons import failure_reason
 from privaudit.audit.stage_progress import StageProgress
 from privaudit.metrics import interval, score_predictions

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from privaudit.api import MIN_VICTIMS, Attack, Knowledge, Predictions, Release, Space
-from privaudit.audit.cells import victim_subset
+from privaudit.audit.plan import victim_subset
 from privaudit.params import ParamError, validate_params
 from privaudit.registry import ATTACKS
 
