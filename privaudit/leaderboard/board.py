@@ -44,6 +44,7 @@ import numpy as np
 
 from privaudit.api import NONE, REFERENCES
 from privaudit.leaderboard.families import (
+    RANK_COLUMNS,
     check_chance,
     family_table,
     hv_by_label,
@@ -151,18 +152,9 @@ class Leaderboard:
         ``hv_ci_high[<f>]``, ``rank[<f>]``, ``rank_ci_low[<f>]``, ``rank_ci_high[<f>]``,
         ``stability[<f>]`` and per-attack ``hypervolume[<attack>]``/``rank[<attack>]``."""
         wide = self.overall.set_index("label")
-        cols = (
-            "hypervolume",
-            "hv_ci_low",
-            "hv_ci_high",
-            "rank",
-            "rank_ci_low",
-            "rank_ci_high",
-            "stability",
-        )
         for family, sub in self.families.groupby("family", sort=True):
             sub = sub.set_index("label")
-            for col in cols:
+            for col in RANK_COLUMNS:
                 wide[f"{col}[{family}]"] = sub[col]
         for attack, sub in self.per_attack.groupby("attack", sort=True):
             sub = sub.set_index("label")

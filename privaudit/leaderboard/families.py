@@ -234,6 +234,19 @@ def _with_intervals(
     return rows
 
 
+#: A family's per-defense ranking statistics, as the family table holds them and the overall
+#: table widens them to ``<column>[<family>]``.
+RANK_COLUMNS = (
+    "hypervolume",
+    "hv_ci_low",
+    "hv_ci_high",
+    "rank",
+    "rank_ci_low",
+    "rank_ci_high",
+    "stability",
+)
+
+
 def _family_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """The family table from its rows, references listed last, in rank order."""
     import pandas as pd
@@ -245,13 +258,7 @@ def _family_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
                 "family",
                 "label",
                 "defense",
-                "hypervolume",
-                "hv_ci_low",
-                "hv_ci_high",
-                "rank",
-                "rank_ci_low",
-                "rank_ci_high",
-                "stability",
+                *RANK_COLUMNS,
                 "tied_with",
                 "complete",
                 "reason",
