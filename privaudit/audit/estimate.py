@@ -87,6 +87,8 @@ VICTIMS = "victims|"
 #: A run's measured-to-predicted ratio, applied to the work no cell of it has measured yet,
 #: stays within these bounds (one point's burst is not the grid's pace).
 DRIFT_BOUNDS = (0.25, 4.0)
+#: Components a run must have measured before their median ratio re-prices the others.
+DRIFT_MIN_COMPONENTS = 2
 
 
 def costs_path() -> Path:

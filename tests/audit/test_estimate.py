@@ -357,3 +357,35 @@ def test_the_tracker_reprices_the_remaining_points_from_what_was_measured(
     t2 = Tracker([tasks[0], tasks[1]], [work[0], other], pricing, cells=2, done=0, jobs=1)
     t2.finished(tasks[0], {"defense t2t": 10.0, "nn": 10.0}, 1)  # 2× slower than priced
     assert t2.remaining() - t2.outputs_s == pytest.approx(5.0 * 2 + 10.0)
+
+
+def test_one_mispriced_component_is_not_read_as_the_machine(tmp_path: Path) -> None:
+    """A point whose only computed cell took ten times its price (a new attack version, the
+    rest from the cell store) re-prices that attack alone: the parts nothing measured keep
+    their price until two components agree; their median, not one outlier, is the drift."""
+    from privaudit.audit.forecast import Tracker
+
+    book = CostBook(tmp_path / COSTS_FILE)
+    attacks = {"nn": _Fake("nn", 0.5), "ner": _Fake("ner", 0.5), "ae": _Fake("ae", 0.5)}
+    sizes = Sizes(point_kwords=10.0, attack_kwords=10.0)
+    first = Work(_Fake("t2t", 0.5), False, ["nn"], "t2t")
+    later = Work(_Fake("pct2t", 0.5), False, ["ner"], "pct2t")
+    pricing = Pricing(attacks, None, sizes, book)
+    tasks = [object(), object()]
+    tracker = Tracker(tasks, [first, later], pricing, cells=2, done=0, jobs=1)
+    tracker.finished(tasks[0], {"nn": 50.0}, 1)  # priced 5 s, took 50
+    assert tracker.drift == 1.0
+    assert tracker.remaining() - tracker.outputs_s == pytest.approx(10.0)  # pct2t + ner
+    # two components measured: 10x and 1x -> their median (5.5), bounded by DRIFT_BOUNDS
+    tracker.finished(tasks[0], {"defense t2t": 5.0}, 0)
+    assert tracker.drift == pytest.approx(4.0)
+    t3 = Tracker(
+        tasks,
+        [Work(_Fake("t2t", 0.5), False, ["nn", "ner", "ae"], "t2t"), later],
+        Pricing(attacks, None, sizes, book),
+        cells=2,
+        done=0,
+        jobs=1,
+    )
+    t3.finished(tasks[0], {"defense t2t": 5.0, "nn": 50.0, "ner": 5.0, "ae": 5.0}, 3)
+    assert t3.drift == pytest.approx(1.0)  # three at their price outvote the one at 10x
