@@ -44,6 +44,37 @@ def test_without_the_variable_nothing_is_measured(monkeypatch: pytest.MonkeyPatc
     memory.release_freed()  # always safe, with or without glibc
 
 
+def test_what_a_component_left_in_a_reference_cycle_is_freed_between_components(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A module and its closure that point at each other (what a finished service left):
+    Python's cycle collector runs by object counts, not bytes, so without a collection the
+    tensor stayed; release_freed frees it before the next component starts."""
+    import gc
+    import weakref
+
+    import torch
+
+    def left_behind() -> weakref.ref[torch.Tensor]:
+        module = torch.nn.Linear(4, 4)
+        big = torch.ones(1024, 1024)  # 4 MiB, touched: resident
+        module.keep = lambda: (module, big)  # type: ignore[assignment]  # the cycle
+        return weakref.ref(big)
+
+    gc.disable()  # no automatic collection may free it first
+    try:
+        memory.release_freed()
+        gone = left_behind()
+        assert gone() is not None  # only the cycle holds it
+        memory.release_freed()  # 4 MiB more resident: below the growth that collects
+        assert gone() is not None or not sys.platform.startswith("linux")
+        monkeypatch.setattr(memory, "COLLECT_GROWTH_MB", 0.0)
+        memory.release_freed()
+        assert gone() is None
+    finally:
+        gc.enable()
+
+
 @linux
 def test_live_tensors_count_each_storage_once() -> None:
     import torch
