@@ -30,6 +30,7 @@ import contextlib
 import os
 import secrets
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -102,8 +103,17 @@ def guard_run(run_dir: Path) -> Iterator[Callable[[], None]]:
         if received:
             raise Interrupted(run_dir, received[0])
 
+    def quiet(unraisable: Any) -> None:
+        # Swallowed in a finalizer, the interrupt is remembered and raised at the checkpoint:
+        # Python's "Exception ignored in ... Traceback" for it would only alarm the reader.
+        if not isinstance(unraisable.exc_value, Interrupted):
+            hook(unraisable)
+
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, on_term) if main else None
+    hook = sys.unraisablehook
+    if main:
+        sys.unraisablehook = quiet
     try:
         yield checkpoint
         checkpoint()  # a signal swallowed after the last checkpoint still ends as one
@@ -117,6 +127,7 @@ def guard_run(run_dir: Path) -> Iterator[Callable[[], None]]:
     finally:
         if main:
             signal.signal(signal.SIGTERM, previous)
+            sys.unraisablehook = hook
 
 
 def put_all(put: Put, records: Records) -> None:

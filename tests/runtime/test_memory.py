@@ -4,6 +4,7 @@ benchmark (issue 50)."""
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -68,7 +69,8 @@ def test_what_a_component_left_in_a_reference_cycle_is_freed_between_components(
         assert gone() is not None  # only the cycle holds it
         memory.release_freed()  # 4 MiB more resident: below the growth that collects
         assert gone() is not None or not sys.platform.startswith("linux")
-        monkeypatch.setattr(memory, "COLLECT_GROWTH_MB", 0.0)
+        # any resident size collects (a 4 MiB tensor may reuse freed heap: RSS need not grow)
+        monkeypatch.setattr(memory, "COLLECT_GROWTH_MB", -math.inf)
         memory.release_freed()
         assert gone() is None
     finally:
