@@ -14,7 +14,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pandas as pd
 import pytest
@@ -255,7 +255,11 @@ def test_a_sigterm_swallowed_by_a_finaliser_still_stops_the_run(
     from privaudit.audit.executors import Interrupted, guard_run, put_all
 
     reported: list[BaseException | None] = []
-    monkeypatch.setattr(sys, "unraisablehook", lambda u: reported.append(u.exc_value))
+
+    def record(unraisable: Any) -> None:
+        reported.append(unraisable.exc_value)
+
+    monkeypatch.setattr(sys, "unraisablehook", record)
 
     class Finaliser:
         def __del__(self) -> None:
@@ -281,7 +285,7 @@ def test_a_sigterm_swallowed_by_a_finaliser_still_stops_the_run(
     assert stored == ["after the swallowed signal", "a", "b"]
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     assert [type(e) for e in reported] == [ValueError]  # the interrupt was not reported
-    assert sys.unraisablehook is not None and sys.unraisablehook.__name__ == "<lambda>"
+    assert sys.unraisablehook is record  # the guard's hook is gone with the guard
 
 
 def test_workers_exit_when_the_driver_is_killed(tmp_path) -> None:

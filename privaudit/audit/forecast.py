@@ -5,6 +5,7 @@ re-priced as the grid runs (:class:`Tracker`, from what each finished point meas
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -112,13 +113,11 @@ class Tracker:
 
     @property
     def drift(self) -> float:
-        import numpy as np
-
         ratios = [m / p for m, p in self._ratios.values() if m > 0 and p > 0]
         if len(ratios) < DRIFT_MIN_COMPONENTS:
             return 1.0
         low, high = DRIFT_BOUNDS
-        return float(np.clip(np.median(ratios), low, high))
+        return min(high, max(low, statistics.median(ratios)))
 
     def remaining(self) -> float:
         """Seconds of wall time left: the pending points re-priced, shared by the workers,

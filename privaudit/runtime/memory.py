@@ -78,17 +78,19 @@ def release_freed() -> None:
     the resident set grew by :data:`COLLECT_GROWTH_MB` since the last one, which is where
     a large cycle can be (without ``/proc``: every time)."""
     rss = rss_mb()
-    if rss is None or rss > _COLLECTED_AT[0] + COLLECT_GROWTH_MB:
+    collect = rss is None or rss > _COLLECTED_AT[0] + COLLECT_GROWTH_MB
+    if collect:
         gc.collect()
     libc = _libc()
     if libc is not None:
         libc.malloc_trim(0)
-    _COLLECTED_AT[0] = rss_mb() or 0.0
+    if collect:  # the baseline moves only here: slow growth over components adds up
+        _COLLECTED_AT[0] = rss_mb() or 0.0
 
 
 #: Resident growth (MiB) since the last cycle collection that makes release_freed collect.
 COLLECT_GROWTH_MB = 256.0
-_COLLECTED_AT = [0.0]  # the resident set (MiB) after release_freed last ran
+_COLLECTED_AT = [0.0]  # the resident set (MiB) after the last collection
 
 
 def live_tensor_mb() -> float | None:

@@ -73,6 +73,16 @@ def test_what_a_component_left_in_a_reference_cycle_is_freed_between_components(
         monkeypatch.setattr(memory, "COLLECT_GROWTH_MB", -math.inf)
         memory.release_freed()
         assert gone() is None
+        # the baseline is the last collection's, not the last call's: growth adds up
+        monkeypatch.setattr(memory, "COLLECT_GROWTH_MB", 256.0)
+        monkeypatch.setattr(memory, "_COLLECTED_AT", [0.0])
+        memory.release_freed()  # collects (the process is far above 256 MiB) and records
+        baseline = memory._COLLECTED_AT[0]
+        held = bytearray(64 * 2**20)  # 64 MiB more resident, below the growth that collects
+        held[::4096] = b"x" * len(held[::4096])
+        memory.release_freed()  # no collection: the baseline stays, so growth adds up
+        assert memory._COLLECTED_AT[0] == baseline or not sys.platform.startswith("linux")
+        del held
     finally:
         gc.enable()
 
