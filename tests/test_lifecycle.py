@@ -250,8 +250,6 @@ def test_a_sigterm_swallowed_by_a_finaliser_still_stops_the_run(
     in ``regex``'s): the guard remembers the signal and its checkpoint raises it, and the
     swallowed one prints no "Exception ignored ... Traceback" (a test of the ``--jobs 2``
     stop found one in the driver's output); any other unraisable still reaches the hook."""
-    import sys
-
     from privaudit.audit.executors import Interrupted, guard_run, put_all
 
     reported: list[BaseException | None] = []
