@@ -4,13 +4,13 @@ speed (:mod:`privaudit.runtime.costs`).
 
 Run it on the machine whose costs it copies, right after a quiet, complete run (the quick
 grid, with the inverter pre-trained in the same sitting), so that its speed score, measured
-now, matches the costs:
+now (the median of 15 readings a second apart: the machine's usual pace), matches the costs:
 
     .venv/bin/python benchmarks/reference_costs.py --from ~/.cache/privaudit/costs.json
 
 ``--machine TAG`` copies another section of the file (then pass ``--score`` measured on that
-machine: ``python -c "from privaudit.runtime.costs import speed_score; print(speed_score(
-fresh=True))"``); ``--timings`` names the pre-training rate file (default
+machine: ``python -c "from privaudit.runtime.costs import typical_score; print(
+typical_score())"``); ``--timings`` names the pre-training rate file (default
 ``inverters/timings.json`` beside the costs); ``--out`` writes elsewhere than the package.
 """
 

@@ -67,7 +67,7 @@ from privaudit.models.backbone import backbone as load_backbone
 from privaudit.records import Source, build_knowledge, build_truth, token_layout
 from privaudit.registry import ATTACKS, CORPORA, DEFENSES, UTILITY, build_component
 from privaudit.runtime.memo import charged_seconds, end_point
-from privaudit.runtime.memory import component_peaks, release_freed
+from privaudit.runtime.memory import HeapTrimmer, component_peaks, release_freed
 
 if TYPE_CHECKING:
     from privaudit.audit.config import GridConfig
@@ -235,6 +235,14 @@ def context_for(config: GridConfig) -> Context:
 
 
 def compute(
+    ctx: Context, task: Task, on_record: Any = None, on_start: Any = None
+) -> list[tuple[str, dict[str, Any]]]:
+    """:func:`_compute` with the heap's free pages handed back as it runs (:class:`HeapTrimmer`)."""
+    with HeapTrimmer():
+        return _compute(ctx, task, on_record, on_start)
+
+
+def _compute(
     ctx: Context, task: Task, on_record: Any = None, on_start: Any = None
 ) -> list[tuple[str, dict[str, Any]]]:
     """Run one task: privatize, measure utility (unless cached), run the needed attacks.

@@ -59,6 +59,7 @@ from privaudit.runtime.costs import (
     reference_stamp,
     run_score,
     scaled_reference,
+    score_ratio,
 )
 
 if TYPE_CHECKING:
@@ -237,7 +238,7 @@ class CostBook:
                 rate = entry["seconds"] / entry["units"]
                 then = entry.get("score")
                 if then and math.isfinite(then) and then > 0:
-                    rate *= self.score.value / then
+                    rate *= score_ratio(self.score.value, then)
                 return rate
         return None
 

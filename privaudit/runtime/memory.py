@@ -25,6 +25,7 @@ import json
 import os
 import re
 import sys
+import threading
 import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -88,6 +89,43 @@ def release_freed() -> None:
         _COLLECTED_AT[0] = rss_mb() or 0.0
 
 
+class HeapTrimmer:
+    """While open, a daemon thread hands the heap's free pages back every ``period`` seconds
+    (glibc ``malloc_trim``; nothing elsewhere, or with ``period`` 0).
+
+    Between components :func:`release_freed` does that, but a component's own peak is not
+    only what it holds: the pages its earlier steps freed stay resident until the next
+    trim, and with the heap fragmented by what earlier points left, fewer of them are
+    reused. Over a whole quick grid, vec2text's peak climbed from 4.4 GB at the first point
+    to 6.3 GB with the same work in it, while the resident size between components rose
+    only 0.4 GB."""
+
+    def __init__(self, period: float | None = None) -> None:
+        if period is None:
+            period = float(os.environ.get("PRIVAUDIT_TRIM_PERIOD", TRIM_PERIOD_S))
+        self.period = period
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _run(self) -> None:
+        libc = _libc()
+        while not self._stop.wait(self.period):
+            libc.malloc_trim(0)
+
+    def __enter__(self) -> HeapTrimmer:
+        if self.period > 0 and _libc() is not None:
+            self._thread = threading.Thread(target=self._run, name="malloc-trim", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
+#: Seconds between the trims of :class:`HeapTrimmer`.
+TRIM_PERIOD_S = 1.0
 #: Resident growth (MiB) since the last cycle collection that makes release_freed collect.
 COLLECT_GROWTH_MB = 256.0
 _COLLECTED_AT = [0.0]  # the resident set (MiB) after the last collection

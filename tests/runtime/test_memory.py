@@ -114,3 +114,54 @@ def test_a_copy_shares_frozen_parameters_and_owns_the_rest() -> None:
     assert not torch.equal(twin["model"]["out"].weight, model["out"].weight)
     assert twin["notes"] == ["kept"] and twin["notes"] is not state["notes"]
     assert memory.copy_sharing_frozen([1, "a"]) == [1, "a"]
+
+
+class _CountingLibc:
+    def __init__(self) -> None:
+        self.trims = 0
+
+    def malloc_trim(self, pad: int) -> int:
+        self.trims += 1
+        return 1
+
+
+def test_the_trimmer_trims_while_open_and_stops_on_exit(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    libc = _CountingLibc()
+    monkeypatch.setattr(memory, "_libc", lambda: libc)
+    with memory.HeapTrimmer(0.01) as trimmer:
+        time.sleep(0.2)
+    assert libc.trims >= 3  # every period, with no call from the component
+    assert trimmer._thread is not None and not trimmer._thread.is_alive()
+    after = libc.trims
+    time.sleep(0.05)
+    assert libc.trims == after  # stopped with the block
+    with memory.HeapTrimmer(0) as off:  # a period of 0: no thread
+        time.sleep(0.05)
+    assert off._thread is None and libc.trims == after
+    monkeypatch.setenv("PRIVAUDIT_TRIM_PERIOD", "0.5")
+    assert memory.HeapTrimmer().period == 0.5
+    monkeypatch.setattr(memory, "_libc", lambda: None)  # no glibc: nothing to run
+    with memory.HeapTrimmer(0.01) as none:
+        pass
+    assert none._thread is None
+
+
+@linux
+def test_freed_heap_pages_go_back_while_a_component_still_runs() -> None:
+    """Chunks below the mmap threshold live in the heap; freed under a live one, glibc keeps
+    them resident until a trim, which the trimmer makes while the component goes on."""
+    import time
+
+    chunks = [bytearray(64 * 1024) for _ in range(3200)]  # 200 MiB of heap, touched
+    pin = bytearray(64 * 1024)  # above them: the heap's top cannot shrink past it
+    before = memory.rss_mb()
+    del chunks
+    held = memory.rss_mb()
+    with memory.HeapTrimmer(0.02):
+        time.sleep(0.3)
+        during = memory.rss_mb()
+    assert before is not None and held is not None and during is not None
+    assert during < held - 150  # handed back inside the block, no release_freed call
+    del pin

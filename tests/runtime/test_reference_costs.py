@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import privaudit.runtime.costs as rc
@@ -188,6 +189,17 @@ def test_the_workload_is_quick() -> None:
     assert 0 < score < 3.0  # seconds per repeat; the whole measurement stays a few seconds
 
 
+def test_the_score_is_the_median_of_its_repeats_after_the_warm_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A lucky moment (the fastest repeat) or the warm-up (the slowest) does not set it."""
+    durations = [5.0, 0.1, 0.9, 0.3, 0.5, 0.2, 0.8, 0.4, 0.7, 0.6]
+    assert len(durations) == rc._REPEATS + 1
+    clock = iter(np.cumsum([[0.0, d] for d in durations]).tolist())
+    monkeypatch.setattr(rc.time, "perf_counter", lambda: next(clock))
+    assert rc.measure_score() == pytest.approx(0.5)
+
+
 def test_pretraining_rate_measured_then_reference_then_prior(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -303,3 +315,38 @@ def test_the_speed_score_runs_with_the_threads_the_models_use(
     assert run_thread_count() == (os.cpu_count() or 1)
     rc.measure_score()
     assert seen == [1, os.cpu_count() or 1]
+
+
+def test_scores_inside_the_quiet_spread_are_the_same_pace() -> None:
+    """A reading a few seconds apart on a quiet machine moved 2× (0.074-0.150 s): inside
+    the spread both read as the typical score; a busy machine's reading is taken as it is."""
+    typical = 0.1
+    spread = rc.QUIET_SPREAD
+    assert rc.score_ratio(0.15, 0.07, typical) == 1.0  # two quiet readings: the same pace
+    assert rc.score_ratio(typical * spread, typical / spread, typical) == 1.0  # the edges
+    assert rc.score_ratio(0.3, 0.16, typical) == pytest.approx(3.0)  # busy now, quiet then
+    assert rc.score_ratio(0.1, 0.4, typical) == pytest.approx(0.25)  # filed under load
+    assert rc.score_ratio(0.04, 0.1, typical) == pytest.approx(0.4)  # a faster machine
+    assert rc.score_ratio(50.0, 0.1, typical) == rc.RATIO_BOUNDS[1]  # swamped: bounded
+    assert rc.score_ratio(0.15, 0.07, None) == rc.score_ratio(0.15, 0.07)  # the shipped one's
+    assert rc.quiet_or_busy(0.2, typical) == 0.2 and rc.quiet_or_busy(0.12, typical) == typical
+
+
+def test_the_shipped_reference_reads_a_quiet_run_as_its_own_pace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    shipped = rc.load_reference()
+    assert shipped is not None
+    for reading in (shipped.score * 0.8, shipped.score * 1.6):  # quiet readings seen here
+        assert rc.speed_ratio(shipped.score, rc.RunScore(reading)) == 1.0
+    busy = rc.RunScore(shipped.score * 2.9)  # three busy processes beside the run
+    assert rc.speed_ratio(shipped.score, busy) == pytest.approx(2.9)
+
+
+def test_a_reference_is_scored_by_the_median_of_spaced_readings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    readings = iter([0.3, 0.1, 0.12, 0.09, 0.11])
+    monkeypatch.setattr(rc, "measure_score", lambda: next(readings))
+    monkeypatch.setattr(rc.time, "sleep", lambda s: None)
+    assert rc.typical_score(5) == pytest.approx(0.11)

@@ -17,6 +17,7 @@ from privaudit.attacks._inverter.pretraining import pretrain, work
 from privaudit.runtime.cache import cache_dir, cache_writable, locked
 from privaudit.runtime.costs import pretrain_rate, record_pretrain_rate
 from privaudit.runtime.devices import current_device, module_device, torch_threads
+from privaudit.runtime.memory import HeapTrimmer, release_freed
 
 if TYPE_CHECKING:
     from privaudit.models.backbone import Backbone
@@ -74,8 +75,9 @@ def _load_or_pretrain(
                 path.unlink(missing_ok=True)
         else:
             return inv, {"cache": "hit", "seconds": round(time.perf_counter() - start, 2)}
-    with torch_threads(threads):
+    with torch_threads(threads), HeapTrimmer():  # its freed steps: not kept resident
         inv = pretrain(bb, spec, progress=progress)
+    release_freed()  # the pre-training's data and optimiser, before the grid's first point
     seconds = time.perf_counter() - start
     if keep:
         _write(path, inv)
