@@ -80,6 +80,11 @@ STARTUP_PRIOR = 20.0
 #: Cores a point keeps busy in one process (the quick grid ran at 163 % CPU on two cores):
 #: a pool speeds a grid up by at most cores / this, however many workers it has.
 SERIAL_CORES = 1.6
+#: What a pool achieves of that where its workers need more cores than there are: on two
+#: cores, ``--jobs 2`` did the quick grid's first 8 points in 26:22 where ``--jobs 1`` did
+#: them in about 16:40 (0.63× for a predicted 1.25×: each worker pays the per-process work,
+#: the model loads and the inverter's widening, and the two contend for the memory bus).
+CONTENDED = 0.5
 #: Where a component's rate came from, best first (a component priced by several lookups,
 #: e.g. one per defense, counts under its best).
 MEASURED, REFERENCE, PRIOR = 0, 1, 2
@@ -383,6 +388,8 @@ class Estimate:
             if (self.jobs > 1)
             else ""
         )
+        if self.jobs > 1 and speedup(self.jobs) < 1:
+            jobs += f"; slower than one worker on {os.cpu_count() or 1} cores (--jobs 1)"
         return [f"{size}; estimated wall time ≈ {duration(self.wall)}{jobs}", f"({source})"]
 
     def record(self) -> dict[str, Any]:
@@ -472,8 +479,13 @@ def price_work(item: Work, pricing: Pricing) -> list[Part]:
 
 
 def speedup(jobs: int) -> float:
-    """What ``jobs`` workers gain (see :func:`estimate`)."""
-    return min(float(jobs), max(1.0, (os.cpu_count() or 1) / SERIAL_CORES))
+    """What ``jobs`` workers gain (see :func:`estimate`): below 1 where they contend for
+    the cores (:data:`CONTENDED`)."""
+    if jobs <= 1:
+        return 1.0
+    cores = os.cpu_count() or 1
+    gain = min(float(jobs), max(1.0, cores / SERIAL_CORES))
+    return gain * CONTENDED if jobs * SERIAL_CORES > cores else gain
 
 
 def estimate(
@@ -489,7 +501,8 @@ def estimate(
     ``jobs`` workers the points' work is shared out, bounded below by the costliest point;
     the driver's outputs are not shared, and the workers' start-up is added once. One
     process already keeps about :data:`SERIAL_CORES` cores busy, so the speed-up is ``jobs``
-    at most and ``cores / SERIAL_CORES`` at most (1.25 on two cores)."""
+    at most and ``cores / SERIAL_CORES`` at most, and :data:`CONTENDED` of that where the
+    workers need more cores than there are (0.63 on two cores: slower than one worker)."""
     book = pricing.book
     known: dict[str, int] = {}  # component -> its best source (MEASURED, REFERENCE, PRIOR)
     per_point = []

@@ -85,7 +85,11 @@ def run(
         str | None, typer.Option(help="'local' or 'ray' (default: the config's, else local).")
     ] = None,
     jobs: Annotated[
-        int | None, typer.Option(help="Parallel worker processes for the local executor.")
+        int | None,
+        typer.Option(
+            help="Parallel worker processes for the local executor. Each loads its own "
+            "models: on two cores, 2 workers ran the quick grid 1.6× slower than 1."
+        ),
     ] = None,
     address: Annotated[
         str | None, typer.Option(help="Ray cluster: 'auto' or HOST:PORT (default: start one).")

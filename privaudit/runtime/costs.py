@@ -20,6 +20,14 @@ rescaled by the score of the run that reads it (:class:`privaudit.audit.estimate
 ``speed.json`` keeps the latest score with the load average it was taken under, for the
 record; nothing reads it to price a run.
 
+**A quiet reading is the machine's usual pace.** On a shared host the pace moves over seconds:
+twenty quiet readings a second apart spanned 0.074-0.150 s (2×), while the real work's pace
+over an hour stays within a few percent across days. So a score inside
+:data:`QUIET_SPREAD` of the reference's typical score (:func:`typical_score`: the median of
+spaced readings, what the shipped book is written with) reads as that typical score, and a
+ratio between two quiet readings is 1 (:func:`score_ratio`); a score beyond it (a busy
+machine, or a different one) is taken as measured.
+
 Lookup order, most to least specific: this machine's measurements → reference × ratio → the
 class's ``cost_prior`` (:mod:`privaudit.audit.estimate`); the same for pre-training
 (:func:`pretrain_rate`). A missing or unreadable reference falls back to the priors (a

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from privaudit.audit.config import load_config
 from privaudit.audit.estimate import (
+    CONTENDED,
     COSTS_FILE,
     STARTUP,
     STARTUP_PRIOR,
@@ -151,8 +152,13 @@ def test_workers_share_the_points_but_not_the_costliest_one(
     pricing = Pricing(attacks, evaluator, sizes, book)
     lines = estimate(work, pricing, points=4, cells=4, done=0, jobs=2).lines()
     assert "with 2 workers" in lines[0] and "of work" in lines[0]
+    assert "slower than one worker" not in lines[0]
     monkeypatch.setattr("os.cpu_count", lambda: 2)  # one process keeps 1.6 of them busy
-    assert wall(2, work) == pytest.approx(40.0 / 1.25 + 5.0)
+    # two workers contend for two cores: measured slower than one (0.63×), and said so
+    assert wall(2, work) == pytest.approx(40.0 / (1.25 * CONTENDED) + 5.0)
+    assert wall(2, work) > wall(1, work)
+    lines = estimate(work, pricing, points=4, cells=4, done=0, jobs=2).lines()
+    assert "slower than one worker on 2 cores (--jobs 1)" in lines[0]
 
 
 def test_an_unreadable_cost_file_is_ignored_and_rewritten(tmp_path: Path) -> None:
