@@ -75,8 +75,8 @@ def test_what_a_component_left_in_a_reference_cycle_is_freed_between_components(
         assert gone() is None
         # the baseline is the last collection's, not the last call's: growth adds up
         monkeypatch.setattr(memory, "COLLECT_GROWTH_MB", 256.0)
-        monkeypatch.setattr(memory, "_COLLECTED_AT", [0.0])
-        memory.release_freed()  # collects (the process is far above 256 MiB) and records
+        monkeypatch.setattr(memory, "_COLLECTED_AT", [-math.inf])  # (a small process too)
+        memory.release_freed()  # collects (any size is above the last) and records
         baseline = memory._COLLECTED_AT[0]
         held = bytearray(64 * 2**20)  # 64 MiB more resident, below the growth that collects
         held[::4096] = b"x" * len(held[::4096])
@@ -125,21 +125,47 @@ class _CountingLibc:
         return 1
 
 
-def test_the_trimmer_trims_while_open_and_stops_on_exit(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_trimmer_trims_at_new_highs_only_and_stops_on_exit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A loop that reuses its pages (the resident set steady) is never trimmed: a trim makes
+    it fault them in again. A climb to a new high, TRIM_GROWTH_MB above the last trim's
+    level, is."""
     import time
 
     libc = _CountingLibc()
+    level = [1000.0]
     monkeypatch.setattr(memory, "_libc", lambda: libc)
+    monkeypatch.setattr(memory, "rss_mb", lambda: level[0])
+    monkeypatch.setattr(memory, "TRIM_GROWTH_MB", 100.0)
+
+    def settle() -> None:
+        time.sleep(0.08)
+
     with memory.HeapTrimmer(0.01) as trimmer:
-        time.sleep(0.2)
-    assert libc.trims >= 3  # every period, with no call from the component
+        settle()
+        assert libc.trims == 0  # steady: nothing to hand back
+        level[0] = 1090.0
+        settle()
+        assert libc.trims == 0  # below the bar
+        level[0] = 1150.0
+        settle()
+        assert libc.trims == 1 == trimmer.trims  # a new high: one trim, the bar moves to it
+        level[0] = 900.0  # what the trim handed back
+        settle()
+        level[0] = 1200.0  # climbing again, but not 100 above the last high (1150)
+        settle()
+        assert libc.trims == 1
+        level[0] = 1300.0
+        settle()
+        assert libc.trims == 2
     assert trimmer._thread is not None and not trimmer._thread.is_alive()
-    after = libc.trims
-    time.sleep(0.05)
-    assert libc.trims == after  # stopped with the block
+    level[0] = 5000.0
+    settle()
+    assert libc.trims == 2  # stopped with the block
     with memory.HeapTrimmer(0) as off:  # a period of 0: no thread
-        time.sleep(0.05)
-    assert off._thread is None and libc.trims == after
+        pass
+    assert off._thread is None
     monkeypatch.setenv("PRIVAUDIT_TRIM_PERIOD", "0.5")
     assert memory.HeapTrimmer().period == 0.5
     monkeypatch.setattr(memory, "_libc", lambda: None)  # no glibc: nothing to run
@@ -149,19 +175,24 @@ def test_the_trimmer_trims_while_open_and_stops_on_exit(monkeypatch: pytest.Monk
 
 
 @linux
-def test_freed_heap_pages_go_back_while_a_component_still_runs() -> None:
+def test_freed_heap_pages_go_back_when_a_component_climbs_to_a_new_high(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Chunks below the mmap threshold live in the heap; freed under a live one, glibc keeps
-    them resident until a trim, which the trimmer makes while the component goes on."""
+    them resident. When the component climbs on (new pages from the heap's top), the
+    trimmer hands the freed ones back while it still runs."""
     import time
 
-    chunks = [bytearray(64 * 1024) for _ in range(3200)]  # 200 MiB of heap, touched
-    pin = bytearray(64 * 1024)  # above them: the heap's top cannot shrink past it
-    before = memory.rss_mb()
-    del chunks
-    held = memory.rss_mb()
-    with memory.HeapTrimmer(0.02):
+    monkeypatch.setattr(memory, "TRIM_GROWTH_MB", 100.0)
+    # (without the trimmer the resident set stays 200 MiB above ``held``: checked)
+    with memory.HeapTrimmer(0.02) as trimmer:
+        chunks = [bytearray(64 * 1024) for _ in range(3200)]  # 200 MiB of heap, touched
+        pin = bytearray(64 * 1024)  # above them: the heap's top cannot shrink past it
+        del chunks[::2]  # 100 MiB of 64 KiB holes between live chunks: resident, unusable
+        held = memory.rss_mb()  # for the larger chunks that come next
+        more = [bytearray(96 * 1024) for _ in range(2134)]  # a climb: 200 MiB more
         time.sleep(0.3)
         during = memory.rss_mb()
-    assert before is not None and held is not None and during is not None
-    assert during < held - 150  # handed back inside the block, no release_freed call
-    del pin
+    assert held is not None and during is not None and trimmer.trims >= 1
+    assert during < held + 200 - 50  # the holes went back while it ran
+    del pin, more
