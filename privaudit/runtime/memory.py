@@ -90,43 +90,31 @@ def release_freed() -> None:
 
 
 class HeapTrimmer:
-    """While open, a daemon thread looks at the resident set every ``period`` seconds and
-    hands the heap's free pages back (glibc ``malloc_trim``) whenever it reached a new high,
-    :data:`TRIM_GROWTH_MB` above the level of the last trim (nothing without glibc or
-    ``/proc``, or with ``period`` 0).
+    """While open, a daemon thread hands the heap's free pages back every ``period`` seconds
+    (glibc ``malloc_trim``; nothing elsewhere, or with ``period`` 0).
 
-    Between components :func:`release_freed` trims, but a component's own peak is not only
-    what it holds: the pages its earlier steps freed stay resident, and with the heap
-    fragmented by what earlier points left, fewer of them are reused, so new pages come from
-    the top. Over a whole quick grid vec2text's peak climbed from 4.4 GB at the first point
-    to 6.3 GB with the same work in it, while the resident size between components rose only
-    0.4 GB. Trimming every second cut that creep (seven points, one thread: the largest peak
-    4,218 → 3,428 MB) but made a training loop re-fault its freed pages at every trim
-    (10-18 % slower; the inverter's pre-training ran 1.5× slower). So it trims only when
-    the resident set climbs to a new high: a loop that reuses its pages never does."""
+    Between components :func:`release_freed` does that, but a component's own peak is not
+    only what it holds: the pages its earlier steps freed stay resident until the next
+    trim, and with the heap fragmented by what earlier points left, fewer of them are
+    reused. Over a whole quick grid, vec2text's peak climbed from 4.4 GB at the first point
+    to 6.3 GB with the same work in it, while the resident size between components rose
+    only 0.4 GB."""
 
     def __init__(self, period: float | None = None) -> None:
         if period is None:
             period = float(os.environ.get("PRIVAUDIT_TRIM_PERIOD", TRIM_PERIOD_S))
         self.period = period
-        self.trims = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def _run(self, libc: Any, bar: float) -> None:
+    def _run(self) -> None:
+        libc = _libc()
         while not self._stop.wait(self.period):
-            rss = rss_mb()
-            if rss is not None and rss > bar + TRIM_GROWTH_MB:
-                libc.malloc_trim(0)
-                self.trims += 1
-                bar = rss  # the next trim: only above this high
+            libc.malloc_trim(0)
 
     def __enter__(self) -> HeapTrimmer:
-        libc, rss = _libc(), rss_mb()
-        if self.period > 0 and libc is not None and rss is not None:
-            self._thread = threading.Thread(
-                target=self._run, args=(libc, rss), name="malloc-trim", daemon=True
-            )
+        if self.period > 0 and _libc() is not None:
+            self._thread = threading.Thread(target=self._run, name="malloc-trim", daemon=True)
             self._thread.start()
         return self
 
@@ -136,10 +124,8 @@ class HeapTrimmer:
             self._thread.join()
 
 
-#: Seconds between the looks of :class:`HeapTrimmer` at the resident set.
+#: Seconds between the trims of :class:`HeapTrimmer`.
 TRIM_PERIOD_S = 1.0
-#: How far (MiB) the resident set climbs above the last trim's level before the next trim.
-TRIM_GROWTH_MB = 256.0
 #: Resident growth (MiB) since the last cycle collection that makes release_freed collect.
 COLLECT_GROWTH_MB = 256.0
 _COLLECTED_AT = [0.0]  # the resident set (MiB) after the last collection
