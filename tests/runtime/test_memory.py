@@ -155,8 +155,8 @@ period = float(__import__("sys").argv[1])
 with memory.HeapTrimmer(period):
     chunks = [bytearray(64 * 1024) for _ in range(3200)]  # 200 MiB of heap, touched
     pin = bytearray(64 * 1024)  # above them: the heap's top cannot shrink past it
+    held = memory.rss_mb()  # before the holes: a trim may come at any moment after
     del chunks[::2]  # 100 MiB of 64 KiB holes between live chunks: resident, unusable
-    held = memory.rss_mb()  # for the larger chunks that come next
     more = [bytearray(96 * 1024) for _ in range(2134)]  # 200 MiB more, from the top
     time.sleep(0.5)
     print(json.dumps([held, memory.rss_mb()]))
