@@ -62,11 +62,30 @@ def _run(benchmark, tmp_path: Path, points: dict[str, list[int] | None]) -> list
     args += ["--jobs", "1", "--fresh", "--no-progress", "--run-dir", str(tmp_path / "run")]
     env = dict(os.environ) | {"PRIVAUDIT_MEMORY_LOG": str(log)}
 
+    process: dict[str, float] = {}
+
     def run() -> None:
-        subprocess.run(args, env=env, check=True, capture_output=True)
+        # wait4: this child's own maximum resident set, stages outside the components too
+        with (tmp_path / "stderr.log").open("wb") as err:  # a pipe unread could fill
+            proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=err)
+            _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        tail = (tmp_path / "stderr.log").read_text(errors="replace")[-2000:]
+        assert proc.returncode == 0, tail
+        process["max_rss_mb"] = usage.ru_maxrss / 1024  # KiB on Linux
 
     benchmark.pedantic(run, rounds=1, iterations=1)
+    benchmark.extra_info["process_max_rss_mb"] = round(process["max_rss_mb"])
     rows = [json.loads(line) for line in log.read_text().splitlines()]
+    rows.append(
+        {
+            "point": "the whole process",
+            "component": "max",
+            "peak_mb": process["max_rss_mb"],
+            "rss_mb": 0,
+            "tensors_mb": None,
+        }
+    )
     table = {f"{r['point']} · {r['component']}": round(r["peak_mb"]) for r in rows}
     benchmark.extra_info["peak_mb"] = table
     benchmark.extra_info["left_mb"] = {

@@ -67,7 +67,7 @@ from privaudit.models.backbone import backbone as load_backbone
 from privaudit.records import Source, build_knowledge, build_truth, token_layout
 from privaudit.registry import ATTACKS, CORPORA, DEFENSES, UTILITY, build_component
 from privaudit.runtime.memo import charged_seconds, end_point
-from privaudit.runtime.memory import HeapTrimmer, component_peaks, release_freed
+from privaudit.runtime.memory import ComponentMemory
 
 if TYPE_CHECKING:
     from privaudit.audit.config import GridConfig
@@ -102,8 +102,17 @@ class Components(NamedTuple):
 def build_components(config: GridConfig) -> Components:
     """Every defense spec, attack and the utility evaluator, built (names and values checked)
     without loading any data: what ``privaudit run`` does before anything else."""
-    bb = config.backbone
     defenses = [_build_defense(config, i) for i in range(len(config.defenses))]
+    attacks, plans = build_attacks(config)
+    util = config.utility_spec()
+    evaluator = build_component(UTILITY, util.name, util.params, config.backbone, "utility.params")
+    return Components(defenses, attacks, evaluator, plans)
+
+
+def build_attacks(config: GridConfig) -> tuple[dict[str, Attack], dict[str, Mapping[str, Any]]]:
+    """The grid's attacks by label, built, and each one's plan
+    (:meth:`~privaudit.api.Attack.plan`)."""
+    bb = config.backbone
     attacks = {
         spec.display(): build_component(ATTACKS, spec.name, spec.params, bb, f"attacks.{i}.params")
         for i, spec in enumerate(config.attack_specs())
@@ -114,9 +123,7 @@ def build_components(config: GridConfig) -> Components:
             plans[label] = dict(attack.plan(config.corpus.name, dict(config.corpus.params)))
         except ValueError as exc:
             raise ValueError(f"attacks.{i} ({label}): {exc}") from None
-    util = config.utility_spec()
-    evaluator = build_component(UTILITY, util.name, util.params, bb, "utility.params")
-    return Components(defenses, attacks, evaluator, plans)
+    return attacks, plans
 
 
 def _build_defense(config: GridConfig, i: int) -> Defense:
@@ -237,34 +244,30 @@ def context_for(config: GridConfig) -> Context:
 def compute(
     ctx: Context, task: Task, on_record: Any = None, on_start: Any = None
 ) -> list[tuple[str, dict[str, Any]]]:
-    """:func:`_compute` with the heap's free pages handed back as it runs (:class:`HeapTrimmer`)."""
-    with HeapTrimmer():
-        return _compute(ctx, task, on_record, on_start)
-
-
-def _compute(
-    ctx: Context, task: Task, on_record: Any = None, on_start: Any = None
-) -> list[tuple[str, dict[str, Any]]]:
     """Run one task: privatize, measure utility (unless cached), run the needed attacks.
     Returns ``(key, record)`` pairs; ``on_record`` (if given) receives each as it finishes, so
     a sequential driver persists every cell at once; ``on_start`` (if given) is called with
     the name of each component as it starts: ``privatize``, the evaluator's (unless cached),
-    then each attack's label."""
+    then each attack's label. The components run inside :class:`ComponentMemory` (the heap
+    trimmed as they run, each one's peak logged for the memory benchmark)."""
     out: list[tuple[str, dict[str, Any]]] = []
-    peaks = component_peaks(f"{task.point.label} {task.point.knob_value}")  # the memory benchmark
+    with ComponentMemory(f"{task.point.label} {task.point.knob_value}") as parts:
 
-    def start(what: str) -> None:
-        release_freed()  # the previous component's freed heap, before this one's peak
-        if peaks is not None:
-            peaks.start(what)
-        if on_start is not None:
-            on_start(what)
+        def start(what: str) -> None:
+            parts.start(what)
+            if on_start is not None:
+                on_start(what)
 
-    def emit(key: str, record: dict[str, Any]) -> None:
-        out.append((key, record))
-        if on_record is not None:
-            on_record(key, record)
+        def emit(key: str, record: dict[str, Any]) -> None:
+            out.append((key, record))
+            if on_record is not None:
+                on_record(key, record)
 
+        _compute(ctx, task, start, emit)
+    return out
+
+
+def _compute(ctx: Context, task: Task, start: Callable[[str], None], emit: Emit) -> None:
     point = task.point
     defense = ctx.defense(point)
     rng_train, rng_test, rng_utility, rng_query = point_streams(point, defense)
@@ -277,9 +280,7 @@ def _compute(
         for label, key in task.attack_keys.items():
             row = _failed(ctx, label, reason)
             emit(key, {"kind": "cell", "status": "failed", "rows": [row]})
-        if peaks is not None:
-            peaks.close()
-        return out
+        return
 
     query = _memoized_query(defense, rng_query)  # one memo: the attacks share their queries
     released = _Released(point, defense, rel_test.public())
@@ -287,10 +288,6 @@ def _compute(
         granted = knowledge(ctx, point, ctx.aux, label, query=query)
         _attack_cell(ctx, released, label, key, granted, start, emit)
     end_point()  # the point's own models (a fine-tuned decoder) serve no later point
-    release_freed()
-    if peaks is not None:
-        peaks.close()
-    return out
 
 
 def _release_and_utility(

@@ -40,6 +40,8 @@ from privaudit.audit.stage_progress import StageProgress
 from privaudit.metrics import score_predictions
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import pandas as pd
 
     from privaudit.audit.cells import Context
@@ -63,9 +65,17 @@ FIT_NOISE_COLUMNS = [
 
 
 def measure_fit_noise(
-    ctx: Context, points: list[Point], frame: pd.DataFrame, refits: int, *, progress: bool
+    ctx: Context,
+    points: list[Point],
+    frame: pd.DataFrame,
+    refits: int,
+    *,
+    progress: bool,
+    start: Callable[[str], None] = lambda _: None,
 ) -> pd.DataFrame:
-    """The measured between-fit spreads of the run's random fits at its undefended points."""
+    """The measured between-fit spreads of the run's random fits at its undefended points.
+    ``start`` is called with each refitted component's name before its refits (the runner's
+    :class:`~privaudit.runtime.memory.ComponentMemory`: freed memory back, peak logged)."""
     import pandas as pd
 
     jobs = [p for p in points if ctx.defense(p).name == NONE] if refits > 0 else []
@@ -77,10 +87,12 @@ def measure_fit_noise(
     try:
         for point in jobs:
             if ev_random:
+                start(f"fit noise: {ctx.evaluator.name}")
                 bar.step(f"{ctx.evaluator.name} · refits")
                 rows.append(_utility_refits(ctx, point, frame, refits))
                 bar.advance(refits)
             for label in random:
+                start(f"fit noise: {label}")
                 bar.step(f"{label} · refits")
                 rows.extend(_attack_refits(ctx, point, label, frame, refits))
                 bar.advance(refits)

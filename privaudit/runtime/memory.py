@@ -128,6 +128,35 @@ class HeapTrimmer:
             self._thread.join()
 
 
+class ComponentMemory:
+    """Components that run one after another under one name (a grid point's privatize,
+    service and attacks; the stages after the grid): while open, the heap is trimmed as
+    they run (:class:`HeapTrimmer`); :meth:`start` first hands back what the previous one
+    freed (:func:`release_freed`) and, with ``PRIVAUDIT_MEMORY_LOG``, logs each one's peak
+    (:class:`ComponentPeaks`). The fit-noise refits once ran outside it, after the grid, in
+    a process the grid had fragmented: the whole run's maximum (6.59 GB) came there, while
+    no logged component passed 4.3 GB."""
+
+    def __init__(self, point: str) -> None:
+        self.peaks = component_peaks(point)
+        self._trimmer = HeapTrimmer()
+
+    def start(self, component: str) -> None:
+        release_freed()  # the previous component's freed heap, before this one's peak
+        if self.peaks is not None:
+            self.peaks.start(component)
+
+    def __enter__(self) -> ComponentMemory:
+        self._trimmer.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._trimmer.__exit__(*exc)
+        release_freed()
+        if self.peaks is not None:
+            self.peaks.close()
+
+
 #: Seconds between the trims of :class:`HeapTrimmer`.
 TRIM_PERIOD_S = 1.0
 #: Resident growth (MiB) since the last cycle collection that makes release_freed collect.

@@ -4,7 +4,9 @@ spread, saying which."""
 
 from __future__ import annotations
 
+import json
 import math
+import sys
 
 import numpy as np
 import pandas as pd
@@ -17,15 +19,29 @@ from privaudit.leaderboard.fit_spreads import measured_notes, with_measured
 from privaudit.metrics.stats import measured_sds, sd_upper_bound
 from privaudit.outputs import run_grid
 from privaudit.outputs.runs import load_runs
+from privaudit.runtime import memory
 
 
-def test_a_run_measures_its_random_fits_at_the_undefended_point(tmp_path, capsys) -> None:
+def test_a_run_measures_its_random_fits_at_the_undefended_point(
+    tmp_path, capsys, monkeypatch
+) -> None:
     data = dict(PRESETS["smoke"]) | {
         "attacks": ["nn-inversion", "attribute-inference"],
         "defenses": [{"name": "none"}, {"name": "t2t", "knob_values": [10]}],
         "fit_noise": {"refits": 2},
     }
+    log = tmp_path / "memory.jsonl"
+    monkeypatch.setenv(memory.ENV, str(log))
     run_grid(load_config(data), run_dir=tmp_path / "r", progress=False)
+    # The stages after the grid are measured like a point's components (issue 50: the
+    # refits, untrimmed and unlogged, were where the whole run's peak came).
+    after = [
+        r["component"]
+        for r in map(json.loads, log.read_text().splitlines())
+        if r["point"] == "after the grid"
+    ]
+    if sys.platform.startswith("linux"):
+        assert after == ["results", "fit noise: attribute-inference", "intervals", "outputs"]
     # A --no-progress log is not silent while the refits run (issue 50): a line per step.
     log = [ln for ln in capsys.readouterr().err.splitlines() if "fit noise" in ln]
     assert log[-1].startswith("privaudit: fit noise 2/2 refits done (attribute-inference")

@@ -39,6 +39,34 @@ def test_the_log_has_a_line_per_component_with_its_peak(
     assert lines[1]["peak_mb"] < lines[0]["peak_mb"]  # the peak was reset between them
 
 
+@linux
+def test_components_run_trimmed_and_each_one_is_logged_under_the_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ComponentMemory: what a grid point's cells and the stages after the grid run in."""
+    log = tmp_path / "memory.jsonl"
+    monkeypatch.setenv(memory.ENV, str(log))
+    trims: list[int] = []
+
+    class Libc:
+        def malloc_trim(self, pad: int) -> int:
+            trims.append(pad)
+            return 1
+
+    monkeypatch.setattr(memory, "_libc", lambda: Libc())
+    with memory.ComponentMemory("after the grid") as parts:
+        assert parts._trimmer._thread is not None and parts._trimmer._thread.is_alive()
+        parts.start("results")
+        parts.start("fit noise: geia")
+    assert parts._trimmer._thread is not None and not parts._trimmer._thread.is_alive()
+    assert len(trims) >= 3  # each start, and the exit
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(r["point"], r["component"]) for r in rows] == [
+        ("after the grid", "results"),
+        ("after the grid", "fit noise: geia"),
+    ]
+
+
 def test_without_the_variable_nothing_is_measured(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(memory.ENV, raising=False)
     assert memory.component_peaks("none") is None
