@@ -182,6 +182,44 @@ def live_tensor_mb() -> float | None:
     return sum(seen.values()) / 2**20
 
 
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
+
+
+def heap_mb() -> dict[str, float]:
+    """glibc's own account of ``malloc`` (``mallinfo2``, glibc ≥ 2.33; empty elsewhere), MiB:
+    ``heap_used_mb`` in live chunks, ``heap_free_mb`` in free ones (trimmed pages among them
+    are not resident), ``mmap_mb`` in chunks mapped on their own. Beside the resident set it
+    tells live memory that grows from memory freed but kept (fragmentation); Python's small
+    objects (pymalloc's arenas) and the libraries' code are in neither."""
+    libc = _libc()
+    info = getattr(libc, "mallinfo2", None) if libc is not None else None
+    if info is None:
+        return {}
+    info.restype = _Mallinfo2
+    m = info()
+    mib = 2**20
+    return {
+        "heap_used_mb": m.uordblks / mib,
+        "heap_free_mb": m.fordblks / mib,
+        "mmap_mb": m.hblkhd / mib,
+    }
+
+
 def reset_peak() -> bool:
     """Start a new peak (Linux ≥ 4.0: writing 5 to ``clear_refs``); False when not possible."""
     try:
@@ -193,7 +231,8 @@ def reset_peak() -> bool:
 
 class ComponentPeaks:
     """The peak and residual memory of each component of one point, appended as JSON lines
-    to ``log`` (``{"point", "component", "peak_mb", "rss_mb", "tensors_mb"}``)."""
+    to ``log`` (``{"point", "component", "peak_mb", "rss_mb", "tensors_mb"}`` and, with
+    glibc, :func:`heap_mb`'s fields)."""
 
     def __init__(self, log: Path, point: str) -> None:
         self.log, self.point = log, point
@@ -213,6 +252,7 @@ class ComponentPeaks:
             "peak_mb": peak_mb(),
             "rss_mb": rss_mb(),
             "tensors_mb": live_tensor_mb(),
+            **heap_mb(),
         }
         self.current = None
         with contextlib.suppress(OSError), self.log.open("a", encoding="utf-8") as fh:

@@ -37,6 +37,19 @@ def test_the_log_has_a_line_per_component_with_its_peak(
     ]
     assert lines[0]["peak_mb"] >= lines[0]["rss_mb"] - 1 and lines[0]["peak_mb"] > 200
     assert lines[1]["peak_mb"] < lines[0]["peak_mb"]  # the peak was reset between them
+    if memory.heap_mb():  # glibc: malloc's own account beside the resident set
+        assert {"heap_used_mb", "heap_free_mb", "mmap_mb"} <= set(lines[0])
+
+
+def test_the_heap_account_sees_live_and_mapped_allocations() -> None:
+    before = memory.heap_mb()
+    if not before:
+        pytest.skip("no mallinfo2 (not glibc ≥ 2.33)")
+    big = bytearray(64 * 2**20)  # above the mmap threshold: a chunk of its own
+    after = memory.heap_mb()
+    assert after["mmap_mb"] - before["mmap_mb"] >= 63
+    del big
+    assert memory.heap_mb()["mmap_mb"] < after["mmap_mb"] - 63
 
 
 @linux
