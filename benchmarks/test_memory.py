@@ -4,8 +4,10 @@ service) on its corpus, run with ``--jobs 1 --fresh`` in its own process with
 ``PRIVAUDIT_MEMORY_LOG`` set (:mod:`privaudit.runtime.memory`): each component's peak RSS,
 the RSS it leaves behind and the tensor storage still reachable after it.
 
-Target: no component's peak above :data:`TARGET_MB` (the quick grid's peak, ``--jobs 1``,
-is the largest of them: nothing runs beside a cell). ``extra_info`` holds the table; run with
+Target: no component's peak above :data:`TARGET_MB`, nor the process's own maximum resident
+set (``wait4``: the stages after the cells and everything between components too; the whole
+warm grid once peaked at 6.59 GB in its untrimmed, unlogged fit-noise refits while no
+component passed 4.3 GB). ``extra_info`` holds the table; run with
 ``make bench``. Minutes: a pre-trained inverter in the cache (``privaudit pretrain``) is
 assumed, as after a first ``make run``.
 

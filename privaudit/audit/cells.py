@@ -109,18 +109,21 @@ def build_components(config: GridConfig) -> Components:
     return Components(defenses, attacks, evaluator, plans)
 
 
-def build_attacks(config: GridConfig) -> tuple[dict[str, Attack], dict[str, Mapping[str, Any]]]:
-    """The grid's attacks by label, built, and each one's plan
-    (:meth:`~privaudit.api.Attack.plan`)."""
+def build_attacks(
+    config: GridConfig, only: set[str] | None = None
+) -> tuple[dict[str, Attack], dict[str, Mapping[str, Any]]]:
+    """The grid's attacks by label (those in ``only``, when given), built, and each one's
+    plan (:meth:`~privaudit.api.Attack.plan`)."""
     bb = config.backbone
-    attacks = {
-        spec.display(): build_component(ATTACKS, spec.name, spec.params, bb, f"attacks.{i}.params")
-        for i, spec in enumerate(config.attack_specs())
-    }
+    attacks: dict[str, Attack] = {}
     plans: dict[str, Mapping[str, Any]] = {}
-    for i, (label, attack) in enumerate(attacks.items()):
+    for i, spec in enumerate(config.attack_specs()):
+        label = spec.display()
+        if only is not None and label not in only:
+            continue
+        attacks[label] = build_component(ATTACKS, spec.name, spec.params, bb, f"attacks.{i}.params")
         try:  # the attack's own plan-time check, and what it resolves from the corpus
-            plans[label] = dict(attack.plan(config.corpus.name, dict(config.corpus.params)))
+            plans[label] = dict(attacks[label].plan(config.corpus.name, dict(config.corpus.params)))
         except ValueError as exc:
             raise ValueError(f"attacks.{i} ({label}): {exc}") from None
     return attacks, plans

@@ -43,6 +43,7 @@ from privaudit.audit.store import ResultStore, RunDir
 from privaudit.audit.strength import check_shares, strength_curve
 from privaudit.metrics.stats import measured_sds
 from privaudit.numbers import shown
+from privaudit.runtime.cache import cache_writable
 from privaudit.runtime.cell_store import fresh_cells
 from privaudit.runtime.devices import current_device, resolve_device, use_device
 from privaudit.runtime.memory import ComponentMemory
@@ -363,7 +364,8 @@ def _pretrain_first(ctx: Context, tasks: list[Task], progress: bool) -> None:
     They are built in a child process (:func:`_pretrain_apart`), which writes them to the
     disk cache and exits; the cells load them from there. Built here, the pre-training left
     this process's heap fragmented: 1.3 GB more resident before the first point than a run
-    that found the model cached, and every later peak rode on it."""
+    that found the model cached, and every later peak rode on it. A read-only cache could
+    not pass the models on, so there they are built here, as before."""
     needed = {label for task in tasks for label in task.attack_keys}
     labels: list[str] = []
     specs: set[Any] = set()
@@ -376,18 +378,19 @@ def _pretrain_first(ctx: Context, tasks: list[Task], progress: bool) -> None:
             labels.append(label)
     if not labels:
         return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    payload, device = ctx.config.model_dump_json(), current_device()
+    if cache_writable():
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
 
-    payload = ctx.config.model_dump_json()
-    spawn = multiprocessing.get_context("spawn")  # a fresh process: torch is not fork-safe
-    try:
-        with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
-            notes = pool.submit(
-                _pretrain_apart, payload, labels, progress, current_device()
-            ).result()
-    except Exception as exc:  # the child could not start or died: the cells will try again
-        notes = {label: f"{type(exc).__name__}: {exc}" for label in labels}
+        spawn = multiprocessing.get_context("spawn")  # a fresh process: torch is not fork-safe
+        try:
+            with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
+                notes = pool.submit(_pretrain_apart, payload, labels, progress, device).result()
+        except Exception as exc:  # the child could not start or died: the cells try again
+            notes = {label: f"{type(exc).__name__}: {exc}" for label in labels}
+    else:  # what a child built could not be kept for this process to load
+        notes = _pretrain_apart(payload, labels, progress, device)
     for label, note in notes.items():
         if isinstance(note, str):
             print(
@@ -408,13 +411,14 @@ def _pretrain_first(ctx: Context, tasks: list[Task], progress: bool) -> None:
 def _pretrain_apart(
     config_json: str, labels: list[str], progress: bool, device: str
 ) -> dict[str, dict[str, Any] | str]:
-    """In a child process: build the grid's attacks and pre-train those named ``labels``
-    into the disk cache, on ``device``. Returns each one's note, or why it failed (a
-    message: an exception may not survive the trip back)."""
+    """In a child process: build the grid's attacks named ``labels`` (no others: a plugin
+    the parent registered at run time is unknown here) and pre-train them into the disk
+    cache, on ``device``. Returns each one's note, or why it failed (a message: an exception
+    may not survive the trip back)."""
     from privaudit.models.backbone import backbone
 
     config = GridConfig.model_validate_json(config_json)
-    attacks, plans = build_attacks(config)
+    attacks, plans = build_attacks(config, only=set(labels))
     notes: dict[str, dict[str, Any] | str] = {}
     with use_device(device):
         bb = backbone(config.backbone)

@@ -269,6 +269,32 @@ def test_a_run_pretrains_before_its_first_cell_and_says_so(
     assert "failed" not in err
 
 
+def test_a_read_only_cache_pretrains_in_the_run_itself(
+    own_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch
+) -> None:
+    """A child's model could not be kept for the run to load from a read-only cache: there
+    the run pre-trains in its own process, once, and its cells use that model."""
+    from privaudit.audit import runner
+    from privaudit.outputs import run_grid
+
+    calls: list[str] = []
+    real = inv.pretrain
+
+    def counted(*a: Any, **k: Any) -> Any:
+        calls.append("pretrain")
+        return real(*a, **k)
+
+    monkeypatch.setattr(inv_cache, "pretrain", counted)
+    for module in (runner, inv_cache):
+        monkeypatch.setattr(module, "cache_writable", lambda: False)
+    run_grid(GridConfig.model_validate(grid()), run_dir=tmp_path / "a", progress=False)
+    err = capsys.readouterr().err
+    assert calls == ["pretrain"]
+    assert "privaudit: pre-trained the inverter of geia in" in err and "failed" not in err
+    frame = RunDir(tmp_path / "a").read_results()
+    assert (frame["status"] == "ok").all(), frame["reason"].tolist()
+
+
 def test_the_pretraining_progress_logs_its_stage_documents_and_time_left(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

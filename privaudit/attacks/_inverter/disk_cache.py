@@ -4,6 +4,7 @@ and its one-time cost estimated from the latest measured rate."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import zipfile
@@ -17,7 +18,7 @@ from privaudit.attacks._inverter.pretraining import pretrain, work
 from privaudit.runtime.cache import cache_dir, cache_writable, locked
 from privaudit.runtime.costs import pretrain_rate, record_pretrain_rate
 from privaudit.runtime.devices import current_device, module_device, torch_threads
-from privaudit.runtime.memory import release_freed
+from privaudit.runtime.memory import HeapTrimmer, release_freed
 
 if TYPE_CHECKING:
     from privaudit.models.backbone import Backbone
@@ -75,9 +76,9 @@ def _load_or_pretrain(
                 path.unlink(missing_ok=True)
         else:
             return inv, {"cache": "hit", "seconds": round(time.perf_counter() - start, 2)}
-    # No HeapTrimmer here: trimming every second made the decoder's training loop fault its
-    # freed pages back in at each trim, 1.24× slower (its peak 3.23 → 2.36 GB, side by side).
-    with torch_threads(threads):
+    # Trimmed seldom (PRETRAIN_TRIM_S): a trim makes the training loop fault pages back in.
+    trim = float(os.environ.get(PRETRAIN_TRIM_ENV, PRETRAIN_TRIM_S))
+    with torch_threads(threads), HeapTrimmer(trim):
         inv = pretrain(bb, spec, progress=progress)
     release_freed()  # the pre-training's data and optimiser, before the grid's first point
     seconds = time.perf_counter() - start
@@ -108,6 +109,12 @@ def _whole(path: Path) -> bool:
 #: documents, 34,451 texts with their sentences, 3 + 2 epochs: 175,512 pairs) took 738–792 s
 #: on two quiet AVX512-BF16 CPU cores with bucketed batches and mixed precision (2026-11-27).
 PRETRAIN_PRIOR = 0.0045
+#: Seconds between the heap trims while the inverter pre-trains (0: none), and the variable
+#: that overrides it. Side by side, one thread each, 3,000 public documents: every 10 s
+#: took the peak from 3,616 to 2,833 MB at 1.03× the time (770 → 795 s); every second had
+#: cost 1.24× (each trim makes the training loop fault its freed pages back in).
+PRETRAIN_TRIM_S = 10.0
+PRETRAIN_TRIM_ENV = "PRIVAUDIT_PRETRAIN_TRIM_PERIOD"
 
 
 def pretrain_estimate(bb: Backbone, spec: InverterSpec) -> float | None:
