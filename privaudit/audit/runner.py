@@ -415,7 +415,7 @@ def _pretrain_apart(
     the parent registered at run time is unknown here) and pre-train them into the disk
     cache, on ``device``. Returns each one's note, or why it failed (a message: an exception
     may not survive the trip back)."""
-    from privaudit.models.backbone import backbone
+    from privaudit.models.backbone import backbone  # lazy: a child's only use of the models
 
     config = GridConfig.model_validate_json(config_json)
     attacks, plans = build_attacks(config, only=set(labels))
