@@ -512,3 +512,55 @@ def test_a_local_ray_instance_ends_with_its_driver(tmp_path) -> None:
     finally:
         for proc in _survivors(started, timeout=0):
             proc.kill()
+
+
+def test_a_sigterm_during_the_pretraining_ends_its_child_at_once(tmp_path) -> None:
+    """Issue 50: the inverter pre-trains in a child process. A SIGTERM to the run alone (not
+    its process group, as `kill` or a scheduler sends it) ends the child too, at once, not
+    after its minutes of training; the run says how to continue."""
+    psutil = pytest.importorskip("psutil")
+    geia = {"n_layer": 1, "n_memory": 2, "public_docs": 2000, "pretrain_epochs": 50}
+    data = {
+        **PRESETS["smoke"],
+        "name": "pretrain-stop",
+        "defenses": [{"name": "none"}],
+        "attacks": [{"name": "geia", "params": geia | {"max_tokens": 16}}],
+    }
+    config = tmp_path / "g.yaml"
+    config.write_text(yaml.safe_dump(data), encoding="utf-8")
+    run_dir = tmp_path / "run"
+    driver = subprocess.Popen(
+        [
+            str(PRIVAUDIT),
+            "run",
+            "--config",
+            str(config),
+            "--run-dir",
+            str(run_dir),
+            "--no-progress",
+        ],
+        cwd=REPO,
+        env=os.environ | {"PYTHONPATH": str(REPO), "PRIVAUDIT_CACHE": str(tmp_path / "cache")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        children: list = []
+        while not children and time.monotonic() < deadline and driver.poll() is None:
+            kids = psutil.Process(driver.pid).children()
+            children = [p for p in kids if "spawn_main" in " ".join(p.cmdline())]
+            time.sleep(0.5)
+        assert children, "no pre-training child started"
+        time.sleep(5)  # the child is importing or training
+        driver.send_signal(signal.SIGTERM)
+        output, _ = driver.communicate(timeout=60)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+    assert driver.returncode == EXIT_TERMINATED, output
+    assert "Interrupted (SIGTERM)" in output, output
+    assert _survivors(children, timeout=10) == []
+    assert not list((tmp_path / "cache" / "inverters").glob("*.pt"))

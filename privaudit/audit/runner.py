@@ -384,11 +384,17 @@ def _pretrain_first(ctx: Context, tasks: list[Task], progress: bool) -> None:
         from concurrent.futures import ProcessPoolExecutor
 
         spawn = multiprocessing.get_context("spawn")  # a fresh process: torch is not fork-safe
+        pool = ProcessPoolExecutor(max_workers=1, mp_context=spawn)
         try:
-            with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
-                notes = pool.submit(_pretrain_apart, payload, labels, progress, device).result()
+            notes = pool.submit(_pretrain_apart, payload, labels, progress, device).result()
         except Exception as exc:  # the child could not start or died: the cells try again
             notes = {label: f"{type(exc).__name__}: {exc}" for label in labels}
+        except BaseException:  # Ctrl-C or SIGTERM: the child must not train on for minutes
+            for proc in list((getattr(pool, "_processes", None) or {}).values()):
+                proc.kill()  # the pool's own handles (private): the public API cannot stop it
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
     else:  # what a child built could not be kept for this process to load
         notes = _pretrain_apart(payload, labels, progress, device)
     for label, note in notes.items():
