@@ -15,12 +15,16 @@ from privaudit.runtime import memory
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
 
+@pytest.fixture
+def log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The memory log this test's components write to (``PRIVAUDIT_MEMORY_LOG``)."""
+    path = tmp_path / "memory.jsonl"
+    monkeypatch.setenv(memory.ENV, str(path))
+    return path
+
+
 @linux
-def test_the_log_has_a_line_per_component_with_its_peak(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    log = tmp_path / "memory.jsonl"
-    monkeypatch.setenv(memory.ENV, str(log))
+def test_the_log_has_a_line_per_component_with_its_peak(log: Path) -> None:
     peaks = memory.component_peaks("t2t 50.0")
     assert peaks is not None
     peaks.start("privatize")
@@ -54,11 +58,9 @@ def test_the_heap_account_sees_live_and_mapped_allocations() -> None:
 
 @linux
 def test_components_run_trimmed_and_each_one_is_logged_under_the_name(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    log: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """ComponentMemory: what a grid point's cells and the stages after the grid run in."""
-    log = tmp_path / "memory.jsonl"
-    monkeypatch.setenv(memory.ENV, str(log))
     trims: list[int] = []
 
     class Libc:
