@@ -191,18 +191,24 @@ class LocalExecutor:
         pool, self._pool = self._pool, None
         if pool is None:
             return
-        cut_short = any(not f.done() for f in self._futures)
-        # The pool's own handles (private): the public API cannot stop a running task.
-        workers = list((getattr(pool, "_processes", None) or {}).values())
-        manager = getattr(pool, "_executor_manager_thread", None)
-        pool.shutdown(wait=not cut_short, cancel_futures=True)
-        if cut_short:  # a worker holds nothing to clean up: the driver writes every file
-            for proc in workers:
-                proc.kill()
-            for proc in workers:
-                proc.join(timeout=5)
-            if manager is not None:  # it sees the workers gone and closes the pool's queues
-                manager.join(timeout=5)
+        end_pool(pool, cut_short=any(not f.done() for f in self._futures))
+
+
+def end_pool(pool: Any, *, cut_short: bool) -> None:
+    """Shut a process pool down: wait for its tasks, or, ``cut_short`` (Ctrl-C, SIGTERM, an
+    error), kill its workers, which hold nothing to clean up (the driver writes every file);
+    a worker left running would keep computing, and keep its memory, for minutes."""
+    # The pool's own handles (private): the public API cannot stop a running task.
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    manager = getattr(pool, "_executor_manager_thread", None)
+    pool.shutdown(wait=not cut_short, cancel_futures=True)
+    if cut_short:
+        for proc in workers:
+            proc.kill()
+        for proc in workers:
+            proc.join(timeout=5)
+        if manager is not None:  # it sees the workers gone and closes the pool's queues
+            manager.join(timeout=5)
 
 
 class RayExecutor:

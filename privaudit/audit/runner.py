@@ -32,7 +32,7 @@ from privaudit.audit.estimate import (
     Work,
     estimate,
 )
-from privaudit.audit.executors import guard_run, make_executor
+from privaudit.audit.executors import end_pool, guard_run, make_executor
 from privaudit.audit.fit_noise import measure_fit_noise
 from privaudit.audit.forecast import Tracker, measured_parts, one_time_work
 from privaudit.audit.plan import Point, check_levels, plan
@@ -390,11 +390,9 @@ def _pretrain_first(ctx: Context, tasks: list[Task], progress: bool) -> None:
         except Exception as exc:  # the child could not start or died: the cells try again
             notes = {label: f"{type(exc).__name__}: {exc}" for label in labels}
         except BaseException:  # Ctrl-C or SIGTERM: the child must not train on for minutes
-            for proc in list((getattr(pool, "_processes", None) or {}).values()):
-                proc.kill()  # the pool's own handles (private): the public API cannot stop it
-            pool.shutdown(wait=False, cancel_futures=True)
+            end_pool(pool, cut_short=True)
             raise
-        pool.shutdown()
+        end_pool(pool, cut_short=False)
     else:  # what a child built could not be kept for this process to load
         notes = _pretrain_apart(payload, labels, progress, device)
     for label, note in notes.items():

@@ -101,7 +101,7 @@ class HeapTrimmer:
     only 0.4 GB. Over seven points (one thread, side by side) the trims took the largest
     peak from 4,218 to 3,428 MB at 1.02× the wall time. Each trim makes a training loop
     fault its freed pages back in: the inverter's pre-training, one long loop, ran 1.24×
-    slower trimmed every second, so it is trimmed every 10 s (1.03×, its peak 3.6 → 2.8 GB;
+    slower trimmed every second, so it is trimmed every 10 s (1.03×, its peak 3.5 → 2.7 GiB;
     :data:`~privaudit.attacks._inverter.disk_cache.PRETRAIN_TRIM_S`). Trimming only at a
     new resident high did not stop the creep (the bar rises with each trim)."""
 

@@ -111,7 +111,7 @@ def _whole(path: Path) -> bool:
 PRETRAIN_PRIOR = 0.0045
 #: Seconds between the heap trims while the inverter pre-trains (0: none), and the variable
 #: that overrides it. Side by side, one thread each, 3,000 public documents: every 10 s
-#: took the peak from 3,616 to 2,833 MB at 1.03× the time (770 → 795 s); every second had
+#: took the peak from 3,531 to 2,767 MiB at 1.03× the time (770 → 795 s); every second had
 #: cost 1.24× (each trim makes the training loop fault its freed pages back in).
 PRETRAIN_TRIM_S = 10.0
 PRETRAIN_TRIM_ENV = "PRIVAUDIT_PRETRAIN_TRIM_PERIOD"
