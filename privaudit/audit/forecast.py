@@ -62,16 +62,26 @@ def measured_parts(
 
 class Tracker:
     """The estimate as the grid runs: after each finished point the remaining work is priced
-    again from the cells just measured. A part this run has measured (the same book key) is
-    priced at this run's own rate; any other at its first price × the run's **drift**, the
-    median over the components measured so far of each one's measured / predicted seconds
-    (within :data:`DRIFT_BOUNDS`), so a machine that got busier (or quieter) since the run
-    started moves the ETA at the next point. One component is not the machine: a part whose
-    price was off (a new attack version, a mechanism that costs it more than the book's)
-    moves only its own price, so the drift waits for :data:`DRIFT_MIN_COMPONENTS` of them (on
-    SynthPAI's ``mechanisms-real``, one re-priced attack had read as drift ×4: "ETA 11.3 h"
-    for a grid estimated at 2.9 h). ``line()`` is one ``--no-progress`` line per point;
-    ``eta()`` is what the progress bar shows."""
+    again from the cells just measured, most specific first:
+
+    1. a part this run has measured (the same book key: this component on this defense) at
+       this run's own rate;
+    2. a component this run has measured on other points (geia on t2t, before its first
+       rapt cell) at its first price × that component's own measured / predicted seconds;
+    3. anything else at its first price × the run's **drift**, the median over the
+       components measured so far of each one's measured / predicted seconds (within
+       :data:`DRIFT_BOUNDS`), so a machine that got busier (or quieter) since the run
+       started moves the ETA at the next point.
+
+    A component's price moves with its own measurements, not the machine's median: on a
+    cold quick grid the small parts ran at 0.6-0.8× their book while geia and vec2text ran
+    at 1.1-2.2×; the median (0.67-0.88) priced every later point's inverters below their
+    first price, and the ETA at point 1 read 31 min for 56 (at point 10: 21 for 38). One
+    component is not the machine either: the drift waits for
+    :data:`DRIFT_MIN_COMPONENTS` of them (on SynthPAI's ``mechanisms-real``, one re-priced
+    attack had read as drift ×4: "ETA 11.3 h" for a grid estimated at 2.9 h).
+    ``line()`` is one ``--no-progress`` line per point; ``eta()`` is what the progress bar
+    shows."""
 
     def __init__(
         self,
@@ -127,7 +137,13 @@ class Tracker:
             total = 0.0
             for part in self.parts[ident]:
                 seconds, units = self._rates.get(part.key, (0.0, 0.0))
-                total += seconds / units * part.units if units > 0 else part.seconds * drift
+                measured, predicted = self._ratios.get(part.component, (0.0, 0.0))
+                if units > 0:
+                    total += seconds / units * part.units
+                elif measured > 0 and predicted > 0:
+                    total += part.seconds * measured / predicted
+                else:
+                    total += part.seconds * drift
             per_point.append(total)
         work = sum(per_point)
         jobs = max(1, min(self.jobs, len(per_point) or 1))

@@ -365,6 +365,31 @@ def test_the_tracker_reprices_the_remaining_points_from_what_was_measured(
     assert t2.remaining() - t2.outputs_s == pytest.approx(5.0 * 2 + 10.0)
 
 
+def test_a_component_measured_on_one_defense_is_priced_at_its_own_pace_on_the_next(
+    tmp_path: Path,
+) -> None:
+    """geia took 4× its price on t2t and ner half of its: rapt's geia (a book key not yet
+    measured) is priced at 4× its first price, not at the run's median drift (1×). The
+    cold quick grid's ETA read 31 min for 56 when the median of many small, fast parts
+    priced the slow inverters."""
+    from privaudit.audit.forecast import Tracker
+
+    book = CostBook(tmp_path / COSTS_FILE)
+    attacks = {"geia": _Fake("geia", 0.5), "ner": _Fake("ner", 0.5), "ae": _Fake("ae", 0.5)}
+    sizes = Sizes(point_kwords=10.0, attack_kwords=10.0)
+    first = Work(_Fake("t2t", 0.5), False, ["geia", "ner"], "t2t")
+    later = Work(_Fake("rapt", 0.5), False, ["geia", "ae"], "rapt")
+    tasks = [object(), object()]
+    tracker = Tracker(
+        tasks, [first, later], Pricing(attacks, None, sizes, book), cells=4, done=0, jobs=1
+    )
+    assert tracker.remaining() - tracker.outputs_s == pytest.approx(30.0)  # 6 parts × 5 s
+    tracker.finished(tasks[0], {"defense t2t": 5.0, "geia": 20.0, "ner": 2.5}, 2)
+    assert tracker.drift == pytest.approx(1.0)  # the median of 1×, 4×, 0.5×
+    # rapt: its privatize and ae unmeasured (× drift), geia at its own 4×
+    assert tracker.remaining() - tracker.outputs_s == pytest.approx(5.0 + 20.0 + 5.0)
+
+
 def test_one_mispriced_component_is_not_read_as_the_machine(tmp_path: Path) -> None:
     """A point whose only computed cell took ten times its price (a new attack version, the
     rest from the cell store) re-prices that attack alone: the parts nothing measured keep
