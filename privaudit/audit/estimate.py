@@ -373,7 +373,10 @@ class Estimate:
         )
         size = f"Grid: {self.points} points, {self.cells} cells ({done}, {todo} to compute)"
         if todo == 0:
-            return [size + "; nothing to compute but the tables and report."]
+            return [
+                f"{size}; nothing to compute but the fit-noise refits, the tables and the "
+                f"report ≈ {duration(self.wall)}."
+            ]
         source = f"measured costs for {self.measured} of {self.components} components"
         if self.referenced:
             source += (
@@ -496,13 +499,16 @@ def estimate(
     cells: int,
     done: int,
     jobs: int = 1,
+    after: float = 0.0,
 ) -> Estimate:
     """The predicted cost of ``work`` priced by ``pricing`` (see the module docstring). With
     ``jobs`` workers the points' work is shared out, bounded below by the costliest point;
     the driver's outputs are not shared, and the workers' start-up is added once. One
     process already keeps about :data:`SERIAL_CORES` cores busy, so the speed-up is ``jobs``
     at most and ``cores / SERIAL_CORES`` at most, and :data:`CONTENDED` of that where the
-    workers need more cores than there are (0.63 on two cores: slower than one worker)."""
+    workers need more cores than there are (0.63 on two cores: slower than one worker).
+    ``after``: seconds of the stages after the grid priced apart (the fit-noise refits), in
+    the driver, paid even when every cell is reused."""
     book = pricing.book
     known: dict[str, int] = {}  # component -> its best source (MEASURED, REFERENCE, PRIOR)
     per_point = []
@@ -512,7 +518,7 @@ def estimate(
             known[p.component] = min(known.get(p.component, PRIOR), p.source)
         per_point.append(sum(p.seconds for p in parts))
     outputs, _ = book.lookup([OUTPUTS])
-    outputs_s = (outputs if outputs is not None else OUTPUTS_PRIOR) * cells
+    outputs_s = (outputs if outputs is not None else OUTPUTS_PRIOR) * cells + after
     work_s = sum(per_point)
     jobs = max(1, min(jobs, len(per_point) or 1))
     wall = max(work_s / speedup(jobs), max(per_point, default=0.0)) + outputs_s

@@ -64,6 +64,13 @@ FIT_NOISE_COLUMNS = [
 ]
 
 
+def refitted(attacks: dict[str, Any], evaluator: Any) -> tuple[list[str], bool]:
+    """What the refits fit again at each undefended point: the attacks (labels) and whether
+    the utility evaluator has a random fit (a declared ``fit_sd`` above 0)."""
+    random = [label for label, a in attacks.items() if float(a.fit_sd or 0.0) > 0]
+    return random, float(getattr(evaluator, "fit_sd", 0.0) or 0.0) > 0
+
+
 def measure_fit_noise(
     ctx: Context,
     points: list[Point],
@@ -79,8 +86,7 @@ def measure_fit_noise(
     import pandas as pd
 
     jobs = [p for p in points if ctx.defense(p).name == NONE] if refits > 0 else []
-    random = [label for label, a in ctx.attacks.items() if float(a.fit_sd or 0.0) > 0]
-    ev_random = float(getattr(ctx.evaluator, "fit_sd", 0.0) or 0.0) > 0
+    random, ev_random = refitted(ctx.attacks, ctx.evaluator)
     total = len(jobs) * refits * (len(random) + int(ev_random))
     rows: list[dict[str, Any]] = []
     bar = StageProgress("fit noise", total, "refit", progress=progress)

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from privaudit.api import NONE
 from privaudit.audit.cells import build_components, point_keys
 from privaudit.audit.estimate import (
     DRIFT_BOUNDS,
@@ -27,6 +28,7 @@ from privaudit.audit.estimate import (
     price_work,
     speedup,
 )
+from privaudit.audit.fit_noise import refitted
 from privaudit.audit.plan import calibration_key, check_levels, identity
 from privaudit.audit.reuse import Reuse
 from privaudit.audit.store import RunDir
@@ -92,6 +94,7 @@ class Tracker:
         cells: int,
         done: int,
         jobs: int,
+        after: float = 0.0,
     ) -> None:
         self.parts = {
             id(task): price_work(item, pricing) for task, item in zip(tasks, work, strict=True)
@@ -100,7 +103,8 @@ class Tracker:
         self.points_total = len(tasks)
         self.cells, self.done, self.jobs = cells, done, max(1, jobs)
         outputs, _ = pricing.book.lookup([OUTPUTS])
-        self.outputs_s = (outputs if outputs is not None else OUTPUTS_PRIOR) * cells
+        # the outputs, and ``after``: the stages after the grid priced apart (fit noise)
+        self.outputs_s = (outputs if outputs is not None else OUTPUTS_PRIOR) * cells + after
         self.started = time.perf_counter()
         self._rates: dict[str, list[float]] = {}  # book key -> [seconds, units] this run
         self._ratios: dict[str, list[float]] = {}  # component -> [measured, predicted] s
@@ -166,6 +170,21 @@ class Tracker:
         )
 
 
+def fit_noise_seconds(nones: Sequence[Any], refits: int, pricing: Pricing) -> float:
+    """The fit-noise refits after the grid (:func:`~privaudit.audit.fit_noise.
+    measure_fit_noise`): at each undefended point (its defense in ``nones``), every random
+    fit ``refits`` times, each at its price on that point. They ran unpriced: the after-grid
+    stages of a cold quick grid took 3:11 where the ETA at its last point said 62 s."""
+    if refits <= 0 or not nones:
+        return 0.0
+    random, utility = refitted(pricing.attacks, pricing.evaluator)
+    seconds = 0.0
+    for defense in nones:
+        parts = price_work(Work(defense, utility, random), pricing)
+        seconds += sum(p.seconds for p in parts[1:])  # parts[0]: privatize, not refitted
+    return refits * seconds
+
+
 def _clock(seconds: float) -> str:
     hours, rest = divmod(round(seconds), 3600)
     minutes = f"{rest // 60:02d}" if hours else f"{rest // 60}"
@@ -208,7 +227,11 @@ def estimate_config(
     )
     spec_jobs = jobs if jobs is not None else config.executor.jobs
     pricing = Pricing(attacks, evaluator, Sizes.of(corpus), book or CostBook())
-    forecast = estimate(work, pricing, points=points, cells=cells, done=done, jobs=spec_jobs)
+    nones = [d for d in defenses if d.name == NONE for _ in config.seeds]
+    after = fit_noise_seconds(nones, config.fit_noise.refits, pricing)
+    forecast = estimate(
+        work, pricing, points=points, cells=cells, done=done, jobs=spec_jobs, after=after
+    )
     forecast.one_time = one_time_work(config, attacks, plans)
     forecast.wall += sum(s for _, s in forecast.one_time)
     forecast.reused = reused

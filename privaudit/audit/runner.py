@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from privaudit.api import NONE
 from privaudit.audit.cells import Context, Task, build_attacks, build_components, context_for
 from privaudit.audit.config import GridConfig
 from privaudit.audit.estimate import (
@@ -34,7 +35,7 @@ from privaudit.audit.estimate import (
 )
 from privaudit.audit.executors import end_pool, guard_run, make_executor
 from privaudit.audit.fit_noise import measure_fit_noise
-from privaudit.audit.forecast import Tracker, measured_parts, one_time_work
+from privaudit.audit.forecast import Tracker, fit_noise_seconds, measured_parts, one_time_work
 from privaudit.audit.plan import Point, check_levels, plan
 from privaudit.audit.reasons import full_reasons
 from privaudit.audit.reuse import Reuse
@@ -509,8 +510,12 @@ def _forecast(
     priced = book if book is not None else CostBook.empty()
     jobs = int(getattr(runner, "jobs", 1) or 1)
     pricing = Pricing(ctx.attacks, ctx.evaluator, sizes, priced)
-    forecast = estimate(work, pricing, points=len(points), cells=total, done=done, jobs=jobs)
-    tracker = Tracker(tasks, work, pricing, cells=total, done=done, jobs=jobs)
+    nones = [ctx.defense(p) for p in points if ctx.defense(p).name == NONE]
+    after = fit_noise_seconds(nones, ctx.config.fit_noise.refits, pricing)
+    forecast = estimate(
+        work, pricing, points=len(points), cells=total, done=done, jobs=jobs, after=after
+    )
+    tracker = Tracker(tasks, work, pricing, cells=total, done=done, jobs=jobs, after=after)
     # A model pre-trained before the first cell (and the strength curve's) is waited for too.
     forecast.one_time = one_time_work(ctx.config, ctx.attacks, ctx.plans)
     forecast.wall += sum(s for _, s in forecast.one_time)

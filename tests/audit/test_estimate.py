@@ -390,6 +390,38 @@ def test_a_component_measured_on_one_defense_is_priced_at_its_own_pace_on_the_ne
     assert tracker.remaining() - tracker.outputs_s == pytest.approx(5.0 + 20.0 + 5.0)
 
 
+def test_the_fit_noise_refits_are_priced_after_the_grid(tmp_path: Path) -> None:
+    """The refits after the grid (each random fit again at every undefended point) were
+    priced nowhere: a cold quick grid's last ETA said 62 s for 3:11. They are now in the
+    first estimate and in the tracker's tail, also when every cell is reused."""
+    from privaudit.audit.forecast import Tracker, fit_noise_seconds
+
+    book = CostBook(tmp_path / COSTS_FILE)
+    geia, ner, service = _Fake("geia", 0.5), _Fake("ner", 0.5), _Fake("service", 1.0)
+    geia.fit_sd, ner.fit_sd, service.fit_sd = 0.02, 0.0, 0.01  # type: ignore[attr-defined]
+    pricing = Pricing({"geia": geia, "ner": ner}, service, Sizes(10.0, 10.0), book)
+    none = _Fake("none", 0.0)
+    # two refits of geia (5 s) and of the service (10 s) at each of two undefended points;
+    # ner's fit is deterministic and not refitted, the privatize pass is not repeated
+    assert fit_noise_seconds([none, none], 2, pricing) == pytest.approx(2 * 2 * (5.0 + 10.0))
+    assert fit_noise_seconds([none], 0, pricing) == 0.0
+    assert fit_noise_seconds([], 2, pricing) == 0.0
+    work = [Work(none, False, ["ner"], "none")]
+    plain = estimate(work, pricing, points=1, cells=2, done=0)
+    after = estimate(work, pricing, points=1, cells=2, done=0, after=30.0)
+    assert after.wall - plain.wall == pytest.approx(30.0)
+    assert after.seconds - plain.seconds == pytest.approx(30.0)
+    tasks = [object()]
+    tracker = Tracker(tasks, work, pricing, cells=2, done=0, jobs=1, after=30.0)
+    tracker.finished(tasks[0], {"defense none": 0.0, "ner": 5.0}, 2)
+    without = Tracker(tasks, work, pricing, cells=2, done=0, jobs=1)
+    assert tracker.remaining() == pytest.approx(without.outputs_s + 30.0)  # all that is left
+    # nothing left to compute: the line still prices the refits and outputs
+    done = estimate([], pricing, points=1, cells=2, done=2, after=30.0)
+    assert "nothing to compute but the fit-noise refits" in done.lines()[0]
+    assert done.wall >= 30.0
+
+
 def test_one_mispriced_component_is_not_read_as_the_machine(tmp_path: Path) -> None:
     """A point whose only computed cell took ten times its price (a new attack version, the
     rest from the cell store) re-prices that attack alone: the parts nothing measured keep
