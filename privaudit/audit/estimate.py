@@ -271,19 +271,27 @@ class CostBook:
             slot[2] += 1
 
     def record(
-        self, ctx: Any, task: Any, records: list[tuple[str, dict[str, Any]]], sizes: Sizes
+        self,
+        ctx: Any,
+        task: Any,
+        records: list[tuple[str, dict[str, Any]]],
+        sizes: Sizes,
+        jobs: int = 1,
     ) -> None:
         """File the measurements in a finished point's records (failed ones say nothing);
-        ``sizes``: the grid corpus's."""
+        ``sizes``: the grid corpus's. Measured by one of ``jobs`` contending workers, they
+        are filed as one process's seconds (× ``speedup(jobs) / jobs``, the contention the
+        estimate prices apart), so a ``--jobs 2`` run does not price the next one slow."""
+        serial = speedup(jobs) / max(1, jobs)
         defense = ctx.defense(task.point)
         by_key = dict(records)
         point = by_key.get(task.point_key)
         if point is not None and point.get("status") == "ok":
             wall = point.get("privatize_wall_seconds", point.get("privatize_seconds"))
-            self.add(privatize_keys(defense), float(wall), sizes.point_kwords)
+            self.add(privatize_keys(defense), float(wall) * serial, sizes.point_kwords)
             self.add(
                 utility_keys(ctx.evaluator, defense.name),
-                float(point.get("utility_seconds", math.nan)),
+                float(point.get("utility_seconds", math.nan)) * serial,
                 sizes.point_kwords,
             )
         for label, key in task.attack_keys.items():
@@ -291,7 +299,7 @@ class CostBook:
             if record is None or record.get("status") == "failed" or not record.get("rows"):
                 continue
             # n/a before running costs (about) nothing; every row of a cell shares its time
-            seconds = float(record["rows"][0].get("attack_seconds", 0.0))
+            seconds = float(record["rows"][0].get("attack_seconds", 0.0)) * serial
             attack = ctx.attacks[label]
             self.add(attack_keys(attack, defense.name), seconds, sizes.attack_kwords)
             victims = victims_of(attack, sizes)

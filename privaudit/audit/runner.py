@@ -302,7 +302,7 @@ def _compute_cells(grid: _Grid, tasks: list[Task], done: int, total: int) -> Non
             cells = sum(1 for _, r in records if r["kind"] == "cell")
             bar.update(cells)
             in_flight.finished(task)
-            _keep_costs(book, lambda t=task, r=records: book.record(ctx, t, r, sizes))
+            _keep_costs(book, lambda t=task, r=records: book.record(ctx, t, r, sizes, tracker.jobs))
             # the remaining work re-priced from what was just measured
             tracker.finished(task, measured_parts(ctx, task, records), cells)
             if progress:

@@ -422,6 +422,41 @@ def test_the_fit_noise_refits_are_priced_after_the_grid(tmp_path: Path) -> None:
     assert done.wall >= 30.0
 
 
+def test_a_workers_seconds_are_filed_as_one_process_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two workers on two cores each take 1 / (0.625 / 2) = 3.2× a part's one-process time,
+    and the estimate already prices that contention (speedup 0.625). Filed as measured, it
+    counted twice: "ETA 29 min" after the first of three points, with 6 min left."""
+    from types import SimpleNamespace
+
+    from privaudit.audit.estimate import attack_keys, speedup
+    from privaudit.audit.forecast import Tracker
+
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert speedup(2) == pytest.approx(0.625)
+    book = CostBook(tmp_path / COSTS_FILE)
+    nn, t2t = _Fake("nn", 0.5), _Fake("t2t", 0.5)
+    sizes = Sizes(point_kwords=10.0, attack_kwords=10.0)
+    pricing = Pricing({"nn": nn}, None, sizes, book)
+    tasks = [object() for _ in range(3)]
+    work = [Work(t2t, False, ["nn"], "t2t") for _ in tasks]
+    tracker = Tracker(tasks, work, pricing, cells=3, done=0, jobs=2)
+    assert tracker.remaining() - tracker.outputs_s == pytest.approx(30.0 / 0.625)
+    tracker.finished(tasks[0], {"defense t2t": 16.0, "nn": 16.0}, 1)  # 5 s each, contended
+    assert tracker.remaining() - tracker.outputs_s == pytest.approx(20.0 / 0.625)
+    # the cost book files them the same way: the next run, one worker, is not priced slow
+    ctx = SimpleNamespace(defense=lambda _: t2t, evaluator=_Fake("probe", 0.0), attacks={"nn": nn})
+    task = SimpleNamespace(point=None, point_key="p", attack_keys={"nn": "c"})
+    records = [
+        ("p", {"status": "ok", "privatize_wall_seconds": 16.0, "utility_seconds": 16.0}),
+        ("c", {"status": "ok", "rows": [{"attack_seconds": 16.0}]}),
+    ]
+    book.record(ctx, task, records, sizes, jobs=2)
+    book.save()
+    assert book.rate(attack_keys(nn, "t2t")) == pytest.approx(0.5)  # 5 s over 10 kwords
+
+
 def test_one_mispriced_component_is_not_read_as_the_machine(tmp_path: Path) -> None:
     """A point whose only computed cell took ten times its price (a new attack version, the
     rest from the cell store) re-prices that attack alone: the parts nothing measured keep
