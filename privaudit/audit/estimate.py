@@ -282,7 +282,7 @@ class CostBook:
         ``sizes``: the grid corpus's. Measured by one of ``jobs`` contending workers, they
         are filed as one process's seconds (× ``speedup(jobs) / jobs``, the contention the
         estimate prices apart), so a ``--jobs 2`` run does not price the next one slow."""
-        serial = speedup(jobs) / max(1, jobs)
+        serial = one_process_share(jobs)
         defense = ctx.defense(task.point)
         by_key = dict(records)
         point = by_key.get(task.point_key)
@@ -489,6 +489,20 @@ def price_work(item: Work, pricing: Pricing) -> list[Part]:
     return parts
 
 
+def one_process_share(jobs: int) -> float:
+    """What one of ``jobs`` contending workers' measured seconds are in one process's
+    seconds (``speedup(jobs) / jobs``): the contention :func:`speedup` prices apart, so a
+    worker's measurement filed as it is would count it twice."""
+    return speedup(jobs) / max(1, jobs)
+
+
+def tail_seconds(book: CostBook, cells: int, after: float) -> float:
+    """The driver's work after the cells: the outputs (per cell) and ``after``, the stages
+    priced apart (the fit-noise refits)."""
+    outputs, _ = book.lookup([OUTPUTS])
+    return (outputs if outputs is not None else OUTPUTS_PRIOR) * cells + after
+
+
 def speedup(jobs: int) -> float:
     """What ``jobs`` workers gain (see :func:`estimate`): below 1 where they contend for
     the cores (:data:`CONTENDED`)."""
@@ -525,8 +539,7 @@ def estimate(
         for p in parts:
             known[p.component] = min(known.get(p.component, PRIOR), p.source)
         per_point.append(sum(p.seconds for p in parts))
-    outputs, _ = book.lookup([OUTPUTS])
-    outputs_s = (outputs if outputs is not None else OUTPUTS_PRIOR) * cells + after
+    outputs_s = tail_seconds(book, cells, after)
     work_s = sum(per_point)
     jobs = max(1, min(jobs, len(per_point) or 1))
     wall = max(work_s / speedup(jobs), max(per_point, default=0.0)) + outputs_s

@@ -16,8 +16,6 @@ from privaudit.audit.cells import build_components, point_keys
 from privaudit.audit.estimate import (
     DRIFT_BOUNDS,
     DRIFT_MIN_COMPONENTS,
-    OUTPUTS,
-    OUTPUTS_PRIOR,
     CostBook,
     Estimate,
     Pricing,
@@ -25,8 +23,10 @@ from privaudit.audit.estimate import (
     Work,
     duration,
     estimate,
+    one_process_share,
     price_work,
     speedup,
+    tail_seconds,
 )
 from privaudit.audit.fit_noise import refitted
 from privaudit.audit.plan import calibration_key, check_levels, identity
@@ -102,9 +102,7 @@ class Tracker:
         self.pending = [id(t) for t in tasks]
         self.points_total = len(tasks)
         self.cells, self.done, self.jobs = cells, done, max(1, jobs)
-        outputs, _ = pricing.book.lookup([OUTPUTS])
-        # the outputs, and ``after``: the stages after the grid priced apart (fit noise)
-        self.outputs_s = (outputs if outputs is not None else OUTPUTS_PRIOR) * cells + after
+        self.outputs_s = tail_seconds(pricing.book, cells, after)
         self.started = time.perf_counter()
         self._rates: dict[str, list[float]] = {}  # book key -> [seconds, units] this run
         self._ratios: dict[str, list[float]] = {}  # component -> [measured, predicted] s
@@ -120,7 +118,7 @@ class Tracker:
         self.done += cells
         if id(task) in self.pending:
             self.pending.remove(id(task))
-        serial = speedup(self.jobs) / self.jobs
+        serial = one_process_share(self.jobs)
         for part in self.parts.get(id(task), []):
             seconds = measured.get(part.component)
             if seconds is None:
